@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Builds the pinned local control plane (etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler, kwok, kubectl) into a per-user cache folder and prints that folder.
+#
+# The folder is keyed by a hash of this module's go.mod and go.sum (where the pins live) and of
+# this script, so a fresh clone on the same machine reuses the binaries and a changed pin builds
+# a new set. OPI_KUBE_BIN_DIR overrides the folder (it is then used as it is).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+key=$(cat "$here/go.mod" "$here/go.sum" "$here/build.sh" | sha256sum | cut -c1-16)
+dir=${OPI_KUBE_BIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/opi/kube-bin/$key}
+
+declare -A pkgs=(
+  [etcd]=go.etcd.io/etcd/server/v3
+  [kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
+  [kube-controller-manager]=k8s.io/kubernetes/cmd/kube-controller-manager
+  [kube-scheduler]=k8s.io/kubernetes/cmd/kube-scheduler
+  [kwok]=sigs.k8s.io/kwok/cmd/kwok
+  [kubectl]=k8s.io/kubernetes/cmd/kubectl
+)
+order=(etcd kwok kubectl kube-scheduler kube-controller-manager kube-apiserver)
+
+mkdir -p "$dir"
+missing=()
+for b in "${order[@]}"; do [ -x "$dir/$b" ] || missing+=("$b"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "building ${missing[*]} into $dir (the first build takes about 15 minutes on 2 cores)" >&2
+  cd "$here"
+  for b in "${missing[@]}"; do
+    start=$SECONDS
+    # Build to a temporary name and rename, so an interrupted build never leaves a broken binary.
+    CGO_ENABLED=0 go build -trimpath -o "$dir/.$b.tmp" "${pkgs[$b]}"
+    mv "$dir/.$b.tmp" "$dir/$b"
+    echo "  $b built in $((SECONDS - start))s" >&2
+  done
+fi
+echo "$dir"
