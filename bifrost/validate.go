@@ -1,0 +1,120 @@
+package bifrost
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+
+	"github.com/opi-bridge/opi/models"
+	"github.com/opi-bridge/opi/opi"
+)
+
+// Bounds of the OPI contract. Values outside them are rejected before anything is written.
+const (
+	MaxGUIDLength   = 63
+	MaxInstances    = 32767
+	MaxMemoryMB     = 1048576
+	MaxDiskMB       = 1048576
+	MaxCPUWeight    = 100
+	MaxPort         = 65535
+	defaultHCType   = opi.HealthCheckPort
+	cfAppsDomain    = "cf-apps"
+	dockerHubServer = "https://index.docker.io/v1/"
+)
+
+var guidPattern = regexp.MustCompile(`^[a-z0-9-]+$`)
+
+// ValidationError says which field of a request is wrong and how. It is an opi.ErrInvalid.
+type ValidationError struct {
+	Field   string
+	Problem string
+}
+
+func (e *ValidationError) Error() string { return e.Field + " " + e.Problem }
+
+// Unwrap makes errors.Is(err, opi.ErrInvalid) hold.
+func (e *ValidationError) Unwrap() error { return opi.ErrInvalid }
+
+func invalid(field, format string, args ...any) error {
+	return &ValidationError{Field: field, Problem: fmt.Sprintf(format, args...)}
+}
+
+// ValidateIdentifier checks a guid and a version against the contract's bounds.
+func ValidateIdentifier(id opi.LRPIdentifier) error {
+	if err := validateGUID("guid", id.GUID); err != nil {
+		return err
+	}
+	return validateGUID("version", id.Version)
+}
+
+func validateGUID(field, value string) error {
+	switch {
+	case value == "":
+		return invalid(field, "is required")
+	case len(value) > MaxGUIDLength:
+		return invalid(field, "is %d characters long, at most %d are allowed", len(value), MaxGUIDLength)
+	case !guidPattern.MatchString(value):
+		return invalid(field, "%q may hold only lower-case letters, digits and '-'", value)
+	}
+	return nil
+}
+
+func checkRange(field string, value, lowest, highest int64) error {
+	if value < lowest || value > highest {
+		return invalid(field, "must be between %d and %d, got %d", lowest, highest, value)
+	}
+	return nil
+}
+
+// validEnvName is what Kubernetes accepts as an environment variable name: printable ASCII
+// except '='. Names with ':' or '.' are fine and reach the app unchanged.
+func validEnvName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c < 32 || c > 126 || c == '=' {
+			return false
+		}
+	}
+	return true
+}
+
+// convertRoutes reads the cf-router routes; other routers are ignored. A cf-router value that
+// is not a list of {hostname|hostnames, port} objects is malformed.
+func convertRoutes(field string, routes models.Routes) ([]opi.Route, error) {
+	raw, ok := routes[models.CFRouterKey]
+	if !ok || string(raw) == "null" {
+		return []opi.Route{}, nil
+	}
+	var entries []json.RawMessage
+	if err := json.Unmarshal(raw, &entries); err != nil {
+		return nil, invalid(field+".cf-router", "must be a list of {\"hostname\",\"port\"} objects")
+	}
+	out := []opi.Route{}
+	for i, entry := range entries {
+		name := fmt.Sprintf("%s.cf-router[%d]", field, i)
+		var route models.CFRoute
+		if err := json.Unmarshal(entry, &route); err != nil {
+			return nil, invalid(name, "must be a {\"hostname\",\"port\"} object")
+		}
+		if err := checkRange(name+".port", route.Port, 1, MaxPort); err != nil {
+			return nil, err
+		}
+		hostnames := route.Hostnames
+		if route.Hostname != "" {
+			hostnames = append([]string{route.Hostname}, hostnames...)
+		}
+		if len(hostnames) == 0 {
+			return nil, invalid(name, "has no hostname")
+		}
+		for _, h := range hostnames {
+			if h == "" {
+				return nil, invalid(name, "has an empty hostname")
+			}
+			out = append(out, opi.Route{Hostname: h, Port: int32(route.Port)})
+		}
+	}
+	return out, nil
+}

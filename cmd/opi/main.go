@@ -1,0 +1,122 @@
+// Command opi is the OPI server: `opi connect` serves Cloud Controller's LRP API and runs the
+// apps on Kubernetes.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"code.cloudfoundry.org/lager/v3"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/opi-bridge/opi/bifrost"
+	"github.com/opi-bridge/opi/handler"
+	"github.com/opi-bridge/opi/k8s"
+)
+
+const usage = `usage: opi connect [--config FILE] [--listen ADDR] [--kubeconfig PATH] [--namespace NS] [flags]
+
+Serves Cloud Controller's OPI API and runs its apps on Kubernetes. "opi connect -h" lists the flags.
+`
+
+func main() {
+	if len(os.Args) < 2 || os.Args[1] != "connect" {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	cfg, err := LoadConfig(os.Args[2:])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "opi: %v\n", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := connect(ctx, cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "opi: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func newLogger(level string) lager.Logger {
+	logger := lager.NewLogger("opi")
+	minLevel, _ := lager.LogLevelFromString(level)
+	logger.RegisterSink(lager.NewWriterSink(os.Stdout, minLevel))
+	return logger
+}
+
+func kubeConfig(path string) (*rest.Config, error) {
+	if path != "" {
+		return clientcmd.BuildConfigFromFlags("", path)
+	}
+	return rest.InClusterConfig()
+}
+
+func connect(ctx context.Context, cfg Config) error {
+	logger := newLogger(cfg.LogLevel)
+
+	restConfig, err := kubeConfig(cfg.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("load kubernetes config: %w", err)
+	}
+	restConfig.QPS = cfg.KubeQPS
+	restConfig.Burst = cfg.KubeBurst
+	restConfig.UserAgent = "opi"
+	client, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return fmt.Errorf("create kubernetes client: %w", err)
+	}
+
+	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := k8s.EnsureNamespace(startCtx, client, cfg.Namespace, cfg.CreateNamespace); err != nil {
+		return fmt.Errorf("namespace %s: %w", cfg.Namespace, err)
+	}
+	backend := k8s.NewBackend(client, logger.Session("k8s"), k8s.Options{
+		Namespace:       cfg.Namespace,
+		ReadWaitTimeout: cfg.ReadWaitTimeout.Duration,
+	})
+	if err := backend.Start(startCtx); err != nil {
+		return fmt.Errorf("start kubernetes caches: %w", err)
+	}
+
+	listener, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	server := &http.Server{
+		Handler: handler.New(handler.Config{
+			LRP:          &bifrost.LRP{Backend: backend},
+			Readiness:    backend,
+			Logger:       logger.Session("api"),
+			MaxBodyBytes: cfg.MaxBodyBytes,
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	logger.Info("started", lager.Data{"listen": listener.Addr().String(), "namespace": cfg.Namespace})
+
+	served := make(chan error, 1)
+	go func() { served <- server.Serve(listener) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+
+	logger.Info("stopping", lager.Data{"timeout": cfg.ShutdownTimeout.String()})
+	shutdownCtx, cancelShutdown := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.Duration)
+	defer cancelShutdown()
+	if err := server.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shut down: %w", err)
+	}
+	logger.Info("stopped")
+	return nil
+}

@@ -1,0 +1,108 @@
+// Package handler is opi's HTTP face: the routes Cloud Controller calls, the decoding of its
+// bodies, and the status codes and error bodies of the OPI contract.
+package handler
+
+import (
+	"context"
+	"net/http"
+
+	"code.cloudfoundry.org/lager/v3"
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/opi-bridge/opi/models"
+	"github.com/opi-bridge/opi/opi"
+)
+
+//go:generate go tool counterfeiter -generate
+
+// DefaultMaxBodyBytes is the request body limit when none is configured: 10 MiB.
+const DefaultMaxBodyBytes = 10 << 20
+
+// LRPBifrost is what the handler needs of the LRP bifrost.
+//
+//counterfeiter:generate -o ../fakes/lrp_bifrost.go . LRPBifrost
+type LRPBifrost interface {
+	Desire(ctx context.Context, req models.DesireLRPRequest) error
+	List(ctx context.Context) ([]models.DesiredLRPSchedulingInfo, error)
+	Get(ctx context.Context, id opi.LRPIdentifier) (*models.DesiredLRP, error)
+	Update(ctx context.Context, req models.UpdateDesiredLRPRequest) error
+	Stop(ctx context.Context, id opi.LRPIdentifier) error
+	StopInstance(ctx context.Context, id opi.LRPIdentifier, index int32) error
+	Instances(ctx context.Context, id opi.LRPIdentifier) ([]models.Instance, error)
+}
+
+// ReadinessChecker tells whether opi can serve: its backend is reachable and its caches synced.
+//
+//counterfeiter:generate -o ../fakes/readiness_checker.go . ReadinessChecker
+type ReadinessChecker interface {
+	Ready(ctx context.Context) error
+}
+
+// Config is what New needs.
+type Config struct {
+	LRP       LRPBifrost
+	Readiness ReadinessChecker
+	Logger    lager.Logger
+	// MaxBodyBytes bounds request bodies; DefaultMaxBodyBytes when 0.
+	MaxBodyBytes int64
+}
+
+// New returns the router with every route of the contract.
+func New(cfg Config) http.Handler {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	lrp := &lrpHandler{bifrost: cfg.LRP, logger: cfg.Logger, maxBody: cfg.MaxBodyBytes}
+	health := &healthHandler{readiness: cfg.Readiness, logger: cfg.Logger}
+
+	r := httprouter.New()
+	// httprouter needs one name for a path segment across routes: ":guid" is the process guid
+	// on desire and update, and the CC process guid elsewhere.
+	r.PUT("/apps/:guid", lrp.desire)
+	r.GET("/apps", lrp.list)
+	r.GET("/apps/:guid/:version", lrp.get)
+	r.POST("/apps/:guid", lrp.update)
+	r.PUT("/apps/:guid/:version/stop", lrp.stop)
+	r.PUT("/apps/:guid/:version/stop/:index", lrp.stopInstance)
+	r.GET("/apps/:guid/:version/instances", lrp.instances)
+
+	r.GET("/healthz", health.live)
+	r.GET("/readyz", health.ready)
+
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
+	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		writeError(w, http.StatusNotFound, "no route for "+req.Method+" "+req.URL.Path)
+	})
+	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		writeError(w, http.StatusMethodNotAllowed, "method "+req.Method+" is not allowed on "+req.URL.Path)
+	})
+	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, v any) {
+		cfg.Logger.Error("panic", nil, lager.Data{"method": req.Method, "path": req.URL.Path, "panic": v})
+		writeError(w, http.StatusInternalServerError, "internal error")
+	}
+	return r
+}
+
+type healthHandler struct {
+	readiness ReadinessChecker
+	logger    lager.Logger
+}
+
+func (h *healthHandler) live(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (h *healthHandler) ready(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	if err := h.readiness.Ready(r.Context()); err != nil {
+		h.logger.Info("not-ready", lager.Data{"reason": err.Error()})
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// errorBody is the contract's error body for LRP routes.
+func errorBody(message string) models.ErrorResponse {
+	return models.ErrorResponse{Error: models.Error{Message: message}}
+}

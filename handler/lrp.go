@@ -1,0 +1,153 @@
+package handler
+
+import (
+	"net/http"
+	"strconv"
+
+	"code.cloudfoundry.org/lager/v3"
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/opi-bridge/opi/models"
+	"github.com/opi-bridge/opi/opi"
+)
+
+type lrpHandler struct {
+	bifrost LRPBifrost
+	logger  lager.Logger
+	maxBody int64
+}
+
+func idFrom(ps httprouter.Params) opi.LRPIdentifier {
+	return opi.LRPIdentifier{GUID: ps.ByName("guid"), Version: ps.ByName("version")}
+}
+
+// fail logs err and writes the contract's error body with the status its kind deserves.
+func fail(w http.ResponseWriter, logger lager.Logger, action string, err error) {
+	status := statusFor(err)
+	if status >= http.StatusInternalServerError {
+		logger.Error(action+"-failed", err)
+	} else {
+		logger.Info(action+"-rejected", lager.Data{"status": status, "reason": err.Error()})
+	}
+	writeError(w, status, messageFor(status, err))
+}
+
+func (h *lrpHandler) desire(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	processGUID := ps.ByName("guid")
+	logger := h.logger.Session("desire-lrp", lager.Data{"process-guid": processGUID})
+
+	var req models.DesireLRPRequest
+	if rerr := decodeBody(w, r, h.maxBody, &req); rerr != nil {
+		logger.Info("bad-request", lager.Data{"status": rerr.status, "reason": rerr.message})
+		writeError(w, rerr.status, rerr.message)
+		return
+	}
+	if body := req.GUID + "-" + req.Version; body != processGUID {
+		logger.Info("bad-request", lager.Data{"reason": "path does not match body"})
+		writeError(w, http.StatusBadRequest, "process guid in path "+strconv.Quote(processGUID)+" does not match guid-version in body "+strconv.Quote(body))
+		return
+	}
+	if err := h.bifrost.Desire(r.Context(), req); err != nil {
+		fail(w, logger, "desire", err)
+		return
+	}
+	logger.Info("desired", lager.Data{"instances": req.Instances})
+	writeJSON(w, http.StatusAccepted, struct{}{})
+}
+
+func (h *lrpHandler) list(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	logger := h.logger.Session("list-lrps")
+	infos, err := h.bifrost.List(r.Context())
+	if err != nil {
+		fail(w, logger, "list", err)
+		return
+	}
+	if infos == nil {
+		infos = []models.DesiredLRPSchedulingInfo{}
+	}
+	writeJSON(w, http.StatusOK, models.DesiredLRPSchedulingInfosResponse{DesiredLRPSchedulingInfos: infos})
+}
+
+func (h *lrpHandler) get(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	id := idFrom(ps)
+	logger := h.logger.Session("get-lrp", lager.Data{"process-guid": id.ProcessGUID()})
+	lrp, err := h.bifrost.Get(r.Context(), id)
+	if err != nil {
+		fail(w, logger, "get", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, models.DesiredLRPResponse{DesiredLRP: *lrp})
+}
+
+func (h *lrpHandler) update(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	processGUID := ps.ByName("guid")
+	logger := h.logger.Session("update-lrp", lager.Data{"process-guid": processGUID})
+
+	var req models.UpdateDesiredLRPRequest
+	if rerr := decodeBody(w, r, h.maxBody, &req); rerr != nil {
+		logger.Info("bad-request", lager.Data{"status": rerr.status, "reason": rerr.message})
+		writeError(w, rerr.status, rerr.message)
+		return
+	}
+	if body := req.GUID + "-" + req.Version; body != processGUID {
+		logger.Info("bad-request", lager.Data{"reason": "path does not match body"})
+		writeError(w, http.StatusBadRequest, "process guid in path "+strconv.Quote(processGUID)+" does not match guid-version in body "+strconv.Quote(body))
+		return
+	}
+	if err := h.bifrost.Update(r.Context(), req); err != nil {
+		fail(w, logger, "update", err)
+		return
+	}
+	logger.Info("updated")
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+func (h *lrpHandler) stop(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	id := idFrom(ps)
+	logger := h.logger.Session("stop-lrp", lager.Data{"process-guid": id.ProcessGUID()})
+	if err := h.bifrost.Stop(r.Context(), id); err != nil {
+		fail(w, logger, "stop", err)
+		return
+	}
+	logger.Info("stopped")
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+func (h *lrpHandler) stopInstance(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	id := idFrom(ps)
+	logger := h.logger.Session("stop-instance", lager.Data{"process-guid": id.ProcessGUID(), "index": ps.ByName("index")})
+	index, err := strconv.ParseInt(ps.ByName("index"), 10, 32)
+	if err != nil || index < 0 {
+		logger.Info("bad-request", lager.Data{"reason": "index is not a non-negative integer"})
+		writeError(w, http.StatusBadRequest, "instance index "+strconv.Quote(ps.ByName("index"))+" is not a non-negative integer")
+		return
+	}
+	if err := h.bifrost.StopInstance(r.Context(), id, int32(index)); err != nil {
+		fail(w, logger, "stop-instance", err)
+		return
+	}
+	logger.Info("stopped")
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+func (h *lrpHandler) instances(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	id := idFrom(ps)
+	logger := h.logger.Session("get-instances", lager.Data{"process-guid": id.ProcessGUID()})
+	instances, err := h.bifrost.Instances(r.Context(), id)
+	if err != nil {
+		status := statusFor(err)
+		message := err.Error()
+		if status == http.StatusNotFound {
+			message = msgInstancesNotFound
+		}
+		if status >= http.StatusInternalServerError {
+			logger.Error("get-instances-failed", err)
+		}
+		writeJSON(w, status, models.InstancesResponse{ProcessGUID: id.ProcessGUID(), Instances: []models.Instance{}, Error: message})
+		return
+	}
+	if instances == nil {
+		instances = []models.Instance{}
+	}
+	writeJSON(w, http.StatusOK, models.InstancesResponse{ProcessGUID: id.ProcessGUID(), Instances: instances})
+}
