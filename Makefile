@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin
 
-.PHONY: build test unit integration generate lint kube-bins cluster cluster-down run
+.PHONY: build test unit integration generate lint kube-bins cluster cluster-down run opi-local
 
 build:
 	$(GO) build -o $(BIN)/opi ./cmd/opi
@@ -19,10 +19,63 @@ lint:
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+# Unit suites: everything but the suites that start a local control plane.
 unit:
-	$(GO) tool ginkgo -r --skip-package=integration --fail-on-pending --fail-on-empty --keep-going
+	$(GO) tool ginkgo -r --skip-package=integration,localkube --fail-on-pending --fail-on-empty --keep-going --race
 
+# Suites on a real local control plane (built on first use): localkube's own, then opi's.
 integration: kube-bins
-	$(GO) tool ginkgo -r --fail-on-pending --fail-on-empty -v integration
+	$(GO) tool ginkgo --fail-on-pending --fail-on-empty --keep-going --timeout=45m localkube integration
 
 test: unit integration
+
+# --- A local control plane to try opi by hand (independent of `make test`) ---
+LOCAL := .local
+
+opi-local:
+	$(GO) build -o $(BIN)/opi-local ./cmd/opi-local
+
+# Starts a control plane in the background: pid in .local/cluster.pid, output in .local/cluster.log.
+# CLUSTER_FLAGS passes more flags, e.g. CLUSTER_FLAGS="--nodes 3 --node-memory 8Gi".
+cluster: opi-local kube-bins
+	@mkdir -p $(LOCAL)
+	@if [ -f $(LOCAL)/cluster.pid ] && kill -0 "$$(cat $(LOCAL)/cluster.pid)" 2>/dev/null; then \
+	  echo "a cluster is already running (pid $$(cat $(LOCAL)/cluster.pid)); make cluster-down stops it"; exit 1; fi
+	@rm -f $(LOCAL)/kubeconfig
+	@nohup $(BIN)/opi-local cluster --kubeconfig-out $(LOCAL)/kubeconfig $(CLUSTER_FLAGS) >$(LOCAL)/cluster.log 2>&1 </dev/null & \
+	  echo $$! >$(LOCAL)/cluster.pid
+	@pid=$$(cat $(LOCAL)/cluster.pid); echo "starting the control plane (pid $$pid, log $(LOCAL)/cluster.log)..."; \
+	for i in $$(seq 1 600); do \
+	  [ -f $(LOCAL)/kubeconfig ] && break; \
+	  if ! kill -0 $$pid 2>/dev/null; then \
+	    echo "opi-local cluster exited:"; tail -n 30 $(LOCAL)/cluster.log; rm -f $(LOCAL)/cluster.pid; exit 1; fi; \
+	  sleep 0.5; \
+	done; \
+	if [ ! -f $(LOCAL)/kubeconfig ]; then \
+	  echo "no kubeconfig after 5 minutes; see $(LOCAL)/cluster.log; make cluster-down stops it"; exit 1; fi; \
+	kubectl=$$(tools/kube/build.sh 2>/dev/null)/kubectl; \
+	echo "cluster ready. Use it with:"; \
+	echo "  export KUBECONFIG=$$PWD/$(LOCAL)/kubeconfig"; \
+	echo "  $$kubectl get nodes,pods -A"; \
+	echo "make cluster-down stops it."
+
+# Stops the cluster started by `make cluster` (SIGTERM; SIGKILL if it is still up after 30 s).
+cluster-down:
+	@if [ ! -f $(LOCAL)/cluster.pid ]; then echo "no cluster to stop ($(LOCAL)/cluster.pid is missing)"; exit 0; fi; \
+	pid=$$(cat $(LOCAL)/cluster.pid); \
+	if grep -qa opi-local /proc/$$pid/cmdline 2>/dev/null; then \
+	  kill -TERM $$pid; \
+	  for i in $$(seq 1 60); do kill -0 $$pid 2>/dev/null || break; sleep 0.5; done; \
+	  if kill -0 $$pid 2>/dev/null; then echo "still running after 30 s: sending SIGKILL"; kill -KILL $$pid; fi; \
+	  echo "cluster stopped"; \
+	else \
+	  echo "pid $$pid is not opi-local any more: nothing to stop"; \
+	fi; \
+	rm -f $(LOCAL)/cluster.pid
+
+# Builds opi and runs it against a fresh local control plane in the foreground; Ctrl-C stops both.
+# RUN_FLAGS passes more flags, e.g. RUN_FLAGS="--listen 127.0.0.1:9000 --nodes 2".
+run: build opi-local kube-bins
+	@if [ -f $(LOCAL)/cluster.pid ] && kill -0 "$$(cat $(LOCAL)/cluster.pid)" 2>/dev/null; then \
+	  echo "make cluster is running and owns $(LOCAL)/kubeconfig: make cluster-down first"; exit 1; fi
+	$(BIN)/opi-local run --opi-bin $(BIN)/opi --kubeconfig-out $(LOCAL)/kubeconfig $(RUN_FLAGS)

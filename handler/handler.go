@@ -5,6 +5,7 @@ package handler
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"code.cloudfoundry.org/lager/v3"
 	"github.com/julienschmidt/httprouter"
@@ -38,6 +39,13 @@ type ReadinessChecker interface {
 	Ready(ctx context.Context) error
 }
 
+// RequestObserver records each answered request (route pattern, status, duration).
+//
+//counterfeiter:generate -o ../fakes/request_observer.go . RequestObserver
+type RequestObserver interface {
+	ObserveHTTP(route string, code int, took time.Duration)
+}
+
 // Config is what New needs.
 type Config struct {
 	LRP       LRPBifrost
@@ -45,6 +53,10 @@ type Config struct {
 	Logger    lager.Logger
 	// MaxBodyBytes bounds request bodies; DefaultMaxBodyBytes when 0.
 	MaxBodyBytes int64
+	// Observer, when set, sees every request to an API route.
+	Observer RequestObserver
+	// Metrics, when set, is served at GET /metrics.
+	Metrics http.Handler
 }
 
 // New returns the router with every route of the contract.
@@ -56,15 +68,21 @@ func New(cfg Config) http.Handler {
 	health := &healthHandler{readiness: cfg.Readiness, logger: cfg.Logger}
 
 	r := httprouter.New()
+	route := func(method, path string, handle httprouter.Handle) {
+		r.Handle(method, path, observe(cfg.Observer, method+" "+path, handle))
+	}
 	// httprouter needs one name for a path segment across routes: ":guid" is the process guid
 	// on desire and update, and the CC process guid elsewhere.
-	r.PUT("/apps/:guid", lrp.desire)
-	r.GET("/apps", lrp.list)
-	r.GET("/apps/:guid/:version", lrp.get)
-	r.POST("/apps/:guid", lrp.update)
-	r.PUT("/apps/:guid/:version/stop", lrp.stop)
-	r.PUT("/apps/:guid/:version/stop/:index", lrp.stopInstance)
-	r.GET("/apps/:guid/:version/instances", lrp.instances)
+	route(http.MethodPut, "/apps/:guid", lrp.desire)
+	route(http.MethodGet, "/apps", lrp.list)
+	route(http.MethodGet, "/apps/:guid/:version", lrp.get)
+	route(http.MethodPost, "/apps/:guid", lrp.update)
+	route(http.MethodPut, "/apps/:guid/:version/stop", lrp.stop)
+	route(http.MethodPut, "/apps/:guid/:version/stop/:index", lrp.stopInstance)
+	route(http.MethodGet, "/apps/:guid/:version/instances", lrp.instances)
+	if cfg.Metrics != nil {
+		r.Handler(http.MethodGet, "/metrics", cfg.Metrics)
+	}
 
 	r.GET("/healthz", health.live)
 	r.GET("/readyz", health.ready)
@@ -82,6 +100,30 @@ func New(cfg Config) http.Handler {
 		writeError(w, http.StatusInternalServerError, "internal error")
 	}
 	return r
+}
+
+// observe reports each answer of handle to observer under the route's pattern (never the raw
+// path: guids would make the metric's cardinality unbounded).
+func observe(observer RequestObserver, route string, handle httprouter.Handle) httprouter.Handle {
+	if observer == nil {
+		return handle
+	}
+	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		handle(rec, r, ps)
+		observer.ObserveHTTP(route, rec.code, time.Since(start))
+	}
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.code = code
+	s.ResponseWriter.WriteHeader(code)
 }
 
 type healthHandler struct {

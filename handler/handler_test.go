@@ -326,3 +326,31 @@ var _ = Describe("Handler", func() {
 		})
 	})
 })
+
+var _ = Describe("Handler observability", func() {
+	It("reports each answer under its route pattern and serves metrics", func() {
+		observer := new(fakes.FakeRequestObserver)
+		bifrost := new(fakes.FakeLRPBifrost)
+		bifrost.GetReturns(nil, opi.ErrNotFound)
+		server := httptest.NewServer(handler.New(handler.Config{
+			LRP: bifrost, Readiness: new(fakes.FakeReadinessChecker), Logger: lagertest.NewTestLogger("h"),
+			Observer: observer,
+			Metrics:  http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("opi_metric 1\n")) }),
+		}))
+		defer server.Close()
+
+		resp, err := http.Get(server.URL + "/apps/" + guid + "/" + version)
+		Expect(err).NotTo(HaveOccurred())
+		resp.Body.Close()
+		Expect(observer.ObserveHTTPCallCount()).To(Equal(1))
+		route, code, _ := observer.ObserveHTTPArgsForCall(0)
+		Expect(route).To(Equal("GET /apps/:guid/:version"))
+		Expect(code).To(Equal(http.StatusNotFound))
+
+		resp, err = http.Get(server.URL + "/metrics")
+		Expect(err).NotTo(HaveOccurred())
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		Expect(string(body)).To(Equal("opi_metric 1\n"))
+	})
+})

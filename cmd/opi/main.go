@@ -21,6 +21,7 @@ import (
 	"github.com/opi-bridge/opi/bifrost"
 	"github.com/opi-bridge/opi/handler"
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/metrics"
 )
 
 const usage = `usage: opi connect [--config FILE] [--listen ADDR] [--kubeconfig PATH] [--namespace NS] [flags]
@@ -70,6 +71,8 @@ func connect(ctx context.Context, cfg Config) error {
 	restConfig.QPS = cfg.KubeQPS
 	restConfig.Burst = cfg.KubeBurst
 	restConfig.UserAgent = "opi"
+	m := metrics.New()
+	restConfig.Wrap(m.WrapKubeTransport)
 	client, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
 		return fmt.Errorf("create kubernetes client: %w", err)
@@ -98,6 +101,8 @@ func connect(ctx context.Context, cfg Config) error {
 			Readiness:    backend,
 			Logger:       logger.Session("api"),
 			MaxBodyBytes: cfg.MaxBodyBytes,
+			Observer:     m,
+			Metrics:      m.Handler(),
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}

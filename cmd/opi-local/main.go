@@ -1,0 +1,223 @@
+// Command opi-local runs opi against a real Kubernetes control plane on this machine (see
+// package localkube): `opi-local cluster` starts just the control plane, `opi-local run` starts it
+// and opi in front of it. Both stop everything on Ctrl-C or SIGTERM.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/opi-bridge/opi/localkube"
+)
+
+const usage = `usage:
+  opi-local cluster [--kubeconfig-out .local/kubeconfig] [--nodes N] [flags]
+      start a control plane, write its kubeconfig, run until Ctrl-C/SIGTERM
+  opi-local run [--opi-bin bin/opi] [--listen 127.0.0.1:8085] [--namespace cf-workloads] [flags]
+      start a control plane and opi connected to it, run until Ctrl-C/SIGTERM
+
+Run "opi-local cluster -h" or "opi-local run -h" for every flag.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	var err error
+	switch os.Args[1] {
+	case "cluster":
+		err = clusterCmd(ctx, os.Args[2:], os.Stdout)
+	case "run":
+		err = runCmd(ctx, os.Args[2:], os.Stdout)
+	case "-h", "-help", "--help", "help":
+		fmt.Print(usage)
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "opi-local: unknown command %q\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "opi-local:", err)
+		os.Exit(1)
+	}
+}
+
+// clusterFlags are the control plane's settings, shared by both commands.
+type clusterFlags struct {
+	kubeconfigOut string
+	opts          localkube.Options
+}
+
+func addClusterFlags(fs *flag.FlagSet) *clusterFlags {
+	f := &clusterFlags{}
+	fs.StringVar(&f.kubeconfigOut, "kubeconfig-out", ".local/kubeconfig", "where to copy the cluster's kubeconfig (removed again on stop)")
+	fs.IntVar(&f.opts.Nodes, "nodes", 1, "number of simulated nodes")
+	fs.StringVar(&f.opts.NodeCPU, "node-cpu", "32", "CPU capacity of each node")
+	fs.StringVar(&f.opts.NodeMemory, "node-memory", "256Gi", "memory capacity of each node")
+	fs.StringVar(&f.opts.NodePods, "node-pods", "250", "pod capacity of each node")
+	fs.StringVar(&f.opts.NodeEphemeralStorage, "node-ephemeral-storage", "1Ti", "ephemeral-storage capacity of each node")
+	fs.IntVar(&f.opts.ControllerQPS, "controller-qps", 0, "API requests/s of the controller-manager and scheduler (0: their default of 20)")
+	fs.IntVar(&f.opts.ControllerBurst, "controller-burst", 0, "API request burst of the controller-manager and scheduler (0: their default)")
+	fs.StringVar(&f.opts.BinDir, "bin-dir", "", "folder of the control plane binaries (default: build them with tools/kube/build.sh)")
+	fs.StringVar(&f.opts.WorkDir, "work-dir", ".local", "folder in which the cluster's own folder (data, certs, logs) is made")
+	fs.BoolVar(&f.opts.KeepWorkDir, "keep-work-dir", false, "keep the cluster's folder (and its logs) after stopping")
+	return f
+}
+
+// startCluster starts the control plane and copies its kubeconfig to f.kubeconfigOut.
+func startCluster(ctx context.Context, f *clusterFlags, out io.Writer) (*localkube.Cluster, error) {
+	fmt.Fprintln(out, "starting the control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok)...")
+	start := time.Now()
+	c, err := localkube.Start(ctx, f.opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := copyKubeconfig(c.Kubeconfig(), f.kubeconfigOut); err != nil {
+		return nil, errors.Join(err, c.Stop())
+	}
+	fmt.Fprintf(out, "control plane up in %s at %s with %d node(s); component logs in %s\n",
+		time.Since(start).Round(100*time.Millisecond), c.Server(), f.opts.Nodes, filepath.Join(c.WorkDir(), "logs"))
+	return c, nil
+}
+
+// stopCluster stops the control plane and removes the copied kubeconfig, which would otherwise
+// point tools at a dead server.
+func stopCluster(c *localkube.Cluster, f *clusterFlags, out io.Writer) error {
+	fmt.Fprintln(out, "stopping the control plane...")
+	err := c.Stop()
+	if rmErr := os.Remove(f.kubeconfigOut); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) {
+		err = errors.Join(err, rmErr)
+	}
+	if err == nil {
+		fmt.Fprintln(out, "stopped")
+	}
+	return err
+}
+
+func clusterCmd(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("opi-local cluster", flag.ContinueOnError)
+	f := addClusterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	c, err := startCluster(ctx, f, out)
+	if err != nil {
+		return err
+	}
+	kubectl := filepath.Join(c.BinDir(), "kubectl")
+	fmt.Fprintf(out, "\nkubeconfig: %s\n", f.kubeconfigOut)
+	fmt.Fprintf(out, "try:        %s --kubeconfig %s get nodes,pods -A\n", kubectl, f.kubeconfigOut)
+	fmt.Fprintf(out, "\nCtrl-C or SIGTERM stops the control plane.\n")
+	<-ctx.Done()
+	return stopCluster(c, f, out)
+}
+
+func runCmd(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("opi-local run", flag.ContinueOnError)
+	f := addClusterFlags(fs)
+	opiBin := fs.String("opi-bin", "bin/opi", "the opi binary to run (make build makes it)")
+	listen := fs.String("listen", "127.0.0.1:8085", "address opi listens on")
+	namespace := fs.String("namespace", "cf-workloads", "namespace opi puts the apps in")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if _, err := os.Stat(*opiBin); err != nil {
+		return fmt.Errorf("checking the opi binary (make build makes bin/opi): %w", err)
+	}
+
+	c, err := startCluster(ctx, f, out)
+	if err != nil {
+		return err
+	}
+
+	fmt.Fprintf(out, "starting %s connect --kubeconfig %s --listen %s --namespace %s\n", *opiBin, f.kubeconfigOut, *listen, *namespace)
+	opi, err := localkube.StartProcess("opi", *opiBin,
+		[]string{"connect", "--kubeconfig", f.kubeconfigOut, "--listen", *listen, "--namespace", *namespace},
+		os.Environ(), out, "")
+	if err != nil {
+		return errors.Join(err, stopCluster(c, f, out))
+	}
+	base := "http://" + *listen
+	if err := waitReady(ctx, base+"/readyz", opi); err != nil {
+		return errors.Join(err, opi.Stop(), stopCluster(c, f, out))
+	}
+	printGuide(out, base, filepath.Join(c.BinDir(), "kubectl"), f.kubeconfigOut, *namespace)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case <-opi.Done():
+		runErr = fmt.Errorf("opi exited: %v", opi.Err())
+	}
+	fmt.Fprintln(out, "stopping opi...")
+	return errors.Join(runErr, opi.Stop(), stopCluster(c, f, out))
+}
+
+// waitReady polls url until it answers 200, opi exits, ctx ends or two minutes pass.
+func waitReady(ctx context.Context, url string, opi *localkube.Process) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	client := &http.Client{Timeout: 2 * time.Second}
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	last := "no answer yet"
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return fmt.Errorf("making the readiness request: %w", err)
+		}
+		if resp, err := client.Do(req); err != nil {
+			last = err.Error()
+		} else {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = fmt.Sprintf("%s: %s", resp.Status, body)
+		}
+		select {
+		case <-opi.Done():
+			return fmt.Errorf("waiting for opi to be ready: opi exited: %v", opi.Err())
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for GET %s to answer 200: %w (last: %s)", url, ctx.Err(), last)
+		case <-tick.C:
+		}
+	}
+}
+
+func copyKubeconfig(from, to string) error {
+	data, err := os.ReadFile(from)
+	if err != nil {
+		return fmt.Errorf("reading the kubeconfig: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		return fmt.Errorf("creating the kubeconfig folder: %w", err)
+	}
+	// Written under a temporary name and renamed, so whoever waits for the file (make cluster)
+	// never reads half of it.
+	tmp := to + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return fmt.Errorf("writing the kubeconfig: %w", err)
+	}
+	if err := os.Rename(tmp, to); err != nil {
+		return fmt.Errorf("writing the kubeconfig: %w", err)
+	}
+	return nil
+}
