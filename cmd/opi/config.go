@@ -31,6 +31,14 @@ type Config struct {
 	ShutdownTimeout Duration `json:"shutdown_timeout"`
 	// LogLevel is debug, info, error or fatal.
 	LogLevel string `json:"log_level"`
+	// TLSCert and TLSKey are the server's certificate and key (PEM). With them opi serves TLS 1.2+.
+	TLSCert string `json:"tls_cert"`
+	TLSKey  string `json:"tls_key"`
+	// TLSClientCA, when set, makes opi require client certificates signed by it (mutual TLS, as
+	// CC's opi.client_cert_file / client_key_file / ca_file expect).
+	TLSClientCA string `json:"tls_client_ca"`
+	// Plaintext allows serving without TLS on a non-loopback address.
+	Plaintext bool `json:"plaintext"`
 }
 
 // Duration is a time.Duration written as "5s" in YAML.
@@ -81,6 +89,10 @@ func LoadConfig(args []string) (Config, error) {
 	readWait := fs.Duration("read-wait-timeout", cfg.ReadWaitTimeout.Duration, "how long a write waits for the cache to reflect it")
 	shutdown := fs.Duration("shutdown-timeout", cfg.ShutdownTimeout.Duration, "how long in-flight requests may finish on SIGTERM")
 	logLevel := fs.String("log-level", cfg.LogLevel, "debug, info, error or fatal")
+	tlsCert := fs.String("tls-cert", "", "server certificate (PEM); serve TLS")
+	tlsKey := fs.String("tls-key", "", "server private key (PEM)")
+	tlsClientCA := fs.String("tls-client-ca", "", "CA (PEM) that client certificates must be signed by (mutual TLS)")
+	plaintext := fs.Bool("plaintext", false, "allow plain HTTP on a non-loopback address")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -121,6 +133,14 @@ func LoadConfig(args []string) (Config, error) {
 			cfg.ShutdownTimeout.Duration = *shutdown
 		case "log-level":
 			cfg.LogLevel = *logLevel
+		case "tls-cert":
+			cfg.TLSCert = *tlsCert
+		case "tls-key":
+			cfg.TLSKey = *tlsKey
+		case "tls-client-ca":
+			cfg.TLSClientCA = *tlsClientCA
+		case "plaintext":
+			cfg.Plaintext = *plaintext
 		}
 	})
 	if cfg.Kubeconfig == "" {
@@ -131,8 +151,18 @@ func LoadConfig(args []string) (Config, error) {
 
 // Validate reports the first configuration mistake.
 func (c Config) Validate() error {
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+	host, _, err := net.SplitHostPort(c.Listen)
+	if err != nil {
 		return fmt.Errorf("listen %q: %w", c.Listen, err)
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return fmt.Errorf("tls_cert and tls_key go together")
+	}
+	if c.TLSClientCA != "" && c.TLSCert == "" {
+		return fmt.Errorf("tls_client_ca needs tls_cert and tls_key")
+	}
+	if c.TLSCert == "" && !c.Plaintext && !isLoopback(host) {
+		return fmt.Errorf("refusing to serve plain HTTP on %s: give --tls-cert and --tls-key (and --tls-client-ca for mutual TLS), listen on a loopback address, or opt in with --plaintext", c.Listen)
 	}
 	if c.Namespace == "" {
 		return fmt.Errorf("namespace must not be empty")
@@ -149,4 +179,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("log_level %q is not one of debug, info, error, fatal", c.LogLevel)
 	}
 	return nil
+}
+
+// isLoopback tells whether host (from a listen address) only accepts local connections.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

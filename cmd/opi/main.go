@@ -4,6 +4,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -91,9 +93,16 @@ func connect(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("start kubernetes caches: %w", err)
 	}
 
+	tlsConfig, err := serverTLS(cfg)
+	if err != nil {
+		return err
+	}
 	listener, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	if tlsConfig != nil {
+		listener = tls.NewListener(listener, tlsConfig)
 	}
 	server := &http.Server{
 		Handler: handler.New(handler.Config{
@@ -106,7 +115,10 @@ func connect(ctx context.Context, cfg Config) error {
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
-	logger.Info("started", lager.Data{"listen": listener.Addr().String(), "namespace": cfg.Namespace})
+	logger.Info("started", lager.Data{
+		"listen": listener.Addr().String(), "namespace": cfg.Namespace,
+		"tls": tlsConfig != nil, "mutual-tls": cfg.TLSClientCA != "",
+	})
 
 	served := make(chan error, 1)
 	go func() { served <- server.Serve(listener) }()
@@ -124,4 +136,30 @@ func connect(ctx context.Context, cfg Config) error {
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// serverTLS is the TLS configuration of the API: nil for plain HTTP, else TLS 1.2 or newer,
+// requiring a client certificate signed by the client CA when one is configured.
+func serverTLS(cfg Config) (*tls.Config, error) {
+	if cfg.TLSCert == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+	if err != nil {
+		return nil, fmt.Errorf("load tls certificate: %w", err)
+	}
+	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	if cfg.TLSClientCA != "" {
+		pem, err := os.ReadFile(cfg.TLSClientCA)
+		if err != nil {
+			return nil, fmt.Errorf("read tls client ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls client ca %s holds no PEM certificate", cfg.TLSClientCA)
+		}
+		tlsConfig.ClientCAs = pool
+		tlsConfig.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return tlsConfig, nil
 }

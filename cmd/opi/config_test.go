@@ -1,0 +1,75 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+)
+
+var _ = Describe("LoadConfig", func() {
+	writeConfig := func(yaml string) string {
+		path := filepath.Join(GinkgoT().TempDir(), "opi.yml")
+		Expect(os.WriteFile(path, []byte(yaml), 0o600)).To(Succeed())
+		return path
+	}
+
+	BeforeEach(func() { GinkgoT().Setenv("KUBECONFIG", "") })
+
+	It("has defaults that run on loopback", func() {
+		cfg, err := LoadConfig(nil)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cfg.Listen).To(Equal("127.0.0.1:8085"))
+		Expect(cfg.Namespace).To(Equal("cf-workloads"))
+		Expect(cfg.MaxBodyBytes).To(BeEquivalentTo(10 << 20))
+		Expect(cfg.KubeQPS).To(BeNumerically(">", 50))
+		Expect(cfg.ReadWaitTimeout.Duration).To(Equal(5 * time.Second))
+	})
+
+	It("reads the file, and flags override it", func() {
+		path := writeConfig("listen: 127.0.0.1:9000\nnamespace: from-file\nkubeconfig: /k\nread_wait_timeout: 2s\nmax_body_bytes: 100\n")
+		cfg, err := LoadConfig([]string{"--config", path, "--namespace", "from-flag"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cfg.Listen).To(Equal("127.0.0.1:9000"))
+		Expect(cfg.Namespace).To(Equal("from-flag"))
+		Expect(cfg.Kubeconfig).To(Equal("/k"))
+		Expect(cfg.ReadWaitTimeout.Duration).To(Equal(2 * time.Second))
+		Expect(cfg.MaxBodyBytes).To(BeEquivalentTo(100))
+	})
+
+	It("falls back to $KUBECONFIG", func() {
+		GinkgoT().Setenv("KUBECONFIG", "/env/kubeconfig")
+		cfg, err := LoadConfig(nil)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cfg.Kubeconfig).To(Equal("/env/kubeconfig"))
+	})
+
+	DescribeTable("rejects mistakes with a clear message",
+		func(args []string, file, message string) {
+			if file != "" {
+				args = append(args, "--config", writeConfig(file))
+			}
+			_, err := LoadConfig(args)
+			Expect(err).To(MatchError(ContainSubstring(message)))
+		},
+		Entry("unknown key", nil, "namspace: x\n", "unknown field"),
+		Entry("bad duration", nil, "read_wait_timeout: soon\n", `invalid duration "soon"`),
+		Entry("bad listen", []string{"--listen", "nope"}, "", "listen"),
+		Entry("plaintext off loopback", []string{"--listen", "0.0.0.0:8085"}, "", "refusing to serve plain HTTP"),
+		Entry("cert without key", []string{"--tls-cert", "c.pem"}, "", "tls_cert and tls_key go together"),
+		Entry("client CA without cert", []string{"--tls-client-ca", "ca.pem"}, "", "tls_client_ca needs"),
+		Entry("bad log level", []string{"--log-level", "loud"}, "", "log_level"),
+		Entry("empty namespace", []string{"--namespace", ""}, "", "namespace"),
+	)
+
+	It("allows plain HTTP off loopback only when asked", func() {
+		_, err := LoadConfig([]string{"--listen", "0.0.0.0:8085", "--plaintext"})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = LoadConfig([]string{"--listen", "[::1]:8085"})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = LoadConfig([]string{"--listen", "localhost:8085"})
+		Expect(err).NotTo(HaveOccurred())
+	})
+})
