@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin
 
-.PHONY: build test unit integration generate lint kube-bins cluster cluster-down run opi-local
+.PHONY: build test unit integration fuzz generate lint kube-bins cluster cluster-down run opi-local
 
 build:
 	$(GO) build -o $(BIN)/opi ./cmd/opi
@@ -19,9 +19,20 @@ lint:
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-# Unit suites: everything but the suites that start a local control plane.
+# Unit suites: everything but the suites that start a local control plane; then the fuzz
+# targets' seed corpora (go test runs them as ordinary tests).
 unit:
 	$(GO) tool ginkgo -r --skip-package=integration,localkube --fail-on-pending --fail-on-empty --keep-going --race
+	$(GO) test -run '^Fuzz' ./...
+
+# Fuzzes each target for FUZZTIME (e.g. make fuzz FUZZTIME=5m).
+FUZZTIME ?= 30s
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "fuzzing $$t in $$pkg"; $(GO) test $$pkg -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) || exit 1; \
+	  done; \
+	done
 
 # Suites on a real local control plane (built on first use): localkube's own, then opi's.
 integration: kube-bins
