@@ -1,0 +1,139 @@
+// Package k8s is the Kubernetes backend of opi: it runs each LRP as a Deployment (with its env
+// in a Secret, an optional image pull Secret and a Service) in one namespace and answers reads
+// from informer caches. It implements opi.LRPBackend; see opi/README.md for what it creates.
+package k8s
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"code.cloudfoundry.org/lager/v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/opi"
+)
+
+// DefaultReadWaitTimeout bounds how long a write waits for the caches to observe it.
+const DefaultReadWaitTimeout = 5 * time.Second
+
+// cachePollInterval is how often a write looks at the cache while waiting for it.
+const cachePollInterval = 10 * time.Millisecond
+
+// Options configure the backend.
+type Options struct {
+	// Namespace is where apps run.
+	Namespace string
+	// ReadWaitTimeout bounds how long a write waits for the informer cache to observe it
+	// (default 5s). A write whose wait times out still succeeds.
+	ReadWaitTimeout time.Duration
+}
+
+// Backend runs LRPs on Kubernetes. Create it with NewBackend and Start it before use.
+type Backend struct {
+	client          kubernetes.Interface
+	logger          lager.Logger
+	namespace       string
+	readWaitTimeout time.Duration
+
+	factory     informers.SharedInformerFactory
+	deployments cache.SharedIndexInformer
+	pods        cache.SharedIndexInformer
+
+	started atomic.Bool
+	synced  atomic.Bool
+}
+
+var _ opi.LRPBackend = (*Backend)(nil)
+
+// NewBackend makes a backend for the namespace in opts. It makes no API calls: Start does.
+func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) *Backend {
+	if opts.ReadWaitTimeout <= 0 {
+		opts.ReadWaitTimeout = DefaultReadWaitTimeout
+	}
+	b := &Backend{
+		client:          client,
+		logger:          logger.Session("k8s-backend", lager.Data{"namespace": opts.Namespace}),
+		namespace:       opts.Namespace,
+		readWaitTimeout: opts.ReadWaitTimeout,
+	}
+	b.newInformers()
+	return b
+}
+
+// Start runs the namespace's Deployment and Pod informers (only objects with opi's source
+// label) until ctx ends, and waits, bounded by ctx, until their caches are synced. Reads are
+// served from these caches only.
+func (b *Backend) Start(ctx context.Context) error {
+	if b.started.Swap(true) {
+		return errors.New("backend already started")
+	}
+	logger := b.logger.Session("start")
+	b.factory.StartWithContext(ctx)
+	if err := b.factory.WaitForCacheSyncWithContext(ctx).AsError(); err != nil {
+		return fmt.Errorf("sync informer caches: %w: %w", opi.ErrUnavailable, err)
+	}
+	b.synced.Store(true)
+	logger.Info("caches-synced")
+	return nil
+}
+
+// Ready returns nil when the caches are synced and the API server answers, bounded by ctx.
+func (b *Backend) Ready(ctx context.Context) error {
+	if err := b.checkSynced(); err != nil {
+		return err
+	}
+	var err error
+	if rc := b.client.Discovery().RESTClient(); rc != nil {
+		err = rc.Get().AbsPath("/readyz").Do(ctx).Error()
+	} else {
+		// Clients without a REST client (fakes) still answer the version call.
+		_, err = b.client.Discovery().ServerVersionWithContext(ctx)
+	}
+	if err != nil {
+		return apiError(err, "check api server")
+	}
+	return nil
+}
+
+func (b *Backend) checkSynced() error {
+	if !b.synced.Load() {
+		return fmt.Errorf("%w: caches not synced", opi.ErrUnavailable)
+	}
+	return nil
+}
+
+// EnsureNamespace checks that namespace name exists; when it is missing and create is set, it
+// creates it. A missing namespace without create, or no permission to read it, is an error
+// saying so.
+func EnsureNamespace(ctx context.Context, client kubernetes.Interface, name string, create bool) error {
+	_, err := client.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+	switch kind := kube.Classify(err); {
+	case err == nil:
+		return nil
+	case kind == kube.KindForbidden:
+		return fmt.Errorf("check namespace %q: not allowed to read it (grant get on namespaces or create it beforehand): %w", name, err)
+	case kind != kube.KindNotFound:
+		return apiError(err, fmt.Sprintf("check namespace %q", name))
+	case !create:
+		return fmt.Errorf("namespace %q does not exist (create it, or let opi create it): %w", name, opi.ErrNotFound)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name:   name,
+		Labels: map[string]string{LabelManagedBy: ManagedByOPI},
+	}}
+	if _, _, err := kube.CreateIfAbsent(ctx, client.CoreV1().Namespaces(), ns); err != nil {
+		if kube.Classify(err) == kube.KindForbidden {
+			return fmt.Errorf("create namespace %q: not allowed: %w", name, err)
+		}
+		return apiError(err, fmt.Sprintf("create namespace %q", name))
+	}
+	return nil
+}

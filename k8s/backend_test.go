@@ -1,0 +1,135 @@
+package k8s_test
+
+import (
+	"context"
+	"time"
+
+	"code.cloudfoundry.org/lager/v3/lagertest"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/opi"
+)
+
+var _ = Describe("Backend", func() {
+	ctx := context.Background()
+
+	Describe("Start", func() {
+		It("lists and watches only the namespace's deployments and pods with opi's source label", func() {
+			client := newClient()
+			startBackend(client)
+			resources := []string{}
+			for _, a := range client.Actions() {
+				if a.GetVerb() != "list" && a.GetVerb() != "watch" {
+					continue
+				}
+				resources = append(resources, a.GetVerb()+" "+a.GetResource().Resource)
+				Expect(a.GetNamespace()).To(Equal(namespace))
+				switch act := a.(type) {
+				case k8stesting.ListAction:
+					Expect(act.GetListRestrictions().Labels.String()).To(Equal("opi-bridge.io/source-type=APP"))
+				case k8stesting.WatchAction:
+					Expect(act.GetWatchRestrictions().Labels.String()).To(Equal("opi-bridge.io/source-type=APP"))
+				}
+			}
+			Expect(resources).To(ConsistOf("list deployments", "watch deployments", "list pods", "watch pods"))
+		})
+
+		It("refuses a second start", func() {
+			client := newClient()
+			backend := startBackend(client)
+			Expect(backend.Start(ctx)).To(MatchError(ContainSubstring("already started")))
+		})
+
+		It("fails when the caches cannot sync in time", func() {
+			client := newClient()
+			client.PrependReactor("list", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, connectionRefused
+			})
+			backend := k8s.NewBackend(client, lagertest.NewTestLogger("k8s"), k8s.Options{Namespace: namespace})
+			short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			defer cancel()
+			Expect(backend.Start(short)).To(MatchError(opi.ErrUnavailable))
+		})
+
+		It("makes every call answer ErrUnavailable until it has synced", func() {
+			backend := k8s.NewBackend(newClient(), lagertest.NewTestLogger("k8s"), k8s.Options{Namespace: namespace})
+			lrp := sampleLRP()
+			_, err := backend.ListLRPs(ctx)
+			Expect(err).To(MatchError(opi.ErrUnavailable))
+			_, err = backend.GetLRP(ctx, lrp.LRPIdentifier)
+			Expect(err).To(MatchError(opi.ErrUnavailable))
+			_, err = backend.GetInstances(ctx, lrp.LRPIdentifier)
+			Expect(err).To(MatchError(opi.ErrUnavailable))
+			Expect(backend.DesireLRP(ctx, lrp)).To(MatchError(opi.ErrUnavailable))
+			Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{})).To(MatchError(opi.ErrUnavailable))
+			Expect(backend.StopLRP(ctx, lrp.LRPIdentifier)).To(MatchError(opi.ErrUnavailable))
+			Expect(backend.StopInstance(ctx, lrp.LRPIdentifier, 0)).To(MatchError(opi.ErrUnavailable))
+			Expect(backend.Ready(ctx)).To(MatchError(opi.ErrUnavailable))
+		})
+	})
+
+	Describe("Ready", func() {
+		It("is nil once synced and the API server answers", func() {
+			client := newClient()
+			backend := startBackend(client)
+			Expect(backend.Ready(ctx)).To(Succeed())
+		})
+
+		It("reports an unreachable API server as unavailable", func() {
+			client := newClient()
+			backend := startBackend(client)
+			client.PrependReactor("get", "version", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, connectionRefused
+			})
+			Expect(backend.Ready(ctx)).To(MatchError(opi.ErrUnavailable))
+		})
+	})
+
+	Describe("EnsureNamespace", func() {
+		It("accepts an existing namespace", func() {
+			client := newClient(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}})
+			Expect(k8s.EnsureNamespace(ctx, client, "apps", false)).To(Succeed())
+			Expect(actionsSince(client, 0)).To(Equal([]string{"get namespaces apps"}))
+		})
+
+		It("creates a missing namespace when asked to", func() {
+			client := newClient()
+			Expect(k8s.EnsureNamespace(ctx, client, "apps", true)).To(Succeed())
+			Expect(actionsSince(client, 0)).To(Equal([]string{"get namespaces apps", "create namespaces apps"}))
+			ns, err := client.CoreV1().Namespaces().Get(ctx, "apps", metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(ns.Labels).To(HaveKeyWithValue("app.kubernetes.io/managed-by", "opi"))
+		})
+
+		It("reports a missing namespace otherwise", func() {
+			client := newClient()
+			err := k8s.EnsureNamespace(ctx, client, "apps", false)
+			Expect(err).To(MatchError(ContainSubstring(`namespace "apps" does not exist`)))
+			Expect(actionsSince(client, 0)).To(Equal([]string{"get namespaces apps"}))
+		})
+
+		It("reports a namespace it may not read", func() {
+			client := newClient()
+			client.PrependReactor("get", "namespaces", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "namespaces"}, "apps", nil)
+			})
+			Expect(k8s.EnsureNamespace(ctx, client, "apps", true)).To(MatchError(ContainSubstring("not allowed to read")))
+		})
+
+		It("reports an unreachable API server as unavailable", func() {
+			client := newClient()
+			client.PrependReactor("get", "namespaces", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, connectionRefused
+			})
+			Expect(k8s.EnsureNamespace(ctx, client, "apps", true)).To(MatchError(opi.ErrUnavailable))
+		})
+	})
+})

@@ -1,0 +1,422 @@
+package k8s
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/opi-bridge/opi/opi"
+)
+
+const (
+	// dockerHubServer is the registry key Docker (and the kubelet) use for Docker Hub.
+	dockerHubServer = "https://index.docker.io/v1/"
+
+	revisionHistoryLimit          = 2
+	terminationGracePeriodSeconds = 10
+
+	// defaultStartTimeoutMs applies when CC sends no start timeout.
+	defaultStartTimeoutMs = 60_000
+	// startupProbePeriodSeconds: the startup probe checks often so a started app turns
+	// RUNNING quickly; its failure threshold makes it give up after the start timeout.
+	startupProbePeriodSeconds = 2
+	// minCPUMillis keeps a request for apps with a tiny cpu_weight.
+	minCPUMillis = 10
+)
+
+// routeJSON is a route in AnnotationRoutes.
+type routeJSON struct {
+	Hostname string `json:"hostname"`
+	Port     int32  `json:"port"`
+}
+
+// healthCheckJSON is AnnotationHealthCheck.
+type healthCheckJSON struct {
+	Type           string `json:"type"`
+	Endpoint       string `json:"endpoint,omitempty"`
+	TimeoutMs      int64  `json:"timeout_ms,omitempty"`
+	StartTimeoutMs int64  `json:"start_timeout_ms,omitempty"`
+}
+
+// toEnvSecret holds the LRP's whole environment (values may carry credentials).
+func toEnvSecret(lrp *opi.LRP, name, namespace string) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      envSecretName(name),
+			Namespace: namespace,
+			Labels:    lrpLabels(lrp),
+		},
+		Type: corev1.SecretTypeOpaque,
+		Data: envSecretData(lrp),
+	}
+}
+
+// dockerConfigJSON is the content of a kubernetes.io/dockerconfigjson Secret.
+type dockerConfigJSON struct {
+	Auths map[string]dockerAuth `json:"auths"`
+}
+
+type dockerAuth struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
+	Auth     string `json:"auth"`
+}
+
+// toRegistrySecret holds the credentials to pull the LRP's image.
+func toRegistrySecret(lrp *opi.LRP, name, namespace string) (*corev1.Secret, error) {
+	reg := lrp.PrivateRegistry
+	server := reg.Server
+	if server == "" {
+		server = registryServer(lrp.Image)
+	}
+	config, err := json.Marshal(dockerConfigJSON{Auths: map[string]dockerAuth{
+		server: {
+			Username: reg.Username,
+			Password: reg.Password,
+			Auth:     base64.StdEncoding.EncodeToString([]byte(reg.Username + ":" + reg.Password)),
+		},
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("marshal docker config: %w", err)
+	}
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      registrySecretName(name),
+			Namespace: namespace,
+			Labels:    lrpLabels(lrp),
+		},
+		Type: corev1.SecretTypeDockerConfigJson,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: config},
+	}, nil
+}
+
+// registryServer is the registry host of an image reference, or Docker Hub's key when the
+// reference names none (the first path component is a host only when it has a '.' or ':' or
+// is "localhost", as Docker decides).
+func registryServer(image string) string {
+	host, _, found := strings.Cut(image, "/")
+	if !found || (!strings.ContainsAny(host, ".:") && host != "localhost") {
+		return dockerHubServer
+	}
+	switch host {
+	case "docker.io", "index.docker.io", "registry-1.docker.io":
+		return dockerHubServer
+	}
+	return host
+}
+
+// toDeployment is the LRP's workload. Everything CC may read back is in labels, annotations or
+// the spec; the env is only referenced (envSecret), never copied.
+func toDeployment(lrp *opi.LRP, name, namespace string) *appsv1.Deployment {
+	labels := lrpLabels(lrp)
+	routes := make([]routeJSON, 0, len(lrp.Routes))
+	for _, r := range lrp.Routes {
+		routes = append(routes, routeJSON{Hostname: r.Hostname, Port: r.Port})
+	}
+	routesJSON, _ := json.Marshal(routes) // strings and ints always marshal
+	healthJSON, _ := json.Marshal(healthCheckJSON{
+		Type:           lrp.Health.Type,
+		Endpoint:       lrp.Health.Endpoint,
+		TimeoutMs:      lrp.Health.TimeoutMs,
+		StartTimeoutMs: lrp.Health.StartTimeoutMs,
+	})
+
+	var templateAnnotations map[string]string
+	if len(lrp.UserDefinedAnnotations) > 0 {
+		templateAnnotations = make(map[string]string, len(lrp.UserDefinedAnnotations))
+		for k, v := range lrp.UserDefinedAnnotations {
+			templateAnnotations[k] = v
+		}
+	}
+
+	var pullSecrets []corev1.LocalObjectReference
+	if lrp.PrivateRegistry != nil {
+		pullSecrets = []corev1.LocalObjectReference{{Name: registrySecretName(name)}}
+	}
+
+	replicas := lrp.Instances
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      name,
+			Namespace: namespace,
+			Labels:    labels,
+			Annotations: map[string]string{
+				AnnotationProcessGUID: lrp.ProcessGUID(),
+				AnnotationLastUpdated: lrp.LastUpdated,
+				AnnotationProcessType: lrp.ProcessType,
+				AnnotationAppName:     lrp.AppName,
+				AnnotationSpaceName:   lrp.SpaceName,
+				AnnotationSpaceGUID:   lrp.SpaceGUID,
+				AnnotationOrgName:     lrp.OrganizationName,
+				AnnotationOrgGUID:     lrp.OrganizationGUID,
+				AnnotationRoutes:      string(routesJSON),
+				AnnotationHealthCheck: string(healthJSON),
+			},
+		},
+		Spec: appsv1.DeploymentSpec{
+			Replicas:             &replicas,
+			Selector:             &metav1.LabelSelector{MatchLabels: selectorLabels(lrp.LRPIdentifier)},
+			RevisionHistoryLimit: ptr(int32(revisionHistoryLimit)),
+			Strategy:             appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{
+					Labels:      labels,
+					Annotations: templateAnnotations,
+				},
+				Spec: corev1.PodSpec{
+					Containers:                    []corev1.Container{toContainer(lrp, name)},
+					ImagePullSecrets:              pullSecrets,
+					TerminationGracePeriodSeconds: ptr(int64(terminationGracePeriodSeconds)),
+					AutomountServiceAccountToken:  ptr(false),
+					// With thousands of apps in one namespace, service links would put
+					// thousands of variables into every container.
+					EnableServiceLinks: ptr(false),
+					SecurityContext: &corev1.PodSecurityContext{
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
+				},
+			},
+		},
+	}
+}
+
+func toContainer(lrp *opi.LRP, name string) corev1.Container {
+	ports := make([]corev1.ContainerPort, 0, len(lrp.Ports))
+	for _, p := range lrp.Ports {
+		ports = append(ports, corev1.ContainerPort{ContainerPort: p, Protocol: corev1.ProtocolTCP})
+	}
+	startup, liveness, readiness := probes(lrp)
+	c := corev1.Container{
+		Name:           ContainerName,
+		Image:          lrp.Image,
+		Env:            containerEnv(lrp, envSecretName(name)),
+		Ports:          ports,
+		Resources:      resources(lrp),
+		StartupProbe:   startup,
+		LivenessProbe:  liveness,
+		ReadinessProbe: readiness,
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr(false),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		},
+	}
+	if len(lrp.Command) > 0 {
+		c.Command = escapeCommand(lrp.Command)
+	}
+	return c
+}
+
+// escapeCommand doubles every '$': Kubernetes expands $(VAR) in command and reduces "$$" to
+// "$", while CC's command is meant for a shell and must reach it unchanged.
+func escapeCommand(cmd []string) []string {
+	out := make([]string, len(cmd))
+	for i, s := range cmd {
+		out[i] = strings.ReplaceAll(s, "$", "$$")
+	}
+	return out
+}
+
+func unescapeCommand(cmd []string) []string {
+	if len(cmd) == 0 {
+		return nil
+	}
+	out := make([]string, len(cmd))
+	for i, s := range cmd {
+		out[i] = strings.ReplaceAll(s, "$$", "$")
+	}
+	return out
+}
+
+// resources: memory request = limit; disk as an ephemeral-storage limit; a CPU request but no
+// CPU limit (apps may use idle CPU, as on Diego).
+//
+// CPU: cpu_weight is CC's relative share (100*max(128,memory_mb)/8192, capped at 100). It maps
+// to a request of cpu_weight*10 millicores, so cpu_weight 100 = one core, with a floor of 10m.
+func resources(lrp *opi.LRP) corev1.ResourceRequirements {
+	const mi = 1024 * 1024
+	memory := *resource.NewQuantity(lrp.MemoryMB*mi, resource.BinarySI)
+	cpuMillis := max(int64(minCPUMillis), int64(lrp.CPUWeight)*10)
+	req := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{
+			corev1.ResourceMemory: memory,
+			corev1.ResourceCPU:    *resource.NewMilliQuantity(cpuMillis, resource.DecimalSI),
+		},
+		Limits: corev1.ResourceList{
+			corev1.ResourceMemory: memory.DeepCopy(),
+		},
+	}
+	if lrp.DiskMB > 0 {
+		req.Limits[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(lrp.DiskMB*mi, resource.BinarySI)
+	}
+	return req
+}
+
+// probes maps CC's health check: "port" checks a TCP connect and "http" a GET on the first
+// port; "process" and "none" have no probe (the process running is the check). A startup
+// probe every 2 s gives the app its start timeout before liveness takes over.
+func probes(lrp *opi.LRP) (startup, liveness, readiness *corev1.Probe) {
+	if len(lrp.Ports) == 0 {
+		return nil, nil, nil
+	}
+	port := intstr.FromInt32(lrp.Ports[0])
+	var handler corev1.ProbeHandler
+	switch lrp.Health.Type {
+	case opi.HealthCheckPort:
+		handler.TCPSocket = &corev1.TCPSocketAction{Port: port}
+	case opi.HealthCheckHTTP:
+		path := lrp.Health.Endpoint
+		if path == "" {
+			path = "/"
+		}
+		handler.HTTPGet = &corev1.HTTPGetAction{Path: path, Port: port}
+	default:
+		return nil, nil, nil
+	}
+
+	timeout := ceilDiv(lrp.Health.TimeoutMs, 1000)
+	startTimeoutMs := lrp.Health.StartTimeoutMs
+	if startTimeoutMs <= 0 {
+		startTimeoutMs = defaultStartTimeoutMs
+	}
+	startup = &corev1.Probe{
+		ProbeHandler:     handler,
+		TimeoutSeconds:   timeout,
+		PeriodSeconds:    startupProbePeriodSeconds,
+		FailureThreshold: ceilDiv(startTimeoutMs, startupProbePeriodSeconds*1000),
+	}
+	liveness = &corev1.Probe{ProbeHandler: handler, TimeoutSeconds: timeout}
+	readiness = &corev1.Probe{ProbeHandler: *handler.DeepCopy(), TimeoutSeconds: timeout}
+	return startup, liveness, readiness
+}
+
+// ceilDiv is ceil(a/b) as an int32 of at least 1.
+func ceilDiv(a, b int64) int32 {
+	if a <= 0 {
+		return 1
+	}
+	q := (a + b - 1) / b
+	if q > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return int32(q)
+}
+
+// toService gives the LRP's instances a stable in-cluster address, one port per LRP port.
+func toService(lrp *opi.LRP, name, namespace string, owner metav1.OwnerReference) *corev1.Service {
+	ports := make([]corev1.ServicePort, 0, len(lrp.Ports))
+	for _, p := range lrp.Ports {
+		ports = append(ports, corev1.ServicePort{
+			Name:       fmt.Sprintf("port-%d", p),
+			Protocol:   corev1.ProtocolTCP,
+			Port:       p,
+			TargetPort: intstr.FromInt32(p),
+		})
+	}
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            name,
+			Namespace:       namespace,
+			Labels:          lrpLabels(lrp),
+			OwnerReferences: []metav1.OwnerReference{owner},
+		},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: selectorLabels(lrp.LRPIdentifier),
+			Ports:    ports,
+		},
+	}
+}
+
+// toLRP recovers the LRP from its Deployment. Env and registry credentials are not read back.
+func toLRP(d *appsv1.Deployment) *opi.LRP {
+	labels, ann := d.Labels, d.Annotations
+	lrp := &opi.LRP{
+		LRPIdentifier:    opi.LRPIdentifier{GUID: labels[LabelGUID], Version: labels[LabelVersion]},
+		ProcessType:      ann[AnnotationProcessType],
+		AppGUID:          labels[LabelAppGUID],
+		AppName:          ann[AnnotationAppName],
+		SpaceGUID:        ann[AnnotationSpaceGUID],
+		SpaceName:        ann[AnnotationSpaceName],
+		OrganizationGUID: ann[AnnotationOrgGUID],
+		OrganizationName: ann[AnnotationOrgName],
+		LastUpdated:      ann[AnnotationLastUpdated],
+		ModificationTag:  opi.ModificationTag{Epoch: string(d.UID), Index: d.Generation},
+	}
+	if lrp.ProcessType == "" {
+		lrp.ProcessType = labels[LabelProcessType]
+	}
+	if d.Spec.Replicas != nil {
+		lrp.Instances = *d.Spec.Replicas
+	} else {
+		lrp.Instances = 1 // the API server's default
+	}
+
+	var routes []routeJSON
+	if err := json.Unmarshal([]byte(ann[AnnotationRoutes]), &routes); err == nil {
+		for _, r := range routes {
+			lrp.Routes = append(lrp.Routes, opi.Route{Hostname: r.Hostname, Port: r.Port})
+		}
+	}
+	var health healthCheckJSON
+	if err := json.Unmarshal([]byte(ann[AnnotationHealthCheck]), &health); err == nil {
+		lrp.Health = opi.HealthCheck{
+			Type:           health.Type,
+			Endpoint:       health.Endpoint,
+			TimeoutMs:      health.TimeoutMs,
+			StartTimeoutMs: health.StartTimeoutMs,
+		}
+	}
+
+	if tmpl := d.Spec.Template.Annotations; len(tmpl) > 0 {
+		lrp.UserDefinedAnnotations = make(map[string]string, len(tmpl))
+		for k, v := range tmpl {
+			lrp.UserDefinedAnnotations[k] = v
+		}
+	}
+
+	if c := appContainer(&d.Spec.Template.Spec); c != nil {
+		lrp.Image = c.Image
+		lrp.Command = unescapeCommand(c.Command)
+		for _, p := range c.Ports {
+			lrp.Ports = append(lrp.Ports, p.ContainerPort)
+		}
+		const mi = 1024 * 1024
+		if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
+			lrp.MemoryMB = q.Value() / mi
+		}
+		if q, ok := c.Resources.Limits[corev1.ResourceEphemeralStorage]; ok {
+			lrp.DiskMB = q.Value() / mi
+		}
+		if q, ok := c.Resources.Requests[corev1.ResourceCPU]; ok {
+			// Inverse of resources(); weights below 1 read back as 1 (the 10m floor).
+			lrp.CPUWeight = int32(min(q.MilliValue()/10, math.MaxInt32))
+		}
+	}
+	return lrp
+}
+
+// appContainer is the app's container in a pod spec, nil when absent.
+func appContainer(spec *corev1.PodSpec) *corev1.Container {
+	for i := range spec.Containers {
+		if spec.Containers[i].Name == ContainerName {
+			return &spec.Containers[i]
+		}
+	}
+	return nil
+}
+
+// sortLRPs orders LRPs by process guid, for stable lists.
+func sortLRPs(lrps []*opi.LRP) {
+	sort.Slice(lrps, func(i, j int) bool { return lrps[i].ProcessGUID() < lrps[j].ProcessGUID() })
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,485 @@
+package k8s_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/opi"
+)
+
+var _ = Describe("DesireLRP", func() {
+	var (
+		ctx     context.Context
+		client  *fake.Clientset
+		backend *k8s.Backend
+		lrp     *opi.LRP
+		name    string
+		before  int
+	)
+
+	BeforeEach(func() {
+		ctx = context.Background()
+		client = newClient()
+		backend = startBackend(client)
+		lrp = sampleLRP()
+		name = k8s.DeploymentName(lrp)
+		before = len(client.Actions())
+	})
+
+	desire := func() *appsv1.Deployment {
+		ExpectWithOffset(1, backend.DesireLRP(ctx, lrp)).To(Succeed())
+		return getDeployment(client, name)
+	}
+
+	wantLabels := func() map[string]string {
+		return map[string]string{
+			"opi-bridge.io/guid":           lrp.GUID,
+			"opi-bridge.io/version":        lrp.Version,
+			"opi-bridge.io/app-guid":       lrp.AppGUID,
+			"opi-bridge.io/process-type":   "web",
+			"opi-bridge.io/source-type":    "APP",
+			"app.kubernetes.io/managed-by": "opi",
+		}
+	}
+
+	It("creates the env secret and the deployment, owns the secret, then creates the service", func() {
+		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+		Expect(actionsSince(client, before)).To(Equal([]string{
+			"create secrets " + name + "-env",
+			"create deployments " + name,
+			"patch secrets " + name + "-env",
+			"create services " + name,
+		}))
+	})
+
+	It("makes the deployment readable as soon as it returns", func() {
+		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+		got, err := backend.GetLRP(ctx, lrp.LRPIdentifier)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(got.ProcessGUID()).To(Equal(lrp.ProcessGUID()))
+		lrps, err := backend.ListLRPs(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(lrps).To(HaveLen(1))
+	})
+
+	Describe("the deployment", func() {
+		It("has the deterministic name, labels and annotations", func() {
+			d := desire()
+			Expect(d.Name).To(HavePrefix("my-app-dev-"))
+			Expect(d.Namespace).To(Equal(namespace))
+			Expect(d.Labels).To(Equal(wantLabels()))
+			Expect(d.Annotations).To(Equal(map[string]string{
+				"opi-bridge.io/process-guid": lrp.ProcessGUID(),
+				"opi-bridge.io/last-updated": "1600000000.2499998",
+				"opi-bridge.io/process-type": "web",
+				"opi-bridge.io/app-name":     "My App",
+				"opi-bridge.io/space-name":   "dev",
+				"opi-bridge.io/space-guid":   "space-guid-1",
+				"opi-bridge.io/org-name":     "acme",
+				"opi-bridge.io/org-guid":     "org-guid-1",
+				"opi-bridge.io/routes":       `[{"hostname":"app.example.com","port":8080}]`,
+				"opi-bridge.io/health-check": `{"type":"http","endpoint":"/health","timeout_ms":2500,"start_timeout_ms":90000}`,
+			}))
+		})
+
+		It("runs the desired replicas of the image, selected by guid and version", func() {
+			d := desire()
+			Expect(*d.Spec.Replicas).To(Equal(int32(2)))
+			Expect(d.Spec.Selector.MatchLabels).To(Equal(map[string]string{
+				"opi-bridge.io/guid":    lrp.GUID,
+				"opi-bridge.io/version": lrp.Version,
+			}))
+			Expect(*d.Spec.RevisionHistoryLimit).To(Equal(int32(2)))
+			Expect(d.Spec.Strategy.Type).To(Equal(appsv1.RollingUpdateDeploymentStrategyType))
+			Expect(d.Spec.Template.Labels).To(Equal(wantLabels()))
+			Expect(d.Spec.Template.Annotations).To(Equal(map[string]string{"example.com/team": "blue"}))
+
+			Expect(d.Spec.Template.Spec.Containers).To(HaveLen(1))
+			c := d.Spec.Template.Spec.Containers[0]
+			Expect(c.Name).To(Equal("opi"))
+			Expect(c.Image).To(Equal("busybox:1.36"))
+			Expect(c.Ports).To(Equal([]corev1.ContainerPort{
+				{ContainerPort: 8080, Protocol: corev1.ProtocolTCP},
+				{ContainerPort: 9090, Protocol: corev1.ProtocolTCP},
+			}))
+		})
+
+		It("escapes '$' in the command so Kubernetes passes it to the shell unchanged", func() {
+			c := desire().Spec.Template.Spec.Containers[0]
+			Expect(c.Command).To(Equal([]string{"/bin/sh", "-c", "echo $$PORT $$(date); sleep 1d"}))
+			got, err := backend.GetLRP(ctx, lrp.LRPIdentifier)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(got.Command).To(Equal(lrp.Command))
+		})
+
+		It("leaves the image's entrypoint when there is no command", func() {
+			lrp.Command = nil
+			Expect(desire().Spec.Template.Spec.Containers[0].Command).To(BeNil())
+		})
+
+		It("is locked down", func() {
+			pod := desire().Spec.Template.Spec
+			Expect(*pod.TerminationGracePeriodSeconds).To(Equal(int64(10)))
+			Expect(*pod.AutomountServiceAccountToken).To(BeFalse())
+			Expect(*pod.EnableServiceLinks).To(BeFalse())
+			Expect(pod.SecurityContext.SeccompProfile.Type).To(Equal(corev1.SeccompProfileTypeRuntimeDefault))
+			sc := pod.Containers[0].SecurityContext
+			Expect(*sc.AllowPrivilegeEscalation).To(BeFalse())
+			Expect(sc.Capabilities.Drop).To(Equal([]corev1.Capability{"ALL"}))
+			Expect(pod.ImagePullSecrets).To(BeEmpty())
+		})
+
+		It("requests memory (= limit), disk as ephemeral storage, and cpu without a limit", func() {
+			res := desire().Spec.Template.Spec.Containers[0].Resources
+			Expect(res.Requests.Memory().String()).To(Equal("256Mi"))
+			Expect(res.Limits.Memory().String()).To(Equal("256Mi"))
+			Expect(res.Limits.StorageEphemeral().String()).To(Equal("1Gi"))
+			Expect(res.Requests.Cpu().MilliValue()).To(Equal(int64(250)))
+			Expect(res.Limits).NotTo(HaveKey(corev1.ResourceCPU))
+		})
+
+		It("has no disk limit when disk_mb is 0", func() {
+			lrp.DiskMB = 0
+			Expect(desire().Spec.Template.Spec.Containers[0].Resources.Limits).NotTo(HaveKey(corev1.ResourceEphemeralStorage))
+		})
+
+		DescribeTable("cpu request is cpu_weight*10 millicores, at least 10m",
+			func(weight int32, millis int64) {
+				lrp.CPUWeight = weight
+				Expect(desire().Spec.Template.Spec.Containers[0].Resources.Requests.Cpu().MilliValue()).To(Equal(millis))
+			},
+			Entry("0", int32(0), int64(10)),
+			Entry("1", int32(1), int64(10)),
+			Entry("25", int32(25), int64(250)),
+			Entry("100 is one core", int32(100), int64(1000)),
+		)
+	})
+
+	Describe("env", func() {
+		It("references every app variable from the env secret, by name, then the platform's", func() {
+			d := desire()
+			env := d.Spec.Template.Spec.Containers[0].Env
+			names := []string{}
+			for _, e := range env {
+				names = append(names, e.Name)
+				Expect(e.Value == "" || strings.HasPrefix(e.Name, "CF_INSTANCE_")).To(BeTrue(), e.Name+" has a plain value")
+			}
+			Expect(names).To(Equal([]string{
+				"FOO", "VCAP_SERVICES", "a:b", "spring.profiles.active", "x.y",
+				"CF_INSTANCE_GUID", "CF_INSTANCE_IP", "CF_INSTANCE_INTERNAL_IP",
+				"CF_INSTANCE_PORT", "CF_INSTANCE_ADDR", "CF_INSTANCE_PORTS",
+			}))
+
+			secret := getSecret(client, name+"-env")
+			Expect(secret.Type).To(Equal(corev1.SecretTypeOpaque))
+			Expect(secret.Labels).To(Equal(wantLabels()))
+			Expect(secret.Data).To(HaveLen(5))
+			keys := map[string]string{}
+			for _, e := range env[:5] {
+				ref := e.ValueFrom.SecretKeyRef
+				Expect(ref.Name).To(Equal(name + "-env"))
+				Expect(validation.IsConfigMapKey(ref.Key)).To(BeEmpty())
+				Expect(keys).NotTo(HaveKey(ref.Key))
+				keys[ref.Key] = e.Name
+				Expect(string(secret.Data[ref.Key])).To(Equal(lrp.Env[e.Name]), e.Name)
+			}
+			Expect(keys).To(HaveKeyWithValue("FOO", "FOO"))
+			Expect(keys).To(HaveKeyWithValue("spring.profiles.active", "spring.profiles.active"))
+			Expect(keys).NotTo(HaveKey("x.y"), "a name with the reserved prefix is encoded")
+			Expect(env[2].ValueFrom.SecretKeyRef.Key).To(MatchRegexp(`^x\.[a-z2-7]+$`))
+		})
+
+		It("sets the platform variables, overriding the app's", func() {
+			env := desire().Spec.Template.Spec.Containers[0].Env
+			Expect(env[5:]).To(Equal([]corev1.EnvVar{
+				{Name: "CF_INSTANCE_GUID", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.uid"}}},
+				{Name: "CF_INSTANCE_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.hostIP"}}},
+				{Name: "CF_INSTANCE_INTERNAL_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}}},
+				{Name: "CF_INSTANCE_PORT", Value: "8080"},
+				{Name: "CF_INSTANCE_ADDR", Value: "$(CF_INSTANCE_INTERNAL_IP):8080"},
+				{Name: "CF_INSTANCE_PORTS", Value: `[{"external":8080,"internal":8080},{"external":9090,"internal":9090}]`},
+			}))
+			Expect(getSecret(client, name+"-env").Data).NotTo(HaveKey("CF_INSTANCE_PORT"))
+		})
+
+		It("keeps env values and credentials out of every label and annotation", func() {
+			lrp.PrivateRegistry = &opi.PrivateRegistry{Username: "user", Password: "registry-pw"}
+			d := desire()
+			var meta []map[string]string
+			meta = append(meta, d.Labels, d.Annotations, d.Spec.Template.Labels, d.Spec.Template.Annotations)
+			for _, s := range []string{name + "-env", name + "-registry"} {
+				secret := getSecret(client, s)
+				meta = append(meta, secret.Labels, secret.Annotations)
+			}
+			svc := getService(client, name)
+			meta = append(meta, svc.Labels, svc.Annotations)
+			secrets := []string{"registry-pw", "s3cr3t-pw"}
+			for _, v := range lrp.Env {
+				secrets = append(secrets, v)
+			}
+			for _, m := range meta {
+				for k, v := range m {
+					for _, s := range secrets {
+						Expect(v).NotTo(ContainSubstring(s), k)
+					}
+				}
+			}
+		})
+
+		It("maps a name too long to encode to a hashed key", func() {
+			long := strings.Repeat("a:", 100)
+			lrp.Env = map[string]string{long: "long-value"}
+			env := desire().Spec.Template.Spec.Containers[0].Env
+			Expect(env[0].Name).To(Equal(long))
+			key := env[0].ValueFrom.SecretKeyRef.Key
+			Expect(key).To(MatchRegexp(`^h\.[0-9a-f]{64}$`))
+			Expect(getSecret(client, name+"-env").Data).To(Equal(map[string][]byte{key: []byte("long-value")}))
+		})
+
+		It("omits the port variables when there is no port", func() {
+			lrp.Ports = nil
+			env := desire().Spec.Template.Spec.Containers[0].Env
+			for _, e := range env {
+				Expect(e.Name).NotTo(BeElementOf("CF_INSTANCE_ADDR", "CF_INSTANCE_PORTS"))
+			}
+			Expect(env[len(env)-1].Name).To(Equal("CF_INSTANCE_INTERNAL_IP"))
+			Expect(getSecret(client, name+"-env").Data).To(HaveKeyWithValue("CF_INSTANCE_PORT", []byte("user-instance-port")),
+				"the app's own value stands when the platform sets none")
+		})
+	})
+
+	Describe("probes", func() {
+		tcp := corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8080)}}
+		httpGet := func(path string) corev1.ProbeHandler {
+			return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(8080)}}
+		}
+
+		DescribeTable("follow the health check type",
+			func(health opi.HealthCheck, handler *corev1.ProbeHandler, timeout, startupFailures int32) {
+				lrp.Health = health
+				c := desire().Spec.Template.Spec.Containers[0]
+				if handler == nil {
+					Expect(c.StartupProbe).To(BeNil())
+					Expect(c.LivenessProbe).To(BeNil())
+					Expect(c.ReadinessProbe).To(BeNil())
+					return
+				}
+				Expect(c.StartupProbe).To(Equal(&corev1.Probe{
+					ProbeHandler: *handler, TimeoutSeconds: timeout, PeriodSeconds: 2, FailureThreshold: startupFailures,
+				}))
+				Expect(c.LivenessProbe).To(Equal(&corev1.Probe{ProbeHandler: *handler, TimeoutSeconds: timeout}))
+				Expect(c.ReadinessProbe).To(Equal(&corev1.Probe{ProbeHandler: *handler, TimeoutSeconds: timeout}))
+			},
+			Entry("port", opi.HealthCheck{Type: "port", TimeoutMs: 1500, StartTimeoutMs: 61000}, &tcp, int32(2), int32(31)),
+			Entry("port with defaults", opi.HealthCheck{Type: "port"}, &tcp, int32(1), int32(30)),
+			Entry("http on the endpoint", opi.HealthCheck{Type: "http", Endpoint: "/health", TimeoutMs: 2500, StartTimeoutMs: 90000}, ptrTo(httpGet("/health")), int32(3), int32(45)),
+			Entry("http defaults to /", opi.HealthCheck{Type: "http"}, ptrTo(httpGet("/")), int32(1), int32(30)),
+			Entry("process has none", opi.HealthCheck{Type: "process"}, nil, int32(0), int32(0)),
+			Entry("none has none", opi.HealthCheck{Type: "none"}, nil, int32(0), int32(0)),
+		)
+
+		It("are absent when the LRP has no port", func() {
+			lrp.Ports = nil
+			lrp.Health = opi.HealthCheck{Type: "port"}
+			Expect(desire().Spec.Template.Spec.Containers[0].StartupProbe).To(BeNil())
+		})
+	})
+
+	Describe("ownership and the service", func() {
+		It("makes the deployment the controller of the env secret", func() {
+			d := desire()
+			secret := getSecret(client, name+"-env")
+			Expect(secret.OwnerReferences).To(Equal([]metav1.OwnerReference{{
+				APIVersion: "apps/v1", Kind: "Deployment", Name: name, UID: d.UID,
+				Controller: ptrTo(true), BlockOwnerDeletion: ptrTo(true),
+			}}))
+			Expect(metav1.IsControlledBy(secret, d)).To(BeTrue())
+		})
+
+		It("creates a ClusterIP service with one port per LRP port, owned by the deployment", func() {
+			d := desire()
+			svc := getService(client, name)
+			Expect(svc.Labels).To(Equal(wantLabels()))
+			Expect(metav1.IsControlledBy(svc, d)).To(BeTrue())
+			Expect(svc.Spec.Type).To(Equal(corev1.ServiceTypeClusterIP))
+			Expect(svc.Spec.Selector).To(Equal(d.Spec.Selector.MatchLabels))
+			Expect(svc.Spec.Ports).To(Equal([]corev1.ServicePort{
+				{Name: "port-8080", Protocol: corev1.ProtocolTCP, Port: 8080, TargetPort: intstr.FromInt32(8080)},
+				{Name: "port-9090", Protocol: corev1.ProtocolTCP, Port: 9090, TargetPort: intstr.FromInt32(9090)},
+			}))
+		})
+
+		It("creates no service when the LRP has no port", func() {
+			lrp.Ports = nil
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			Expect(actionsSince(client, before)).To(Equal([]string{
+				"create secrets " + name + "-env",
+				"create deployments " + name,
+				"patch secrets " + name + "-env",
+			}))
+			_, _, services := countObjects(client)
+			Expect(services).To(BeZero())
+		})
+	})
+
+	Describe("a private registry", func() {
+		BeforeEach(func() {
+			lrp.PrivateRegistry = &opi.PrivateRegistry{Username: "user", Password: "registry-pw"}
+		})
+
+		It("creates a dockerconfigjson secret, references it and owns it", func() {
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			Expect(actionsSince(client, before)).To(Equal([]string{
+				"create secrets " + name + "-env",
+				"create secrets " + name + "-registry",
+				"create deployments " + name,
+				"patch secrets " + name + "-env",
+				"patch secrets " + name + "-registry",
+				"create services " + name,
+			}))
+			d := getDeployment(client, name)
+			Expect(d.Spec.Template.Spec.ImagePullSecrets).To(Equal([]corev1.LocalObjectReference{{Name: name + "-registry"}}))
+
+			secret := getSecret(client, name+"-registry")
+			Expect(secret.Type).To(Equal(corev1.SecretTypeDockerConfigJson))
+			Expect(secret.Labels).To(Equal(wantLabels()))
+			Expect(metav1.IsControlledBy(secret, d)).To(BeTrue())
+			Expect(dockerConfig(secret)).To(Equal(map[string]map[string]string{
+				"https://index.docker.io/v1/": {
+					"username": "user",
+					"password": "registry-pw",
+					"auth":     base64.StdEncoding.EncodeToString([]byte("user:registry-pw")),
+				},
+			}))
+		})
+
+		DescribeTable("keys the credentials by the image's registry",
+			func(image, server, want string) {
+				lrp.Image = image
+				lrp.PrivateRegistry.Server = server
+				Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+				Expect(dockerConfig(getSecret(client, name+"-registry"))).To(HaveKey(want))
+			},
+			Entry("docker hub short name", "busybox", "", "https://index.docker.io/v1/"),
+			Entry("docker hub user image", "library/busybox:1", "", "https://index.docker.io/v1/"),
+			Entry("docker.io", "docker.io/library/busybox", "", "https://index.docker.io/v1/"),
+			Entry("a registry host", "registry.example.com/team/app:1", "", "registry.example.com"),
+			Entry("a registry host with port", "localhost:5000/app", "", "localhost:5000"),
+			Entry("an explicit server", "busybox", "my.registry.io", "my.registry.io"),
+		)
+	})
+
+	Describe("idempotency", func() {
+		It("succeeds and changes nothing when desired again", func() {
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			first := getDeployment(client, name)
+			before = len(client.Actions())
+
+			changed := sampleLRP()
+			changed.Instances = 7
+			Expect(backend.DesireLRP(ctx, changed)).To(Succeed())
+			Expect(actionsSince(client, before)).To(Equal([]string{
+				"create secrets " + name + "-env",
+				"create deployments " + name,
+				"get secrets " + name + "-env",
+				"create services " + name,
+			}))
+			Expect(getDeployment(client, name)).To(Equal(first))
+			deployments, secrets, services := countObjects(client)
+			Expect([]int{deployments, secrets, services}).To(Equal([]int{1, 1, 1}))
+		})
+
+		It("completes a desire interrupted after the env secret", func() {
+			secret := &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Name: name + "-env", Namespace: namespace, Labels: wantLabels()},
+				Data:       map[string][]byte{"FOO": []byte("foo-value")},
+			}
+			_, err := client.CoreV1().Secrets(namespace).Create(ctx, secret, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			before = len(client.Actions())
+
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			Expect(actionsSince(client, before)).To(Equal([]string{
+				"create secrets " + name + "-env",
+				"create deployments " + name,
+				"patch secrets " + name + "-env",
+				"create services " + name,
+			}))
+			d := getDeployment(client, name)
+			Expect(metav1.IsControlledBy(getSecret(client, name+"-env"), d)).To(BeTrue())
+			Expect(metav1.IsControlledBy(getService(client, name), d)).To(BeTrue())
+		})
+
+		It("completes a desire interrupted after the deployment", func() {
+			// What the first two calls of a desire leave behind.
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			d := getDeployment(client, name)
+			Expect(client.CoreV1().Services(namespace).Delete(ctx, name, metav1.DeleteOptions{})).To(Succeed())
+			secret := getSecret(client, name+"-env")
+			secret.OwnerReferences = nil
+			_, err := client.CoreV1().Secrets(namespace).Update(ctx, secret, metav1.UpdateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			before = len(client.Actions())
+
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			Expect(actionsSince(client, before)).To(Equal([]string{
+				"create secrets " + name + "-env",
+				"create deployments " + name,
+				"get secrets " + name + "-env",
+				"patch secrets " + name + "-env",
+				"create services " + name,
+			}))
+			Expect(metav1.IsControlledBy(getSecret(client, name+"-env"), d)).To(BeTrue())
+			Expect(metav1.IsControlledBy(getService(client, name), d)).To(BeTrue())
+		})
+
+		It("replaces a stale owner left by a deleted deployment of the same name", func() {
+			secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
+				Name: name + "-env", Namespace: namespace, Labels: wantLabels(),
+				OwnerReferences: []metav1.OwnerReference{{
+					APIVersion: "apps/v1", Kind: "Deployment", Name: name, UID: "old-uid", Controller: ptrTo(true),
+				}},
+			}}
+			_, err := client.CoreV1().Secrets(namespace).Create(ctx, secret, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			d := getDeployment(client, name)
+			owners := getSecret(client, name+"-env").OwnerReferences
+			Expect(owners).To(HaveLen(1))
+			Expect(owners[0].UID).To(Equal(d.UID))
+		})
+
+		It("refuses a deployment of the same name that belongs to another LRP", func() {
+			other := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{
+				Name: name, Namespace: namespace,
+				Labels: map[string]string{"opi-bridge.io/source-type": "APP", "opi-bridge.io/guid": "other", "opi-bridge.io/version": "v"},
+			}}
+			_, err := client.AppsV1().Deployments(namespace).Create(ctx, other, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(backend.DesireLRP(ctx, lrp)).To(MatchError(ContainSubstring("does not belong to this lrp")))
+		})
+	})
+})
+
+func dockerConfig(secret *corev1.Secret) map[string]map[string]string {
+	var config struct {
+		Auths map[string]map[string]string `json:"auths"`
+	}
+	ExpectWithOffset(1, json.Unmarshal(secret.Data[corev1.DockerConfigJsonKey], &config)).To(Succeed())
+	return config.Auths
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -1,0 +1,25 @@
+package k8s
+
+import (
+	"fmt"
+
+	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/opi"
+)
+
+// apiError wraps an error of a Kubernetes call with what was being done and, where it has one,
+// the opi sentinel a caller tells it by: NotFound → ErrNotFound; Invalid, BadRequest and
+// too large → ErrInvalid (the API server did not accept our input); unreachable, timeouts,
+// 503, 429 and deadlines → ErrUnavailable. The API error stays in the chain as well.
+func apiError(err error, doing string) error {
+	switch kube.Classify(err) {
+	case kube.KindNotFound:
+		return fmt.Errorf("%s: %w: %w", doing, opi.ErrNotFound, err)
+	case kube.KindInvalid:
+		return fmt.Errorf("%s: %w: %w", doing, opi.ErrInvalid, err)
+	case kube.KindUnavailable:
+		return fmt.Errorf("%s: %w: %w", doing, opi.ErrUnavailable, err)
+	default:
+		return fmt.Errorf("%s: %w", doing, err)
+	}
+}

@@ -1,0 +1,268 @@
+package k8s_test
+
+import (
+	"context"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/opi"
+)
+
+func newPod(lrp *opi.LRP, name string, created time.Time, status corev1.PodStatus) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      name,
+			Namespace: namespace,
+			Labels: map[string]string{
+				"opi-bridge.io/guid":        lrp.GUID,
+				"opi-bridge.io/version":     lrp.Version,
+				"opi-bridge.io/source-type": "APP",
+			},
+			CreationTimestamp: metav1.NewTime(created),
+		},
+		Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: "opi", Image: lrp.Image}}},
+		Status: status,
+	}
+}
+
+func createPod(client *fake.Clientset, pod *corev1.Pod) {
+	_, err := client.CoreV1().Pods(namespace).Create(context.Background(), pod, metav1.CreateOptions{})
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+}
+
+var _ = Describe("GetInstances", func() {
+	var (
+		ctx     context.Context
+		client  *fake.Clientset
+		backend *k8s.Backend
+		lrp     *opi.LRP
+	)
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+	BeforeEach(func() {
+		ctx = context.Background()
+		client = newClient()
+		backend = startBackend(client)
+		lrp = sampleLRP()
+	})
+
+	instances := func(n int) []*opi.Instance {
+		var got []*opi.Instance
+		EventuallyWithOffset(1, func() []*opi.Instance {
+			got, _ = backend.GetInstances(ctx, lrp.LRPIdentifier)
+			return got
+		}).Should(HaveLen(n))
+		return got
+	}
+
+	It("ranks live pods by creation time then name, skips terminating ones and drops ranks beyond the desired count", func() {
+		lrp.Instances = 3
+		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+		pending := corev1.PodStatus{Phase: corev1.PodPending}
+		terminating := newPod(lrp, "pod-0-terminating", t0.Add(-time.Hour), pending)
+		terminating.DeletionTimestamp = &metav1.Time{Time: t0}
+		terminating.Finalizers = []string{"example.com/hold"}
+		createPod(client, terminating)
+		createPod(client, newPod(lrp, "pod-z", t0, pending))
+		createPod(client, newPod(lrp, "pod-y", t0.Add(time.Second), pending))
+		createPod(client, newPod(lrp, "pod-x", t0.Add(time.Second), pending))
+		createPod(client, newPod(lrp, "pod-w", t0.Add(time.Minute), pending)) // a surplus pod during a scale-down
+
+		got := instances(3)
+		Expect(got).To(Equal([]*opi.Instance{
+			{Index: 0, State: opi.InstanceClaimed, Since: t0.UnixNano()},
+			{Index: 1, State: opi.InstanceClaimed, Since: t0.Add(time.Second).UnixNano()},
+			{Index: 2, State: opi.InstanceClaimed, Since: t0.Add(time.Second).UnixNano()},
+		}))
+		// pod-x precedes pod-y at the same creation time: stopping index 1 deletes pod-x.
+		before := len(client.Actions())
+		Expect(backend.StopInstance(ctx, lrp.LRPIdentifier, 1)).To(Succeed())
+		Expect(actionsSince(client, before)).To(Equal([]string{"delete pods pod-x"}))
+	})
+
+	It("reports nothing for an LRP scaled to zero", func() {
+		lrp.Instances = 0
+		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+		createPod(client, newPod(lrp, "pod-a", t0, corev1.PodStatus{Phase: corev1.PodRunning}))
+		Consistently(func() []*opi.Instance {
+			got, err := backend.GetInstances(ctx, lrp.LRPIdentifier)
+			Expect(err).NotTo(HaveOccurred())
+			return got
+		}, "100ms").Should(BeEmpty())
+	})
+
+	It("returns ErrNotFound for an absent LRP", func() {
+		_, err := backend.GetInstances(ctx, lrp.LRPIdentifier)
+		Expect(err).To(MatchError(opi.ErrNotFound))
+	})
+
+	started := t0.Add(30 * time.Second)
+	readyAt := t0.Add(40 * time.Second)
+	finished := t0.Add(50 * time.Second)
+	ready := corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(readyAt)}
+	notReady := corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse}
+	scheduled := corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}
+	unschedulable := func(message string) corev1.PodCondition {
+		return corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: message}
+	}
+	running := corev1.ContainerStatus{Name: "opi", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}}}
+	waiting := func(reason string) corev1.ContainerStatus {
+		return corev1.ContainerStatus{
+			Name:                 "opi",
+			State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason}},
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, FinishedAt: metav1.NewTime(finished)}},
+		}
+	}
+	terminated := func(code int32) corev1.ContainerStatus {
+		return corev1.ContainerStatus{Name: "opi", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, FinishedAt: metav1.NewTime(finished)}}}
+	}
+	status := func(phase corev1.PodPhase, conditions []corev1.PodCondition, containers ...corev1.ContainerStatus) corev1.PodStatus {
+		return corev1.PodStatus{Phase: phase, Conditions: conditions, ContainerStatuses: containers}
+	}
+
+	DescribeTable("maps pod status to instance state",
+		func(s corev1.PodStatus, want opi.Instance) {
+			lrp.Instances = 1
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			createPod(client, newPod(lrp, "pod", t0, s))
+			got := instances(1)
+			want.Index = 0
+			Expect(*got[0]).To(Equal(want))
+		},
+		Entry("running and ready: RUNNING since the container started",
+			status(corev1.PodRunning, []corev1.PodCondition{scheduled, ready}, running),
+			opi.Instance{State: opi.InstanceRunning, Since: started.UnixNano()}),
+		Entry("ready without container state: RUNNING since it became ready",
+			status(corev1.PodRunning, []corev1.PodCondition{scheduled, ready}),
+			opi.Instance{State: opi.InstanceRunning, Since: readyAt.UnixNano()}),
+		Entry("running but not ready: CLAIMED",
+			status(corev1.PodRunning, []corev1.PodCondition{scheduled, notReady}, running),
+			opi.Instance{State: opi.InstanceClaimed, Since: t0.UnixNano()}),
+		Entry("pending and scheduled: CLAIMED",
+			status(corev1.PodPending, []corev1.PodCondition{scheduled}, corev1.ContainerStatus{Name: "opi", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}),
+			opi.Instance{State: opi.InstanceClaimed, Since: t0.UnixNano()}),
+		Entry("pending without conditions: CLAIMED",
+			status(corev1.PodPending, nil),
+			opi.Instance{State: opi.InstanceClaimed, Since: t0.UnixNano()}),
+		Entry("no memory: UNCLAIMED",
+			status(corev1.PodPending, []corev1.PodCondition{unschedulable("0/3 nodes are available: 3 Insufficient memory. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.")}),
+			opi.Instance{State: opi.InstanceUnclaimed, Since: t0.UnixNano(), PlacementError: "Insufficient resources: memory"}),
+		Entry("no cpu: UNCLAIMED",
+			status(corev1.PodPending, []corev1.PodCondition{unschedulable("0/1 nodes are available: 1 Insufficient cpu.")}),
+			opi.Instance{State: opi.InstanceUnclaimed, Since: t0.UnixNano(), PlacementError: "Insufficient resources: cpu"}),
+		Entry("no disk: UNCLAIMED",
+			status(corev1.PodPending, []corev1.PodCondition{unschedulable("0/1 nodes are available: 1 Insufficient ephemeral-storage.")}),
+			opi.Instance{State: opi.InstanceUnclaimed, Since: t0.UnixNano(), PlacementError: "Insufficient resources: disk"}),
+		Entry("no compatible node: UNCLAIMED",
+			status(corev1.PodPending, []corev1.PodCondition{unschedulable("0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.")}),
+			opi.Instance{State: opi.InstanceUnclaimed, Since: t0.UnixNano(), PlacementError: "found no compatible cell: 0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector"}),
+		Entry("crash loop: CRASHED since it last exited",
+			status(corev1.PodRunning, []corev1.PodCondition{scheduled, notReady}, waiting("CrashLoopBackOff")),
+			opi.Instance{State: opi.InstanceCrashed, Since: finished.UnixNano()}),
+		Entry("waiting after an error: CRASHED",
+			status(corev1.PodRunning, []corev1.PodCondition{scheduled, notReady}, waiting("Error")),
+			opi.Instance{State: opi.InstanceCrashed, Since: finished.UnixNano()}),
+		Entry("exited non-zero: CRASHED",
+			status(corev1.PodRunning, []corev1.PodCondition{scheduled, notReady}, terminated(137)),
+			opi.Instance{State: opi.InstanceCrashed, Since: finished.UnixNano()}),
+		Entry("exited zero, about to restart: CLAIMED",
+			status(corev1.PodRunning, []corev1.PodCondition{scheduled, notReady}, terminated(0)),
+			opi.Instance{State: opi.InstanceClaimed, Since: t0.UnixNano()}),
+		Entry("failed pod: CRASHED",
+			status(corev1.PodFailed, []corev1.PodCondition{scheduled}),
+			opi.Instance{State: opi.InstanceCrashed, Since: t0.UnixNano()}),
+	)
+})
+
+var _ = Describe("Reads", func() {
+	var (
+		ctx     context.Context
+		client  *fake.Clientset
+		backend *k8s.Backend
+		lrp     *opi.LRP
+	)
+
+	BeforeEach(func() {
+		ctx = context.Background()
+		client = newClient()
+		backend = startBackend(client)
+		lrp = sampleLRP()
+		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+	})
+
+	It("serve list, get and instances from the caches without API calls", func() {
+		createPod(client, newPod(lrp, "pod-a", time.Now(), corev1.PodStatus{Phase: corev1.PodPending}))
+		Eventually(func() []*opi.Instance {
+			got, _ := backend.GetInstances(ctx, lrp.LRPIdentifier)
+			return got
+		}).Should(HaveLen(1))
+		before := len(client.Actions())
+
+		for range 3 {
+			lrps, err := backend.ListLRPs(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(lrps).To(HaveLen(1))
+			_, err = backend.GetLRP(ctx, lrp.LRPIdentifier)
+			Expect(err).NotTo(HaveOccurred())
+			_, err = backend.GetInstances(ctx, lrp.LRPIdentifier)
+			Expect(err).NotTo(HaveOccurred())
+		}
+		Expect(client.Actions()).To(HaveLen(before))
+	})
+
+	It("recover the LRP from the deployment, without its env", func() {
+		got, err := backend.GetLRP(ctx, lrp.LRPIdentifier)
+		Expect(err).NotTo(HaveOccurred())
+		d := getDeployment(client, k8s.DeploymentName(lrp))
+
+		want := *sampleLRP()
+		want.Env = nil
+		want.ModificationTag = opi.ModificationTag{Epoch: string(d.UID), Index: d.Generation}
+		Expect(want.ModificationTag.Epoch).NotTo(BeEmpty())
+		Expect(*got).To(Equal(want))
+	})
+
+	It("list every LRP, ordered by process guid", func() {
+		other := sampleLRP()
+		other.GUID = "0aaaaaaa-0d35-4ad7-a6d3-2c0ef0d3bb2a"
+		other.PrivateRegistry = &opi.PrivateRegistry{Username: "u", Password: "p"}
+		Expect(backend.DesireLRP(ctx, other)).To(Succeed())
+
+		lrps, err := backend.ListLRPs(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(lrps).To(HaveLen(2))
+		Expect(lrps[0].ProcessGUID()).To(Equal(other.ProcessGUID()))
+		Expect(lrps[1].ProcessGUID()).To(Equal(lrp.ProcessGUID()))
+		Expect(lrps[0].PrivateRegistry).To(BeNil(), "credentials are not read back")
+	})
+
+	It("find the LRP by its labels, not its name", func() {
+		renamed := sampleLRP()
+		renamed.AppName = "renamed"
+		got, err := backend.GetLRP(ctx, renamed.LRPIdentifier)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(got.AppName).To(Equal("My App"))
+
+		_, err = backend.GetLRP(ctx, opi.LRPIdentifier{GUID: lrp.GUID, Version: "other"})
+		Expect(err).To(MatchError(opi.ErrNotFound))
+	})
+
+	It("skip a deployment being deleted", func() {
+		d := getDeployment(client, k8s.DeploymentName(lrp))
+		d.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+		d.Finalizers = []string{"example.com/hold"}
+		_, err := client.AppsV1().Deployments(namespace).Update(ctx, d, metav1.UpdateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() error {
+			_, err := backend.GetLRP(ctx, lrp.LRPIdentifier)
+			return err
+		}).Should(MatchError(opi.ErrNotFound))
+		Expect(backend.ListLRPs(ctx)).To(BeEmpty())
+	})
+})

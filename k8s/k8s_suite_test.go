@@ -1,0 +1,218 @@
+package k8s_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"code.cloudfoundry.org/lager/v3/lagertest"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/klog/v2"
+
+	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/opi"
+)
+
+func TestK8s(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "K8s Backend Suite")
+}
+
+var _ = BeforeSuite(func() {
+	// client-go's reflectors log through klog; keep that in the spec output, not on stderr.
+	flags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(flags)
+	Expect(flags.Set("logtostderr", "false")).To(Succeed())
+	Expect(flags.Set("stderrthreshold", "FATAL")).To(Succeed())
+	klog.SetOutput(GinkgoWriter)
+})
+
+const namespace = "cf-apps"
+
+// newClient is a fake clientset that, like an API server, gives created objects a UID and a
+// generation and every write a new resource version (the plain fake leaves them empty, and
+// owner references and cache waits need them).
+func newClient(objects ...runtime.Object) *fake.Clientset {
+	client := fake.NewClientset(objects...)
+	var mu sync.Mutex
+	next := 1000
+	stamp := func(action k8stesting.Action) (bool, runtime.Object, error) {
+		var obj runtime.Object
+		switch a := action.(type) {
+		case k8stesting.CreateAction:
+			obj = a.GetObject()
+		case k8stesting.UpdateAction:
+			obj = a.GetObject()
+		default:
+			return false, nil, nil
+		}
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return false, nil, nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		next++
+		if action.GetVerb() == "create" {
+			if m.GetUID() == "" {
+				m.SetUID(types.UID(fmt.Sprintf("uid-%d", next)))
+			}
+			m.SetGeneration(1)
+		} else if _, ok := obj.(*appsv1.Deployment); ok {
+			m.SetGeneration(m.GetGeneration() + 1)
+		}
+		m.SetResourceVersion(strconv.Itoa(next))
+		return false, nil, nil
+	}
+	client.PrependReactor("create", "*", stamp)
+	client.PrependReactor("update", "*", stamp)
+	return client
+}
+
+// startBackend starts a backend on client and returns once its informers list and watch, so
+// that every later action of client is the backend's or the test's own.
+func startBackend(client *fake.Clientset) *k8s.Backend {
+	ctx, cancel := context.WithCancel(context.Background())
+	DeferCleanup(cancel)
+	backend := k8s.NewBackend(client, lagertest.NewTestLogger("k8s"), k8s.Options{
+		Namespace:       namespace,
+		ReadWaitTimeout: 2 * time.Second,
+	})
+	Expect(backend.Start(ctx)).To(Succeed())
+	Eventually(func() int {
+		n := 0
+		for _, a := range client.Actions() {
+			if a.GetVerb() == "watch" {
+				n++
+			}
+		}
+		return n
+	}).Should(Equal(2))
+	return backend
+}
+
+// actionsSince describes the client's actions from index from on, as "verb resource name"
+// (name left out for lists), watches excluded.
+func actionsSince(client *fake.Clientset, from int) []string {
+	var out []string
+	for _, a := range client.Actions()[from:] {
+		if a.GetVerb() == "watch" {
+			continue
+		}
+		out = append(out, describe(a))
+	}
+	return out
+}
+
+func describe(a k8stesting.Action) string {
+	res := a.GetResource().Resource
+	if sub := a.GetSubresource(); sub != "" {
+		res += "/" + sub
+	}
+	name := ""
+	switch act := a.(type) {
+	case k8stesting.CreateAction:
+		if m, err := meta.Accessor(act.GetObject()); err == nil {
+			name = m.GetName()
+		}
+	case k8stesting.UpdateAction:
+		if m, err := meta.Accessor(act.GetObject()); err == nil {
+			name = m.GetName()
+		}
+	case k8stesting.GetAction:
+		name = act.GetName()
+	case k8stesting.DeleteAction:
+		name = act.GetName()
+	case k8stesting.PatchAction:
+		name = act.GetName()
+	}
+	if name == "" {
+		return a.GetVerb() + " " + res
+	}
+	return a.GetVerb() + " " + res + " " + name
+}
+
+// sampleLRP is an LRP with every field set.
+func sampleLRP() *opi.LRP {
+	return &opi.LRP{
+		LRPIdentifier: opi.LRPIdentifier{
+			GUID:    "8a3d6a87-0d35-4ad7-a6d3-2c0ef0d3bb2a",
+			Version: "f4a19c5e-8b8e-4c1c-9d4b-6a3a2b1c0d9e",
+		},
+		ProcessType:      "web",
+		AppGUID:          "6c8a4d7e-1111-2222-3333-444455556666",
+		AppName:          "My App",
+		SpaceGUID:        "space-guid-1",
+		SpaceName:        "dev",
+		OrganizationGUID: "org-guid-1",
+		OrganizationName: "acme",
+		Image:            "busybox:1.36",
+		Command:          []string{"/bin/sh", "-c", "echo $PORT $(date); sleep 1d"},
+		Env: map[string]string{
+			"FOO":                    "foo-value",
+			"VCAP_SERVICES":          `{"db":[{"credentials":{"password":"s3cr3t-pw"}}]}`,
+			"spring.profiles.active": "cloud-value",
+			"a:b":                    "colon-value",
+			"x.y":                    "reserved-prefix-value",
+			"CF_INSTANCE_PORT":       "user-instance-port",
+		},
+		Ports: []int32{8080, 9090},
+		Health: opi.HealthCheck{
+			Type:           opi.HealthCheckHTTP,
+			Endpoint:       "/health",
+			TimeoutMs:      2500,
+			StartTimeoutMs: 90000,
+		},
+		MemoryMB:               256,
+		DiskMB:                 1024,
+		CPUWeight:              25,
+		Instances:              2,
+		Routes:                 []opi.Route{{Hostname: "app.example.com", Port: 8080}},
+		LastUpdated:            "1600000000.2499998",
+		UserDefinedAnnotations: map[string]string{"example.com/team": "blue"},
+	}
+}
+
+// Object getters that fail the test when the object is missing.
+
+func getDeployment(client *fake.Clientset, name string) *appsv1.Deployment {
+	d, err := client.AppsV1().Deployments(namespace).Get(context.Background(), name, metav1.GetOptions{})
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return d
+}
+
+func getSecret(client *fake.Clientset, name string) *corev1.Secret {
+	s, err := client.CoreV1().Secrets(namespace).Get(context.Background(), name, metav1.GetOptions{})
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return s
+}
+
+func getService(client *fake.Clientset, name string) *corev1.Service {
+	s, err := client.CoreV1().Services(namespace).Get(context.Background(), name, metav1.GetOptions{})
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return s
+}
+
+func countObjects(client *fake.Clientset) (deployments, secrets, services int) {
+	ctx := context.Background()
+	d, err := client.AppsV1().Deployments(namespace).List(ctx, metav1.ListOptions{})
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	s, err := client.CoreV1().Secrets(namespace).List(ctx, metav1.ListOptions{})
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	v, err := client.CoreV1().Services(namespace).List(ctx, metav1.ListOptions{})
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return len(d.Items), len(s.Items), len(v.Items)
+}

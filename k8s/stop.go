@@ -1,0 +1,126 @@
+package k8s
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"code.cloudfoundry.org/lager/v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/opi"
+)
+
+// StopLRP deletes the LRP's Deployment with background propagation: the garbage collector then
+// removes its ReplicaSets and pods and the Secrets and Service it owns. Secrets and a Service
+// of the LRP that no Deployment owns (left by a desire interrupted before it set owners) are
+// deleted directly, best effort. Stopping an absent LRP succeeds.
+func (b *Backend) StopLRP(ctx context.Context, id opi.LRPIdentifier) error {
+	logger := b.logger.Session("stop-lrp", lager.Data{"process-guid": id.ProcessGUID()})
+	if err := b.checkSynced(); err != nil {
+		return err
+	}
+	deployment, err := b.findDeployment(ctx, id)
+	if err != nil && !errors.Is(err, opi.ErrNotFound) {
+		return err
+	}
+	if deployment != nil {
+		background := metav1.DeletePropagationBackground
+		err := b.client.AppsV1().Deployments(b.namespace).Delete(ctx, deployment.Name, metav1.DeleteOptions{
+			PropagationPolicy: &background,
+		})
+		if err != nil && kube.Classify(err) != kube.KindNotFound {
+			return apiError(err, "delete deployment")
+		}
+	}
+
+	b.deleteUnowned(ctx, logger, id)
+	b.waitForNoDeployment(ctx, logger, id)
+	logger.Info("stopped")
+	return nil
+}
+
+// deleteUnowned deletes the LRP's Secrets and Service that have no controller. The names are
+// not known without the Deployment, so they are found by their labels. Failures are logged:
+// they leave garbage behind, not a running app.
+func (b *Backend) deleteUnowned(ctx context.Context, logger lager.Logger, id opi.LRPIdentifier) {
+	selector := metav1.ListOptions{LabelSelector: lrpSelector(id)}
+	secrets := b.client.CoreV1().Secrets(b.namespace)
+	if list, err := secrets.List(ctx, selector); err != nil {
+		logger.Error("list-secrets", err)
+	} else {
+		for i := range list.Items {
+			s := &list.Items[i]
+			if metav1.GetControllerOf(s) != nil {
+				continue
+			}
+			if err := secrets.Delete(ctx, s.Name, preconditionUID(s)); err != nil && kube.Classify(err) != kube.KindNotFound {
+				logger.Error("delete-unowned-secret", err, lager.Data{"secret": s.Name})
+			}
+		}
+	}
+	services := b.client.CoreV1().Services(b.namespace)
+	if list, err := services.List(ctx, selector); err != nil {
+		logger.Error("list-services", err)
+	} else {
+		for i := range list.Items {
+			s := &list.Items[i]
+			if metav1.GetControllerOf(s) != nil {
+				continue
+			}
+			if err := services.Delete(ctx, s.Name, preconditionUID(s)); err != nil && kube.Classify(err) != kube.KindNotFound {
+				logger.Error("delete-unowned-service", err, lager.Data{"service": s.Name})
+			}
+		}
+	}
+}
+
+// preconditionUID deletes obj only if it is still the same object (not a namesake made since).
+func preconditionUID(obj metav1.Object) metav1.DeleteOptions {
+	uid := obj.GetUID()
+	if uid == "" {
+		return metav1.DeleteOptions{}
+	}
+	return metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
+}
+
+// StopInstance deletes the pod reported at index (GetInstances's ranking at this moment); the
+// Deployment replaces it. ErrNotFound when the cache has no such LRP, ErrInvalid for an index
+// outside 0..instances-1; no pod at a valid index is success.
+func (b *Backend) StopInstance(ctx context.Context, id opi.LRPIdentifier, index int32) error {
+	logger := b.logger.Session("stop-instance", lager.Data{"process-guid": id.ProcessGUID(), "index": index})
+	if err := b.checkSynced(); err != nil {
+		return err
+	}
+	deployment := b.cachedDeployment(id)
+	if deployment == nil {
+		return notFound(id)
+	}
+	replicas := desiredReplicas(deployment)
+	if index < 0 || index >= replicas {
+		if replicas == 0 {
+			return fmt.Errorf("%w: instance index %d out of range: lrp has no instances", opi.ErrInvalid, index)
+		}
+		return fmt.Errorf("%w: instance index %d out of range 0..%d", opi.ErrInvalid, index, replicas-1)
+	}
+	pods := rankedPods(b.cachedPods(id))
+	if int(index) >= len(pods) {
+		logger.Info("no-pod-at-index")
+		return nil
+	}
+	pod := pods[index]
+	err := b.client.CoreV1().Pods(b.namespace).Delete(ctx, pod.Name, preconditionUID(pod))
+	switch kube.Classify(err) {
+	case kube.KindNotFound, kube.KindConflict:
+		// Gone already, or replaced by a namesake: the instance named has stopped.
+		logger.Info("pod-already-gone", lager.Data{"pod": pod.Name})
+		return nil
+	}
+	if err != nil {
+		return apiError(err, "delete pod")
+	}
+	b.waitForPodGone(ctx, logger, id, pod.UID)
+	logger.Info("stopped", lager.Data{"pod": pod.Name})
+	return nil
+}

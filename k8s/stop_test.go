@@ -1,0 +1,169 @@
+package k8s_test
+
+import (
+	"context"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/opi"
+)
+
+var _ = Describe("Stopping", func() {
+	var (
+		ctx     context.Context
+		client  *fake.Clientset
+		backend *k8s.Backend
+		lrp     *opi.LRP
+		name    string
+		before  int
+	)
+
+	BeforeEach(func() {
+		ctx = context.Background()
+		client = newClient()
+		backend = startBackend(client)
+		lrp = sampleLRP()
+		name = k8s.DeploymentName(lrp)
+	})
+
+	Describe("StopLRP", func() {
+		It("deletes the deployment with background propagation and leaves owned objects to the GC", func() {
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			before = len(client.Actions())
+
+			Expect(backend.StopLRP(ctx, lrp.LRPIdentifier)).To(Succeed())
+			Expect(actionsSince(client, before)).To(Equal([]string{
+				"delete deployments " + name,
+				"list secrets",
+				"list services",
+			}))
+			del := client.Actions()[before].(k8stesting.DeleteAction)
+			Expect(*del.GetDeleteOptions().PropagationPolicy).To(Equal(metav1.DeletePropagationBackground))
+			Expect(getSecret(client, name+"-env")).NotTo(BeNil())
+			Expect(getService(client, name)).NotTo(BeNil())
+		})
+
+		It("makes the LRP disappear from reads as soon as it returns", func() {
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			Expect(backend.StopLRP(ctx, lrp.LRPIdentifier)).To(Succeed())
+			_, err := backend.GetLRP(ctx, lrp.LRPIdentifier)
+			Expect(err).To(MatchError(opi.ErrNotFound))
+			Expect(backend.ListLRPs(ctx)).To(BeEmpty())
+		})
+
+		It("succeeds for an absent LRP", func() {
+			before = len(client.Actions())
+			Expect(backend.StopLRP(ctx, lrp.LRPIdentifier)).To(Succeed())
+			Expect(backend.StopLRP(ctx, lrp.LRPIdentifier)).To(Succeed())
+			Expect(actionsSince(client, before)).To(Equal([]string{
+				"list deployments", "list secrets", "list services",
+				"list deployments", "list secrets", "list services",
+			}))
+		})
+
+		It("deletes secrets and a service no deployment owns", func() {
+			labels := map[string]string{
+				"opi-bridge.io/guid": lrp.GUID, "opi-bridge.io/version": lrp.Version, "opi-bridge.io/source-type": "APP",
+			}
+			for _, s := range []string{name + "-env", name + "-registry"} {
+				_, err := client.CoreV1().Secrets(namespace).Create(ctx, &corev1.Secret{
+					ObjectMeta: metav1.ObjectMeta{Name: s, Namespace: namespace, Labels: labels},
+				}, metav1.CreateOptions{})
+				Expect(err).NotTo(HaveOccurred())
+			}
+			owned := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
+				Name: "owned", Namespace: namespace, Labels: labels,
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "x", UID: "u", Controller: ptrTo(true)}},
+			}}
+			_, err := client.CoreV1().Secrets(namespace).Create(ctx, owned, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			_, err = client.CoreV1().Services(namespace).Create(ctx, &corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels},
+			}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			before = len(client.Actions())
+
+			Expect(backend.StopLRP(ctx, lrp.LRPIdentifier)).To(Succeed())
+			Expect(actionsSince(client, before)).To(Equal([]string{
+				"list deployments",
+				"list secrets",
+				"delete secrets " + name + "-env",
+				"delete secrets " + name + "-registry",
+				"list services",
+				"delete services " + name,
+			}))
+			_, secrets, services := countObjects(client)
+			Expect(secrets).To(Equal(1))
+			Expect(services).To(BeZero())
+		})
+	})
+
+	Describe("StopInstance", func() {
+		var t0 time.Time
+
+		BeforeEach(func() {
+			lrp.Instances = 3
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			t0 = time.Now().Add(-time.Hour)
+			createPod(client, newPod(lrp, "pod-c", t0, corev1.PodStatus{Phase: corev1.PodPending}))
+			createPod(client, newPod(lrp, "pod-b", t0.Add(time.Minute), corev1.PodStatus{Phase: corev1.PodPending}))
+			createPod(client, newPod(lrp, "pod-a", t0.Add(time.Minute), corev1.PodStatus{Phase: corev1.PodPending}))
+			Eventually(func() []*opi.Instance {
+				instances, _ := backend.GetInstances(ctx, lrp.LRPIdentifier)
+				return instances
+			}).Should(HaveLen(3))
+			before = len(client.Actions())
+		})
+
+		It("deletes exactly the pod at the rank", func() {
+			Expect(backend.StopInstance(ctx, lrp.LRPIdentifier, 1)).To(Succeed())
+			Expect(actionsSince(client, before)).To(Equal([]string{"delete pods pod-a"}))
+			del := client.Actions()[before].(k8stesting.DeleteAction)
+			Expect(del.GetDeleteOptions().Preconditions.UID).NotTo(BeNil())
+
+			instances, err := backend.GetInstances(ctx, lrp.LRPIdentifier)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(instances).To(HaveLen(2), "the stopped instance is gone from reads at once")
+		})
+
+		DescribeTable("rejects an index outside 0..instances-1",
+			func(index int32) {
+				err := backend.StopInstance(ctx, lrp.LRPIdentifier, index)
+				Expect(err).To(MatchError(opi.ErrInvalid))
+				Expect(err.Error()).To(ContainSubstring("0..2"))
+				Expect(actionsSince(client, before)).To(BeEmpty())
+			},
+			Entry("negative", int32(-1)),
+			Entry("the desired count", int32(3)),
+			Entry("beyond", int32(10)),
+		)
+
+		It("names the index in the error", func() {
+			Expect(backend.StopInstance(ctx, lrp.LRPIdentifier, 7)).To(MatchError(ContainSubstring("index 7")))
+		})
+
+		It("succeeds without a call when no pod has the rank", func() {
+			Expect(client.CoreV1().Pods(namespace).Delete(ctx, "pod-b", metav1.DeleteOptions{})).To(Succeed())
+			Eventually(func() []*opi.Instance {
+				instances, _ := backend.GetInstances(ctx, lrp.LRPIdentifier)
+				return instances
+			}).Should(HaveLen(2))
+			before = len(client.Actions())
+			Expect(backend.StopInstance(ctx, lrp.LRPIdentifier, 2)).To(Succeed())
+			Expect(actionsSince(client, before)).To(BeEmpty())
+		})
+
+		It("returns ErrNotFound for an absent LRP", func() {
+			err := backend.StopInstance(ctx, opi.LRPIdentifier{GUID: "nope", Version: "v"}, 0)
+			Expect(err).To(MatchError(opi.ErrNotFound))
+			Expect(actionsSince(client, before)).To(BeEmpty())
+		})
+	})
+})

@@ -1,0 +1,104 @@
+package k8s_test
+
+import (
+	"context"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/opi"
+)
+
+var _ = Describe("UpdateLRP", func() {
+	var (
+		ctx     context.Context
+		client  *fake.Clientset
+		backend *k8s.Backend
+		lrp     *opi.LRP
+		name    string
+		before  int
+		update  opi.LRPUpdate
+	)
+
+	BeforeEach(func() {
+		ctx = context.Background()
+		client = newClient()
+		backend = startBackend(client)
+		lrp = sampleLRP()
+		name = k8s.DeploymentName(lrp)
+		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+		before = len(client.Actions())
+		update = opi.LRPUpdate{
+			Instances:  ptrTo(int32(5)),
+			Annotation: ptrTo("2.0"),
+			Routes:     &[]opi.Route{{Hostname: "a.example.com", Port: 8080}, {Hostname: "b.example.com", Port: 9090}},
+			Image:      ptrTo("busybox:1.37"),
+		}
+	})
+
+	It("changes replicas, the annotation, routes and image with one update", func() {
+		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, update)).To(Succeed())
+		Expect(actionsSince(client, before)).To(Equal([]string{"update deployments " + name}))
+
+		d := getDeployment(client, name)
+		Expect(*d.Spec.Replicas).To(Equal(int32(5)))
+		Expect(d.Annotations).To(HaveKeyWithValue("opi-bridge.io/last-updated", "2.0"))
+		Expect(d.Annotations).To(HaveKeyWithValue("opi-bridge.io/routes",
+			`[{"hostname":"a.example.com","port":8080},{"hostname":"b.example.com","port":9090}]`))
+		Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal("busybox:1.37"))
+	})
+
+	It("is visible to reads as soon as it returns", func() {
+		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, update)).To(Succeed())
+		got, err := backend.GetLRP(ctx, lrp.LRPIdentifier)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(got.Instances).To(Equal(int32(5)))
+		Expect(got.LastUpdated).To(Equal("2.0"))
+		Expect(got.Image).To(Equal("busybox:1.37"))
+		Expect(got.Routes).To(Equal(*update.Routes))
+	})
+
+	It("leaves fields that are not given alone", func() {
+		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Instances: ptrTo(int32(3))})).To(Succeed())
+		d := getDeployment(client, name)
+		Expect(*d.Spec.Replicas).To(Equal(int32(3)))
+		Expect(d.Annotations).To(HaveKeyWithValue("opi-bridge.io/last-updated", lrp.LastUpdated))
+		Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal(lrp.Image))
+	})
+
+	It("writes nothing when nothing changes", func() {
+		same := opi.LRPUpdate{Instances: ptrTo(lrp.Instances), Annotation: ptrTo(lrp.LastUpdated)}
+		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, same)).To(Succeed())
+		Expect(actionsSince(client, before)).To(BeEmpty())
+	})
+
+	It("re-reads the deployment and retries on a conflict", func() {
+		conflicts := 0
+		client.PrependReactor("update", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
+			if conflicts > 0 {
+				return false, nil, nil
+			}
+			conflicts++
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, name, nil)
+		})
+		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, update)).To(Succeed())
+		Expect(actionsSince(client, before)).To(Equal([]string{
+			"update deployments " + name,
+			"get deployments " + name,
+			"update deployments " + name,
+		}))
+		Expect(*getDeployment(client, name).Spec.Replicas).To(Equal(int32(5)))
+	})
+
+	It("returns ErrNotFound for an absent LRP, after one live list", func() {
+		err := backend.UpdateLRP(ctx, opi.LRPIdentifier{GUID: "nope", Version: "v1"}, update)
+		Expect(err).To(MatchError(opi.ErrNotFound))
+		Expect(actionsSince(client, before)).To(Equal([]string{"list deployments"}))
+	})
+})
