@@ -1,0 +1,175 @@
+// Package integration drives the built opi binary over HTTP, as Cloud Controller and curl do,
+// against a real local Kubernetes control plane (see localkube), and checks both opi's answers
+// and what Kubernetes holds.
+package integration_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gbytes"
+	"github.com/onsi/gomega/gexec"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/opi-bridge/opi/localkube"
+)
+
+func TestIntegration(t *testing.T) {
+	RegisterFailHandler(Fail)
+	SetDefaultEventuallyTimeout(60 * time.Second)
+	SetDefaultEventuallyPollingInterval(200 * time.Millisecond)
+	RunSpecs(t, "Integration Suite")
+}
+
+// nodeMemory is the size of the one simulated node: an app asking for more stays unplaced.
+const nodeMemory = "16Gi"
+
+var (
+	opiBin  string
+	cluster *localkube.Cluster
+	kube    kubernetes.Interface
+)
+
+var _ = BeforeSuite(func() {
+	var err error
+	opiBin, err = gexec.Build("github.com/opi-bridge/opi/cmd/opi")
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(gexec.CleanupBuildArtifacts)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cluster, err = localkube.Start(ctx, localkube.Options{Nodes: 1, NodeMemory: nodeMemory})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() {
+		pids := cluster.PIDs()
+		Expect(cluster.Stop()).To(Succeed())
+		for _, pid := range pids {
+			Expect(syscall.Kill(pid, 0)).To(MatchError(syscall.ESRCH), "process %d outlived the cluster", pid)
+		}
+	})
+	kube = cluster.Clientset()
+})
+
+// opiServer is one running opi binary.
+type opiServer struct {
+	URL       string
+	Namespace string
+	session   *gexec.Session
+	args      []string
+}
+
+// Logs is everything opi printed so far.
+func (o *opiServer) Logs() string { return string(o.session.Out.Contents()) + string(o.session.Err.Contents()) }
+
+// startOpi runs `opi connect` against the cluster for namespace ns and waits until it is ready.
+func startOpi(ns string, extraArgs ...string) *opiServer {
+	addr := freeAddr()
+	args := append([]string{"connect", "--kubeconfig", cluster.Kubeconfig(), "--listen", addr, "--namespace", ns}, extraArgs...)
+	o := &opiServer{URL: "http://" + addr, Namespace: ns, args: args}
+	o.start()
+	DeferCleanup(o.stop)
+	return o
+}
+
+func (o *opiServer) start() {
+	var err error
+	o.session, err = gexec.Start(exec.Command(opiBin, o.args...), gbytes.NewBuffer(), GinkgoWriter)
+	Expect(err).NotTo(HaveOccurred())
+	Eventually(func() int {
+		resp, err := http.Get(o.URL + "/readyz")
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}, 60*time.Second).Should(Equal(http.StatusOK), "opi did not become ready; it said:\n%s", o.Logs())
+}
+
+func (o *opiServer) stop() {
+	if o.session != nil {
+		o.session.Terminate().Wait(20 * time.Second)
+		Expect(o.session.ExitCode()).To(Equal(0), "opi did not stop cleanly on SIGTERM")
+	}
+}
+
+// kill ends opi at once, as a crash would.
+func (o *opiServer) kill() {
+	o.session.Kill().Wait(10 * time.Second)
+}
+
+// restart kills opi and starts it again on the same address and namespace.
+func (o *opiServer) restart() {
+	o.kill()
+	o.start()
+}
+
+// call sends a request as CC does: a JSON body without a JSON Content-Type.
+func (o *opiServer) call(method, path, body string) (int, string) {
+	req, err := http.NewRequest(method, o.URL+path, strings.NewReader(body))
+	Expect(err).NotTo(HaveOccurred())
+	if body != "" {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	Expect(err).NotTo(HaveOccurred())
+	return resp.StatusCode, string(b)
+}
+
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	Expect(err).NotTo(HaveOccurred())
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// newNamespace is a fresh namespace name for one test; opi creates it, the test deletes it.
+func newNamespace() string {
+	ns := "opi-it-" + rand.String(6)
+	DeferCleanup(func() {
+		_ = kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+	})
+	return ns
+}
+
+// kubectl runs the real kubectl of the local control plane, as an operator would.
+func kubectl(args ...string) string {
+	cmd := exec.Command(filepath.Join(cluster.BinDir(), "kubectl"), append([]string{"--kubeconfig", cluster.Kubeconfig()}, args...)...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	Expect(cmd.Run()).To(Succeed(), "kubectl %v: %s", args, errOut.String())
+	return out.String()
+}
+
+func newGUID() string {
+	return fmt.Sprintf("%s-%s-%s-%s-%s", rand.String(8), rand.String(4), rand.String(4), rand.String(4), rand.String(12))
+}
+
+func init() {
+	// Tests print opi's logs on failure; keep them readable.
+	_ = os.Setenv("NO_COLOR", "1")
+}
+
+// runOpiOnce runs opi to completion (for start-up failures) and returns its session.
+func runOpiOnce(args ...string) *gexec.Session {
+	session, err := gexec.Start(exec.Command(opiBin, args...), GinkgoWriter, GinkgoWriter)
+	Expect(err).NotTo(HaveOccurred())
+	return session.Wait(60 * time.Second)
+}
