@@ -22,9 +22,13 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gbytes"
 	"github.com/onsi/gomega/gexec"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/opi-bridge/opi/localkube"
 )
@@ -76,14 +80,51 @@ type opiServer struct {
 // Logs is everything opi printed so far.
 func (o *opiServer) Logs() string { return string(o.session.Out.Contents()) + string(o.session.Err.Contents()) }
 
-// startOpi runs `opi connect` against the cluster for namespace ns and waits until it is ready.
+// startOpi runs `opi connect` for namespace ns as an operator would deploy it: with exactly the
+// permissions of deploy/rbac.yaml, not as cluster admin. It waits until opi is ready.
 func startOpi(ns string, extraArgs ...string) *opiServer {
+	kubeconfig := restrictedKubeconfig(ns)
+	return startOpiWith(kubeconfig, ns, append([]string{"--create-namespace=false"}, extraArgs...)...)
+}
+
+// startOpiWith runs `opi connect` with the given kubeconfig and waits until it is ready.
+func startOpiWith(kubeconfig, ns string, extraArgs ...string) *opiServer {
 	addr := freeAddr()
-	args := append([]string{"connect", "--kubeconfig", cluster.Kubeconfig(), "--listen", addr, "--namespace", ns}, extraArgs...)
+	args := append([]string{"connect", "--kubeconfig", kubeconfig, "--listen", addr, "--namespace", ns}, extraArgs...)
 	o := &opiServer{URL: "http://" + addr, Namespace: ns, args: args}
 	o.start()
 	DeferCleanup(o.stop)
 	return o
+}
+
+// restrictedKubeconfig creates namespace ns, applies deploy/rbac.yaml to it with the real
+// kubectl, and returns a kubeconfig holding a token of the opi ServiceAccount it defines.
+func restrictedKubeconfig(ns string) string {
+	ctx := context.Background()
+	_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+
+	rbac, err := os.ReadFile("../deploy/rbac.yaml")
+	Expect(err).NotTo(HaveOccurred())
+	apply := exec.Command(filepath.Join(cluster.BinDir(), "kubectl"), "--kubeconfig", cluster.Kubeconfig(), "apply", "-f", "-")
+	apply.Stdin = strings.NewReader(strings.ReplaceAll(string(rbac), "cf-workloads", ns))
+	out, err := apply.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), string(out))
+
+	expiry := int64(3600)
+	token, err := kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "opi",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+
+	admin := cluster.RestConfig()
+	config := clientcmdapi.NewConfig()
+	config.Clusters["local"] = &clientcmdapi.Cluster{Server: admin.Host, CertificateAuthorityData: admin.CAData}
+	config.AuthInfos["opi"] = &clientcmdapi.AuthInfo{Token: token.Status.Token}
+	config.Contexts["opi"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "opi", Namespace: ns}
+	config.CurrentContext = "opi"
+	path := filepath.Join(GinkgoT().TempDir(), "kubeconfig")
+	Expect(clientcmd.WriteToFile(*config, path)).To(Succeed())
+	return path
 }
 
 func (o *opiServer) start() {

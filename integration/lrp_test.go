@@ -190,10 +190,6 @@ var _ = Describe("LRPs on Kubernetes", func() {
 		a = newApp()
 	})
 
-	It("creates the namespace it was given", func() {
-		_, err := kube.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
-		Expect(err).NotTo(HaveOccurred())
-	})
 
 	It("runs a desired app as a Deployment with its Secret and Service, and reports it to CC", func() {
 		desire(o, a)
@@ -515,6 +511,16 @@ var _ = Describe("LRPs on Kubernetes", func() {
 })
 
 var _ = Describe("opi start-up", func() {
+	It("creates its namespace when it is missing and it may", func() {
+		ns := newNamespace()
+		o := startOpiWith(cluster.Kubeconfig(), ns)
+		_, err := kube.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		a := newApp()
+		desire(o, a)
+		Eventually(allRunning(o, a)).Should(Equal(running(2)))
+	})
+
 	It("refuses to start when the namespace is missing and it may not create it", func() {
 		ns := "opi-it-missing"
 		_, err := kube.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
