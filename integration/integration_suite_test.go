@@ -75,10 +75,21 @@ type opiServer struct {
 	Namespace string
 	session   *gexec.Session
 	args      []string
+	// client talks to opi; http.DefaultClient unless opi serves TLS.
+	client *http.Client
+}
+
+func (o *opiServer) httpClient() *http.Client {
+	if o.client != nil {
+		return o.client
+	}
+	return http.DefaultClient
 }
 
 // Logs is everything opi printed so far.
-func (o *opiServer) Logs() string { return string(o.session.Out.Contents()) + string(o.session.Err.Contents()) }
+func (o *opiServer) Logs() string {
+	return string(o.session.Out.Contents()) + string(o.session.Err.Contents())
+}
 
 // startOpi runs `opi connect` for namespace ns as an operator would deploy it: with exactly the
 // permissions of deploy/rbac.yaml, not as cluster admin. It waits until opi is ready.
@@ -132,7 +143,7 @@ func (o *opiServer) start() {
 	o.session, err = gexec.Start(exec.Command(opiBin, o.args...), gbytes.NewBuffer(), GinkgoWriter)
 	Expect(err).NotTo(HaveOccurred())
 	Eventually(func() int {
-		resp, err := http.Get(o.URL + "/readyz")
+		resp, err := o.httpClient().Get(o.URL + "/readyz")
 		if err != nil {
 			return 0
 		}
@@ -166,7 +177,7 @@ func (o *opiServer) call(method, path, body string) (int, string) {
 	if body != "" {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := o.httpClient().Do(req)
 	Expect(err).NotTo(HaveOccurred())
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)

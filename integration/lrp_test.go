@@ -50,10 +50,10 @@ func (a *app) body() string {
 		"instances": a.instances, "memory_mb": a.memoryMB, "disk_mb": 256, "cpu_weight": 12,
 		"health_check_type": "port", "health_check_http_endpoint": nil,
 		"health_check_timeout_ms": 2000, "start_timeout_ms": 60000,
-		"last_updated": a.annotation,
-		"ports":        []int{8080},
-		"routes":       map[string]any{"cf-router": []any{map[string]any{"hostname": "dora.example.com", "port": 8080}}},
-		"lifecycle":    map[string]any{"docker_lifecycle": map[string]any{"image": "cloudfoundry/dora:latest", "command": []string{}}},
+		"last_updated":             a.annotation,
+		"ports":                    []int{8080},
+		"routes":                   map[string]any{"cf-router": []any{map[string]any{"hostname": "dora.example.com", "port": 8080}}},
+		"lifecycle":                map[string]any{"docker_lifecycle": map[string]any{"image": "cloudfoundry/dora:latest", "command": []string{}}},
 		"user_defined_annotations": map[string]string{"example.com/owner": "team-a"},
 	}
 	for k, v := range a.extra {
@@ -190,7 +190,6 @@ var _ = Describe("LRPs on Kubernetes", func() {
 		a = newApp()
 	})
 
-
 	It("runs a desired app as a Deployment with its Secret and Service, and reports it to CC", func() {
 		desire(o, a)
 
@@ -247,6 +246,8 @@ var _ = Describe("LRPs on Kubernetes", func() {
 		c := pod.Containers[0]
 		Expect(c.Image).To(Equal("cloudfoundry/dora:latest"))
 		Expect(*c.SecurityContext.AllowPrivilegeEscalation).To(BeFalse())
+		Expect(c.SecurityContext.Capabilities.Drop).To(ConsistOf(corev1.Capability("ALL")))
+		Expect(pod.SecurityContext.SeccompProfile.Type).To(Equal(corev1.SeccompProfileTypeRuntimeDefault))
 		Expect(c.Resources.Limits.Memory().String()).To(Equal("64Mi"))
 		Expect(c.Resources.Requests.Memory().String()).To(Equal("64Mi"))
 		Expect(c.Resources.Limits.StorageEphemeral().String()).To(Equal("256Mi"))
