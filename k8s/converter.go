@@ -206,13 +206,26 @@ func toContainer(lrp *opi.LRP, name string) corev1.Container {
 		ReadinessProbe: readiness,
 		SecurityContext: &corev1.SecurityContext{
 			AllowPrivilegeEscalation: ptr(false),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			Capabilities:             capabilities(lrp.Ports),
 		},
 	}
 	if len(lrp.Command) > 0 {
 		c.Command = escapeCommand(lrp.Command)
 	}
 	return c
+}
+
+// capabilities drops every capability; the one a CF app may need back is binding a port below
+// 1024 (an image serving on 80), and only when it declares such a port.
+func capabilities(ports []int32) *corev1.Capabilities {
+	caps := &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}
+	for _, p := range ports {
+		if p < 1024 {
+			caps.Add = []corev1.Capability{"NET_BIND_SERVICE"}
+			break
+		}
+	}
+	return caps
 }
 
 // escapeCommand doubles every '$': Kubernetes expands $(VAR) in command and reduces "$$" to

@@ -138,7 +138,15 @@ var _ = Describe("DesireLRP", func() {
 			sc := pod.Containers[0].SecurityContext
 			Expect(*sc.AllowPrivilegeEscalation).To(BeFalse())
 			Expect(sc.Capabilities.Drop).To(Equal([]corev1.Capability{"ALL"}))
+			Expect(sc.Capabilities.Add).To(BeEmpty())
 			Expect(pod.ImagePullSecrets).To(BeEmpty())
+		})
+
+		It("gives back only the capability to bind a port below 1024, when the app has one", func() {
+			lrp.Ports = []int32{8080, 80}
+			sc := desire().Spec.Template.Spec.Containers[0].SecurityContext
+			Expect(sc.Capabilities.Drop).To(Equal([]corev1.Capability{"ALL"}))
+			Expect(sc.Capabilities.Add).To(Equal([]corev1.Capability{"NET_BIND_SERVICE"}))
 		})
 
 		It("requests memory (= limit), disk as ephemeral storage, and cpu without a limit", func() {

@@ -1,0 +1,120 @@
+package k8s
+
+import (
+	"context"
+	"time"
+
+	"code.cloudfoundry.org/lager/v3"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/opi"
+)
+
+// DefaultJanitorGrace is how old a leftover must be before the janitor removes it: far longer
+// than any desire takes, so it never races one in flight.
+const DefaultJanitorGrace = 5 * time.Minute
+
+// runJanitor sweeps every period until ctx ends. The first sweep is one period after start.
+func (b *Backend) runJanitor(ctx context.Context) {
+	logger := b.logger.Session("janitor", lager.Data{"period": b.janitorPeriod.String(), "grace": b.janitorGrace.String()})
+	logger.Info("started")
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(b.janitorPeriod):
+		}
+		b.Sweep(ctx)
+	}, 0)
+}
+
+// Sweep cleans up what desires that never completed left behind (opi killed between creating
+// an LRP's Secret and its Deployment, and CC never desiring that LRP again): opi's Secrets and
+// Services that no object controls, older than the grace period, whose LRP has no Deployment,
+// are deleted. An unowned Secret whose LRP's Deployment does exist (opi killed before it set
+// the owner) is given that owner instead, so that stopping the LRP removes it. Failures are
+// logged; the next sweep tries again. Only object names are logged, never their content.
+func (b *Backend) Sweep(ctx context.Context) {
+	logger := b.logger.Session("sweep")
+	if b.checkSynced() != nil {
+		return
+	}
+	selector := metav1.ListOptions{LabelSelector: LabelSourceType + "=" + SourceTypeApp}
+	cutoff := time.Now().Add(-b.janitorGrace)
+
+	secrets := b.client.CoreV1().Secrets(b.namespace)
+	secretList, err := secrets.List(ctx, selector)
+	if err != nil {
+		logger.Error("list-secrets", err)
+	} else {
+		for i := range secretList.Items {
+			s := &secretList.Items[i]
+			deployment, stale := b.leftover(ctx, logger, s, cutoff)
+			switch {
+			case deployment != nil && (s.Name == envSecretName(deployment.Name) || s.Name == registrySecretName(deployment.Name)):
+				if _, err := kube.SetOwner(ctx, secrets, s.Name, kube.ControllerRef(deployment, "apps/v1", "Deployment")); err != nil {
+					logger.Error("adopt-secret", err, lager.Data{"secret": s.Name})
+					continue
+				}
+				logger.Info("adopted-secret", lager.Data{"secret": s.Name, "deployment": deployment.Name})
+			case stale:
+				err := secrets.Delete(ctx, s.Name, preconditionUID(s))
+				if err != nil && kube.Classify(err) != kube.KindNotFound && kube.Classify(err) != kube.KindConflict {
+					logger.Error("delete-secret", err, lager.Data{"secret": s.Name})
+					continue
+				}
+				logger.Info("deleted-leftover-secret", lager.Data{"secret": s.Name})
+			}
+		}
+	}
+
+	services := b.client.CoreV1().Services(b.namespace)
+	serviceList, err := services.List(ctx, selector)
+	if err != nil {
+		logger.Error("list-services", err)
+		return
+	}
+	for i := range serviceList.Items {
+		s := &serviceList.Items[i]
+		if _, stale := b.leftover(ctx, logger, s, cutoff); !stale {
+			continue
+		}
+		err := services.Delete(ctx, s.Name, preconditionUID(s))
+		if err != nil && kube.Classify(err) != kube.KindNotFound && kube.Classify(err) != kube.KindConflict {
+			logger.Error("delete-service", err, lager.Data{"service": s.Name})
+			continue
+		}
+		logger.Info("deleted-leftover-service", lager.Data{"service": s.Name})
+	}
+}
+
+// leftover looks at an object of an LRP that no object controls: it returns the LRP's live
+// Deployment when there is one, else whether the object is older than cutoff (and so a
+// leftover to delete). Controlled objects, and objects whose LRP cannot be checked, are
+// neither.
+func (b *Backend) leftover(ctx context.Context, logger lager.Logger, obj metav1.Object, cutoff time.Time) (*appsv1.Deployment, bool) {
+	if metav1.GetControllerOf(obj) != nil || obj.GetDeletionTimestamp() != nil {
+		return nil, false
+	}
+	id := opi.LRPIdentifier{GUID: obj.GetLabels()[LabelGUID], Version: obj.GetLabels()[LabelVersion]}
+	if id.GUID == "" || id.Version == "" {
+		return nil, false
+	}
+	// The cache first; an object the cache does not have is confirmed absent by the API, since
+	// a desire in flight may have just created it.
+	deployment, err := b.findDeployment(ctx, id)
+	switch {
+	case err == nil:
+		return deployment, false
+	case kube.Classify(err) == kube.KindOther && !isNotFound(err):
+		logger.Error("find-deployment", err, lager.Data{"object": obj.GetName()})
+		return nil, false
+	case !isNotFound(err):
+		logger.Error("find-deployment", err, lager.Data{"object": obj.GetName()})
+		return nil, false
+	}
+	return nil, obj.GetCreationTimestamp().Time.Before(cutoff)
+}
