@@ -2,13 +2,17 @@
 # Builds the pinned local control plane (etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler, kwok, kubectl) into a per-user cache folder and prints that folder.
 #
-# The folder is keyed by a hash of this module's go.mod and go.sum (where the pins live) and of
-# this script, so a fresh clone on the same machine reuses the binaries and a changed pin builds
-# a new set. OPI_KUBE_BIN_DIR overrides the folder (it is then used as it is).
+# The folder is keyed by a hash of this module's go.mod and go.sum (where the pins live), so a
+# fresh clone on the same machine reuses the binaries and a changed pin builds a new set. Editing
+# this script does not: delete the folder to force a rebuild. OPI_KUBE_BIN_DIR overrides the
+# folder (it is then used as it is).
+#
+# Next to the binaries it writes kwok-stages.yaml: the Stage documents of kwok's fast node and
+# pod stage sets, read from the pinned kwok module at build time (kwok exits without stages).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-key=$(cat "$here/go.mod" "$here/go.sum" "$here/build.sh" | sha256sum | cut -c1-16)
+key=$(cat "$here/go.mod" "$here/go.sum" | sha256sum | cut -c1-16)
 dir=${OPI_KUBE_BIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/opi/kube-bin/$key}
 
 declare -A pkgs=(
@@ -34,5 +38,29 @@ if [ ${#missing[@]} -gt 0 ]; then
     mv "$dir/.$b.tmp" "$dir/$b"
     echo "  $b built in $((SECONDS - start))s" >&2
   done
+fi
+
+stages="$dir/kwok-stages.yaml"
+if [ ! -s "$stages" ]; then
+  cd "$here"
+  kwok_dir=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+  if [ -z "$kwok_dir" ] || [ ! -d "$kwok_dir" ]; then
+    go mod download sigs.k8s.io/kwok
+    kwok_dir=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+  fi
+  kwok_version=$(go list -m -f '{{.Version}}' sigs.k8s.io/kwok)
+  {
+    echo "# kwok's fast node and pod stages, from sigs.k8s.io/kwok@$kwok_version (written by tools/kube/build.sh)"
+    sep=""
+    for f in "$kwok_dir"/kustomize/stage/node/fast/*.yaml "$kwok_dir"/kustomize/stage/pod/fast/*.yaml; do
+      [ "$(basename "$f")" = kustomization.yaml ] && continue
+      printf '%s' "$sep"
+      # $(cat) drops trailing newlines, so each document ends with exactly one.
+      printf '%s\n' "$(cat "$f")"
+      sep=$'---\n'
+    done
+  } >"$stages.$$.tmp"
+  mv "$stages.$$.tmp" "$stages"
+  echo "  wrote $stages" >&2
 fi
 echo "$dir"

@@ -1,0 +1,101 @@
+package localkube
+
+// CrashAnnotation marks a pod that the simulated kubelet (kwok) reports as crash-looping instead
+// of running: phase Running, not Ready, its containers waiting in CrashLoopBackOff after exiting
+// with code 1. Put it on a pod template (annotation value "true") to test how crashes surface.
+const CrashAnnotation = "localkube.opi-bridge/crash"
+
+// crashStage is our own kwok Stage, loaded after kwok's fast stages (written into the bin folder
+// by build.sh).
+//
+// Why it wins over kwok's pod-ready: kwok collects every stage whose selector matches a pod and,
+// when more than one does, picks one at random in proportion to `weight`, leaving out stages of
+// weight 0 whenever the total is positive (sigs.k8s.io/kwok/pkg/utils/lifecycle Lifecycle.Match).
+// The fast pod-ready stage has no weight (0) and this one has 1, so for an annotated pod this
+// stage is chosen every time. It matches the same pods pod-ready does (Pending, not yet Ready, not
+// being deleted) plus the annotation; afterwards the pod is Running, which no fast stage matches
+// except pod-delete (on deletion), so the status stays as written.
+const crashStage = `apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: localkube-pod-crash-loop-back-off
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchAnnotations:
+      ` + CrashAnnotation + `: "true"
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'DoesNotExist'
+    - key: '.status.phase'
+      operator: 'In'
+      values:
+      - 'Pending'
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: 'NotIn'
+      values:
+      - 'True'
+  weight: 1
+  steps:
+  - patch:
+      subresource: status
+      root: status
+      template: |
+        {{ $now := Now }}
+        {{ $pod := .metadata }}
+        {{ $names := list }}
+        {{ range .spec.containers }}{{ $names = append $names .name }}{{ end }}
+        {{ $unready := printf "containers with unready status: [%s]" ( join " " $names ) }}
+        conditions:
+        - lastTransitionTime: {{ $now | Quote }}
+          status: "True"
+          type: Initialized
+        - lastTransitionTime: {{ $now | Quote }}
+          message: {{ $unready | Quote }}
+          reason: ContainersNotReady
+          status: "False"
+          type: Ready
+        - lastTransitionTime: {{ $now | Quote }}
+          message: {{ $unready | Quote }}
+          reason: ContainersNotReady
+          status: "False"
+          type: ContainersReady
+        containerStatuses:
+        {{ range .spec.containers }}
+        - image: {{ .image | Quote }}
+          name: {{ .name | Quote }}
+          ready: false
+          started: false
+          restartCount: 1
+          state:
+            waiting:
+              reason: CrashLoopBackOff
+              message: {{ printf "back-off 10s restarting failed container=%s pod=%s_%s(%s)" .name $pod.name $pod.namespace $pod.uid | Quote }}
+          lastState:
+            terminated:
+              exitCode: 1
+              reason: Error
+              startedAt: {{ $now | Quote }}
+              finishedAt: {{ $now | Quote }}
+        {{ end }}
+        {{ $hostIPs := NodeIPsWith .spec.nodeName }}
+        {{ with $hostIPs }}
+        hostIP: {{ index . 0 | Quote }}
+        hostIPs:
+        {{ range . }}
+        - ip: {{ . | Quote }}
+        {{ end }}
+        {{ end }}
+        {{ $podIPs := PodIPsWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) ( or .metadata.name "" ) ( or .metadata.namespace "" ) }}
+        {{ with $podIPs }}
+        podIP: {{ index . 0 | Quote }}
+        podIPs:
+        {{ range . }}
+        - ip: {{ . | Quote }}
+        {{ end }}
+        {{ end }}
+        phase: Running
+        startTime: {{ $now | Quote }}
+`
