@@ -22,7 +22,7 @@ lint:
 # Unit suites: everything but the suites that start a local control plane; then the fuzz
 # targets' seed corpora (go test runs them as ordinary tests).
 unit:
-	$(GO) tool ginkgo -r --skip-package=integration,localkube --fail-on-pending --fail-on-empty --keep-going --race
+	$(GO) tool ginkgo -r --succinct=false --skip-package=integration,localkube --fail-on-pending --fail-on-empty --keep-going --race
 	$(GO) test -run '^Fuzz' ./...
 
 # Fuzzes each target for FUZZTIME (e.g. make fuzz FUZZTIME=5m).
@@ -36,7 +36,7 @@ fuzz:
 
 # Suites on a real local control plane (built on first use): localkube's own, then opi's.
 integration: kube-bins
-	$(GO) tool ginkgo --fail-on-pending --fail-on-empty --keep-going --timeout=45m localkube integration
+	$(GO) tool ginkgo --succinct=false --fail-on-pending --fail-on-empty --keep-going --timeout=45m localkube integration
 
 test: unit integration
 
