@@ -22,8 +22,6 @@ var (
 // whatever objects serve an event. README.md spells out each call's guarantees.
 
 // LRPDesirer runs a newly desired LRP.
-//
-//counterfeiter:generate -o ../fakes/lrp_desirer.go . LRPDesirer
 type LRPDesirer interface {
 	// DesireLRP is idempotent: desiring an LRP that exists changes nothing and succeeds, and
 	// completes whatever an interrupted earlier desire of it left undone.
@@ -31,16 +29,12 @@ type LRPDesirer interface {
 }
 
 // LRPUpdater applies CC's changes to a running LRP.
-//
-//counterfeiter:generate -o ../fakes/lrp_updater.go . LRPUpdater
 type LRPUpdater interface {
 	// UpdateLRP returns ErrNotFound for an absent LRP.
 	UpdateLRP(ctx context.Context, id LRPIdentifier, update LRPUpdate) error
 }
 
 // LRPStopper stops LRPs and single instances.
-//
-//counterfeiter:generate -o ../fakes/lrp_stopper.go . LRPStopper
 type LRPStopper interface {
 	// StopLRP removes the LRP and everything the backend made for it; stopping an absent LRP
 	// succeeds.
@@ -51,8 +45,6 @@ type LRPStopper interface {
 }
 
 // LRPReader answers reads. After a write of this backend has returned, reads reflect it.
-//
-//counterfeiter:generate -o ../fakes/lrp_reader.go . LRPReader
 type LRPReader interface {
 	// ListLRPs returns every LRP being run (never those being stopped).
 	ListLRPs(ctx context.Context) ([]*LRP, error)
