@@ -350,6 +350,37 @@ func toService(lrp *opi.LRP, name, namespace string, owner metav1.OwnerReference
 }
 
 // toLRP recovers the LRP from its Deployment. Env and registry credentials are not read back.
+// toSchedulingLRP reads of a Deployment only what a list carries: identity, app guid,
+// instances, memory and disk, LastUpdated and the modification tag. CC lists every app every 30
+// seconds; parsing routes and health checks of thousands of apps for it would be waste.
+func toSchedulingLRP(d *appsv1.Deployment) *opi.LRP {
+	lrp := &opi.LRP{
+		LRPIdentifier:   opi.LRPIdentifier{GUID: d.Labels[LabelGUID], Version: d.Labels[LabelVersion]},
+		AppGUID:         d.Labels[LabelAppGUID],
+		LastUpdated:     d.Annotations[AnnotationLastUpdated],
+		ModificationTag: opi.ModificationTag{Epoch: string(d.UID), Index: d.Generation},
+		Instances:       1, // the API server's default
+	}
+	if d.Spec.Replicas != nil {
+		lrp.Instances = *d.Spec.Replicas
+	}
+	if c := appContainer(&d.Spec.Template.Spec); c != nil {
+		lrp.MemoryMB, lrp.DiskMB = memoryAndDiskMB(c)
+	}
+	return lrp
+}
+
+func memoryAndDiskMB(c *corev1.Container) (memoryMB, diskMB int64) {
+	const mi = 1024 * 1024
+	if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
+		memoryMB = q.Value() / mi
+	}
+	if q, ok := c.Resources.Limits[corev1.ResourceEphemeralStorage]; ok {
+		diskMB = q.Value() / mi
+	}
+	return memoryMB, diskMB
+}
+
 func toLRP(d *appsv1.Deployment) *opi.LRP {
 	labels, ann := d.Labels, d.Annotations
 	lrp := &opi.LRP{
@@ -402,13 +433,7 @@ func toLRP(d *appsv1.Deployment) *opi.LRP {
 		for _, p := range c.Ports {
 			lrp.Ports = append(lrp.Ports, p.ContainerPort)
 		}
-		const mi = 1024 * 1024
-		if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
-			lrp.MemoryMB = q.Value() / mi
-		}
-		if q, ok := c.Resources.Limits[corev1.ResourceEphemeralStorage]; ok {
-			lrp.DiskMB = q.Value() / mi
-		}
+		lrp.MemoryMB, lrp.DiskMB = memoryAndDiskMB(c)
 		if q, ok := c.Resources.Requests[corev1.ResourceCPU]; ok {
 			// Inverse of resources(); weights below 1 read back as 1 (the 10m floor).
 			lrp.CPUWeight = int32(min(q.MilliValue()/10, math.MaxInt32))
@@ -427,9 +452,15 @@ func appContainer(spec *corev1.PodSpec) *corev1.Container {
 	return nil
 }
 
-// sortLRPs orders LRPs by process guid, for stable lists.
+// sortLRPs orders LRPs by guid, then version, for stable lists (without building process guids:
+// a list sorts thousands).
 func sortLRPs(lrps []*opi.LRP) {
-	sort.Slice(lrps, func(i, j int) bool { return lrps[i].ProcessGUID() < lrps[j].ProcessGUID() })
+	sort.Slice(lrps, func(i, j int) bool {
+		if lrps[i].GUID != lrps[j].GUID {
+			return lrps[i].GUID < lrps[j].GUID
+		}
+		return lrps[i].Version < lrps[j].Version
+	})
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -228,6 +228,21 @@ var _ = Describe("Reads", func() {
 		Expect(*got).To(Equal(want))
 	})
 
+	It("list each LRP with exactly its scheduling fields", func() {
+		lrps, err := backend.ListLRPs(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		d := getDeployment(client, k8s.DeploymentName(lrp))
+		Expect(lrps).To(Equal([]*opi.LRP{{
+			LRPIdentifier:   lrp.LRPIdentifier,
+			AppGUID:         lrp.AppGUID,
+			Instances:       2,
+			MemoryMB:        256,
+			DiskMB:          1024,
+			LastUpdated:     "1600000000.2499998",
+			ModificationTag: opi.ModificationTag{Epoch: string(d.UID), Index: d.Generation},
+		}}))
+	})
+
 	It("list every LRP, ordered by process guid", func() {
 		other := sampleLRP()
 		other.GUID = "0aaaaaaa-0d35-4ad7-a6d3-2c0ef0d3bb2a"

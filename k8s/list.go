@@ -10,7 +10,8 @@ import (
 )
 
 // ListLRPs returns every LRP whose Deployment the cache holds and which is not being deleted,
-// ordered by process guid. It makes no API call. Env is not read back.
+// ordered by guid and version, with its scheduling fields only (see toSchedulingLRP). It makes
+// no API call.
 func (b *Backend) ListLRPs(_ context.Context) ([]*opi.LRP, error) {
 	if err := b.checkSynced(); err != nil {
 		return nil, err
@@ -24,7 +25,7 @@ func (b *Backend) ListLRPs(_ context.Context) ([]*opi.LRP, error) {
 		if d.DeletionTimestamp != nil || d.Labels[LabelGUID] == "" || d.Labels[LabelVersion] == "" {
 			continue
 		}
-		lrps = append(lrps, toLRP(d))
+		lrps = append(lrps, toSchedulingLRP(d))
 	}
 	sortLRPs(lrps)
 	return lrps, nil

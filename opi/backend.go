@@ -46,7 +46,9 @@ type LRPStopper interface {
 
 // LRPReader answers reads. After a write of this backend has returned, reads reflect it.
 type LRPReader interface {
-	// ListLRPs returns every LRP being run (never those being stopped).
+	// ListLRPs returns every LRP being run (never those being stopped) with its scheduling
+	// fields only: identity, AppGUID, Instances, MemoryMB, DiskMB, LastUpdated and
+	// ModificationTag, as Diego's scheduling infos. GetLRP returns the rest.
 	ListLRPs(ctx context.Context) ([]*LRP, error)
 	// GetLRP returns ErrNotFound for an absent LRP.
 	GetLRP(ctx context.Context, id LRPIdentifier) (*LRP, error)
