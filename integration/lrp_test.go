@@ -301,8 +301,10 @@ var _ = Describe("LRPs on Kubernetes", func() {
 		}
 
 		By("showing the same to an operator's kubectl")
-		out := kubectl("-n", ns, "get", "deployments", "-l", selector(a), "-o", "jsonpath={.items[*].status.readyReplicas}")
-		Expect(out).To(Equal("2"))
+		// The Deployment controller writes its status a moment after the pods turn ready.
+		Eventually(func() string {
+			return kubectl("-n", ns, "get", "deployments", "-l", selector(a), "-o", "jsonpath={.items[*].status.readyReplicas}")
+		}).Should(Equal("2"))
 
 		By("writing no secret value into any label or annotation, and none into opi's logs")
 		Expect(o.Logs()).NotTo(ContainSubstring("marked-secret-value"))

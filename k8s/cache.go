@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	"code.cloudfoundry.org/lager/v3"
 	appsv1 "k8s.io/api/apps/v1"
@@ -61,12 +62,56 @@ func (b *Backend) newInformers() {
 	}
 }
 
-// stripDeployment drops managed fields, which reads never need.
+// stripDeployment keeps of a Deployment only what reads need (toLRP, toSchedulingLRP) and what
+// writes take from the cache (name, UID, labels): no env, probes, security settings, selector,
+// strategy, status or managed fields. Writes never send a cached Deployment back whole (update
+// is a patch of the changed fields), so nothing is lost; at thousands of apps this is most of
+// opi's memory.
 func stripDeployment(obj any) (any, error) {
-	if d, ok := obj.(*appsv1.Deployment); ok {
-		d.ManagedFields = nil
+	d, ok := obj.(*appsv1.Deployment)
+	if !ok {
+		return obj, nil
 	}
-	return obj, nil
+	out := &appsv1.Deployment{
+		TypeMeta: d.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              d.Name,
+			Namespace:         d.Namespace,
+			UID:               d.UID,
+			ResourceVersion:   d.ResourceVersion,
+			Generation:        d.Generation,
+			CreationTimestamp: d.CreationTimestamp,
+			DeletionTimestamp: d.DeletionTimestamp,
+			Labels:            d.Labels,
+			Annotations:       ownAnnotations(d.Annotations),
+		},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: d.Spec.Replicas,
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: d.Spec.Template.Annotations}},
+		},
+	}
+	if c := appContainer(&d.Spec.Template.Spec); c != nil {
+		out.Spec.Template.Spec.Containers = []corev1.Container{{
+			Name:      c.Name,
+			Image:     c.Image,
+			Command:   c.Command,
+			Ports:     c.Ports,
+			Resources: c.Resources,
+		}}
+	}
+	return out, nil
+}
+
+// ownAnnotations drops the annotations others put on a Deployment (the controller's revision,
+// kubectl's last-applied configuration): reads only need opi's.
+func ownAnnotations(in map[string]string) map[string]string {
+	out := make(map[string]string, len(in))
+	for k, v := range in {
+		if strings.HasPrefix(k, annotationPrefix) {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // stripPod keeps of a pod only what instance reports need: identity, labels, timestamps, the

@@ -114,15 +114,21 @@ func registryServer(image string) string {
 	return host
 }
 
+// routesAnnotation is the value of AnnotationRoutes: JSON [{"hostname","port"}].
+func routesAnnotation(routes []opi.Route) string {
+	out := make([]routeJSON, 0, len(routes))
+	for _, r := range routes {
+		out = append(out, routeJSON{Hostname: r.Hostname, Port: r.Port})
+	}
+	b, _ := json.Marshal(out) // strings and ints always marshal
+	return string(b)
+}
+
 // toDeployment is the LRP's workload. Everything CC may read back is in labels, annotations or
 // the spec; the env is only referenced (envSecret), never copied.
 func toDeployment(lrp *opi.LRP, name, namespace string) *appsv1.Deployment {
 	labels := lrpLabels(lrp)
-	routes := make([]routeJSON, 0, len(lrp.Routes))
-	for _, r := range lrp.Routes {
-		routes = append(routes, routeJSON{Hostname: r.Hostname, Port: r.Port})
-	}
-	routesJSON, _ := json.Marshal(routes) // strings and ints always marshal
+	routesJSON := routesAnnotation(lrp.Routes)
 	healthJSON, _ := json.Marshal(healthCheckJSON{
 		Type:           lrp.Health.Type,
 		Endpoint:       lrp.Health.Endpoint,
@@ -158,7 +164,7 @@ func toDeployment(lrp *opi.LRP, name, namespace string) *appsv1.Deployment {
 				AnnotationSpaceGUID:   lrp.SpaceGUID,
 				AnnotationOrgName:     lrp.OrganizationName,
 				AnnotationOrgGUID:     lrp.OrganizationGUID,
-				AnnotationRoutes:      string(routesJSON),
+				AnnotationRoutes:      routesJSON,
 				AnnotationHealthCheck: string(healthJSON),
 			},
 		},

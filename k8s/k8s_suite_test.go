@@ -2,6 +2,7 @@ package k8s_test
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"strconv"
@@ -12,12 +13,16 @@ import (
 	"code.cloudfoundry.org/lager/v3/lagertest"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2"
@@ -79,6 +84,47 @@ func newClient(objects ...runtime.Object) *fake.Clientset {
 	}
 	client.PrependReactor("create", "*", stamp)
 	client.PrependReactor("update", "*", stamp)
+	// Patches are applied here, as the API server would, so that they get a new resource
+	// version (and a Deployment whose spec changed a new generation) like every other write.
+	client.PrependReactor("patch", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		pa := action.(k8stesting.PatchAction)
+		current, err := client.Tracker().Get(pa.GetResource(), pa.GetNamespace(), pa.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		original, err := json.Marshal(current)
+		if err != nil {
+			return true, nil, err
+		}
+		var patched []byte
+		switch pa.GetPatchType() {
+		case types.StrategicMergePatchType:
+			patched, err = strategicpatch.StrategicMergePatch(original, pa.GetPatch(), current)
+		case types.MergePatchType:
+			patched, err = jsonpatch.MergePatch(original, pa.GetPatch())
+		default:
+			return false, nil, nil
+		}
+		if err != nil {
+			return true, nil, apierrors.NewBadRequest(err.Error())
+		}
+		obj := current.DeepCopyObject()
+		if err := json.Unmarshal(patched, obj); err != nil {
+			return true, nil, err
+		}
+		m, _ := meta.Accessor(obj)
+		mu.Lock()
+		next++
+		m.SetResourceVersion(strconv.Itoa(next))
+		mu.Unlock()
+		if d, ok := obj.(*appsv1.Deployment); ok && !equality.Semantic.DeepEqual(d.Spec, current.(*appsv1.Deployment).Spec) {
+			d.Generation++
+		}
+		if err := client.Tracker().Update(pa.GetResource(), obj, pa.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+		return true, obj, nil
+	})
 	return client
 }
 

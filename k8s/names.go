@@ -11,6 +11,9 @@ import (
 	"github.com/opi-bridge/opi/opi"
 )
 
+// annotationPrefix starts every annotation opi writes on its own objects.
+const annotationPrefix = "opi-bridge.io/"
+
 // Labels opi puts on every object it makes for an LRP (Deployment, its pod template, Secrets,
 // Service). guid and version are separate labels because a process guid (73 chars) does not
 // fit a label value (63).
@@ -31,7 +34,7 @@ const (
 // Annotations on the Deployment. They carry what reads report back and what does not fit a
 // label; never env values or registry credentials.
 const (
-	AnnotationProcessGUID = "opi-bridge.io/process-guid"
+	AnnotationProcessGUID = annotationPrefix + "process-guid"
 	// AnnotationLastUpdated holds CC's last_updated / update.annotation byte for byte.
 	AnnotationLastUpdated = "opi-bridge.io/last-updated"
 	AnnotationProcessType = "opi-bridge.io/process-type"

@@ -6,14 +6,17 @@ import (
 
 	"code.cloudfoundry.org/lager/v3"
 	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/opi"
 )
 
-// UpdateLRP changes the LRP's instance count, annotation, routes and image. It starts from the
-// cached Deployment (one call when nothing raced it) and on a conflict re-reads it from the
-// API and tries again. An update that changes nothing makes no write.
+// UpdateLRP changes the LRP's instance count, annotation, routes and image with one strategic
+// merge patch of just those fields. A patch carries no resourceVersion and sets absolute values,
+// so concurrent writers (CC's workers, the Deployment controller writing status) cannot make
+// it conflict, and the cache, which keeps only what reads need of a Deployment, is enough to
+// decide what changed. An update that changes nothing makes no write.
 func (b *Backend) UpdateLRP(ctx context.Context, id opi.LRPIdentifier, update opi.LRPUpdate) error {
 	logger := b.logger.Session("update-lrp", lager.Data{"process-guid": id.ProcessGUID()})
 	if err := b.checkSynced(); err != nil {
@@ -23,53 +26,82 @@ func (b *Backend) UpdateLRP(ctx context.Context, id opi.LRPIdentifier, update op
 	if err != nil {
 		return err
 	}
-	updated, changed, err := kube.UpdateOnConflict(ctx, b.client.AppsV1().Deployments(b.namespace),
-		current.Name, current.DeepCopy(), func(d *appsv1.Deployment) bool {
-			return applyUpdate(d, update)
-		})
+	patch, changed := updatePatch(current, update)
+	if !changed {
+		logger.Info("unchanged", lager.Data{"deployment": current.Name})
+		return nil
+	}
+	updated, err := b.client.AppsV1().Deployments(b.namespace).Patch(ctx, current.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
 		return apiError(err, "update deployment")
 	}
-	if changed {
-		b.waitForDeployment(ctx, logger, updated.Name, updated.ResourceVersion, true)
-	}
-	logger.Info("updated", lager.Data{"deployment": current.Name, "changed": changed})
+	b.waitForDeployment(ctx, logger, updated.Name, updated.ResourceVersion, true)
+	logger.Info("updated", lager.Data{"deployment": current.Name})
 	return nil
 }
 
-// applyUpdate sets the fields of update that are given on d and reports whether d changed.
-func applyUpdate(d *appsv1.Deployment, update opi.LRPUpdate) bool {
-	changed := false
+// deploymentPatch is the part of a Deployment an update may change.
+type deploymentPatch struct {
+	Metadata *patchMetadata `json:"metadata,omitempty"`
+	Spec     *patchSpec     `json:"spec,omitempty"`
+}
+
+type patchMetadata struct {
+	Annotations map[string]string `json:"annotations"`
+}
+
+type patchSpec struct {
+	Replicas *int32         `json:"replicas,omitempty"`
+	Template *patchTemplate `json:"template,omitempty"`
+}
+
+type patchTemplate struct {
+	Spec patchPodSpec `json:"spec"`
+}
+
+type patchPodSpec struct {
+	// Containers merge by name in a strategic merge patch: only the app's image is replaced.
+	Containers []patchContainer `json:"containers"`
+}
+
+type patchContainer struct {
+	Name  string `json:"name"`
+	Image string `json:"image"`
+}
+
+// updatePatch is the strategic merge patch that applies update to d, and whether it changes
+// anything.
+func updatePatch(d *appsv1.Deployment, update opi.LRPUpdate) ([]byte, bool) {
+	var p deploymentPatch
 	if update.Instances != nil && (d.Spec.Replicas == nil || *d.Spec.Replicas != *update.Instances) {
-		d.Spec.Replicas = ptr(*update.Instances)
-		changed = true
+		p.Spec = &patchSpec{Replicas: ptr(*update.Instances)}
 	}
 	setAnnotation := func(key, value string) {
 		if v, ok := d.Annotations[key]; ok && v == value {
 			return
 		}
-		if d.Annotations == nil {
-			d.Annotations = map[string]string{}
+		if p.Metadata == nil {
+			p.Metadata = &patchMetadata{Annotations: map[string]string{}}
 		}
-		d.Annotations[key] = value
-		changed = true
+		p.Metadata.Annotations[key] = value
 	}
 	if update.Annotation != nil {
 		setAnnotation(AnnotationLastUpdated, *update.Annotation)
 	}
 	if update.Routes != nil {
-		routes := make([]routeJSON, 0, len(*update.Routes))
-		for _, r := range *update.Routes {
-			routes = append(routes, routeJSON{Hostname: r.Hostname, Port: r.Port})
-		}
-		routesJSON, _ := json.Marshal(routes) // strings and ints always marshal
-		setAnnotation(AnnotationRoutes, string(routesJSON))
+		setAnnotation(AnnotationRoutes, routesAnnotation(*update.Routes))
 	}
 	if update.Image != nil {
-		if c := appContainer(&d.Spec.Template.Spec); c != nil && c.Image != *update.Image {
-			c.Image = *update.Image
-			changed = true
+		if c := appContainer(&d.Spec.Template.Spec); c == nil || c.Image != *update.Image {
+			if p.Spec == nil {
+				p.Spec = &patchSpec{}
+			}
+			p.Spec.Template = &patchTemplate{Spec: patchPodSpec{Containers: []patchContainer{{Name: ContainerName, Image: *update.Image}}}}
 		}
 	}
-	return changed
+	if p.Metadata == nil && p.Spec == nil {
+		return nil, false
+	}
+	body, _ := json.Marshal(p) // strings and ints always marshal
+	return body, true
 }

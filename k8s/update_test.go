@@ -44,7 +44,7 @@ var _ = Describe("UpdateLRP", func() {
 
 	It("changes replicas, the annotation, routes and image with one update", func() {
 		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, update)).To(Succeed())
-		Expect(actionsSince(client, before)).To(Equal([]string{"update deployments " + name}))
+		Expect(actionsSince(client, before)).To(Equal([]string{"patch deployments " + name}))
 
 		d := getDeployment(client, name)
 		Expect(*d.Spec.Replicas).To(Equal(int32(5)))
@@ -78,22 +78,31 @@ var _ = Describe("UpdateLRP", func() {
 		Expect(actionsSince(client, before)).To(BeEmpty())
 	})
 
-	It("re-reads the deployment and retries on a conflict", func() {
-		conflicts := 0
-		client.PrependReactor("update", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
-			if conflicts > 0 {
-				return false, nil, nil
-			}
-			conflicts++
-			return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, name, nil)
+	It("patches only the changed fields, without a resourceVersion, so that it cannot conflict", func() {
+		var patches []string
+		client.PrependReactor("patch", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			patches = append(patches, string(a.(k8stesting.PatchAction).GetPatch()))
+			return false, nil, nil
 		})
-		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, update)).To(Succeed())
-		Expect(actionsSince(client, before)).To(Equal([]string{
-			"update deployments " + name,
-			"get deployments " + name,
-			"update deployments " + name,
-		}))
-		Expect(*getDeployment(client, name).Spec.Replicas).To(Equal(int32(5)))
+		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Instances: ptrTo(int32(7)), Annotation: ptrTo(lrp.LastUpdated)})).To(Succeed())
+		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Image: ptrTo("busybox:2")})).To(Succeed())
+		Expect(patches).To(HaveLen(2))
+		Expect(patches[0]).To(MatchJSON(`{"spec":{"replicas":7}}`))
+		Expect(patches[1]).To(MatchJSON(`{"spec":{"template":{"spec":{"containers":[{"name":"opi","image":"busybox:2"}]}}}}`))
+
+		By("keeping the rest of the pod spec: env, probes and resources")
+		c := getDeployment(client, name).Spec.Template.Spec.Containers[0]
+		Expect(c.Image).To(Equal("busybox:2"))
+		Expect(c.Env).NotTo(BeEmpty())
+		Expect(c.ReadinessProbe).NotTo(BeNil())
+		Expect(c.Resources.Limits.Memory().String()).To(Equal("256Mi"))
+	})
+
+	It("answers ErrNotFound when the deployment went away under it", func() {
+		client.PrependReactor("patch", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: "apps", Resource: "deployments"}, name)
+		})
+		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, update)).To(MatchError(opi.ErrNotFound))
 	})
 
 	It("returns ErrNotFound for an absent LRP, after one live list", func() {

@@ -40,24 +40,30 @@ func CreateIfAbsent[T any](ctx context.Context, c Creator[T], obj T) (result T, 
 
 // CreateOrGet creates obj; when an object of that name exists it returns that one instead,
 // read from cached when it has it (no API call) and from the API otherwise. It never reads
-// before creating: the common path is one call. cached may be nil.
+// before creating: the common path is one call. cached may be nil. An object that is deleted
+// between the create and the read is created again (a few times at most).
 func CreateOrGet[T metav1.Object](ctx context.Context, c CreateGetter[T], obj T, cached func(name string) (T, bool)) (result T, created bool, err error) {
-	result, err = c.Create(ctx, obj, metav1.CreateOptions{})
-	if err == nil {
-		return result, true, nil
-	}
 	var zero T
-	if !apierrors.IsAlreadyExists(err) {
-		return zero, false, err
-	}
-	if cached != nil {
-		if existing, ok := cached(obj.GetName()); ok {
-			return existing, false, nil
+	for attempt := 1; ; attempt++ {
+		result, err = c.Create(ctx, obj, metav1.CreateOptions{})
+		if err == nil {
+			return result, true, nil
 		}
+		if !apierrors.IsAlreadyExists(err) {
+			return zero, false, err
+		}
+		if cached != nil {
+			if existing, ok := cached(obj.GetName()); ok {
+				return existing, false, nil
+			}
+		}
+		existing, err := c.Get(ctx, obj.GetName(), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) && attempt < 3 {
+			continue
+		}
+		if err != nil {
+			return zero, false, err
+		}
+		return existing, false, nil
 	}
-	existing, err := c.Get(ctx, obj.GetName(), metav1.GetOptions{})
-	if err != nil {
-		return zero, false, err
-	}
-	return existing, false, nil
 }

@@ -138,54 +138,6 @@ var _ = Describe("creating", func() {
 	})
 })
 
-var _ = Describe("UpdateOnConflict", func() {
-	var client *fake.Clientset
-
-	BeforeEach(func() {
-		client = fake.NewClientset(secret("s"))
-	})
-
-	setLabel := func(s *corev1.Secret) bool {
-		if s.Labels["k"] == "v" {
-			return false
-		}
-		s.Labels = map[string]string{"k": "v"}
-		return true
-	}
-
-	It("writes once from the given object", func() {
-		got, updated, err := kube.UpdateOnConflict(context.Background(), client.CoreV1().Secrets("ns"), "s", secret("s"), setLabel)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(updated).To(BeTrue())
-		Expect(got.Labels).To(HaveKeyWithValue("k", "v"))
-		Expect(verbs(client)).To(Equal([]string{"update"}))
-	})
-
-	It("writes nothing when nothing changes", func() {
-		s := secret("s")
-		s.Labels = map[string]string{"k": "v"}
-		_, updated, err := kube.UpdateOnConflict(context.Background(), client.CoreV1().Secrets("ns"), "s", s, setLabel)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(updated).To(BeFalse())
-		Expect(client.Actions()).To(BeEmpty())
-	})
-
-	It("re-reads and retries on conflicts", func() {
-		conflicts := 0
-		client.PrependReactor("update", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
-			if conflicts == 2 {
-				return false, nil, nil
-			}
-			conflicts++
-			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "secrets"}, "s", nil)
-		})
-		_, updated, err := kube.UpdateOnConflict(context.Background(), client.CoreV1().Secrets("ns"), "s", secret("s"), setLabel)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(updated).To(BeTrue())
-		Expect(verbs(client)).To(Equal([]string{"update", "get", "update", "get", "update"}))
-	})
-})
-
 var _ = Describe("SetOwner", func() {
 	It("makes the reference the only owner", func() {
 		stale := secret("s")
