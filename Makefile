@@ -90,3 +90,26 @@ run: build opi-local kube-bins
 	@if [ -f $(LOCAL)/cluster.pid ] && kill -0 "$$(cat $(LOCAL)/cluster.pid)" 2>/dev/null; then \
 	  echo "make cluster is running and owns $(LOCAL)/kubeconfig: make cluster-down first"; exit 1; fi
 	$(BIN)/opi-local run --opi-bin $(BIN)/opi --kubeconfig-out $(LOCAL)/kubeconfig $(RUN_FLAGS)
+
+# --- Benchmark (see docs/benchmarks.md) ---
+# One run on a fresh local control plane: desire N apps through opi and with client-go, reads at
+# N, stop; prints a markdown table and a JSON line. RECORD=1 appends the run to
+# docs/benchmarks.md. BENCH_FLAGS passes more flags (bin/opi-bench -h lists them).
+N ?= 300
+RECORD ?=
+BENCH_FLAGS ?=
+
+.PHONY: bench
+bench: build
+	$(GO) build -o $(BIN)/opi-bench ./cmd/opi-bench
+	$(BIN)/opi-bench -n $(N) -opi-bin $(BIN)/opi $(if $(RECORD),-record docs/benchmarks.md) $(BENCH_FLAGS)
+
+# --- Load test (independent of `make test`) ---
+# 50 concurrent clients mixing every LRP route on a local control plane for DURATION (at most
+# MAX_REQUESTS requests), then Kubernetes and GET /apps are compared with the driver's model.
+# Fails on any 5xx, unexpected answer or difference. LOAD_FLAGS passes more flags (e.g. --admin).
+.PHONY: load
+DURATION ?= 60s
+MAX_REQUESTS ?= 200000
+load: build kube-bins
+	OPI_KUBE_BIN_DIR=$$(tools/kube/build.sh) $(GO) run ./cmd/opi-load --opi-bin $(BIN)/opi --duration $(DURATION) --max-requests $(MAX_REQUESTS) $(LOAD_FLAGS)

@@ -19,6 +19,14 @@ import (
 // DefaultMaxBodyBytes is the request body limit when none is configured: 10 MiB.
 const DefaultMaxBodyBytes = 10 << 20
 
+// DefaultWriteTimeout bounds a write's backend calls when none is configured: within CC's 60 s
+// receive timeout, so CC gets a 503 rather than a broken connection.
+const DefaultWriteTimeout = 30 * time.Second
+
+// readyTimeout bounds a readiness check, so that a hung API server makes /readyz answer 503
+// rather than hang.
+const readyTimeout = 5 * time.Second
+
 // LRPBifrost is what the handler needs of the LRP bifrost.
 //
 //counterfeiter:generate -o ../fakes/lrp_bifrost.go . LRPBifrost
@@ -57,6 +65,9 @@ type Config struct {
 	Observer RequestObserver
 	// Metrics, when set, is served at GET /metrics.
 	Metrics http.Handler
+	// WriteTimeout bounds the backend calls of each write (desire, update, stop, stop
+	// instance); past it the write answers 503. DefaultWriteTimeout when 0.
+	WriteTimeout time.Duration
 }
 
 // New returns the router with every route of the contract.
@@ -64,7 +75,10 @@ func New(cfg Config) http.Handler {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	lrp := &lrpHandler{bifrost: cfg.LRP, logger: cfg.Logger, maxBody: cfg.MaxBodyBytes}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	lrp := &lrpHandler{bifrost: cfg.LRP, logger: cfg.Logger, maxBody: cfg.MaxBodyBytes, writeTimeout: cfg.WriteTimeout}
 	health := &healthHandler{readiness: cfg.Readiness, logger: cfg.Logger}
 
 	r := httprouter.New()
@@ -136,7 +150,9 @@ func (h *healthHandler) live(w http.ResponseWriter, _ *http.Request, _ httproute
 }
 
 func (h *healthHandler) ready(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	if err := h.readiness.Ready(r.Context()); err != nil {
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	if err := h.readiness.Ready(ctx); err != nil {
 		h.logger.Info("not-ready", lager.Data{"reason": err.Error()})
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": err.Error()})
 		return

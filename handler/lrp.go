@@ -1,8 +1,12 @@
 package handler
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"code.cloudfoundry.org/lager/v3"
 	"github.com/julienschmidt/httprouter"
@@ -12,9 +16,23 @@ import (
 )
 
 type lrpHandler struct {
-	bifrost LRPBifrost
-	logger  lager.Logger
-	maxBody int64
+	bifrost      LRPBifrost
+	logger       lager.Logger
+	maxBody      int64
+	writeTimeout time.Duration
+}
+
+// write runs a write's backend call within the write timeout. An error after the deadline
+// passed is the orchestrator being unavailable, whatever the call made of it (client-go's rate
+// limiter, for one, reports it in its own words).
+func (h *lrpHandler) write(r *http.Request, call func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(r.Context(), h.writeTimeout)
+	defer cancel()
+	err := call(ctx)
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && !errors.Is(err, opi.ErrUnavailable) {
+		err = fmt.Errorf("%w: no answer within %s: %w", opi.ErrUnavailable, h.writeTimeout, err)
+	}
+	return err
 }
 
 func idFrom(ps httprouter.Params) opi.LRPIdentifier {
@@ -47,7 +65,7 @@ func (h *lrpHandler) desire(w http.ResponseWriter, r *http.Request, ps httproute
 		writeError(w, http.StatusBadRequest, "process guid in path "+strconv.Quote(processGUID)+" does not match guid-version in body "+strconv.Quote(body))
 		return
 	}
-	if err := h.bifrost.Desire(r.Context(), req); err != nil {
+	if err := h.write(r, func(ctx context.Context) error { return h.bifrost.Desire(ctx, req) }); err != nil {
 		fail(w, logger, "desire", err)
 		return
 	}
@@ -94,7 +112,7 @@ func (h *lrpHandler) update(w http.ResponseWriter, r *http.Request, ps httproute
 		writeError(w, http.StatusBadRequest, "process guid in path "+strconv.Quote(processGUID)+" does not match guid-version in body "+strconv.Quote(body))
 		return
 	}
-	if err := h.bifrost.Update(r.Context(), req); err != nil {
+	if err := h.write(r, func(ctx context.Context) error { return h.bifrost.Update(ctx, req) }); err != nil {
 		fail(w, logger, "update", err)
 		return
 	}
@@ -105,7 +123,7 @@ func (h *lrpHandler) update(w http.ResponseWriter, r *http.Request, ps httproute
 func (h *lrpHandler) stop(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 	id := idFrom(ps)
 	logger := h.logger.Session("stop-lrp", lager.Data{"process-guid": id.ProcessGUID()})
-	if err := h.bifrost.Stop(r.Context(), id); err != nil {
+	if err := h.write(r, func(ctx context.Context) error { return h.bifrost.Stop(ctx, id) }); err != nil {
 		fail(w, logger, "stop", err)
 		return
 	}
@@ -122,7 +140,7 @@ func (h *lrpHandler) stopInstance(w http.ResponseWriter, r *http.Request, ps htt
 		writeError(w, http.StatusBadRequest, "instance index "+strconv.Quote(ps.ByName("index"))+" is not a non-negative integer")
 		return
 	}
-	if err := h.bifrost.StopInstance(r.Context(), id, int32(index)); err != nil {
+	if err := h.write(r, func(ctx context.Context) error { return h.bifrost.StopInstance(ctx, id, int32(index)) }); err != nil {
 		fail(w, logger, "stop-instance", err)
 		return
 	}

@@ -34,6 +34,12 @@ type Options struct {
 	// ReadWaitTimeout bounds how long a write waits for the informer cache to observe it
 	// (default 5s). A write whose wait times out still succeeds.
 	ReadWaitTimeout time.Duration
+	// JanitorPeriod is how often Start's janitor sweeps leftovers of desires that never
+	// completed (see Sweep); 0 runs no janitor.
+	JanitorPeriod time.Duration
+	// JanitorGrace is the age a leftover must reach before the janitor deletes it
+	// (default DefaultJanitorGrace).
+	JanitorGrace time.Duration
 }
 
 // Backend runs LRPs on Kubernetes. Create it with NewBackend and Start it before use.
@@ -42,6 +48,8 @@ type Backend struct {
 	logger          lager.Logger
 	namespace       string
 	readWaitTimeout time.Duration
+	janitorPeriod   time.Duration
+	janitorGrace    time.Duration
 
 	factory     informers.SharedInformerFactory
 	deployments cache.SharedIndexInformer
@@ -58,11 +66,16 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 	if opts.ReadWaitTimeout <= 0 {
 		opts.ReadWaitTimeout = DefaultReadWaitTimeout
 	}
+	if opts.JanitorGrace <= 0 {
+		opts.JanitorGrace = DefaultJanitorGrace
+	}
 	b := &Backend{
 		client:          client,
 		logger:          logger.Session("k8s-backend", lager.Data{"namespace": opts.Namespace}),
 		namespace:       opts.Namespace,
 		readWaitTimeout: opts.ReadWaitTimeout,
+		janitorPeriod:   opts.JanitorPeriod,
+		janitorGrace:    opts.JanitorGrace,
 	}
 	b.newInformers()
 	return b
@@ -70,7 +83,7 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 
 // Start runs the namespace's Deployment and Pod informers (only objects with opi's source
 // label) until ctx ends, and waits, bounded by ctx, until their caches are synced. Reads are
-// served from these caches only.
+// served from these caches only. With a JanitorPeriod it also runs the janitor until ctx ends.
 func (b *Backend) Start(ctx context.Context) error {
 	if b.started.Swap(true) {
 		return errors.New("backend already started")
@@ -82,6 +95,9 @@ func (b *Backend) Start(ctx context.Context) error {
 	}
 	b.synced.Store(true)
 	logger.Info("caches-synced")
+	if b.janitorPeriod > 0 {
+		go b.runJanitor(ctx)
+	}
 	return nil
 }
 

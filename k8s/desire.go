@@ -63,19 +63,25 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 	owner := kube.ControllerRef(deployment, "apps/v1", "Deployment")
 	// A Secret made by this call, or any Secret when the Deployment is new, cannot be owned by
 	// this Deployment yet: patch without reading. Otherwise read it to see.
-	if err := b.ensureOwned(ctx, logger, envSecret.Name, deployment, owner, envCreated || created); err != nil {
+	if err := b.ensureOwned(ctx, logger, envSecret, deployment, owner, envCreated || created); err != nil {
 		return err
 	}
 	if registrySecret != nil {
-		if err := b.ensureOwned(ctx, logger, registrySecret.Name, deployment, owner, registryCreated || created); err != nil {
+		if err := b.ensureOwned(ctx, logger, registrySecret, deployment, owner, registryCreated || created); err != nil {
 			return err
 		}
 	}
 
 	if len(lrp.Ports) > 0 {
 		service := toService(lrp, name, b.namespace, owner)
-		if _, _, err := kube.CreateIfAbsent(ctx, b.client.CoreV1().Services(b.namespace), service); err != nil {
+		_, serviceCreated, err := kube.CreateIfAbsent(ctx, b.client.CoreV1().Services(b.namespace), service)
+		if err != nil {
 			return apiError(err, "create service")
+		}
+		if created && !serviceCreated {
+			if err := b.replaceStaleService(ctx, logger, service, deployment); err != nil {
+				return err
+			}
 		}
 	}
 
@@ -96,22 +102,66 @@ func checkSameLRP(d *appsv1.Deployment, id opi.LRPIdentifier) error {
 	return nil
 }
 
-// ensureOwned makes the named Secret controlled by owner. known says the Secret is certainly
-// not yet owned by it, so it is patched without reading it first.
-func (b *Backend) ensureOwned(ctx context.Context, logger lager.Logger, name string, deployment *appsv1.Deployment, owner metav1.OwnerReference, known bool) error {
+// ensureOwned makes the Secret controlled by owner. known says the Secret is certainly not yet
+// owned by it, so it is patched without reading it first. A Secret that went away meanwhile (a
+// concurrent stop, or the janitor, deleted it as a leftover) is created again, owned.
+func (b *Backend) ensureOwned(ctx context.Context, logger lager.Logger, secret *corev1.Secret, deployment *appsv1.Deployment, owner metav1.OwnerReference, known bool) error {
 	secrets := b.client.CoreV1().Secrets(b.namespace)
+	name := secret.Name
 	if !known {
-		secret, err := secrets.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
+		existing, err := secrets.Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case kube.Classify(err) == kube.KindNotFound:
+			return b.recreateOwned(ctx, logger, secret, owner)
+		case err != nil:
 			return apiError(err, "get secret")
-		}
-		if metav1.IsControlledBy(secret, deployment) {
+		case metav1.IsControlledBy(existing, deployment):
 			return nil
 		}
 	}
 	if _, err := kube.SetOwner(ctx, secrets, name, owner); err != nil {
+		if kube.Classify(err) == kube.KindNotFound {
+			return b.recreateOwned(ctx, logger, secret, owner)
+		}
 		return apiError(err, "set secret owner")
 	}
 	logger.Debug("secret-owned", lager.Data{"secret": name})
+	return nil
+}
+
+// recreateOwned creates secret, owned by owner, after it was found missing.
+func (b *Backend) recreateOwned(ctx context.Context, logger lager.Logger, secret *corev1.Secret, owner metav1.OwnerReference) error {
+	owned := secret.DeepCopy()
+	owned.OwnerReferences = []metav1.OwnerReference{owner}
+	if _, _, err := kube.CreateIfAbsent(ctx, b.client.CoreV1().Secrets(b.namespace), owned); err != nil {
+		return apiError(err, "create secret again")
+	}
+	logger.Info("secret-recreated", lager.Data{"secret": secret.Name})
+	return nil
+}
+
+// replaceStaleService makes sure the Service of a Deployment this desire just created is owned
+// by it. One that existed before the Deployment is a leftover of an earlier incarnation of the
+// LRP (owned by a Deployment of the same name stopped meanwhile, which the garbage collector is
+// about to delete, or by none): it is deleted, if still the same object, and created again.
+func (b *Backend) replaceStaleService(ctx context.Context, logger lager.Logger, service *corev1.Service, deployment *appsv1.Deployment) error {
+	services := b.client.CoreV1().Services(b.namespace)
+	existing, err := services.Get(ctx, service.Name, metav1.GetOptions{})
+	switch {
+	case kube.Classify(err) == kube.KindNotFound:
+	case err != nil:
+		return apiError(err, "get service")
+	case metav1.IsControlledBy(existing, deployment):
+		return nil
+	default:
+		err := services.Delete(ctx, existing.Name, preconditionUID(existing))
+		if err != nil && kube.Classify(err) != kube.KindNotFound && kube.Classify(err) != kube.KindConflict {
+			return apiError(err, "delete stale service")
+		}
+		logger.Info("stale-service-deleted", lager.Data{"service": existing.Name})
+	}
+	if _, _, err := kube.CreateIfAbsent(ctx, services, service); err != nil {
+		return apiError(err, "create service")
+	}
 	return nil
 }

@@ -29,6 +29,12 @@ type Config struct {
 	ReadWaitTimeout Duration `json:"read_wait_timeout"`
 	// ShutdownTimeout bounds how long in-flight requests may finish after SIGTERM.
 	ShutdownTimeout Duration `json:"shutdown_timeout"`
+	// WriteTimeout bounds a write's Kubernetes calls; past it the write answers 503.
+	WriteTimeout Duration `json:"write_timeout"`
+	// JanitorPeriod is how often leftovers of desires that never completed are looked for
+	// (0 disables the janitor); JanitorGrace is how old they must be to be deleted.
+	JanitorPeriod Duration `json:"janitor_period"`
+	JanitorGrace  Duration `json:"janitor_grace"`
 	// LogLevel is debug, info, error or fatal.
 	LogLevel string `json:"log_level"`
 	// TLSCert and TLSKey are the server's certificate and key (PEM). With them opi serves TLS 1.2+.
@@ -70,6 +76,9 @@ func DefaultConfig() Config {
 		KubeBurst:       400,
 		ReadWaitTimeout: Duration{5 * time.Second},
 		ShutdownTimeout: Duration{15 * time.Second},
+		WriteTimeout:    Duration{30 * time.Second},
+		JanitorPeriod:   Duration{time.Minute},
+		JanitorGrace:    Duration{5 * time.Minute},
 		LogLevel:        "info",
 	}
 }
@@ -88,6 +97,9 @@ func LoadConfig(args []string) (Config, error) {
 	burst := fs.Int("kube-burst", cfg.KubeBurst, "API server request burst")
 	readWait := fs.Duration("read-wait-timeout", cfg.ReadWaitTimeout.Duration, "how long a write waits for the cache to reflect it")
 	shutdown := fs.Duration("shutdown-timeout", cfg.ShutdownTimeout.Duration, "how long in-flight requests may finish on SIGTERM")
+	writeTimeout := fs.Duration("write-timeout", cfg.WriteTimeout.Duration, "how long a write may wait for Kubernetes before answering 503")
+	janitorPeriod := fs.Duration("janitor-period", cfg.JanitorPeriod.Duration, "how often leftovers of interrupted desires are cleaned up (0: never)")
+	janitorGrace := fs.Duration("janitor-grace", cfg.JanitorGrace.Duration, "how old a leftover must be to be deleted")
 	logLevel := fs.String("log-level", cfg.LogLevel, "debug, info, error or fatal")
 	tlsCert := fs.String("tls-cert", "", "server certificate (PEM); serve TLS")
 	tlsKey := fs.String("tls-key", "", "server private key (PEM)")
@@ -131,6 +143,12 @@ func LoadConfig(args []string) (Config, error) {
 			cfg.ReadWaitTimeout.Duration = *readWait
 		case "shutdown-timeout":
 			cfg.ShutdownTimeout.Duration = *shutdown
+		case "write-timeout":
+			cfg.WriteTimeout.Duration = *writeTimeout
+		case "janitor-period":
+			cfg.JanitorPeriod.Duration = *janitorPeriod
+		case "janitor-grace":
+			cfg.JanitorGrace.Duration = *janitorGrace
 		case "log-level":
 			cfg.LogLevel = *logLevel
 		case "tls-cert":
@@ -172,6 +190,12 @@ func (c Config) Validate() error {
 	}
 	if c.KubeQPS <= 0 || c.KubeBurst <= 0 {
 		return fmt.Errorf("kube_qps and kube_burst must be positive")
+	}
+	if c.WriteTimeout.Duration <= 0 {
+		return fmt.Errorf("write_timeout must be positive")
+	}
+	if c.JanitorPeriod.Duration < 0 || c.JanitorGrace.Duration <= 0 {
+		return fmt.Errorf("janitor_period must not be negative and janitor_grace must be positive")
 	}
 	switch c.LogLevel {
 	case "debug", "info", "error", "fatal":

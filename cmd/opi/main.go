@@ -88,9 +88,22 @@ func connect(ctx context.Context, cfg Config) error {
 	backend := k8s.NewBackend(client, logger.Session("k8s"), k8s.Options{
 		Namespace:       cfg.Namespace,
 		ReadWaitTimeout: cfg.ReadWaitTimeout.Duration,
+		JanitorPeriod:   cfg.JanitorPeriod.Duration,
+		JanitorGrace:    cfg.JanitorGrace.Duration,
 	})
-	if err := backend.Start(startCtx); err != nil {
-		return fmt.Errorf("start kubernetes caches: %w", err)
+	// The informers (and the janitor) live until opi has shut down, not only as long as the
+	// start-up deadline or the signal: requests in flight at SIGTERM still wait on the caches.
+	backendCtx, stopBackend := context.WithCancel(context.Background())
+	defer stopBackend()
+	synced := make(chan error, 1)
+	go func() { synced <- backend.Start(backendCtx) }()
+	select {
+	case err := <-synced:
+		if err != nil {
+			return fmt.Errorf("start kubernetes caches: %w", err)
+		}
+	case <-startCtx.Done():
+		return fmt.Errorf("start kubernetes caches: %w", startCtx.Err())
 	}
 
 	tlsConfig, err := serverTLS(cfg)
@@ -112,6 +125,7 @@ func connect(ctx context.Context, cfg Config) error {
 			MaxBodyBytes: cfg.MaxBodyBytes,
 			Observer:     m,
 			Metrics:      m.Handler(),
+			WriteTimeout: cfg.WriteTimeout.Duration,
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}

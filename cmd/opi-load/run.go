@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/opi-bridge/opi/localkube"
+)
+
+const namespace = "opi-load"
+
+// run sets up the control plane and opi, drives the load, checks the end state and tears
+// everything down.
+func run(ctx context.Context, f flags, out io.Writer) (rep *report, err error) {
+	binDir := f.binDir
+	if binDir == "" {
+		binDir = os.Getenv("OPI_KUBE_BIN_DIR")
+	}
+	fmt.Fprintln(out, "starting a local control plane...")
+	startCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	cluster, err := localkube.Start(startCtx, localkube.Options{
+		BinDir: binDir, KeepWorkDir: f.keepLogs, Nodes: 2, NodeMemory: "512Gi", NodePods: "2000",
+		ControllerQPS: 200, ControllerBurst: 400,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start the control plane: %w", err)
+	}
+	defer func() {
+		if stopErr := cluster.Stop(); stopErr != nil {
+			err = errors.Join(err, fmt.Errorf("stop the control plane: %w", stopErr))
+		}
+		if f.keepLogs {
+			fmt.Fprintf(out, "logs kept in %s\n", cluster.WorkDir())
+		}
+	}()
+
+	kubeconfig := cluster.Kubeconfig()
+	args := []string{"--create-namespace=true"}
+	identity := "admin"
+	if !f.admin {
+		if kubeconfig, err = restrictedKubeconfig(ctx, cluster); err != nil {
+			return nil, err
+		}
+		args = []string{"--create-namespace=false"}
+		identity = "deploy/rbac.yaml"
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	args = append([]string{"connect", "--kubeconfig", kubeconfig, "--listen", addr, "--namespace", namespace, "--log-level", "info"}, args...)
+	fmt.Fprintf(out, "starting opi on %s as %s...\n", addr, identity)
+	opi, err := localkube.StartProcess("opi", f.opiBin, args, os.Environ(), nil, filepath.Join(cluster.WorkDir(), "opi.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if stopErr := opi.Stop(); stopErr != nil {
+			err = errors.Join(err, fmt.Errorf("stop opi: %w", stopErr))
+		}
+	}()
+	base := "http://" + addr
+	if err := waitReady(ctx, base+"/readyz", opi); err != nil {
+		return nil, err
+	}
+
+	d := newDriver(base, f)
+	fmt.Fprintf(out, "%d workers on %d apps for %s (at most %d requests), seed %d...\n", f.workers, f.apps, f.duration, f.maxRequests, f.seed)
+	d.run(ctx)
+	select {
+	case <-opi.Done():
+		return nil, fmt.Errorf("opi exited during the load: %v", opi.Err())
+	default:
+	}
+	fmt.Fprintln(out, "load done; waiting for the cluster to match the model...")
+	rep = d.report()
+	rep.Identity = identity
+	rep.Final = settle(ctx, d, cluster.Clientset(), f.settle)
+	return rep, nil
+}
+
+// restrictedKubeconfig applies deploy/rbac.yaml to the namespace and returns a kubeconfig with a
+// token of the opi ServiceAccount it defines.
+func restrictedKubeconfig(ctx context.Context, cluster *localkube.Cluster) (string, error) {
+	kube := cluster.Clientset()
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
+		return "", fmt.Errorf("create namespace: %w", err)
+	}
+	root, err := localkube.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	rbac, err := os.ReadFile(filepath.Join(root, "deploy", "rbac.yaml"))
+	if err != nil {
+		return "", err
+	}
+	apply := exec.CommandContext(ctx, filepath.Join(cluster.BinDir(), "kubectl"), "--kubeconfig", cluster.Kubeconfig(), "apply", "-f", "-")
+	apply.Stdin = strings.NewReader(strings.ReplaceAll(string(rbac), "cf-workloads", namespace))
+	if out, err := apply.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("kubectl apply deploy/rbac.yaml: %w: %s", err, out)
+	}
+	expiry := int64(3600)
+	token, err := kube.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, "opi",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("create a token for opi: %w", err)
+	}
+	admin := cluster.RestConfig()
+	config := clientcmdapi.NewConfig()
+	config.Clusters["local"] = &clientcmdapi.Cluster{Server: admin.Host, CertificateAuthorityData: admin.CAData}
+	config.AuthInfos["opi"] = &clientcmdapi.AuthInfo{Token: token.Status.Token}
+	config.Contexts["opi"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "opi", Namespace: namespace}
+	config.CurrentContext = "opi"
+	path := filepath.Join(cluster.WorkDir(), "opi-kubeconfig")
+	if err := clientcmd.WriteToFile(*config, path); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// waitReady polls url until it answers 200, opi exits, ctx ends or two minutes pass.
+func waitReady(ctx context.Context, url string, opi *localkube.Process) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	client := &http.Client{Timeout: 2 * time.Second}
+	for {
+		if resp, err := client.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-opi.Done():
+			return fmt.Errorf("waiting for opi to be ready: opi exited: %v", opi.Err())
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for opi to be ready: %w", ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

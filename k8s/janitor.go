@@ -1,0 +1,154 @@
+package k8s
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"code.cloudfoundry.org/lager/v3"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/opi"
+)
+
+// DefaultJanitorGrace is how old a leftover must be before the janitor removes it: far longer
+// than any desire takes, so it never races one in flight.
+const DefaultJanitorGrace = 5 * time.Minute
+
+// runJanitor sweeps every period until ctx ends. The first sweep is one period after start.
+func (b *Backend) runJanitor(ctx context.Context) {
+	logger := b.logger.Session("janitor", lager.Data{"period": b.janitorPeriod.String(), "grace": b.janitorGrace.String()})
+	logger.Info("started")
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(b.janitorPeriod):
+		}
+		b.Sweep(ctx)
+	}, 0)
+}
+
+// Sweep cleans up what desires that never completed left behind (opi killed between creating
+// an LRP's Secret and its Deployment, and CC never desiring that LRP again): opi's Secrets and
+// Services that no object controls, older than the grace period, whose LRP has no Deployment,
+// are deleted. An unowned Secret whose LRP's Deployment does exist (opi killed before it set
+// the owner) is given that owner instead, so that stopping the LRP removes it, and a
+// Deployment older than the grace that lacks its Service (opi killed before the last step)
+// gets it. Failures are logged; the next sweep tries again. Only object names are logged,
+// never their content.
+func (b *Backend) Sweep(ctx context.Context) {
+	logger := b.logger.Session("sweep")
+	if b.checkSynced() != nil {
+		return
+	}
+	selector := metav1.ListOptions{LabelSelector: LabelSourceType + "=" + SourceTypeApp}
+	cutoff := time.Now().Add(-b.janitorGrace)
+
+	secrets := b.client.CoreV1().Secrets(b.namespace)
+	secretList, err := secrets.List(ctx, selector)
+	if err != nil {
+		logger.Error("list-secrets", err)
+	} else {
+		for i := range secretList.Items {
+			s := &secretList.Items[i]
+			deployment, stale := b.leftover(ctx, logger, s, cutoff)
+			switch {
+			case deployment != nil && (s.Name == envSecretName(deployment.Name) || s.Name == registrySecretName(deployment.Name)):
+				if _, err := kube.SetOwner(ctx, secrets, s.Name, kube.ControllerRef(deployment, "apps/v1", "Deployment")); err != nil {
+					logger.Error("adopt-secret", err, lager.Data{"secret": s.Name})
+					continue
+				}
+				logger.Info("adopted-secret", lager.Data{"secret": s.Name, "deployment": deployment.Name})
+			case stale:
+				err := secrets.Delete(ctx, s.Name, preconditionUID(s))
+				if err != nil && kube.Classify(err) != kube.KindNotFound && kube.Classify(err) != kube.KindConflict {
+					logger.Error("delete-secret", err, lager.Data{"secret": s.Name})
+					continue
+				}
+				logger.Info("deleted-leftover-secret", lager.Data{"secret": s.Name})
+			}
+		}
+	}
+
+	services := b.client.CoreV1().Services(b.namespace)
+	serviceList, err := services.List(ctx, selector)
+	if err != nil {
+		logger.Error("list-services", err)
+		return
+	}
+	for i := range serviceList.Items {
+		s := &serviceList.Items[i]
+		if _, stale := b.leftover(ctx, logger, s, cutoff); !stale {
+			continue
+		}
+		err := services.Delete(ctx, s.Name, preconditionUID(s))
+		if err != nil && kube.Classify(err) != kube.KindNotFound && kube.Classify(err) != kube.KindConflict {
+			logger.Error("delete-service", err, lager.Data{"service": s.Name})
+			continue
+		}
+		logger.Info("deleted-leftover-service", lager.Data{"service": s.Name})
+	}
+	b.completeServices(ctx, logger, serviceList.Items, cutoff)
+}
+
+// completeServices creates the Service of every Deployment with ports, older than cutoff,
+// that has none (opi killed between creating the Deployment and its Service: CC lists the LRP,
+// so it never desires it again). services are the namespace's opi Services.
+func (b *Backend) completeServices(ctx context.Context, logger lager.Logger, services []corev1.Service, cutoff time.Time) {
+	have := make(map[string]bool, len(services))
+	for i := range services {
+		have[services[i].Name] = true
+	}
+	deployments, err := b.factory.Apps().V1().Deployments().Lister().Deployments(b.namespace).List(labels.Everything())
+	if err != nil {
+		logger.Error("list-cached-deployments", err)
+		return
+	}
+	for _, d := range deployments {
+		if have[d.Name] || d.DeletionTimestamp != nil || !d.CreationTimestamp.Time.Before(cutoff) ||
+			d.Labels[LabelGUID] == "" || d.Labels[LabelVersion] == "" {
+			continue
+		}
+		lrp := toLRP(d)
+		if len(lrp.Ports) == 0 {
+			continue
+		}
+		service := toService(lrp, d.Name, b.namespace, kube.ControllerRef(d, "apps/v1", "Deployment"))
+		if _, _, err := kube.CreateIfAbsent(ctx, b.client.CoreV1().Services(b.namespace), service); err != nil {
+			logger.Error("create-missing-service", err, lager.Data{"service": d.Name})
+			continue
+		}
+		logger.Info("created-missing-service", lager.Data{"service": d.Name})
+	}
+}
+
+// leftover looks at an object of an LRP that no object controls: it returns the LRP's live
+// Deployment when there is one, else whether the object is older than cutoff (and so a
+// leftover to delete). Controlled objects, and objects whose LRP cannot be checked, are
+// neither.
+func (b *Backend) leftover(ctx context.Context, logger lager.Logger, obj metav1.Object, cutoff time.Time) (*appsv1.Deployment, bool) {
+	if metav1.GetControllerOf(obj) != nil || obj.GetDeletionTimestamp() != nil {
+		return nil, false
+	}
+	id := opi.LRPIdentifier{GUID: obj.GetLabels()[LabelGUID], Version: obj.GetLabels()[LabelVersion]}
+	if id.GUID == "" || id.Version == "" {
+		return nil, false
+	}
+	// The cache first; an object the cache does not have is confirmed absent by the API, since
+	// a desire in flight may have just created it.
+	deployment, err := b.findDeployment(ctx, id)
+	if err == nil {
+		return deployment, false
+	}
+	if !errors.Is(err, opi.ErrNotFound) {
+		logger.Error("find-deployment", err, lager.Data{"object": obj.GetName()})
+		return nil, false
+	}
+	return nil, obj.GetCreationTimestamp().Time.Before(cutoff)
+}

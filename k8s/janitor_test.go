@@ -1,0 +1,241 @@
+package k8s_test
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"code.cloudfoundry.org/lager/v3/lagertest"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gbytes"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/opi"
+)
+
+var _ = Describe("The janitor", func() {
+	var (
+		ctx     context.Context
+		client  *fake.Clientset
+		backend *k8s.Backend
+		logger  *lagertest.TestLogger
+		lrp     *opi.LRP
+		name    string
+	)
+
+	lrpLabels := func(l *opi.LRP) map[string]string {
+		return map[string]string{
+			"opi-bridge.io/guid": l.GUID, "opi-bridge.io/version": l.Version,
+			"opi-bridge.io/source-type": "APP", "app.kubernetes.io/managed-by": "opi",
+		}
+	}
+	// leftover is what opi killed after step 1 (or 5) of a desire leaves: objects of the LRP
+	// that nothing owns, created age ago.
+	leftoverSecret := func(l *opi.LRP, age time.Duration) *corev1.Secret {
+		s := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: k8s.DeploymentName(l) + "-env", Namespace: namespace, Labels: lrpLabels(l),
+				CreationTimestamp: metav1.NewTime(time.Now().Add(-age)),
+			},
+			Data: map[string][]byte{"VCAP_SERVICES": []byte("leftover-secret-value")},
+		}
+		created, err := client.CoreV1().Secrets(namespace).Create(ctx, s, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		return created
+	}
+	leftoverService := func(l *opi.LRP, age time.Duration) {
+		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{
+			Name: k8s.DeploymentName(l), Namespace: namespace, Labels: lrpLabels(l),
+			CreationTimestamp: metav1.NewTime(time.Now().Add(-age)),
+		}}
+		_, err := client.CoreV1().Services(namespace).Create(ctx, s, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+	}
+	secretExists := func(name string) bool {
+		_, err := client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+		return err == nil
+	}
+	serviceExists := func(name string) bool {
+		_, err := client.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
+		return err == nil
+	}
+	start := func(opts k8s.Options) *k8s.Backend {
+		startCtx, cancel := context.WithCancel(context.Background())
+		DeferCleanup(cancel)
+		opts.Namespace = namespace
+		opts.ReadWaitTimeout = 2 * time.Second
+		b := k8s.NewBackend(client, logger, opts)
+		Expect(b.Start(startCtx)).To(Succeed())
+		return b
+	}
+
+	BeforeEach(func() {
+		ctx = context.Background()
+		client = newClient()
+		logger = lagertest.NewTestLogger("k8s")
+		lrp = sampleLRP()
+		name = k8s.DeploymentName(lrp)
+	})
+
+	Describe("Sweep", func() {
+		BeforeEach(func() {
+			backend = start(k8s.Options{JanitorGrace: time.Minute})
+		})
+
+		It("deletes the unowned Secret and Service of an LRP that has no Deployment, once older than the grace", func() {
+			leftoverSecret(lrp, 2*time.Minute)
+			leftoverService(lrp, 2*time.Minute)
+			backend.Sweep(ctx)
+			Expect(secretExists(name + "-env")).To(BeFalse())
+			Expect(serviceExists(name)).To(BeFalse())
+			Expect(logger.Buffer()).To(gbytes.Say("deleted-leftover-secret"))
+			Expect(string(logger.Buffer().Contents())).To(ContainSubstring(name + "-env"))
+			Expect(string(logger.Buffer().Contents())).NotTo(ContainSubstring("leftover-secret-value"))
+		})
+
+		It("deletes only the object it looked at, not a namesake made since", func() {
+			leftoverSecret(lrp, 2*time.Minute)
+			var deletes []k8stesting.DeleteAction
+			client.PrependReactor("delete", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				deletes = append(deletes, a.(k8stesting.DeleteAction))
+				return false, nil, nil
+			})
+			backend.Sweep(ctx)
+			Expect(deletes).To(HaveLen(1))
+			Expect(deletes[0].GetDeleteOptions().Preconditions).NotTo(BeNil())
+			Expect(deletes[0].GetDeleteOptions().Preconditions.UID).NotTo(BeNil())
+		})
+
+		It("keeps a leftover within the grace: a desire may be creating it right now", func() {
+			leftoverSecret(lrp, 10*time.Second)
+			leftoverService(lrp, 10*time.Second)
+			backend.Sweep(ctx)
+			Expect(secretExists(name + "-env")).To(BeTrue())
+			Expect(serviceExists(name)).To(BeTrue())
+		})
+
+		It("leaves the objects of desired LRPs alone", func() {
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			backend.Sweep(ctx)
+			Expect(secretExists(name + "-env")).To(BeTrue())
+			Expect(serviceExists(name)).To(BeTrue())
+			deployments, secrets, services := countObjects(client)
+			Expect([]int{deployments, secrets, services}).To(Equal([]int{1, 1, 1}))
+		})
+
+		It("leaves objects that are not opi's alone", func() {
+			other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "someone-elses", Namespace: namespace,
+				Labels: map[string]string{"opi-bridge.io/guid": "g", "opi-bridge.io/version": "v"}}}
+			_, err := client.CoreV1().Secrets(namespace).Create(ctx, other, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			backend.Sweep(ctx)
+			Expect(secretExists("someone-elses")).To(BeTrue())
+		})
+
+		It("gives an unowned Secret of a running LRP its Deployment as owner, so stopping removes it", func() {
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			secret := getSecret(client, name+"-env")
+			secret.OwnerReferences = nil
+			secret.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Hour))
+			_, err := client.CoreV1().Secrets(namespace).Update(ctx, secret, metav1.UpdateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+
+			backend.Sweep(ctx)
+			Expect(metav1.IsControlledBy(getSecret(client, name+"-env"), getDeployment(client, name))).To(BeTrue())
+		})
+
+		It("creates the missing Service of a Deployment older than the grace, owned by it", func() {
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			want := getService(client, name)
+			Expect(client.CoreV1().Services(namespace).Delete(ctx, name, metav1.DeleteOptions{})).To(Succeed())
+
+			backend.Sweep(ctx)
+			got := getService(client, name)
+			Expect(got.Spec).To(Equal(want.Spec))
+			Expect(got.Labels).To(Equal(want.Labels))
+			Expect(metav1.IsControlledBy(got, getDeployment(client, name))).To(BeTrue())
+			Expect(string(logger.Buffer().Contents())).To(ContainSubstring("created-missing-service"))
+		})
+
+		It("leaves a young Deployment's Service to the desire making it", func() {
+			young := sampleLRP()
+			young.Version = "young"
+			d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{
+				Name: k8s.DeploymentName(young), Namespace: namespace, Labels: lrpLabels(young),
+				CreationTimestamp: metav1.Now(),
+			}}
+			_, err := client.AppsV1().Deployments(namespace).Create(ctx, d, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Eventually(func() error { _, err := backend.GetLRP(ctx, young.LRPIdentifier); return err }).Should(Succeed())
+			before := len(client.Actions())
+			backend.Sweep(ctx)
+			Expect(actionsSince(client, before)).To(Equal([]string{"list secrets", "list services"}))
+		})
+
+		It("asks the API server before calling an LRP gone that its cache does not have", func() {
+			leftoverSecret(lrp, 2*time.Minute)
+			before := len(client.Actions())
+			backend.Sweep(ctx)
+			Expect(actionsSince(client, before)).To(Equal([]string{
+				"list secrets",
+				"list deployments",
+				"delete secrets " + name + "-env",
+				"list services",
+			}))
+		})
+
+		It("tries again next time when the API server cannot be reached", func() {
+			leftoverSecret(lrp, 2*time.Minute)
+			var down atomic.Bool
+			down.Store(true)
+			client.PrependReactor("list", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+				if down.Load() {
+					return true, nil, connectionRefused
+				}
+				return false, nil, nil
+			})
+			backend.Sweep(ctx)
+			Expect(secretExists(name + "-env")).To(BeTrue())
+			down.Store(false)
+			backend.Sweep(ctx)
+			Expect(secretExists(name + "-env")).To(BeFalse())
+		})
+	})
+
+	It("sweeps every period once started", func() {
+		leftoverSecret(lrp, time.Hour)
+		start(k8s.Options{JanitorPeriod: 50 * time.Millisecond, JanitorGrace: time.Minute})
+		Eventually(func() bool { return secretExists(name + "-env") }).Should(BeFalse())
+		other := sampleLRP()
+		other.Version = "another-version"
+		leftoverSecret(other, time.Hour)
+		Eventually(func() bool { return secretExists(k8s.DeploymentName(other) + "-env") }).Should(BeFalse())
+	})
+
+	It("does not run without a period", func() {
+		leftoverSecret(lrp, time.Hour)
+		start(k8s.Options{})
+		Consistently(func() bool { return secretExists(name + "-env") }, 300*time.Millisecond).Should(BeTrue())
+	})
+
+	Describe("and a desire racing it (or a stop)", func() {
+		It("recreate the env Secret, owned, when it vanished before the owner patch", func() {
+			backend = start(k8s.Options{})
+			client.PrependReactor("patch", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				// The Secret is deleted between its creation and the patch.
+				_ = client.Tracker().Delete(a.GetResource(), namespace, name+"-env")
+				return false, nil, nil
+			})
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			Expect(metav1.IsControlledBy(getSecret(client, name+"-env"), getDeployment(client, name))).To(BeTrue())
+			Expect(getSecret(client, name+"-env").Data).To(HaveKey("FOO"))
+		})
+	})
+})
