@@ -1,0 +1,234 @@
+// Command opi-bench measures opi on a local control plane (see package localkube) in one run:
+// desire throughput and latency through opi's HTTP API against a direct client-go floor, GET
+// /apps against a live LIST of the workloads, instances at 10 apps and at N, stop throughput,
+// the API server requests opi makes per call and opi's memory. It prints a markdown table and
+// one JSON line, and with -record appends the table, dated, to docs/benchmarks.md.
+//
+// `make bench` runs it with a quick N; `make bench N=3000 RECORD=1` records a run. See
+// docs/benchmarks.md for what is measured and how.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/opi-bridge/opi/localkube"
+)
+
+// warmApps is the number of apps desired before the timed opi phase; instances are measured on
+// them with 10 apps in the cluster and again at N.
+const warmApps = 10
+
+type config struct {
+	n             int
+	concurrency   int
+	opiBin        string
+	record        string
+	note          string
+	qps, burst    int
+	ctrlQPS       int
+	ctrlBurst     int
+	nodes         int
+	seqReads      int
+	burstWorkers  int
+	burstCalls    int
+	instanceCalls int
+	settle        time.Duration
+	keep          bool
+}
+
+func parseFlags(args []string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("opi-bench", flag.ContinueOnError)
+	fs.IntVar(&c.n, "n", 300, "apps in the cluster at the read phase (one instance each); the timed desire phases create n-10")
+	fs.IntVar(&c.concurrency, "concurrency", 50, "concurrent desires and stops (CC's sync runs 50 workers)")
+	fs.StringVar(&c.opiBin, "opi-bin", "bin/opi", "the opi binary (make build makes it)")
+	fs.StringVar(&c.record, "record", "", "append the dated results to this markdown file (e.g. docs/benchmarks.md)")
+	fs.StringVar(&c.note, "note", "", "a note to add to the recorded run")
+	fs.IntVar(&c.qps, "kube-qps", 1000, "API request rate of opi and of the floor's client-go client")
+	fs.IntVar(&c.burst, "kube-burst", 2000, "API request burst of opi and of the floor's client-go client")
+	fs.IntVar(&c.ctrlQPS, "controller-qps", 1000, "API request rate of the controller-manager and scheduler")
+	fs.IntVar(&c.ctrlBurst, "controller-burst", 2000, "API request burst of the controller-manager and scheduler")
+	fs.IntVar(&c.nodes, "nodes", 4, "simulated (kwok) nodes; each can hold every pod of the run")
+	fs.IntVar(&c.seqReads, "reads", 50, "sequential GET /apps calls (and live LISTs) at n")
+	fs.IntVar(&c.burstWorkers, "burst-workers", 10, "concurrent callers in the read burst")
+	fs.IntVar(&c.burstCalls, "burst-calls", 5, "calls per caller in the read burst")
+	fs.IntVar(&c.instanceCalls, "instance-calls", 200, "sequential instances calls, at 10 apps and at n")
+	fs.DurationVar(&c.settle, "settle", 10*time.Second, "pause after the reads before steady RSS is sampled")
+	fs.BoolVar(&c.keep, "keep", false, "keep the work folder (opi and control plane logs)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	seqCalls, noteFlag = c.seqReads, c.note
+	if c.n < 2*warmApps {
+		return c, fmt.Errorf("-n must be at least %d", 2*warmApps)
+	}
+	if c.concurrency < 1 || c.burstWorkers < 1 || c.burstCalls < 1 || c.seqReads < 1 || c.instanceCalls < 1 {
+		return c, errors.New("concurrency, reads and calls must be positive")
+	}
+	return c, nil
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "opi-bench:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "opi-bench:", err)
+		os.Exit(1)
+	}
+}
+
+// logf prints progress to stderr, stamped with the time since start.
+var benchStart = time.Now()
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[%7.1fs] %s\n", time.Since(benchStart).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// env is what the phases share: the cluster, opi and the clients.
+type env struct {
+	cfg     config
+	cluster *localkube.Cluster
+	opi     *localkube.Process
+	opiURL  string
+	http    *http.Client
+	rss     *rssSampler
+	res     *results
+	workDir string
+}
+
+func run(ctx context.Context, cfg config) (err error) {
+	opiBin, err := filepath.Abs(cfg.opiBin)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(opiBin); err != nil {
+		return fmt.Errorf("checking the opi binary (make build makes it): %w", err)
+	}
+	workDir, err := os.MkdirTemp("", "opi-bench-")
+	if err != nil {
+		return err
+	}
+	keep := cfg.keep
+	defer func() {
+		if err != nil {
+			keep = true
+		}
+		if keep {
+			logf("work folder kept: %s", workDir)
+		} else {
+			_ = os.RemoveAll(workDir)
+		}
+	}()
+
+	res := newResults(cfg)
+	cpu0 := readCPU([]int{osPid})
+
+	// Capacity: every node can hold all pods of the run, so placement never limits it.
+	podsPerNode := strconv.Itoa(cfg.n + 100)
+	logf("starting the control plane: %d kwok nodes, controllers at %d/%d requests/s", cfg.nodes, cfg.ctrlQPS, cfg.ctrlBurst)
+	t := time.Now()
+	cluster, err := localkube.Start(ctx, localkube.Options{
+		WorkDir:              workDir,
+		KeepWorkDir:          cfg.keep,
+		Nodes:                cfg.nodes,
+		NodeCPU:              strconv.Itoa(cfg.n + 100), // apps ask 120m each
+		NodeMemory:           strconv.Itoa((cfg.n+100)/8+16) + "Ti",
+		NodePods:             podsPerNode,
+		NodeEphemeralStorage: strconv.Itoa(cfg.n+100) + "Ti",
+		ControllerQPS:        cfg.ctrlQPS,
+		ControllerBurst:      cfg.ctrlBurst,
+	})
+	if err != nil {
+		return fmt.Errorf("starting the control plane: %w", err)
+	}
+	defer func() {
+		logf("stopping the control plane")
+		if stopErr := cluster.Stop(); stopErr != nil {
+			err = errors.Join(err, stopErr)
+		}
+	}()
+	logf("control plane up in %s", time.Since(t).Round(100*time.Millisecond))
+
+	addr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	logf("starting opi on %s (namespace %s)", addr, opiNamespace)
+	opi, err := localkube.StartProcess("opi", opiBin, []string{
+		"connect", "--kubeconfig", cluster.Kubeconfig(), "--listen", addr, "--namespace", opiNamespace,
+		"--kube-qps", strconv.Itoa(cfg.qps), "--kube-burst", strconv.Itoa(cfg.burst),
+	}, os.Environ(), nil, filepath.Join(workDir, "opi.log"))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		logf("stopping opi")
+		if stopErr := opi.Stop(); stopErr != nil {
+			err = errors.Join(err, stopErr)
+		}
+	}()
+
+	e := &env{
+		cfg: cfg, cluster: cluster, opi: opi, opiURL: "http://" + addr, res: res, workDir: workDir,
+		http: &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{
+			MaxIdleConns: 4 * cfg.concurrency, MaxIdleConnsPerHost: 4 * cfg.concurrency, IdleConnTimeout: time.Minute,
+		}},
+	}
+	if err := e.waitOpiReady(ctx); err != nil {
+		return err
+	}
+	e.rss = startRSS(opi.Pid())
+	defer e.rss.stop()
+
+	if err := e.phases(ctx); err != nil {
+		return err
+	}
+
+	res.Peak = e.rss.peak()
+	cpu1 := readCPU(append(cluster.PIDs(), opi.Pid(), os.Getpid()))
+	res.Elapsed = time.Since(benchStart).Seconds()
+	res.finish(cpu0, cpu1)
+
+	table := res.table()
+	fmt.Println(table)
+	line, err := res.jsonLine()
+	if err != nil {
+		return err
+	}
+	fmt.Println(line)
+	if cfg.record != "" {
+		if err := record(cfg.record, res, table, line); err != nil {
+			return err
+		}
+		logf("appended the run to %s", cfg.record)
+	}
+	return nil
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
