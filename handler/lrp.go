@@ -50,19 +50,29 @@ func fail(w http.ResponseWriter, logger lager.Logger, action string, err error) 
 	writeError(w, status, messageFor(status, err))
 }
 
+// decodeLRPBody decodes a desire or update body into req and checks that the guid-version it
+// names (bodyProcessGUID, read after decoding) is the path's process guid. On a problem it
+// answers the request and returns false.
+func (h *lrpHandler) decodeLRPBody(w http.ResponseWriter, r *http.Request, logger lager.Logger, processGUID string, req any, bodyProcessGUID func() string) bool {
+	if rerr := decodeBody(w, r, h.maxBody, req); rerr != nil {
+		logger.Info("bad-request", lager.Data{"status": rerr.status, "reason": rerr.message})
+		writeError(w, rerr.status, rerr.message)
+		return false
+	}
+	if body := bodyProcessGUID(); body != processGUID {
+		logger.Info("bad-request", lager.Data{"reason": "path does not match body"})
+		writeError(w, http.StatusBadRequest, "process guid in path "+strconv.Quote(processGUID)+" does not match guid-version in body "+strconv.Quote(body))
+		return false
+	}
+	return true
+}
+
 func (h *lrpHandler) desire(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 	processGUID := ps.ByName("guid")
 	logger := h.logger.Session("desire-lrp", lager.Data{"process-guid": processGUID})
 
 	var req models.DesireLRPRequest
-	if rerr := decodeBody(w, r, h.maxBody, &req); rerr != nil {
-		logger.Info("bad-request", lager.Data{"status": rerr.status, "reason": rerr.message})
-		writeError(w, rerr.status, rerr.message)
-		return
-	}
-	if body := req.GUID + "-" + req.Version; body != processGUID {
-		logger.Info("bad-request", lager.Data{"reason": "path does not match body"})
-		writeError(w, http.StatusBadRequest, "process guid in path "+strconv.Quote(processGUID)+" does not match guid-version in body "+strconv.Quote(body))
+	if !h.decodeLRPBody(w, r, logger, processGUID, &req, func() string { return req.GUID + "-" + req.Version }) {
 		return
 	}
 	if err := h.write(r, func(ctx context.Context) error { return h.bifrost.Desire(ctx, req) }); err != nil {
@@ -102,14 +112,7 @@ func (h *lrpHandler) update(w http.ResponseWriter, r *http.Request, ps httproute
 	logger := h.logger.Session("update-lrp", lager.Data{"process-guid": processGUID})
 
 	var req models.UpdateDesiredLRPRequest
-	if rerr := decodeBody(w, r, h.maxBody, &req); rerr != nil {
-		logger.Info("bad-request", lager.Data{"status": rerr.status, "reason": rerr.message})
-		writeError(w, rerr.status, rerr.message)
-		return
-	}
-	if body := req.GUID + "-" + req.Version; body != processGUID {
-		logger.Info("bad-request", lager.Data{"reason": "path does not match body"})
-		writeError(w, http.StatusBadRequest, "process guid in path "+strconv.Quote(processGUID)+" does not match guid-version in body "+strconv.Quote(body))
+	if !h.decodeLRPBody(w, r, logger, processGUID, &req, func() string { return req.GUID + "-" + req.Version }) {
 		return
 	}
 	if err := h.write(r, func(ctx context.Context) error { return h.bifrost.Update(ctx, req) }); err != nil {
