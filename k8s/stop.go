@@ -13,9 +13,11 @@ import (
 )
 
 // StopLRP deletes the LRP's Deployment with background propagation: the garbage collector then
-// removes its ReplicaSets and pods and the Secrets and Service it owns. Secrets and a Service
-// of the LRP that no Deployment owns (left by a desire interrupted before it set owners) are
-// deleted directly, best effort. Stopping an absent LRP succeeds.
+// removes its ReplicaSets and pods and the Secrets and Service it owns; one API call. When there
+// is no Deployment, Secrets and a Service of the LRP that nothing owns (left by a desire
+// interrupted before its Deployment) are looked for and deleted, best effort; leftovers beside a
+// Deployment (a desire interrupted before it set owners) are the janitor's. Stopping an absent
+// LRP succeeds.
 func (b *Backend) StopLRP(ctx context.Context, id opi.LRPIdentifier) error {
 	logger := b.logger.Session("stop-lrp", lager.Data{"process-guid": id.ProcessGUID()})
 	if err := b.checkSynced(); err != nil {
@@ -33,9 +35,9 @@ func (b *Backend) StopLRP(ctx context.Context, id opi.LRPIdentifier) error {
 		if err != nil && kube.Classify(err) != kube.KindNotFound {
 			return apiError(err, "delete deployment")
 		}
+	} else {
+		b.deleteUnowned(ctx, logger, id)
 	}
-
-	b.deleteUnowned(ctx, logger, id)
 	b.waitForNoDeployment(ctx, logger, id)
 	logger.Info("stopped")
 	return nil

