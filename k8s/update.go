@@ -69,21 +69,26 @@ type patchContainer struct {
 	Image string `json:"image"`
 }
 
-// updatePatch is the strategic merge patch that applies update to d, and whether it changes
-// anything.
+// updatePatch is the strategic merge patch that applies update to d, and whether it would
+// change anything. The patch holds every field the update gives, not only those that differ from
+// d: d comes from the cache and may lag a concurrent update, and CC's update must land whole
+// (instances and annotation from the same request), never mixed with another. Only an update
+// that changes nothing at all is skipped.
 func updatePatch(d *appsv1.Deployment, update opi.LRPUpdate) ([]byte, bool) {
 	var p deploymentPatch
-	if update.Instances != nil && (d.Spec.Replicas == nil || *d.Spec.Replicas != *update.Instances) {
+	changed := false
+	if update.Instances != nil {
 		p.Spec = &patchSpec{Replicas: ptr(*update.Instances)}
+		changed = changed || d.Spec.Replicas == nil || *d.Spec.Replicas != *update.Instances
 	}
 	setAnnotation := func(key, value string) {
-		if v, ok := d.Annotations[key]; ok && v == value {
-			return
-		}
 		if p.Metadata == nil {
 			p.Metadata = &patchMetadata{Annotations: map[string]string{}}
 		}
 		p.Metadata.Annotations[key] = value
+		if v, ok := d.Annotations[key]; !ok || v != value {
+			changed = true
+		}
 	}
 	if update.Annotation != nil {
 		setAnnotation(AnnotationLastUpdated, *update.Annotation)
@@ -92,14 +97,15 @@ func updatePatch(d *appsv1.Deployment, update opi.LRPUpdate) ([]byte, bool) {
 		setAnnotation(AnnotationRoutes, routesAnnotation(*update.Routes))
 	}
 	if update.Image != nil {
+		if p.Spec == nil {
+			p.Spec = &patchSpec{}
+		}
+		p.Spec.Template = &patchTemplate{Spec: patchPodSpec{Containers: []patchContainer{{Name: ContainerName, Image: *update.Image}}}}
 		if c := appContainer(&d.Spec.Template.Spec); c == nil || c.Image != *update.Image {
-			if p.Spec == nil {
-				p.Spec = &patchSpec{}
-			}
-			p.Spec.Template = &patchTemplate{Spec: patchPodSpec{Containers: []patchContainer{{Name: ContainerName, Image: *update.Image}}}}
+			changed = true
 		}
 	}
-	if p.Metadata == nil && p.Spec == nil {
+	if !changed {
 		return nil, false
 	}
 	body, _ := json.Marshal(p) // strings and ints always marshal

