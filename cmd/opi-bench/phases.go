@@ -597,7 +597,7 @@ func (e *env) desirePhase(ctx context.Context, apps []app, concurrency int) (pha
 			return 0, err
 		}
 		if code != http.StatusAccepted {
-			return 0, fmt.Errorf("desire: %d %s", code, resp)
+			return 0, fmt.Errorf("desire: %d %s", code, bytes.TrimSpace(resp))
 		}
 		return took, nil
 	})
@@ -613,7 +613,7 @@ func (e *env) stopPhase(ctx context.Context, apps []app) (phase, error) {
 			return 0, err
 		}
 		if code != http.StatusOK {
-			return 0, fmt.Errorf("stop: %d %s", code, resp)
+			return 0, fmt.Errorf("stop: %d %s", code, bytes.TrimSpace(resp))
 		}
 		return took, nil
 	})
