@@ -124,11 +124,13 @@ func stripPod(obj any) (any, error) {
 	return &corev1.Pod{
 		TypeMeta: p.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{
-			Name:              p.Name,
-			Namespace:         p.Namespace,
-			UID:               p.UID,
-			ResourceVersion:   p.ResourceVersion,
-			Labels:            p.Labels,
+			Name:            p.Name,
+			Namespace:       p.Namespace,
+			UID:             p.UID,
+			ResourceVersion: p.ResourceVersion,
+			// The index needs only these two; the other labels (app guid, process type,
+			// source, pod-template-hash) would cost a map entry each per pod.
+			Labels:            map[string]string{LabelGUID: p.Labels[LabelGUID], LabelVersion: p.Labels[LabelVersion]},
 			CreationTimestamp: p.CreationTimestamp,
 			DeletionTimestamp: p.DeletionTimestamp,
 		},
