@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"time"
 
 	"sigs.k8s.io/yaml"
@@ -66,6 +67,16 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// String is the flag form of d ("5s").
+func (d *Duration) String() string { return d.Duration.String() }
+
+// Set parses a flag's value ("5s").
+func (d *Duration) Set(s string) error {
+	parsed, err := time.ParseDuration(s)
+	d.Duration = parsed
+	return err
+}
+
 // DefaultConfig is what opi runs with when nothing is configured.
 func DefaultConfig() Config {
 	return Config{
@@ -90,88 +101,72 @@ func DefaultConfig() Config {
 // LoadConfig reads args of `opi connect`: defaults, then the config file, then flags.
 func LoadConfig(args []string) (Config, error) {
 	cfg := DefaultConfig()
-	fs := flag.NewFlagSet("opi connect", flag.ContinueOnError)
-	configPath := fs.String("config", "", "YAML config file")
-	listen := fs.String("listen", cfg.Listen, "address to serve the OPI API on")
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the cluster (default $KUBECONFIG, else in-cluster)")
-	namespace := fs.String("namespace", cfg.Namespace, "namespace apps run in")
-	createNS := fs.Bool("create-namespace", cfg.CreateNamespace, "create the namespace when missing")
-	maxBody := fs.Int64("max-body-bytes", cfg.MaxBodyBytes, "largest request body accepted")
-	qps := fs.Float64("kube-qps", float64(cfg.KubeQPS), "API server requests per second")
-	burst := fs.Int("kube-burst", cfg.KubeBurst, "API server request burst")
-	readWait := fs.Duration("read-wait-timeout", cfg.ReadWaitTimeout.Duration, "how long a write waits for the cache to reflect it")
-	shutdown := fs.Duration("shutdown-timeout", cfg.ShutdownTimeout.Duration, "how long in-flight requests may finish on SIGTERM")
-	writeTimeout := fs.Duration("write-timeout", cfg.WriteTimeout.Duration, "how long a write may wait for Kubernetes before answering 503")
-	janitorPeriod := fs.Duration("janitor-period", cfg.JanitorPeriod.Duration, "how often leftovers of interrupted desires are cleaned up (0: never)")
-	janitorGrace := fs.Duration("janitor-grace", cfg.JanitorGrace.Duration, "how old a leftover must be to be deleted")
-	logLevel := fs.String("log-level", cfg.LogLevel, "debug, info, error or fatal")
-	tlsCert := fs.String("tls-cert", "", "server certificate (PEM); serve TLS")
-	tlsKey := fs.String("tls-key", "", "server private key (PEM)")
-	tlsClientCA := fs.String("tls-client-ca", "", "CA (PEM) that client certificates must be signed by (mutual TLS)")
-	plaintext := fs.Bool("plaintext", false, "allow plain HTTP on a non-loopback address")
-	debugListen := fs.String("debug-listen", "", "serve Go's pprof profiles on this loopback address")
-	if err := fs.Parse(args); err != nil {
+	configPath, err := parseFlags(args, &cfg)
+	if err != nil {
 		return cfg, err
 	}
-	if fs.NArg() > 0 {
-		return cfg, fmt.Errorf("unexpected arguments: %v", fs.Args())
-	}
-
-	if *configPath != "" {
-		data, err := os.ReadFile(*configPath)
+	if configPath != "" {
+		// Start again from the file, and let the flags given on the command line win over it.
+		cfg = DefaultConfig()
+		data, err := os.ReadFile(configPath)
 		if err != nil {
 			return cfg, fmt.Errorf("read config: %w", err)
 		}
 		if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
-			return cfg, fmt.Errorf("parse config %s: %w", *configPath, err)
+			return cfg, fmt.Errorf("parse config %s: %w", configPath, err)
+		}
+		if _, err := parseFlags(args, &cfg); err != nil {
+			return cfg, err
 		}
 	}
-
-	// Flags given on the command line win over the file.
-	fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "listen":
-			cfg.Listen = *listen
-		case "kubeconfig":
-			cfg.Kubeconfig = *kubeconfig
-		case "namespace":
-			cfg.Namespace = *namespace
-		case "create-namespace":
-			cfg.CreateNamespace = *createNS
-		case "max-body-bytes":
-			cfg.MaxBodyBytes = *maxBody
-		case "kube-qps":
-			cfg.KubeQPS = float32(*qps)
-		case "kube-burst":
-			cfg.KubeBurst = *burst
-		case "read-wait-timeout":
-			cfg.ReadWaitTimeout.Duration = *readWait
-		case "shutdown-timeout":
-			cfg.ShutdownTimeout.Duration = *shutdown
-		case "write-timeout":
-			cfg.WriteTimeout.Duration = *writeTimeout
-		case "janitor-period":
-			cfg.JanitorPeriod.Duration = *janitorPeriod
-		case "janitor-grace":
-			cfg.JanitorGrace.Duration = *janitorGrace
-		case "log-level":
-			cfg.LogLevel = *logLevel
-		case "tls-cert":
-			cfg.TLSCert = *tlsCert
-		case "tls-key":
-			cfg.TLSKey = *tlsKey
-		case "tls-client-ca":
-			cfg.TLSClientCA = *tlsClientCA
-		case "plaintext":
-			cfg.Plaintext = *plaintext
-		case "debug-listen":
-			cfg.DebugListen = *debugListen
-		}
-	})
 	if cfg.Kubeconfig == "" {
 		cfg.Kubeconfig = os.Getenv("KUBECONFIG")
 	}
 	return cfg, cfg.Validate()
+}
+
+// parseFlags sets the fields of cfg that args name and returns the --config path. Each flag is
+// bound to its field, so a flag not given leaves the field as it was.
+func parseFlags(args []string, cfg *Config) (configPath string, err error) {
+	fs := flag.NewFlagSet("opi connect", flag.ContinueOnError)
+	fs.StringVar(&configPath, "config", "", "YAML config file")
+	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "address to serve the OPI API on")
+	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", cfg.Kubeconfig, "kubeconfig of the cluster (default $KUBECONFIG, else in-cluster)")
+	fs.StringVar(&cfg.Namespace, "namespace", cfg.Namespace, "namespace apps run in")
+	fs.BoolVar(&cfg.CreateNamespace, "create-namespace", cfg.CreateNamespace, "create the namespace when missing")
+	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", cfg.MaxBodyBytes, "largest request body accepted")
+	fs.Var((*float32Value)(&cfg.KubeQPS), "kube-qps", "API server requests per second")
+	fs.IntVar(&cfg.KubeBurst, "kube-burst", cfg.KubeBurst, "API server request burst")
+	fs.Var(&cfg.ReadWaitTimeout, "read-wait-timeout", "how long a write waits for the cache to reflect it")
+	fs.Var(&cfg.ShutdownTimeout, "shutdown-timeout", "how long in-flight requests may finish on SIGTERM")
+	fs.Var(&cfg.WriteTimeout, "write-timeout", "how long a write may wait for Kubernetes before answering 503")
+	fs.Var(&cfg.JanitorPeriod, "janitor-period", "how often leftovers of interrupted desires are cleaned up (0: never)")
+	fs.Var(&cfg.JanitorGrace, "janitor-grace", "how old a leftover must be to be deleted")
+	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, error or fatal")
+	fs.StringVar(&cfg.TLSCert, "tls-cert", cfg.TLSCert, "server certificate (PEM); serve TLS")
+	fs.StringVar(&cfg.TLSKey, "tls-key", cfg.TLSKey, "server private key (PEM)")
+	fs.StringVar(&cfg.TLSClientCA, "tls-client-ca", cfg.TLSClientCA, "CA (PEM) that client certificates must be signed by (mutual TLS)")
+	fs.BoolVar(&cfg.Plaintext, "plaintext", cfg.Plaintext, "allow plain HTTP on a non-loopback address")
+	fs.StringVar(&cfg.DebugListen, "debug-listen", cfg.DebugListen, "serve Go's pprof profiles on this loopback address")
+	if err := fs.Parse(args); err != nil {
+		return "", err
+	}
+	if fs.NArg() > 0 {
+		return "", fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	return configPath, nil
+}
+
+// float32Value is a float32 flag.
+type float32Value float32
+
+func (f *float32Value) String() string { return strconv.FormatFloat(float64(*f), 'g', -1, 32) }
+
+// Set parses a flag's value.
+func (f *float32Value) Set(s string) error {
+	v, err := strconv.ParseFloat(s, 32)
+	*f = float32Value(v)
+	return err
 }
 
 // Validate reports the first configuration mistake.
