@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,13 +21,10 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gbytes"
 	"github.com/onsi/gomega/gexec"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/opi-bridge/opi/localkube"
 )
@@ -117,25 +113,9 @@ func restrictedKubeconfig(ns string) string {
 
 	rbac, err := os.ReadFile("../deploy/rbac.yaml")
 	Expect(err).NotTo(HaveOccurred())
-	apply := exec.Command(filepath.Join(cluster.BinDir(), "kubectl"), "--kubeconfig", cluster.Kubeconfig(), "apply", "-f", "-")
-	apply.Stdin = strings.NewReader(strings.ReplaceAll(string(rbac), "cf-workloads", ns))
-	out, err := apply.CombinedOutput()
-	Expect(err).NotTo(HaveOccurred(), string(out))
-
-	expiry := int64(3600)
-	token, err := kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "opi",
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	kubeconfig, err := cluster.ServiceAccountKubeconfig(ctx, strings.ReplaceAll(string(rbac), "cf-workloads", ns), ns, "opi")
 	Expect(err).NotTo(HaveOccurred())
-
-	admin := cluster.RestConfig()
-	config := clientcmdapi.NewConfig()
-	config.Clusters["local"] = &clientcmdapi.Cluster{Server: admin.Host, CertificateAuthorityData: admin.CAData}
-	config.AuthInfos["opi"] = &clientcmdapi.AuthInfo{Token: token.Status.Token}
-	config.Contexts["opi"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "opi", Namespace: ns}
-	config.CurrentContext = "opi"
-	path := filepath.Join(GinkgoT().TempDir(), "kubeconfig")
-	Expect(clientcmd.WriteToFile(*config, path)).To(Succeed())
-	return path
+	return kubeconfig
 }
 
 func (o *opiServer) start() {
@@ -186,10 +166,9 @@ func (o *opiServer) call(method, path, body string) (int, string) {
 }
 
 func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := localkube.FreeAddr()
 	Expect(err).NotTo(HaveOccurred())
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // newNamespace is a fresh namespace name for one test; opi creates it, the test deletes it.

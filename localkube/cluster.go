@@ -574,3 +574,13 @@ func freePorts(n int) ([]int, error) {
 	}
 	return ports, nil
 }
+
+// FreeAddr is a loopback address ("127.0.0.1:port") free at the time of the call, for a server
+// started beside the cluster (opi in tests, the benchmark and the load test).
+func FreeAddr() (string, error) {
+	ports, err := freePorts(1)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("127.0.0.1:%d", ports[0]), nil
+}

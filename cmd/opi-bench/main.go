@@ -13,7 +13,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -168,7 +167,7 @@ func run(ctx context.Context, cfg config) (err error) {
 	}()
 	logf("control plane up in %s", time.Since(t).Round(100*time.Millisecond))
 
-	addr, err := freeAddr()
+	addr, err := localkube.FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -222,13 +221,4 @@ func run(ctx context.Context, cfg config) (err error) {
 		logf("appended the run to %s", cfg.record)
 	}
 	return nil
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }

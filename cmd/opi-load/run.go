@@ -5,19 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/opi-bridge/opi/localkube"
 )
@@ -60,7 +55,7 @@ func run(ctx context.Context, f flags, out io.Writer) (rep *report, err error) {
 		args = []string{"--create-namespace=false"}
 		identity = "deploy/rbac.yaml"
 	}
-	addr, err := freeAddr()
+	addr, err := localkube.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -110,37 +105,7 @@ func restrictedKubeconfig(ctx context.Context, cluster *localkube.Cluster) (stri
 	if err != nil {
 		return "", err
 	}
-	apply := exec.CommandContext(ctx, filepath.Join(cluster.BinDir(), "kubectl"), "--kubeconfig", cluster.Kubeconfig(), "apply", "-f", "-")
-	apply.Stdin = strings.NewReader(strings.ReplaceAll(string(rbac), "cf-workloads", namespace))
-	if out, err := apply.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("kubectl apply deploy/rbac.yaml: %w: %s", err, out)
-	}
-	expiry := int64(3600)
-	token, err := kube.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, "opi",
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
-	if err != nil {
-		return "", fmt.Errorf("create a token for opi: %w", err)
-	}
-	admin := cluster.RestConfig()
-	config := clientcmdapi.NewConfig()
-	config.Clusters["local"] = &clientcmdapi.Cluster{Server: admin.Host, CertificateAuthorityData: admin.CAData}
-	config.AuthInfos["opi"] = &clientcmdapi.AuthInfo{Token: token.Status.Token}
-	config.Contexts["opi"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "opi", Namespace: namespace}
-	config.CurrentContext = "opi"
-	path := filepath.Join(cluster.WorkDir(), "opi-kubeconfig")
-	if err := clientcmd.WriteToFile(*config, path); err != nil {
-		return "", err
-	}
-	return path, nil
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return cluster.ServiceAccountKubeconfig(ctx, strings.ReplaceAll(string(rbac), "cf-workloads", namespace), namespace, "opi")
 }
 
 // waitReady polls url until it answers 200, opi exits, ctx ends or two minutes pass.
