@@ -2,11 +2,13 @@ package k8s
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"code.cloudfoundry.org/lager/v3"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/opi-bridge/opi/k8s/kube"
@@ -19,11 +21,13 @@ import (
 //  1. the env Secret (exists → fine);
 //  2. the image pull Secret, when the LRP has registry credentials (exists → fine);
 //  3. the Deployment (exists → the desire succeeds and changes nothing);
-//  4. owner references from the Secrets to the Deployment, where missing;
-//  5. the Service, owned by the Deployment, when the LRP has ports (exists → fine).
+//  4. the Secrets made controlled by the Deployment;
+//  5. the Service, controlled by the Deployment, when the LRP has ports (exists → fine).
 //
 // Nothing is read before it is created, so a first desire costs one call per object plus one
-// owner patch per Secret.
+// owner patch per Secret. Steps 4 and 5 use kube.EnsureControlled, so that a desire racing a
+// stop and another desire of the same LRP never leaves the live Deployment without its Secret
+// or Service: one holding a Deployment that the stop deleted meanwhile gives up there.
 func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 	logger := b.logger.Session("desire-lrp", lager.Data{"process-guid": lrp.ProcessGUID()})
 	if err := b.checkSynced(); err != nil {
@@ -33,18 +37,17 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 	secrets := b.client.CoreV1().Secrets(b.namespace)
 
 	envSecret := toEnvSecret(lrp, name, b.namespace)
-	_, envCreated, err := kube.CreateIfAbsent(ctx, secrets, envSecret)
+	envSeen, _, err := kube.CreateIfAbsent(ctx, secrets, envSecret.DeepCopy())
 	if err != nil {
 		return apiError(err, "create env secret")
 	}
 
-	var registrySecret *corev1.Secret
-	registryCreated := false
+	var registrySecret, registrySeen *corev1.Secret
 	if lrp.PrivateRegistry != nil {
 		if registrySecret, err = toRegistrySecret(lrp, name, b.namespace); err != nil {
 			return err
 		}
-		if _, registryCreated, err = kube.CreateIfAbsent(ctx, secrets, registrySecret); err != nil {
+		if registrySeen, _, err = kube.CreateIfAbsent(ctx, secrets, registrySecret.DeepCopy()); err != nil {
 			return apiError(err, "create registry secret")
 		}
 	}
@@ -61,26 +64,26 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 	}
 
 	owner := kube.ControllerRef(deployment, "apps/v1", "Deployment")
-	// A Secret made by this call, or any Secret when the Deployment is new, cannot be owned by
-	// this Deployment yet: patch without reading. Otherwise read it to see.
-	if err := b.ensureOwned(ctx, logger, envSecret, deployment, owner, envCreated || created); err != nil {
-		return err
+	live := b.liveCheck(deployment)
+	if err := kube.EnsureControlled(ctx, secrets, envSecret, envSeen, owner, live); err != nil {
+		return b.ownershipError(logger, err, "own env secret")
 	}
 	if registrySecret != nil {
-		if err := b.ensureOwned(ctx, logger, registrySecret, deployment, owner, registryCreated || created); err != nil {
-			return err
+		if err := kube.EnsureControlled(ctx, secrets, registrySecret, registrySeen, owner, live); err != nil {
+			return b.ownershipError(logger, err, "own registry secret")
 		}
 	}
 
 	if len(lrp.Ports) > 0 {
+		services := b.client.CoreV1().Services(b.namespace)
 		service := toService(lrp, name, b.namespace, owner)
-		_, serviceCreated, err := kube.CreateIfAbsent(ctx, b.client.CoreV1().Services(b.namespace), service)
+		_, serviceCreated, err := kube.CreateIfAbsent(ctx, services, service.DeepCopy())
 		if err != nil {
 			return apiError(err, "create service")
 		}
-		if created && !serviceCreated {
-			if err := b.replaceStaleService(ctx, logger, service, deployment); err != nil {
-				return err
+		if !serviceCreated {
+			if err := kube.EnsureControlled(ctx, services, service, nil, owner, live); err != nil {
+				return b.ownershipError(logger, err, "own service")
 			}
 		}
 	}
@@ -88,6 +91,36 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 	b.waitForDeployment(ctx, logger, deployment.Name, deployment.ResourceVersion, false)
 	logger.Info("desired", lager.Data{"deployment": deployment.Name, "created": created})
 	return nil
+}
+
+// liveCheck tells, from the API server, whether d is still the live Deployment of its name.
+func (b *Backend) liveCheck(d *appsv1.Deployment) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		current, err := b.client.AppsV1().Deployments(b.namespace).Get(ctx, d.Name, metav1.GetOptions{})
+		if kube.Classify(err) == kube.KindNotFound {
+			return false, nil
+		}
+		if err != nil {
+			return false, apiError(err, "get deployment")
+		}
+		return current.UID == d.UID && current.DeletionTimestamp == nil, nil
+	}
+}
+
+// ownershipError maps what kube.EnsureControlled returned. ErrSuperseded is success: a stop
+// deleted the Deployment while this desire ran, so the desire took effect and was then undone
+// (or the LRP was desired again by another call, which completes it).
+func (b *Backend) ownershipError(logger lager.Logger, err error, what string) error {
+	if errors.Is(err, kube.ErrSuperseded) {
+		logger.Info("superseded-by-stop", lager.Data{"step": what})
+		return nil
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return apiError(err, what)
+	}
+	// Contention that outlasted the attempts: CC retries later.
+	return fmt.Errorf("%s: %w: %w", what, opi.ErrUnavailable, err)
 }
 
 // checkSameLRP guards against touching a Deployment of the same name that is not this LRP's,
@@ -98,70 +131,6 @@ func checkSameLRP(d *appsv1.Deployment, id opi.LRPIdentifier) error {
 	}
 	if d.DeletionTimestamp != nil {
 		return fmt.Errorf("create deployment: %w: %s is being deleted, retry later", opi.ErrUnavailable, d.Name)
-	}
-	return nil
-}
-
-// ensureOwned makes the Secret controlled by owner. known says the Secret is certainly not yet
-// owned by it, so it is patched without reading it first. A Secret that went away meanwhile (a
-// concurrent stop, or the janitor, deleted it as a leftover) is created again, owned.
-func (b *Backend) ensureOwned(ctx context.Context, logger lager.Logger, secret *corev1.Secret, deployment *appsv1.Deployment, owner metav1.OwnerReference, known bool) error {
-	secrets := b.client.CoreV1().Secrets(b.namespace)
-	name := secret.Name
-	if !known {
-		existing, err := secrets.Get(ctx, name, metav1.GetOptions{})
-		switch {
-		case kube.Classify(err) == kube.KindNotFound:
-			return b.recreateOwned(ctx, logger, secret, owner)
-		case err != nil:
-			return apiError(err, "get secret")
-		case metav1.IsControlledBy(existing, deployment):
-			return nil
-		}
-	}
-	if _, err := kube.SetOwner(ctx, secrets, name, owner); err != nil {
-		if kube.Classify(err) == kube.KindNotFound {
-			return b.recreateOwned(ctx, logger, secret, owner)
-		}
-		return apiError(err, "set secret owner")
-	}
-	logger.Debug("secret-owned", lager.Data{"secret": name})
-	return nil
-}
-
-// recreateOwned creates secret, owned by owner, after it was found missing.
-func (b *Backend) recreateOwned(ctx context.Context, logger lager.Logger, secret *corev1.Secret, owner metav1.OwnerReference) error {
-	owned := secret.DeepCopy()
-	owned.OwnerReferences = []metav1.OwnerReference{owner}
-	if _, _, err := kube.CreateIfAbsent(ctx, b.client.CoreV1().Secrets(b.namespace), owned); err != nil {
-		return apiError(err, "create secret again")
-	}
-	logger.Info("secret-recreated", lager.Data{"secret": secret.Name})
-	return nil
-}
-
-// replaceStaleService makes sure the Service of a Deployment this desire just created is owned
-// by it. One that existed before the Deployment is a leftover of an earlier incarnation of the
-// LRP (owned by a Deployment of the same name stopped meanwhile, which the garbage collector is
-// about to delete, or by none): it is deleted, if still the same object, and created again.
-func (b *Backend) replaceStaleService(ctx context.Context, logger lager.Logger, service *corev1.Service, deployment *appsv1.Deployment) error {
-	services := b.client.CoreV1().Services(b.namespace)
-	existing, err := services.Get(ctx, service.Name, metav1.GetOptions{})
-	switch {
-	case kube.Classify(err) == kube.KindNotFound:
-	case err != nil:
-		return apiError(err, "get service")
-	case metav1.IsControlledBy(existing, deployment):
-		return nil
-	default:
-		err := services.Delete(ctx, existing.Name, preconditionUID(existing))
-		if err != nil && kube.Classify(err) != kube.KindNotFound && kube.Classify(err) != kube.KindConflict {
-			return apiError(err, "delete stale service")
-		}
-		logger.Info("stale-service-deleted", lager.Data{"service": existing.Name})
-	}
-	if _, _, err := kube.CreateIfAbsent(ctx, services, service); err != nil {
-		return apiError(err, "create service")
 	}
 	return nil
 }

@@ -403,6 +403,7 @@ var _ = Describe("DesireLRP", func() {
 				"create deployments " + name,
 				"get secrets " + name + "-env",
 				"create services " + name,
+				"get services " + name,
 			}))
 			Expect(getDeployment(client, name)).To(Equal(first))
 			deployments, secrets, services := countObjects(client)
@@ -422,6 +423,7 @@ var _ = Describe("DesireLRP", func() {
 			Expect(actionsSince(client, before)).To(Equal([]string{
 				"create secrets " + name + "-env",
 				"create deployments " + name,
+				"get secrets " + name + "-env", // not made by this call: read for its version
 				"patch secrets " + name + "-env",
 				"create services " + name,
 			}))
@@ -460,14 +462,18 @@ var _ = Describe("DesireLRP", func() {
 					APIVersion: "apps/v1", Kind: "Deployment", Name: name, UID: "old-uid", Controller: ptrTo(true),
 				}},
 			}}
-			_, err := client.CoreV1().Secrets(namespace).Create(ctx, secret, metav1.CreateOptions{})
+			old, err := client.CoreV1().Secrets(namespace).Create(ctx, secret, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 			d := getDeployment(client, name)
-			owners := getSecret(client, name+"-env").OwnerReferences
+			fresh := getSecret(client, name+"-env")
+			owners := fresh.OwnerReferences
 			Expect(owners).To(HaveLen(1))
 			Expect(owners[0].UID).To(Equal(d.UID))
+			// Made again, not moved: the garbage collector may be deleting the old one.
+			Expect(fresh.UID).NotTo(Equal(old.UID))
+			Expect(fresh.Data).To(HaveKeyWithValue("FOO", []byte("foo-value")))
 		})
 
 		It("refuses a deployment of the same name that belongs to another LRP", func() {

@@ -60,14 +60,19 @@ func (b *Backend) Sweep(ctx context.Context) {
 			deployment, stale := b.leftover(ctx, logger, s, cutoff)
 			switch {
 			case deployment != nil && (s.Name == envSecretName(deployment.Name) || s.Name == registrySecretName(deployment.Name)):
-				if _, err := kube.SetOwner(ctx, secrets, s.Name, kube.ControllerRef(deployment, "apps/v1", "Deployment")); err != nil {
+				// Adopted only if the Deployment is still live and the Secret unchanged since the
+				// list: a desire in flight may be owning it meanwhile.
+				if live, err := b.liveCheck(deployment)(ctx); err != nil || !live {
+					continue
+				}
+				if _, err := kube.SetOwner(ctx, secrets, s.Name, s.ResourceVersion, kube.ControllerRef(deployment, "apps/v1", "Deployment")); err != nil {
 					logger.Error("adopt-secret", err, lager.Data{"secret": s.Name})
 					continue
 				}
 				logger.Info("adopted-secret", lager.Data{"secret": s.Name, "deployment": deployment.Name})
 			case stale:
-				err := secrets.Delete(ctx, s.Name, preconditionUID(s))
-				if err != nil && kube.Classify(err) != kube.KindNotFound && kube.Classify(err) != kube.KindConflict {
+				err := secrets.Delete(ctx, s.Name, kube.Unchanged(s))
+				if err != nil && !goneOrChanged(err) {
 					logger.Error("delete-secret", err, lager.Data{"secret": s.Name})
 					continue
 				}
@@ -87,8 +92,8 @@ func (b *Backend) Sweep(ctx context.Context) {
 		if _, stale := b.leftover(ctx, logger, s, cutoff); !stale {
 			continue
 		}
-		err := services.Delete(ctx, s.Name, preconditionUID(s))
-		if err != nil && kube.Classify(err) != kube.KindNotFound && kube.Classify(err) != kube.KindConflict {
+		err := services.Delete(ctx, s.Name, kube.Unchanged(s))
+		if err != nil && !goneOrChanged(err) {
 			logger.Error("delete-service", err, lager.Data{"service": s.Name})
 			continue
 		}

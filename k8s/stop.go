@@ -57,7 +57,8 @@ func (b *Backend) deleteUnowned(ctx context.Context, logger lager.Logger, id opi
 			if metav1.GetControllerOf(s) != nil {
 				continue
 			}
-			if err := secrets.Delete(ctx, s.Name, preconditionUID(s)); err != nil && kube.Classify(err) != kube.KindNotFound {
+			// Only as listed: a desire may have given it its new Deployment since.
+			if err := secrets.Delete(ctx, s.Name, kube.Unchanged(s)); err != nil && !goneOrChanged(err) {
 				logger.Error("delete-unowned-secret", err, lager.Data{"secret": s.Name})
 			}
 		}
@@ -71,11 +72,17 @@ func (b *Backend) deleteUnowned(ctx context.Context, logger lager.Logger, id opi
 			if metav1.GetControllerOf(s) != nil {
 				continue
 			}
-			if err := services.Delete(ctx, s.Name, preconditionUID(s)); err != nil && kube.Classify(err) != kube.KindNotFound {
+			if err := services.Delete(ctx, s.Name, kube.Unchanged(s)); err != nil && !goneOrChanged(err) {
 				logger.Error("delete-unowned-service", err, lager.Data{"service": s.Name})
 			}
 		}
 	}
+}
+
+// goneOrChanged says a conditional delete found its object deleted or changed meanwhile.
+func goneOrChanged(err error) bool {
+	k := kube.Classify(err)
+	return k == kube.KindNotFound || k == kube.KindConflict
 }
 
 // preconditionUID deletes obj only if it is still the same object (not a namesake made since).

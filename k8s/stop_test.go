@@ -2,12 +2,15 @@ package k8s_test
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -98,6 +101,27 @@ var _ = Describe("Stopping", func() {
 			_, secrets, services := countObjects(client)
 			Expect(secrets).To(Equal(1))
 			Expect(services).To(BeZero())
+		})
+
+		It("leaves a secret a concurrent desire owned after the list", func() {
+			_, err := client.CoreV1().Secrets(namespace).Create(ctx, &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Name: name + "-env", Namespace: namespace, Labels: map[string]string{
+					"opi-bridge.io/guid": lrp.GUID, "opi-bridge.io/version": lrp.Version, "opi-bridge.io/source-type": "APP",
+				}},
+			}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			listed := getSecret(client, name+"-env")
+			var preconditions *metav1.Preconditions
+			client.PrependReactor("delete", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				preconditions = a.(k8stesting.DeleteAction).GetDeleteOptions().Preconditions
+				// Owned meanwhile: its version moved on, so the API server refuses the delete.
+				return true, nil, apierrors.NewConflict(corev1.Resource("secrets"), name+"-env", errors.New("precondition failed"))
+			})
+
+			Expect(backend.StopLRP(ctx, lrp.LRPIdentifier)).To(Succeed())
+			Expect(preconditions).NotTo(BeNil())
+			Expect(*preconditions.UID).To(Equal(listed.UID))
+			Expect(*preconditions.ResourceVersion).To(Equal(listed.ResourceVersion))
 		})
 	})
 

@@ -494,7 +494,8 @@ func (e *env) floorBatch(ctx context.Context, client kubernetes.Interface, t *te
 			return 0, err
 		}
 		start := time.Now()
-		if _, err := secrets.Create(ctx, s, metav1.CreateOptions{}); err != nil {
+		createdSecret, err := secrets.Create(ctx, s, metav1.CreateOptions{})
+		if err != nil {
 			return 0, fmt.Errorf("create secret: %w", err)
 		}
 		t1 := time.Now()
@@ -504,7 +505,7 @@ func (e *env) floorBatch(ctx context.Context, client kubernetes.Interface, t *te
 		}
 		t2 := time.Now()
 		owner := kube.ControllerRef(created, "apps/v1", "Deployment")
-		if _, err := kube.SetOwner(ctx, secrets, s.Name, owner); err != nil {
+		if _, err := kube.SetOwner(ctx, secrets, s.Name, createdSecret.ResourceVersion, owner); err != nil {
 			return 0, fmt.Errorf("set secret owner: %w", err)
 		}
 		t3 := time.Now()

@@ -148,7 +148,7 @@ var _ = Describe("SetOwner", func() {
 		Expect(*ref.Controller).To(BeTrue())
 		Expect(*ref.BlockOwnerDeletion).To(BeTrue())
 
-		got, err := kube.SetOwner(context.Background(), client.CoreV1().Secrets("ns"), "s", ref)
+		got, err := kube.SetOwner(context.Background(), client.CoreV1().Secrets("ns"), "s", "", ref)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(got.OwnerReferences).To(Equal([]metav1.OwnerReference{ref}))
 		Expect(verbs(client)).To(Equal([]string{"patch"}))

@@ -32,11 +32,14 @@ func ControllerRef(owner metav1.Object, apiVersion, kind string) metav1.OwnerRef
 // SetOwner makes ref the only owner reference of the named object with one JSON merge patch.
 // Replacing the whole list (rather than adding to it) also removes a stale controller
 // reference to a deleted owner of the same name, which would otherwise make the API server
-// reject a second controller.
-func SetOwner[T any](ctx context.Context, c Patcher[T], name string, ref metav1.OwnerReference) (T, error) {
-	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"ownerReferences": []metav1.OwnerReference{ref}},
-	})
+// reject a second controller. A non-empty resourceVersion makes the patch conditional: it
+// fails with a conflict when the object changed since that version was read.
+func SetOwner[T any](ctx context.Context, c Patcher[T], name, resourceVersion string, ref metav1.OwnerReference) (T, error) {
+	meta := map[string]any{"ownerReferences": []metav1.OwnerReference{ref}}
+	if resourceVersion != "" {
+		meta["resourceVersion"] = resourceVersion
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": meta})
 	if err != nil {
 		var zero T
 		return zero, fmt.Errorf("marshal owner patch: %w", err)
