@@ -4,12 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 
 	"code.cloudfoundry.org/lager/v3"
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
@@ -26,15 +22,11 @@ const lrpIndex = "lrp"
 func lrpIndexKey(id opi.LRPIdentifier) string { return id.GUID + "/" + id.Version }
 
 func indexByLRP(obj any) ([]string, error) {
-	m, err := meta.Accessor(obj)
-	if err != nil {
+	r, ok := obj.(interface{ lrpKey() string })
+	if !ok || r.lrpKey() == "" {
 		return nil, nil
 	}
-	guid, version := m.GetLabels()[LabelGUID], m.GetLabels()[LabelVersion]
-	if guid == "" || version == "" {
-		return nil, nil
-	}
-	return []string{lrpIndexKey(opi.LRPIdentifier{GUID: guid, Version: version})}, nil
+	return []string{r.lrpKey()}, nil
 }
 
 // newInformers sets up (without starting) the namespace-scoped informers. They watch only
@@ -54,110 +46,24 @@ func (b *Backend) newInformers() {
 			b.logger.Error("add-indexer", err, lager.Data{"informer": name})
 		}
 	}
-	if err := b.deployments.SetTransform(stripDeployment); err != nil {
+	if err := b.deployments.SetTransform(recordDeployment); err != nil {
 		b.logger.Error("set-transform", err, lager.Data{"informer": "deployments"})
 	}
-	if err := b.pods.SetTransform(stripPod); err != nil {
+	if err := b.pods.SetTransform(recordPod); err != nil {
 		b.logger.Error("set-transform", err, lager.Data{"informer": "pods"})
 	}
 }
 
-// stripDeployment keeps of a Deployment only what reads need (toLRP, toSchedulingLRP) and what
-// writes take from the cache (name, UID, labels): no env, probes, security settings, selector,
-// strategy, status or managed fields. Writes never send a cached Deployment back whole (update
-// is a patch of the changed fields), so nothing is lost; at thousands of apps this is most of
-// opi's memory.
-func stripDeployment(obj any) (any, error) {
-	d, ok := obj.(*appsv1.Deployment)
-	if !ok {
-		return obj, nil
-	}
-	out := &appsv1.Deployment{
-		TypeMeta: d.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{
-			Name:              d.Name,
-			Namespace:         d.Namespace,
-			UID:               d.UID,
-			ResourceVersion:   d.ResourceVersion,
-			Generation:        d.Generation,
-			CreationTimestamp: d.CreationTimestamp,
-			DeletionTimestamp: d.DeletionTimestamp,
-			Labels:            d.Labels,
-			Annotations:       ownAnnotations(d.Annotations),
-		},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: d.Spec.Replicas,
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: d.Spec.Template.Annotations}},
-		},
-	}
-	if c := appContainer(&d.Spec.Template.Spec); c != nil {
-		out.Spec.Template.Spec.Containers = []corev1.Container{{
-			Name:      c.Name,
-			Image:     c.Image,
-			Command:   c.Command,
-			Ports:     c.Ports,
-			Resources: c.Resources,
-		}}
-	}
-	return out, nil
-}
-
-// ownAnnotations drops the annotations others put on a Deployment (the controller's revision,
-// kubectl's last-applied configuration): reads only need opi's.
-func ownAnnotations(in map[string]string) map[string]string {
-	out := make(map[string]string, len(in))
-	for k, v := range in {
-		if strings.HasPrefix(k, annotationPrefix) {
-			out[k] = v
-		}
-	}
-	return out
-}
-
-// stripPod keeps of a pod only what instance reports need: identity, labels, timestamps, the
-// node and the status. At thousands of pods, specs and managed fields dominate memory.
-func stripPod(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
-	}
-	return &corev1.Pod{
-		TypeMeta: p.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            p.Name,
-			Namespace:       p.Namespace,
-			UID:             p.UID,
-			ResourceVersion: p.ResourceVersion,
-			// The index needs only these two; the other labels (app guid, process type,
-			// source, pod-template-hash) would cost a map entry each per pod.
-			Labels:            map[string]string{LabelGUID: p.Labels[LabelGUID], LabelVersion: p.Labels[LabelVersion]},
-			CreationTimestamp: p.CreationTimestamp,
-			DeletionTimestamp: p.DeletionTimestamp,
-		},
-		Spec: corev1.PodSpec{NodeName: p.Spec.NodeName},
-		Status: corev1.PodStatus{
-			Phase:             p.Status.Phase,
-			Conditions:        p.Status.Conditions,
-			Message:           p.Status.Message,
-			Reason:            p.Status.Reason,
-			HostIP:            p.Status.HostIP,
-			PodIP:             p.Status.PodIP,
-			StartTime:         p.Status.StartTime,
-			ContainerStatuses: p.Status.ContainerStatuses,
-		},
-	}, nil
-}
-
 // cachedDeployment is the LRP's Deployment as the cache holds it (shared: do not modify), nil
 // when absent or being deleted.
-func (b *Backend) cachedDeployment(id opi.LRPIdentifier) *appsv1.Deployment {
+func (b *Backend) cachedDeployment(id opi.LRPIdentifier) *deploymentRecord {
 	objs, err := b.deployments.GetIndexer().ByIndex(lrpIndex, lrpIndexKey(id))
 	if err != nil {
 		return nil
 	}
-	var found *appsv1.Deployment
+	var found *deploymentRecord
 	for _, obj := range objs {
-		d, ok := obj.(*appsv1.Deployment)
+		d, ok := obj.(*deploymentRecord)
 		if !ok || d.DeletionTimestamp != nil {
 			continue
 		}
@@ -169,24 +75,36 @@ func (b *Backend) cachedDeployment(id opi.LRPIdentifier) *appsv1.Deployment {
 }
 
 // cachedDeploymentByName is the named Deployment as the cache holds it.
-func (b *Backend) cachedDeploymentByName(name string) (*appsv1.Deployment, bool) {
+func (b *Backend) cachedDeploymentByName(name string) (*deploymentRecord, bool) {
 	obj, exists, err := b.deployments.GetIndexer().GetByKey(b.namespace + "/" + name)
 	if err != nil || !exists {
 		return nil, false
 	}
-	d, ok := obj.(*appsv1.Deployment)
+	d, ok := obj.(*deploymentRecord)
 	return d, ok
 }
 
+// cachedDeployments are every Deployment the cache holds (shared: do not modify).
+func (b *Backend) cachedDeployments() []*deploymentRecord {
+	objs := b.deployments.GetIndexer().List()
+	out := make([]*deploymentRecord, 0, len(objs))
+	for _, obj := range objs {
+		if d, ok := obj.(*deploymentRecord); ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 // cachedPods are the LRP's pods as the cache holds them (shared: do not modify).
-func (b *Backend) cachedPods(id opi.LRPIdentifier) []*corev1.Pod {
+func (b *Backend) cachedPods(id opi.LRPIdentifier) []*podRecord {
 	objs, err := b.pods.GetIndexer().ByIndex(lrpIndex, lrpIndexKey(id))
 	if err != nil {
 		return nil
 	}
-	pods := make([]*corev1.Pod, 0, len(objs))
+	pods := make([]*podRecord, 0, len(objs))
 	for _, obj := range objs {
-		if p, ok := obj.(*corev1.Pod); ok {
+		if p, ok := obj.(*podRecord); ok {
 			pods = append(pods, p)
 		}
 	}
@@ -195,8 +113,8 @@ func (b *Backend) cachedPods(id opi.LRPIdentifier) []*corev1.Pod {
 
 // rankedPods are the pods that are not terminating, ordered by creation time then name: a
 // pod's position is its instance index.
-func rankedPods(pods []*corev1.Pod) []*corev1.Pod {
-	live := make([]*corev1.Pod, 0, len(pods))
+func rankedPods(pods []*podRecord) []*podRecord {
+	live := make([]*podRecord, 0, len(pods))
 	for _, p := range pods {
 		if p.DeletionTimestamp == nil {
 			live = append(live, p)
@@ -215,7 +133,7 @@ func rankedPods(pods []*corev1.Pod) []*corev1.Pod {
 // findDeployment is the LRP's live Deployment: from the cache, or, when the cache does not
 // have it (yet), from one label-selected LIST, since the name cannot be derived from the
 // identifier alone. ErrNotFound when neither has it.
-func (b *Backend) findDeployment(ctx context.Context, id opi.LRPIdentifier) (*appsv1.Deployment, error) {
+func (b *Backend) findDeployment(ctx context.Context, id opi.LRPIdentifier) (*deploymentRecord, error) {
 	if d := b.cachedDeployment(id); d != nil {
 		return d, nil
 	}
@@ -227,7 +145,7 @@ func (b *Backend) findDeployment(ctx context.Context, id opi.LRPIdentifier) (*ap
 	}
 	for i := range list.Items {
 		if list.Items[i].DeletionTimestamp == nil {
-			return &list.Items[i], nil
+			return deploymentRecordOf(&list.Items[i]), nil
 		}
 	}
 	return nil, notFound(id)

@@ -53,7 +53,7 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 	}
 
 	deployment, created, err := kube.CreateOrGet(ctx, b.client.AppsV1().Deployments(b.namespace),
-		toDeployment(lrp, name, b.namespace), b.cachedDeploymentByName)
+		toDeployment(lrp, name, b.namespace), b.cachedAsDeployment)
 	if err != nil {
 		return apiError(err, "create deployment")
 	}
@@ -93,17 +93,27 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 	return nil
 }
 
+// cachedAsDeployment is the named Deployment from the cache, as what a desire needs of one
+// that exists.
+func (b *Backend) cachedAsDeployment(name string) (*appsv1.Deployment, bool) {
+	r, ok := b.cachedDeploymentByName(name)
+	if !ok {
+		return nil, false
+	}
+	return r.asDeployment(), true
+}
+
 // liveCheck tells, from the API server, whether d is still the live Deployment of its name.
-func (b *Backend) liveCheck(d *appsv1.Deployment) func(context.Context) (bool, error) {
+func (b *Backend) liveCheck(d metav1.Object) func(context.Context) (bool, error) {
 	return func(ctx context.Context) (bool, error) {
-		current, err := b.client.AppsV1().Deployments(b.namespace).Get(ctx, d.Name, metav1.GetOptions{})
+		current, err := b.client.AppsV1().Deployments(b.namespace).Get(ctx, d.GetName(), metav1.GetOptions{})
 		if kube.Classify(err) == kube.KindNotFound {
 			return false, nil
 		}
 		if err != nil {
 			return false, apiError(err, "get deployment")
 		}
-		return current.UID == d.UID && current.DeletionTimestamp == nil, nil
+		return current.UID == d.GetUID() && current.DeletionTimestamp == nil, nil
 	}
 }
 

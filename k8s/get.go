@@ -16,5 +16,5 @@ func (b *Backend) GetLRP(_ context.Context, id opi.LRPIdentifier) (*opi.LRP, err
 	if d == nil {
 		return nil, notFound(id)
 	}
-	return toLRP(d), nil
+	return d.lrp(), nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -30,36 +29,30 @@ func (b *Backend) GetInstances(_ context.Context, id opi.LRPIdentifier) ([]*opi.
 		return nil, notFound(id)
 	}
 	pods := rankedPods(b.cachedPods(id))
-	if replicas := int(desiredReplicas(deployment)); len(pods) > replicas {
+	if replicas := int(deployment.replicas); len(pods) > replicas {
 		pods = pods[:replicas]
 	}
 	instances := make([]*opi.Instance, 0, len(pods))
 	for i, pod := range pods {
-		instances = append(instances, toInstance(pod, int32(i)))
+		instances = append(instances, pod.instance(int32(i)))
 	}
 	return instances, nil
 }
 
-func desiredReplicas(d *appsv1.Deployment) int32 {
-	if d.Spec.Replicas == nil {
-		return 1
-	}
-	return *d.Spec.Replicas
-}
-
-// toInstance maps a pod to Diego's instance states:
+// instanceState maps a pod to Diego's instance states (state, since in Unix nanoseconds, and
+// the placement error of an unplaced one):
 //   - CRASHED: the pod failed, or the app container is waiting after failures
 //     (CrashLoopBackOff, Error) or has terminated with a non-zero exit code;
 //   - RUNNING: running and Ready (since the container started);
 //   - UNCLAIMED: the scheduler cannot place it, with a Diego-worded placement error;
 //   - CLAIMED: anything else (pending, pulling, starting, running but not ready yet).
-func toInstance(pod *corev1.Pod, index int32) *opi.Instance {
+func instanceState(pod *corev1.Pod) (state string, since int64, placement string) {
 	created := nanos(pod.CreationTimestamp)
 	if crashed, since := crashState(pod); crashed {
 		if since == 0 {
 			since = created
 		}
-		return &opi.Instance{Index: index, State: opi.InstanceCrashed, Since: since}
+		return opi.InstanceCrashed, since, ""
 	}
 	if ready := podCondition(pod, corev1.PodReady); pod.Status.Phase == corev1.PodRunning &&
 		ready != nil && ready.Status == corev1.ConditionTrue {
@@ -67,18 +60,13 @@ func toInstance(pod *corev1.Pod, index int32) *opi.Instance {
 		if s := appContainerStatus(pod); s != nil && s.State.Running != nil && !s.State.Running.StartedAt.IsZero() {
 			since = nanos(s.State.Running.StartedAt)
 		}
-		return &opi.Instance{Index: index, State: opi.InstanceRunning, Since: since}
+		return opi.InstanceRunning, since, ""
 	}
 	if scheduled := podCondition(pod, corev1.PodScheduled); scheduled != nil &&
 		scheduled.Status == corev1.ConditionFalse && scheduled.Reason == corev1.PodReasonUnschedulable {
-		return &opi.Instance{
-			Index:          index,
-			State:          opi.InstanceUnclaimed,
-			Since:          created,
-			PlacementError: placementError(scheduled.Message),
-		}
+		return opi.InstanceUnclaimed, created, placementError(scheduled.Message)
 	}
-	return &opi.Instance{Index: index, State: opi.InstanceClaimed, Since: created}
+	return opi.InstanceClaimed, created, ""
 }
 
 // crashState reports whether the pod is crashed and since when (0 when unknown).

@@ -6,10 +6,8 @@ import (
 	"time"
 
 	"code.cloudfoundry.org/lager/v3"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/opi-bridge/opi/k8s/kube"
@@ -110,17 +108,11 @@ func (b *Backend) completeServices(ctx context.Context, logger lager.Logger, ser
 	for i := range services {
 		have[services[i].Name] = true
 	}
-	deployments, err := b.factory.Apps().V1().Deployments().Lister().Deployments(b.namespace).List(labels.Everything())
-	if err != nil {
-		logger.Error("list-cached-deployments", err)
-		return
-	}
-	for _, d := range deployments {
-		if have[d.Name] || d.DeletionTimestamp != nil || !d.CreationTimestamp.Time.Before(cutoff) ||
-			d.Labels[LabelGUID] == "" || d.Labels[LabelVersion] == "" {
+	for _, d := range b.cachedDeployments() {
+		if have[d.Name] || d.DeletionTimestamp != nil || !d.CreationTimestamp.Time.Before(cutoff) || d.lrpKey() == "" {
 			continue
 		}
-		lrp := toLRP(d)
+		lrp := d.lrp()
 		if len(lrp.Ports) == 0 {
 			continue
 		}
@@ -137,7 +129,7 @@ func (b *Backend) completeServices(ctx context.Context, logger lager.Logger, ser
 // Deployment when there is one, else whether the object is older than cutoff (and so a
 // leftover to delete). Controlled objects, and objects whose LRP cannot be checked, are
 // neither.
-func (b *Backend) leftover(ctx context.Context, logger lager.Logger, obj metav1.Object, cutoff time.Time) (*appsv1.Deployment, bool) {
+func (b *Backend) leftover(ctx context.Context, logger lager.Logger, obj metav1.Object, cutoff time.Time) (*deploymentRecord, bool) {
 	if metav1.GetControllerOf(obj) != nil || obj.GetDeletionTimestamp() != nil {
 		return nil, false
 	}

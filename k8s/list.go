@@ -2,9 +2,6 @@ package k8s
 
 import (
 	"context"
-	"fmt"
-
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/opi-bridge/opi/opi"
 )
@@ -16,16 +13,13 @@ func (b *Backend) ListLRPs(_ context.Context) ([]*opi.LRP, error) {
 	if err := b.checkSynced(); err != nil {
 		return nil, err
 	}
-	deployments, err := b.factory.Apps().V1().Deployments().Lister().Deployments(b.namespace).List(labels.Everything())
-	if err != nil {
-		return nil, fmt.Errorf("list cached deployments: %w", err)
-	}
+	deployments := b.cachedDeployments()
 	lrps := make([]*opi.LRP, 0, len(deployments))
 	for _, d := range deployments {
-		if d.DeletionTimestamp != nil || d.Labels[LabelGUID] == "" || d.Labels[LabelVersion] == "" {
+		if d.DeletionTimestamp != nil || d.lrpKey() == "" {
 			continue
 		}
-		lrps = append(lrps, toSchedulingLRP(d))
+		lrps = append(lrps, d.schedulingLRP())
 	}
 	sortLRPs(lrps)
 	return lrps, nil

@@ -106,7 +106,7 @@ func (b *Backend) StopInstance(ctx context.Context, id opi.LRPIdentifier, index 
 	if deployment == nil {
 		return notFound(id)
 	}
-	replicas := desiredReplicas(deployment)
+	replicas := deployment.replicas
 	if index < 0 || index >= replicas {
 		if replicas == 0 {
 			return fmt.Errorf("%w: instance index %d out of range: lrp has no instances", opi.ErrInvalid, index)

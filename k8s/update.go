@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 
 	"code.cloudfoundry.org/lager/v3"
-	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -74,36 +73,32 @@ type patchContainer struct {
 // d: d comes from the cache and may lag a concurrent update, and CC's update must land whole
 // (instances and annotation from the same request), never mixed with another. Only an update
 // that changes nothing at all is skipped.
-func updatePatch(d *appsv1.Deployment, update opi.LRPUpdate) ([]byte, bool) {
+func updatePatch(d *deploymentRecord, update opi.LRPUpdate) ([]byte, bool) {
 	var p deploymentPatch
 	changed := false
 	if update.Instances != nil {
 		p.Spec = &patchSpec{Replicas: ptr(*update.Instances)}
-		changed = changed || d.Spec.Replicas == nil || *d.Spec.Replicas != *update.Instances
+		changed = changed || d.replicas != *update.Instances
 	}
-	setAnnotation := func(key, value string) {
+	setAnnotation := func(key, value, current string) {
 		if p.Metadata == nil {
 			p.Metadata = &patchMetadata{Annotations: map[string]string{}}
 		}
 		p.Metadata.Annotations[key] = value
-		if v, ok := d.Annotations[key]; !ok || v != value {
-			changed = true
-		}
+		changed = changed || current != value
 	}
 	if update.Annotation != nil {
-		setAnnotation(AnnotationLastUpdated, *update.Annotation)
+		setAnnotation(AnnotationLastUpdated, *update.Annotation, d.lastUpdated)
 	}
 	if update.Routes != nil {
-		setAnnotation(AnnotationRoutes, routesAnnotation(*update.Routes))
+		setAnnotation(AnnotationRoutes, routesAnnotation(*update.Routes), d.routesJSON)
 	}
 	if update.Image != nil {
 		if p.Spec == nil {
 			p.Spec = &patchSpec{}
 		}
 		p.Spec.Template = &patchTemplate{Spec: patchPodSpec{Containers: []patchContainer{{Name: ContainerName, Image: *update.Image}}}}
-		if c := appContainer(&d.Spec.Template.Spec); c == nil || c.Image != *update.Image {
-			changed = true
-		}
+		changed = changed || d.image != *update.Image
 	}
 	if !changed {
 		return nil, false

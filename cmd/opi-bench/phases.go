@@ -177,6 +177,7 @@ func (e *env) phases(ctx context.Context) error {
 			}
 		}
 		ob := opiBatches[len(opiBatches)-1]
+		res.RSSByApps = append(res.RSSByApps, rssPoint{Apps: warmApps + hi, MB: e.rss.current()})
 		for _, i := range ob.failed {
 			retry = append(retry, apps[lo+i])
 		}

@@ -68,9 +68,15 @@ type results struct {
 	PeakKBPerApp    float64 `json:"rss_peak_kb_per_app"`
 	SteadyKBPerApp  float64 `json:"rss_steady_kb_per_app"`
 	MarginalKBPerAp float64 `json:"rss_peak_minus_idle_kb_per_app"`
-	HeapInuse       float64 `json:"go_heap_inuse_bytes"`
-	HeapAlloc       float64 `json:"go_heap_alloc_bytes"`
-	GoSys           float64 `json:"go_sys_bytes"`
+	// RSSByApps is opi's RSS after each of its desire batches; RSSSlope its least-squares
+	// slope (KB per app, over the batches after the first, which also pays for code first
+	// run); RSSAt10k the peak projected to 10,000 apps with that slope.
+	RSSByApps []rssPoint `json:"rss_by_apps"`
+	RSSSlope  float64    `json:"rss_slope_kb_per_app"`
+	RSSAt10k  float64    `json:"rss_peak_projected_10000_mb"`
+	HeapInuse float64    `json:"go_heap_inuse_bytes"`
+	HeapAlloc float64    `json:"go_heap_alloc_bytes"`
+	GoSys     float64    `json:"go_sys_bytes"`
 
 	Machine machine `json:"machine"`
 }
@@ -118,8 +124,36 @@ func (r *results) finish(cpu0, cpu1 cpuSample) {
 	r.PeakKBPerApp = r.Peak * 1000 / float64(r.N)
 	r.SteadyKBPerApp = r.SteadyRSS * 1000 / float64(r.N)
 	r.MarginalKBPerAp = (r.Peak - r.IdleRSS) * 1000 / float64(r.N)
+	r.RSSSlope = rssSlope(r.RSSByApps)
+	r.RSSAt10k = r.Peak + r.RSSSlope*float64(max(0, targetN-r.N))/1000
 	r.Machine.LoadEnd = loadavg()
 	r.Machine.OthersCPU = othersShare(cpu0, cpu1)
+}
+
+// rssPoint is opi's RSS (MB) with Apps apps desired.
+type rssPoint struct {
+	Apps int     `json:"apps"`
+	MB   float64 `json:"mb"`
+}
+
+// rssSlope is the least-squares slope of RSS over apps, in KB per app, leaving out the first
+// point; 0 with fewer than three points.
+func rssSlope(points []rssPoint) float64 {
+	if len(points) < 3 {
+		return 0
+	}
+	points = points[1:]
+	var sx, sy, sxx, sxy float64
+	for _, p := range points {
+		x, y := float64(p.Apps), p.MB
+		sx, sy, sxx, sxy = sx+x, sy+y, sxx+x*x, sxy+x*y
+	}
+	n := float64(len(points))
+	d := n*sxx - sx*sx
+	if d == 0 {
+		return 0
+	}
+	return (n*sxy - sx*sy) / d * 1000
 }
 
 func met(ok bool) string {
@@ -163,6 +197,8 @@ func (r *results) checks() []check {
 		{"rss", r.Peak <= rssLimit,
 			fmt.Sprintf("opi's peak RSS is %.1f MB = %.1f KB per app (target ≤ %.0f KB per app = %.1f MB at %d apps); its RSS with no app was %.1f MB, the growth %.1f KB per app",
 				r.Peak, r.PeakKBPerApp, targetKBPerApp, rssLimit, r.N, r.IdleRSS, r.MarginalKBPerAp)},
+		{"rss at 10000", r.RSSAt10k <= targetRSSMB,
+			fmt.Sprintf("opi's peak RSS projected to %d apps is %.1f MB (target ≤ %.0f MB): peak %.1f MB at %d apps plus %.2f KB per further app", targetN, r.RSSAt10k, targetRSSMB, r.Peak, r.N, r.RSSSlope)},
 	}
 }
 
@@ -230,6 +266,9 @@ func (r *results) table() string {
 	row("opi RSS with no app", fmt.Sprintf("%.1f MB", r.IdleRSS), "", "")
 	row("**opi peak RSS**", fmt.Sprintf("**%.1f MB = %.1f KB/app** (growth over idle: %.1f KB/app)", r.Peak, r.PeakKBPerApp, r.MarginalKBPerAp),
 		fmt.Sprintf("≤ %.0f KB/app (%.0f MB at %d)", targetKBPerApp, targetRSSMB, targetN), met(c[4].ok))
+	row("opi RSS growth per app (least-squares slope over its desire batches)", fmt.Sprintf("%.2f KB/app", r.RSSSlope), "", "")
+	row("**opi peak RSS projected to 10,000 apps** (peak + slope × the apps to 10,000)", fmt.Sprintf("**%.1f MB**", r.RSSAt10k),
+		fmt.Sprintf("≤ %.0f MB", targetRSSMB), met(c[5].ok))
 	row("opi steady RSS after the reads", fmt.Sprintf("%.1f MB = %.1f KB/app (Go heap in use %.1f MB)", r.SteadyRSS, r.SteadyKBPerApp, r.HeapInuse/1e6), "", "")
 	row("pods of all N apps running, after the last desire", fmt.Sprintf("%.1f s", r.PodsSettle), "", "")
 	row("floor namespace deleted and gone, after the last desire", fmt.Sprintf("%.1f s", r.FloorCleanup), "", "")

@@ -1,0 +1,254 @@
+package k8s
+
+import (
+	"encoding/json"
+	"math"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/opi-bridge/opi/opi"
+)
+
+// The informer caches hold records, not Kubernetes objects: a record keeps only what reads and
+// writes take from the cache, in plain fields rather than the maps, quantities and nested
+// structs of a Deployment or pod. A decoded Deployment or pod is several kilobytes; its record
+// a few hundred bytes, which at thousands of apps is most of opi's memory. Records embed an
+// ObjectMeta with identity, version and timestamps only (no labels or annotations), so the
+// informer's key functions work on them.
+
+// deploymentRecord is an LRP's Deployment as the cache holds it. Shared: do not modify.
+type deploymentRecord struct {
+	metav1.ObjectMeta
+
+	guid, version, appGUID string
+	// replicas is spec.replicas (1 when unset, the API server's default).
+	replicas int32
+
+	// opi's annotations, as written by toDeployment.
+	processType, appName, spaceGUID, spaceName, orgGUID, orgName string
+	lastUpdated, routesJSON, healthCheckJSON                     string
+
+	// The app container's image, command (as written: $ escaped), ports and resources.
+	image            string
+	command          []string
+	ports            []int32
+	memoryMB, diskMB int64
+	cpuWeight        int32
+	hasCPU           bool
+	// userAnnotations are the pod template's annotations (CC's user-defined annotations).
+	userAnnotations map[string]string
+}
+
+// recordDeployment is the Deployment informer's transform. Anything not a Deployment (a record
+// already, a tombstone) passes unchanged.
+func recordDeployment(obj any) (any, error) {
+	d, ok := obj.(*appsv1.Deployment)
+	if !ok {
+		return obj, nil
+	}
+	return deploymentRecordOf(d), nil
+}
+
+func deploymentRecordOf(d *appsv1.Deployment) *deploymentRecord {
+	labels, ann := d.Labels, d.Annotations
+	r := &deploymentRecord{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              d.Name,
+			Namespace:         d.Namespace,
+			UID:               d.UID,
+			ResourceVersion:   d.ResourceVersion,
+			Generation:        d.Generation,
+			CreationTimestamp: d.CreationTimestamp,
+			DeletionTimestamp: d.DeletionTimestamp,
+		},
+		guid:            labels[LabelGUID],
+		version:         labels[LabelVersion],
+		appGUID:         labels[LabelAppGUID],
+		replicas:        1,
+		processType:     ann[AnnotationProcessType],
+		appName:         ann[AnnotationAppName],
+		spaceGUID:       ann[AnnotationSpaceGUID],
+		spaceName:       ann[AnnotationSpaceName],
+		orgGUID:         ann[AnnotationOrgGUID],
+		orgName:         ann[AnnotationOrgName],
+		lastUpdated:     ann[AnnotationLastUpdated],
+		routesJSON:      ann[AnnotationRoutes],
+		healthCheckJSON: ann[AnnotationHealthCheck],
+		userAnnotations: d.Spec.Template.Annotations,
+	}
+	if r.processType == "" {
+		r.processType = labels[LabelProcessType]
+	}
+	if d.Spec.Replicas != nil {
+		r.replicas = *d.Spec.Replicas
+	}
+	if len(r.userAnnotations) == 0 {
+		r.userAnnotations = nil
+	}
+	if c := appContainer(&d.Spec.Template.Spec); c != nil {
+		r.image = c.Image
+		r.command = c.Command
+		if len(c.Ports) > 0 {
+			r.ports = make([]int32, len(c.Ports))
+			for i, p := range c.Ports {
+				r.ports[i] = p.ContainerPort
+			}
+		}
+		const mi = 1024 * 1024
+		if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
+			r.memoryMB = q.Value() / mi
+		}
+		if q, ok := c.Resources.Limits[corev1.ResourceEphemeralStorage]; ok {
+			r.diskMB = q.Value() / mi
+		}
+		if q, ok := c.Resources.Requests[corev1.ResourceCPU]; ok {
+			// Inverse of resources(); weights below 1 read back as 1 (the 10m floor).
+			r.cpuWeight = int32(min(q.MilliValue()/10, math.MaxInt32))
+			r.hasCPU = true
+		}
+	}
+	return r
+}
+
+func (r *deploymentRecord) id() opi.LRPIdentifier {
+	return opi.LRPIdentifier{GUID: r.guid, Version: r.version}
+}
+
+// lrpKey is the record's key in the lrp index ("" when it lacks opi's labels).
+func (r *deploymentRecord) lrpKey() string {
+	if r.guid == "" || r.version == "" {
+		return ""
+	}
+	return lrpIndexKey(r.id())
+}
+
+// asDeployment is the record as a Deployment with its identity, version and opi's guid and
+// version labels: what a write needs of an existing Deployment (owner references, the same-LRP
+// check).
+func (r *deploymentRecord) asDeployment() *appsv1.Deployment {
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              r.Name,
+			Namespace:         r.Namespace,
+			UID:               r.UID,
+			ResourceVersion:   r.ResourceVersion,
+			Generation:        r.Generation,
+			CreationTimestamp: r.CreationTimestamp,
+			DeletionTimestamp: r.DeletionTimestamp,
+			Labels:            map[string]string{LabelGUID: r.guid, LabelVersion: r.version},
+		},
+		Spec: appsv1.DeploymentSpec{Replicas: &r.replicas},
+	}
+}
+
+// lrp recovers the LRP from its Deployment. Env and registry credentials are not read back.
+func (r *deploymentRecord) lrp() *opi.LRP {
+	lrp := &opi.LRP{
+		LRPIdentifier:    r.id(),
+		ProcessType:      r.processType,
+		AppGUID:          r.appGUID,
+		AppName:          r.appName,
+		SpaceGUID:        r.spaceGUID,
+		SpaceName:        r.spaceName,
+		OrganizationGUID: r.orgGUID,
+		OrganizationName: r.orgName,
+		LastUpdated:      r.lastUpdated,
+		ModificationTag:  opi.ModificationTag{Epoch: string(r.UID), Index: r.Generation},
+		Instances:        r.replicas,
+		Image:            r.image,
+		Command:          unescapeCommand(r.command),
+		MemoryMB:         r.memoryMB,
+		DiskMB:           r.diskMB,
+		CPUWeight:        r.cpuWeight,
+	}
+	if len(r.ports) > 0 {
+		lrp.Ports = append([]int32(nil), r.ports...)
+	}
+	var routes []routeJSON
+	if err := json.Unmarshal([]byte(r.routesJSON), &routes); err == nil {
+		for _, rt := range routes {
+			lrp.Routes = append(lrp.Routes, opi.Route{Hostname: rt.Hostname, Port: rt.Port})
+		}
+	}
+	var health healthCheckJSON
+	if err := json.Unmarshal([]byte(r.healthCheckJSON), &health); err == nil {
+		lrp.Health = opi.HealthCheck{
+			Type:           health.Type,
+			Endpoint:       health.Endpoint,
+			TimeoutMs:      health.TimeoutMs,
+			StartTimeoutMs: health.StartTimeoutMs,
+		}
+	}
+	if len(r.userAnnotations) > 0 {
+		lrp.UserDefinedAnnotations = make(map[string]string, len(r.userAnnotations))
+		for k, v := range r.userAnnotations {
+			lrp.UserDefinedAnnotations[k] = v
+		}
+	}
+	return lrp
+}
+
+// schedulingLRP is only what a list carries: identity, app guid, instances, memory and disk,
+// LastUpdated and the modification tag. CC lists every app every 30 seconds; parsing routes and
+// health checks of thousands of apps for it would be waste.
+func (r *deploymentRecord) schedulingLRP() *opi.LRP {
+	return &opi.LRP{
+		LRPIdentifier:   r.id(),
+		AppGUID:         r.appGUID,
+		LastUpdated:     r.lastUpdated,
+		ModificationTag: opi.ModificationTag{Epoch: string(r.UID), Index: r.Generation},
+		Instances:       r.replicas,
+		MemoryMB:        r.memoryMB,
+		DiskMB:          r.diskMB,
+	}
+}
+
+// podRecord is a pod of an LRP as the cache holds it: its identity, its creation and deletion
+// times (which rank it), and the Diego instance state it reports, worked out when the pod
+// changes rather than on every read. Shared: do not modify.
+type podRecord struct {
+	metav1.ObjectMeta
+
+	guid, version  string
+	state          string
+	since          int64
+	placementError string
+}
+
+// recordPod is the pod informer's transform.
+func recordPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	state, since, placement := instanceState(p)
+	return &podRecord{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              p.Name,
+			Namespace:         p.Namespace,
+			UID:               p.UID,
+			ResourceVersion:   p.ResourceVersion,
+			CreationTimestamp: p.CreationTimestamp,
+			DeletionTimestamp: p.DeletionTimestamp,
+		},
+		guid:           p.Labels[LabelGUID],
+		version:        p.Labels[LabelVersion],
+		state:          state,
+		since:          since,
+		placementError: placement,
+	}, nil
+}
+
+func (r *podRecord) lrpKey() string {
+	if r.guid == "" || r.version == "" {
+		return ""
+	}
+	return lrpIndexKey(opi.LRPIdentifier{GUID: r.guid, Version: r.version})
+}
+
+// instance is the pod's report at index.
+func (r *podRecord) instance(index int32) *opi.Instance {
+	return &opi.Instance{Index: index, State: r.state, Since: r.since, PlacementError: r.placementError}
+}
