@@ -48,66 +48,74 @@ func (b *Backend) Sweep(ctx context.Context) {
 	selector := metav1.ListOptions{LabelSelector: LabelSourceType + "=" + SourceTypeApp}
 	cutoff := time.Now().Add(-b.janitorGrace)
 
+	// Page by page: a sweep of thousands of apps never holds every Secret (env values
+	// included) at once.
 	secrets := b.client.CoreV1().Secrets(b.namespace)
-	secretList, err := secrets.List(ctx, selector)
+	err := kube.ListPages(ctx, selector, secrets.List, func(page *corev1.SecretList) error {
+		for i := range page.Items {
+			b.sweepSecret(ctx, logger, &page.Items[i], cutoff)
+		}
+		return nil
+	})
 	if err != nil {
 		logger.Error("list-secrets", err)
-	} else {
-		for i := range secretList.Items {
-			s := &secretList.Items[i]
-			deployment, stale := b.leftover(ctx, logger, s, cutoff)
-			switch {
-			case deployment != nil && (s.Name == envSecretName(deployment.Name) || s.Name == registrySecretName(deployment.Name)):
-				// Adopted only if the Deployment is still live and the Secret unchanged since the
-				// list: a desire in flight may be owning it meanwhile.
-				if live, err := b.liveCheck(deployment)(ctx); err != nil || !live {
-					continue
-				}
-				if _, err := kube.SetOwner(ctx, secrets, s.Name, s.ResourceVersion, kube.ControllerRef(deployment, "apps/v1", "Deployment")); err != nil {
-					logger.Error("adopt-secret", err, lager.Data{"secret": s.Name})
-					continue
-				}
-				logger.Info("adopted-secret", lager.Data{"secret": s.Name, "deployment": deployment.Name})
-			case stale:
-				err := secrets.Delete(ctx, s.Name, kube.Unchanged(s))
-				if err != nil && !goneOrChanged(err) {
-					logger.Error("delete-secret", err, lager.Data{"secret": s.Name})
-					continue
-				}
-				logger.Info("deleted-leftover-secret", lager.Data{"secret": s.Name})
-			}
-		}
 	}
 
 	services := b.client.CoreV1().Services(b.namespace)
-	serviceList, err := services.List(ctx, selector)
+	have := map[string]bool{}
+	err = kube.ListPages(ctx, selector, services.List, func(page *corev1.ServiceList) error {
+		for i := range page.Items {
+			s := &page.Items[i]
+			have[s.Name] = true
+			if _, stale := b.leftover(ctx, logger, s, cutoff); !stale {
+				continue
+			}
+			err := services.Delete(ctx, s.Name, kube.Unchanged(s))
+			if err != nil && !goneOrChanged(err) {
+				logger.Error("delete-service", err, lager.Data{"service": s.Name})
+				continue
+			}
+			logger.Info("deleted-leftover-service", lager.Data{"service": s.Name})
+		}
+		return nil
+	})
 	if err != nil {
 		logger.Error("list-services", err)
 		return
 	}
-	for i := range serviceList.Items {
-		s := &serviceList.Items[i]
-		if _, stale := b.leftover(ctx, logger, s, cutoff); !stale {
-			continue
+	b.completeServices(ctx, logger, have, cutoff)
+}
+
+// sweepSecret gives an unowned Secret of a running LRP its Deployment, or deletes a leftover.
+func (b *Backend) sweepSecret(ctx context.Context, logger lager.Logger, s *corev1.Secret, cutoff time.Time) {
+	secrets := b.client.CoreV1().Secrets(b.namespace)
+	deployment, stale := b.leftover(ctx, logger, s, cutoff)
+	switch {
+	case deployment != nil && (s.Name == envSecretName(deployment.Name) || s.Name == registrySecretName(deployment.Name)):
+		// Adopted only if the Deployment is still live and the Secret unchanged since the
+		// list: a desire in flight may be owning it meanwhile.
+		if live, err := b.liveCheck(deployment)(ctx); err != nil || !live {
+			return
 		}
-		err := services.Delete(ctx, s.Name, kube.Unchanged(s))
+		if _, err := kube.SetOwner(ctx, secrets, s.Name, s.ResourceVersion, kube.ControllerRef(deployment, "apps/v1", "Deployment")); err != nil {
+			logger.Error("adopt-secret", err, lager.Data{"secret": s.Name})
+			return
+		}
+		logger.Info("adopted-secret", lager.Data{"secret": s.Name, "deployment": deployment.Name})
+	case stale:
+		err := secrets.Delete(ctx, s.Name, kube.Unchanged(s))
 		if err != nil && !goneOrChanged(err) {
-			logger.Error("delete-service", err, lager.Data{"service": s.Name})
-			continue
+			logger.Error("delete-secret", err, lager.Data{"secret": s.Name})
+			return
 		}
-		logger.Info("deleted-leftover-service", lager.Data{"service": s.Name})
+		logger.Info("deleted-leftover-secret", lager.Data{"secret": s.Name})
 	}
-	b.completeServices(ctx, logger, serviceList.Items, cutoff)
 }
 
 // completeServices creates the Service of every Deployment with ports, older than cutoff,
 // that has none (opi killed between creating the Deployment and its Service: CC lists the LRP,
-// so it never desires it again). services are the namespace's opi Services.
-func (b *Backend) completeServices(ctx context.Context, logger lager.Logger, services []corev1.Service, cutoff time.Time) {
-	have := make(map[string]bool, len(services))
-	for i := range services {
-		have[services[i].Name] = true
-	}
+// so it never desires it again). have names the namespace's opi Services.
+func (b *Backend) completeServices(ctx context.Context, logger lager.Logger, have map[string]bool, cutoff time.Time) {
 	for _, d := range b.cachedDeployments() {
 		if have[d.Name] || d.DeletionTimestamp != nil || !d.CreationTimestamp.Time.Before(cutoff) || d.lrpKey() == "" {
 			continue
