@@ -91,7 +91,9 @@ func (b *Backend) sweepSecret(ctx context.Context, logger lager.Logger, s *corev
 	secrets := b.client.CoreV1().Secrets(b.namespace)
 	deployment, stale := b.leftover(ctx, logger, s, cutoff)
 	switch {
-	case deployment != nil && (s.Name == envSecretName(deployment.Name) || s.Name == registrySecretName(deployment.Name)):
+	case deployment != nil && s.CreationTimestamp.Time.Before(cutoff) &&
+		(s.Name == envSecretName(deployment.Name) || s.Name == registrySecretName(deployment.Name)):
+		// Only past the grace: a younger one is a desire's in flight, which owns it itself.
 		// Adopted only if the Deployment is still live and the Secret unchanged since the
 		// list: a desire in flight may be owning it meanwhile.
 		if live, err := b.liveCheck(deployment)(ctx); err != nil || !live {

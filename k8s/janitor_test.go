@@ -151,6 +151,23 @@ var _ = Describe("The janitor", func() {
 			Expect(metav1.IsControlledBy(getSecret(client, name+"-env"), getDeployment(client, name))).To(BeTrue())
 		})
 
+		It("leaves a young unowned Secret of a running LRP to the desire in flight that owns it", func() {
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			secret := getSecret(client, name+"-env")
+			secret.OwnerReferences = nil
+			secret.CreationTimestamp = metav1.Now()
+			_, err := client.CoreV1().Secrets(namespace).Update(ctx, secret, metav1.UpdateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			before := len(client.Actions())
+
+			backend.Sweep(ctx)
+			Expect(getSecret(client, name+"-env").OwnerReferences).To(BeEmpty())
+			for _, a := range client.Actions()[before:] {
+				Expect(a.GetVerb()).To(BeElementOf("list", "watch", "get"))
+				Expect(a.GetResource().Resource).NotTo(Equal("deployments"), "no liveness check either")
+			}
+		})
+
 		It("creates the missing Service of a Deployment older than the grace, owned by it", func() {
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 			want := getService(client, name)
