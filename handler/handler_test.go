@@ -152,6 +152,25 @@ var _ = Describe("Handler", func() {
 				"guid":"` + guid + `","version":"` + version + `"}]}`))
 		})
 
+		It("streams a list larger than its buffer as the response model encodes it", func() {
+			infos := make([]models.DesiredLRPSchedulingInfo, 500) // ~100 KB encoded, over the 32 KB buffer
+			for i := range infos {
+				infos[i] = models.DesiredLRPSchedulingInfo{
+					DesiredLRPKey:   models.DesiredLRPKey{ProcessGUID: fmt.Sprintf("%s-%d", processGUID, i), Domain: "cf-apps"},
+					Annotation:      `quote " and <tag> & ` + fmt.Sprint(i),
+					Instances:       int32(i),
+					ModificationTag: models.ModificationTag{Epoch: "e", Index: int64(i)},
+				}
+			}
+			bifrost.ListReturns(infos, nil)
+			want, err := json.Marshal(models.DesiredLRPSchedulingInfosResponse{DesiredLRPSchedulingInfos: infos})
+			Expect(err).NotTo(HaveOccurred())
+			status, body := do("GET", "/apps", "")
+			Expect(status).To(Equal(http.StatusOK))
+			Expect(len(body)).To(BeNumerically(">", 64<<10))
+			Expect(body).To(MatchJSON(want))
+		})
+
 		It("answers 503 when the backend is unreachable", func() {
 			bifrost.ListReturns(nil, fmt.Errorf("list: %w", opi.ErrUnavailable))
 			status, body := do("GET", "/apps", "")

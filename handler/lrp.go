@@ -90,10 +90,7 @@ func (h *lrpHandler) list(w http.ResponseWriter, r *http.Request, _ httprouter.P
 		fail(w, logger, "list", err)
 		return
 	}
-	if infos == nil {
-		infos = []models.DesiredLRPSchedulingInfo{}
-	}
-	writeJSON(w, http.StatusOK, models.DesiredLRPSchedulingInfosResponse{DesiredLRPSchedulingInfos: infos})
+	writeList(w, infos)
 }
 
 func (h *lrpHandler) get(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {

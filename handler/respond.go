@@ -1,12 +1,14 @@
 package handler
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 
+	"github.com/opi-bridge/opi/models"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -45,6 +47,28 @@ func writeJSON(w http.ResponseWriter, status int, body any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(body)
+}
+
+// writeList streams GET /apps's body item by item through a small buffer, instead of encoding
+// the whole list first: at thousands of apps the encoded list is megabytes, which concurrent
+// calls would each hold (and grow by doubling) at once. The bytes are those of
+// models.DesiredLRPSchedulingInfosResponse, with a newline after each item.
+func writeList(w http.ResponseWriter, infos []models.DesiredLRPSchedulingInfo) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 32<<10)
+	enc := json.NewEncoder(bw)
+	_, _ = bw.WriteString(`{"` + models.SchedulingInfosKey + `":[`)
+	for i := range infos {
+		if i > 0 {
+			_ = bw.WriteByte(',')
+		}
+		if err := enc.Encode(&infos[i]); err != nil {
+			return // the client sees a truncated body; these structs always encode
+		}
+	}
+	_, _ = bw.WriteString("]}\n")
+	_ = bw.Flush()
 }
 
 func writeError(w http.ResponseWriter, status int, message string) {

@@ -117,6 +117,9 @@ type DesiredLRPSchedulingInfo struct {
 	Version            string             `json:"version"`
 }
 
+// SchedulingInfosKey is the key of DesiredLRPSchedulingInfosResponse's list.
+const SchedulingInfosKey = "desired_lrp_scheduling_infos"
+
 // DesiredLRPSchedulingInfosResponse is the body of GET /apps. The list is never null.
 type DesiredLRPSchedulingInfosResponse struct {
 	DesiredLRPSchedulingInfos []DesiredLRPSchedulingInfo `json:"desired_lrp_scheduling_infos"`
