@@ -57,6 +57,8 @@ type Backend struct {
 
 	started atomic.Bool
 	synced  atomic.Bool
+
+	list listCache
 }
 
 var _ opi.LRPBackend = (*Backend)(nil)

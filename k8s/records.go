@@ -3,6 +3,7 @@ package k8s
 import (
 	"encoding/json"
 	"math"
+	"sync/atomic"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +22,9 @@ import (
 // deploymentRecord is an LRP's Deployment as the cache holds it. Shared: do not modify.
 type deploymentRecord struct {
 	metav1.ObjectMeta
+	// seq numbers records in the order they were made: a new one for every version of a
+	// Deployment the cache sees, so that ListLRPs can tell whether anything changed.
+	seq uint64
 
 	guid, version, appGUID string
 	// replicas is spec.replicas (1 when unset, the API server's default).
@@ -41,6 +45,9 @@ type deploymentRecord struct {
 	userAnnotations map[string]string
 }
 
+// recordSeq numbers deployment records.
+var recordSeq atomic.Uint64
+
 // recordDeployment is the Deployment informer's transform. Anything not a Deployment (a record
 // already, a tombstone) passes unchanged.
 func recordDeployment(obj any) (any, error) {
@@ -54,6 +61,7 @@ func recordDeployment(obj any) (any, error) {
 func deploymentRecordOf(d *appsv1.Deployment) *deploymentRecord {
 	labels, ann := d.Labels, d.Annotations
 	r := &deploymentRecord{
+		seq: recordSeq.Add(1),
 		ObjectMeta: metav1.ObjectMeta{
 			Name:              d.Name,
 			Namespace:         d.Namespace,

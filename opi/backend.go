@@ -48,7 +48,8 @@ type LRPStopper interface {
 type LRPReader interface {
 	// ListLRPs returns every LRP being run (never those being stopped) with its scheduling
 	// fields only: identity, AppGUID, Instances, MemoryMB, DiskMB, LastUpdated and
-	// ModificationTag, as Diego's scheduling infos. GetLRP returns the rest.
+	// ModificationTag, as Diego's scheduling infos. GetLRP returns the rest. The LRPs may be
+	// shared with other calls: callers must not modify them.
 	ListLRPs(ctx context.Context) ([]*LRP, error)
 	// GetLRP returns ErrNotFound for an absent LRP.
 	GetLRP(ctx context.Context, id LRPIdentifier) (*LRP, error)

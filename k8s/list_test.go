@@ -1,0 +1,90 @@
+package k8s_test
+
+import (
+	"context"
+	"fmt"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/opi"
+)
+
+var _ = Describe("ListLRPs", func() {
+	var (
+		ctx     context.Context
+		client  *fake.Clientset
+		backend *k8s.Backend
+		lrps    []*opi.LRP
+	)
+
+	BeforeEach(func() {
+		ctx = context.Background()
+		client = newClient()
+		backend = startBackend(client)
+		lrps = nil
+		for i := range 3 {
+			lrp := sampleLRP()
+			lrp.GUID = fmt.Sprintf("%08d-0d35-4ad7-a6d3-2c0ef0d3bb2a", i)
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			lrps = append(lrps, lrp)
+		}
+	})
+
+	list := func() []*opi.LRP {
+		got, err := backend.ListLRPs(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		return got
+	}
+	instances := func(got []*opi.LRP) []int32 {
+		var out []int32
+		for _, l := range got {
+			out = append(out, l.Instances)
+		}
+		return out
+	}
+
+	It("lists in guid order and reuses the list while nothing changed", func() {
+		first := list()
+		Expect(first).To(HaveLen(3))
+		Expect(first[0].GUID < first[1].GUID && first[1].GUID < first[2].GUID).To(BeTrue())
+		second := list()
+		Expect(second).To(HaveLen(3))
+		for i := range first {
+			Expect(second[i]).To(BeIdenticalTo(first[i]))
+		}
+	})
+
+	It("builds it again after an update, a desire and a stop", func() {
+		Expect(instances(list())).To(Equal([]int32{2, 2, 2}))
+
+		Expect(backend.UpdateLRP(ctx, lrps[1].LRPIdentifier, opi.LRPUpdate{Instances: ptrTo(int32(5))})).To(Succeed())
+		Expect(instances(list())).To(Equal([]int32{2, 5, 2}))
+
+		Expect(backend.UpdateLRP(ctx, lrps[2].LRPIdentifier, opi.LRPUpdate{Annotation: ptrTo("2.0")})).To(Succeed())
+		Expect(list()[2].LastUpdated).To(Equal("2.0"))
+
+		extra := sampleLRP()
+		extra.GUID = "00000009-0d35-4ad7-a6d3-2c0ef0d3bb2a"
+		Expect(backend.DesireLRP(ctx, extra)).To(Succeed())
+		Expect(list()).To(HaveLen(4))
+
+		Expect(backend.StopLRP(ctx, lrps[0].LRPIdentifier)).To(Succeed())
+		got := list()
+		Expect(got).To(HaveLen(3))
+		Expect(got[0].GUID).NotTo(Equal(lrps[0].GUID))
+	})
+
+	It("drops a Deployment being deleted at once", func() {
+		list()
+		d := getDeployment(client, k8s.DeploymentName(lrps[0]))
+		now := metav1.Now()
+		d.DeletionTimestamp = &now
+		_, err := client.AppsV1().Deployments(namespace).Update(ctx, d, metav1.UpdateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() int { return len(list()) }).Should(Equal(2))
+	})
+})
