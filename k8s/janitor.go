@@ -70,12 +70,9 @@ func (b *Backend) Sweep(ctx context.Context) {
 			if _, stale := b.leftover(ctx, logger, s, cutoff); !stale {
 				continue
 			}
-			err := services.Delete(ctx, s.Name, kube.Unchanged(s))
-			if err != nil && !goneOrChanged(err) {
-				logger.Error("delete-service", err, lager.Data{"service": s.Name})
-				continue
+			if deleteAsListed(ctx, logger, services.Delete, s, "delete-service") {
+				logger.Info("deleted-leftover-service", lager.Data{"service": s.Name})
 			}
-			logger.Info("deleted-leftover-service", lager.Data{"service": s.Name})
 		}
 		return nil
 	})
@@ -105,12 +102,9 @@ func (b *Backend) sweepSecret(ctx context.Context, logger lager.Logger, s *corev
 		}
 		logger.Info("adopted-secret", lager.Data{"secret": s.Name, "deployment": deployment.Name})
 	case stale:
-		err := secrets.Delete(ctx, s.Name, kube.Unchanged(s))
-		if err != nil && !goneOrChanged(err) {
-			logger.Error("delete-secret", err, lager.Data{"secret": s.Name})
-			return
+		if deleteAsListed(ctx, logger, secrets.Delete, s, "delete-secret") {
+			logger.Info("deleted-leftover-secret", lager.Data{"secret": s.Name})
 		}
-		logger.Info("deleted-leftover-secret", lager.Data{"secret": s.Name})
 	}
 }
 

@@ -22,11 +22,12 @@ import (
 // deploymentRecord is an LRP's Deployment as the cache holds it. Shared: do not modify.
 type deploymentRecord struct {
 	metav1.ObjectMeta
+	lrpRef
 	// seq numbers records in the order they were made: a new one for every version of a
 	// Deployment the cache sees, so that ListLRPs can tell whether anything changed.
 	seq uint64
 
-	guid, version, appGUID string
+	appGUID string
 	// replicas is spec.replicas (1 when unset, the API server's default).
 	replicas int32
 
@@ -71,8 +72,7 @@ func deploymentRecordOf(d *appsv1.Deployment) *deploymentRecord {
 			CreationTimestamp: d.CreationTimestamp,
 			DeletionTimestamp: d.DeletionTimestamp,
 		},
-		guid:            labels[LabelGUID],
-		version:         labels[LabelVersion],
+		lrpRef:          lrpRefOf(labels),
 		appGUID:         labels[LabelAppGUID],
 		replicas:        1,
 		processType:     ann[AnnotationProcessType],
@@ -120,16 +120,25 @@ func deploymentRecordOf(d *appsv1.Deployment) *deploymentRecord {
 	return r
 }
 
-func (r *deploymentRecord) id() opi.LRPIdentifier {
-	return opi.LRPIdentifier{GUID: r.guid, Version: r.version}
+// lrpRef is opi's guid and version labels of a Deployment or pod, which the lrp index keys.
+type lrpRef struct {
+	guid, version string
 }
 
-// lrpKey is the record's key in the lrp index ("" when it lacks opi's labels).
-func (r *deploymentRecord) lrpKey() string {
-	if r.guid == "" || r.version == "" {
+func lrpRefOf(labels map[string]string) lrpRef {
+	return lrpRef{guid: labels[LabelGUID], version: labels[LabelVersion]}
+}
+
+func (l lrpRef) id() opi.LRPIdentifier {
+	return opi.LRPIdentifier{GUID: l.guid, Version: l.version}
+}
+
+// lrpKey is the key in the lrp index ("" without opi's labels).
+func (l lrpRef) lrpKey() string {
+	if l.guid == "" || l.version == "" {
 		return ""
 	}
-	return lrpIndexKey(r.id())
+	return lrpIndexKey(l.id())
 }
 
 // asDeployment is the record as a Deployment with its identity, version and opi's guid and
@@ -218,8 +227,8 @@ func (r *deploymentRecord) schedulingLRP() *opi.LRP {
 // changes rather than on every read. Shared: do not modify.
 type podRecord struct {
 	metav1.ObjectMeta
+	lrpRef
 
-	guid, version  string
 	state          string
 	since          int64
 	placementError string
@@ -241,19 +250,11 @@ func recordPod(obj any) (any, error) {
 			CreationTimestamp: p.CreationTimestamp,
 			DeletionTimestamp: p.DeletionTimestamp,
 		},
-		guid:           p.Labels[LabelGUID],
-		version:        p.Labels[LabelVersion],
+		lrpRef:         lrpRefOf(p.Labels),
 		state:          state,
 		since:          since,
 		placementError: placement,
 	}, nil
-}
-
-func (r *podRecord) lrpKey() string {
-	if r.guid == "" || r.version == "" {
-		return ""
-	}
-	return lrpIndexKey(opi.LRPIdentifier{GUID: r.guid, Version: r.version})
 }
 
 // instance is the pod's report at index.

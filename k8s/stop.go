@@ -53,13 +53,8 @@ func (b *Backend) deleteUnowned(ctx context.Context, logger lager.Logger, id opi
 		logger.Error("list-secrets", err)
 	} else {
 		for i := range list.Items {
-			s := &list.Items[i]
-			if metav1.GetControllerOf(s) != nil {
-				continue
-			}
-			// Only as listed: a desire may have given it its new Deployment since.
-			if err := secrets.Delete(ctx, s.Name, kube.Unchanged(s)); err != nil && !goneOrChanged(err) {
-				logger.Error("delete-unowned-secret", err, lager.Data{"secret": s.Name})
+			if metav1.GetControllerOf(&list.Items[i]) == nil {
+				deleteAsListed(ctx, logger, secrets.Delete, &list.Items[i], "delete-unowned-secret")
 			}
 		}
 	}
@@ -68,15 +63,23 @@ func (b *Backend) deleteUnowned(ctx context.Context, logger lager.Logger, id opi
 		logger.Error("list-services", err)
 	} else {
 		for i := range list.Items {
-			s := &list.Items[i]
-			if metav1.GetControllerOf(s) != nil {
-				continue
-			}
-			if err := services.Delete(ctx, s.Name, kube.Unchanged(s)); err != nil && !goneOrChanged(err) {
-				logger.Error("delete-unowned-service", err, lager.Data{"service": s.Name})
+			if metav1.GetControllerOf(&list.Items[i]) == nil {
+				deleteAsListed(ctx, logger, services.Delete, &list.Items[i], "delete-unowned-service")
 			}
 		}
 	}
+}
+
+// deleteAsListed deletes obj only if it is unchanged since it was listed (a desire may have
+// given it a Deployment since), and says whether it is gone. A failure other than "gone or
+// changed meanwhile" is logged as action.
+func deleteAsListed(ctx context.Context, logger lager.Logger, del func(context.Context, string, metav1.DeleteOptions) error, obj metav1.Object, action string) bool {
+	err := del(ctx, obj.GetName(), kube.Unchanged(obj))
+	if err != nil && !goneOrChanged(err) {
+		logger.Error(action, err, lager.Data{"object": obj.GetName()})
+		return false
+	}
+	return true
 }
 
 // goneOrChanged says a conditional delete found its object deleted or changed meanwhile.

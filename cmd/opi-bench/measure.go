@@ -136,18 +136,6 @@ func label(key, name string) string {
 	return v
 }
 
-// nonWatch sums the requests that are not watches: informers' long-running watches may
-// reconnect at any time and are not caused by the calls measured.
-func nonWatch(d map[string]float64) float64 {
-	total := 0.0
-	for k, v := range d {
-		if !strings.HasPrefix(k, "watch ") {
-			total += v
-		}
-	}
-	return total
-}
-
 // byVerb keeps the non-watch requests, as integers.
 func byVerb(d map[string]float64) map[string]int {
 	out := map[string]int{}

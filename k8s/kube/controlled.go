@@ -96,16 +96,10 @@ func EnsureControlled[T interface {
 				return ErrSuperseded
 			}
 			err = c.Delete(ctx, name, Unchanged(current))
-			switch Classify(err) {
-			case KindOther:
-				if err == nil {
-					absent = true
-					continue
-				}
-				return err
-			case KindNotFound:
+			switch {
+			case err == nil || Classify(err) == KindNotFound:
 				absent = true
-			case KindConflict: // replaced meanwhile: look again
+			case Classify(err) == KindConflict: // replaced meanwhile: look again
 			default:
 				return err
 			}
