@@ -2,9 +2,11 @@ package localkube
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"runtime"
@@ -227,4 +229,35 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 		p.partial = p.partial[i+1:]
 	}
 	return len(b), nil
+}
+
+// WaitHTTP polls url every 200 ms until it answers 200 OK. It fails when the process exits
+// first, when ctx ends or when timeout passes, saying which and the last answer.
+func (p *Process) WaitHTTP(ctx context.Context, url string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	client := &http.Client{Timeout: 2 * time.Second}
+	last := "no answer"
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		if resp, err := client.Do(req); err != nil {
+			last = err.Error()
+		} else {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = resp.Status
+		}
+		select {
+		case <-p.Done():
+			return fmt.Errorf("the process exited (%v)", p.Err())
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last answer: %s)", ctx.Err(), last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }

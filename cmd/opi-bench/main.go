@@ -203,7 +203,7 @@ func run(ctx context.Context, cfg config) (err error) {
 	}
 
 	res.Peak = e.rss.peak()
-	cpu1 := readCPU(append(cluster.PIDs(), opi.Pid(), os.Getpid()))
+	cpu1 := readCPU(e.ourPIDs())
 	res.Elapsed = time.Since(benchStart).Seconds()
 	res.finish(cpu0, cpu1)
 

@@ -196,7 +196,6 @@ func (e *env) phases(ctx context.Context) error {
 	res.Floor, res.Desire = merge(floorBatches), merge(opiBatches)
 	res.FloorSteps = stepPercentiles(floorSteps)
 	res.FloorOthersCPU, res.DesireOthersCPU = floorCPU.share(), opiCPU.share()
-	res.DesireRatio = ratio(res.Desire.Throughput, res.Floor.Throughput)
 	m3, err := e.scrape(ctx)
 	if err != nil {
 		return err
@@ -333,23 +332,10 @@ func (e *env) client(protobuf bool) (kubernetes.Interface, error) {
 }
 
 func (e *env) waitOpiReady(ctx context.Context) error {
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		_, code, err := e.get(ctx, "/readyz")
-		if err == nil && code == http.StatusOK {
-			return nil
-		}
-		select {
-		case <-e.opi.Done():
-			return fmt.Errorf("opi exited before it was ready (%v); see %s/opi.log", e.opi.Err(), e.workDir)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("opi not ready after 2 minutes (last: %d %v); see %s/opi.log", code, err, e.workDir)
-		}
+	if err := e.opi.WaitHTTP(ctx, e.opiURL+"/readyz", 2*time.Minute); err != nil {
+		return fmt.Errorf("opi not ready: %w; see %s/opi.log", err, e.workDir)
 	}
+	return nil
 }
 
 // call sends a request as CC does: a JSON body without a JSON Content-Type.
@@ -824,18 +810,11 @@ func countPods(ctx context.Context, c kubernetes.Interface, ns string) (int, err
 	}
 	// No count from the server: page through.
 	n := 0
-	opts := metav1.ListOptions{Limit: 500}
-	for {
-		page, err := c.CoreV1().Pods(ns).List(ctx, opts)
-		if err != nil {
-			return 0, err
-		}
+	err = kube.ListPages(ctx, metav1.ListOptions{}, c.CoreV1().Pods(ns).List, func(page *corev1.PodList) error {
 		n += len(page.Items)
-		if page.Continue == "" {
-			return n, nil
-		}
-		opts.Continue = page.Continue
-	}
+		return nil
+	})
+	return n, err
 }
 
 // deleteNamespace deletes ns and waits until it (and so everything in it) is gone.

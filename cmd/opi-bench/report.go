@@ -320,11 +320,9 @@ func record(path string, r *results, table, line string) error {
 		m.CPUs, m.CPUModel, m.MemoryGiB, m.Go, m.Kubernetes, m.Kwok, m.LoadStart, m.LoadEnd, r.CtrlQPS, r.CtrlBurst, r.KubeQPS, r.KubeBurst, r.Nodes)
 	b.WriteString(table)
 	b.WriteString("\nNotes:\n\n")
-	notes := 0
 	for _, c := range r.checks() {
 		if !c.ok {
 			fmt.Fprintf(&b, "- Missed: %s.\n", c.miss)
-			notes++
 		}
 	}
 	if r.Floor.Errors > 0 {
@@ -344,7 +342,6 @@ func record(path string, r *results, table, line string) error {
 	if note := strings.TrimSpace(noteFlag); note != "" {
 		fmt.Fprintf(&b, "- %s\n", note)
 	}
-	_ = notes
 	fmt.Fprintf(&b, "\n<details><summary>JSON</summary>\n\n```json\n%s\n```\n</details>\n", line)
 
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)

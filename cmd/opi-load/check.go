@@ -11,6 +11,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/opi-bridge/opi/k8s"
 )
 
 // final is the comparison of the end state with the model.
@@ -63,7 +65,7 @@ func compare(ctx context.Context, d *driver, kube kubernetes.Interface) final {
 		}
 	}
 
-	opts := metav1.ListOptions{LabelSelector: "opi-bridge.io/source-type=APP"}
+	opts := metav1.ListOptions{LabelSelector: k8s.LabelSourceType + "=" + k8s.SourceTypeApp}
 	deployments, err := kube.AppsV1().Deployments(namespace).List(ctx, opts)
 	if err != nil {
 		mismatch("list deployments: %v", err)
@@ -84,7 +86,7 @@ func compare(ctx context.Context, d *driver, kube kubernetes.Interface) final {
 	seen := map[string]int{}
 	live := map[string]bool{} // deployment uid
 	for _, dep := range deployments.Items {
-		pg := dep.Labels["opi-bridge.io/guid"] + "-" + dep.Labels["opi-bridge.io/version"]
+		pg := dep.Labels[k8s.LabelGUID] + "-" + dep.Labels[k8s.LabelVersion]
 		seen[pg]++
 		live[string(dep.UID)] = true
 		w, ok := want[pg]
@@ -93,8 +95,8 @@ func compare(ctx context.Context, d *driver, kube kubernetes.Interface) final {
 			mismatch("deployment %s of %s exists, the model has it stopped", dep.Name, pg)
 		case dep.Spec.Replicas == nil || *dep.Spec.Replicas != w.instances:
 			mismatch("deployment %s: replicas %v, model %d", dep.Name, dep.Spec.Replicas, w.instances)
-		case dep.Annotations["opi-bridge.io/last-updated"] != w.annotation:
-			mismatch("deployment %s: annotation %q, model %q", dep.Name, dep.Annotations["opi-bridge.io/last-updated"], w.annotation)
+		case dep.Annotations[k8s.AnnotationLastUpdated] != w.annotation:
+			mismatch("deployment %s: annotation %q, model %q", dep.Name, dep.Annotations[k8s.AnnotationLastUpdated], w.annotation)
 		}
 	}
 	for pg := range want {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -108,24 +107,10 @@ func restrictedKubeconfig(ctx context.Context, cluster *localkube.Cluster) (stri
 	return cluster.ServiceAccountKubeconfig(ctx, strings.ReplaceAll(string(rbac), "cf-workloads", namespace), namespace, "opi")
 }
 
-// waitReady polls url until it answers 200, opi exits, ctx ends or two minutes pass.
+// waitReady waits until opi answers url with 200 (two minutes at most).
 func waitReady(ctx context.Context, url string, opi *localkube.Process) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	client := &http.Client{Timeout: 2 * time.Second}
-	for {
-		if resp, err := client.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-opi.Done():
-			return fmt.Errorf("waiting for opi to be ready: opi exited: %v", opi.Err())
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for opi to be ready: %w", ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
+	if err := opi.WaitHTTP(ctx, url, 2*time.Minute); err != nil {
+		return fmt.Errorf("waiting for opi to be ready: %w", err)
 	}
+	return nil
 }
