@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -58,6 +59,9 @@ type Backend struct {
 	started atomic.Bool
 	synced  atomic.Bool
 
+	// leaderWork is what one replica of opi does for all of them; see RunLeaderWork.
+	leaderWork []leaderTask
+
 	list listCache
 }
 
@@ -80,12 +84,16 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 		janitorGrace:    opts.JanitorGrace,
 	}
 	b.newInformers()
+	if b.janitorPeriod > 0 {
+		b.addLeaderWork("janitor", b.runJanitor)
+	}
 	return b
 }
 
 // Start runs the namespace's Deployment and Pod informers (only objects with opi's source
 // label) until ctx ends, and waits, bounded by ctx, until their caches are synced. Reads are
-// served from these caches only. With a JanitorPeriod it also runs the janitor until ctx ends.
+// served from these caches only. Background work (the janitor, the reporters) is not started
+// here: see RunLeaderWork.
 func (b *Backend) Start(ctx context.Context) error {
 	if b.started.Swap(true) {
 		return errors.New("backend already started")
@@ -97,10 +105,39 @@ func (b *Backend) Start(ctx context.Context) error {
 	}
 	b.synced.Store(true)
 	logger.Info("caches-synced")
-	if b.janitorPeriod > 0 {
-		go b.runJanitor(ctx)
-	}
 	return nil
+}
+
+// leaderTask is one piece of background work, run until its context ends.
+type leaderTask struct {
+	name string
+	run  func(ctx context.Context)
+}
+
+// addLeaderWork registers background work for RunLeaderWork (called while the backend is made).
+func (b *Backend) addLeaderWork(name string, run func(ctx context.Context)) {
+	b.leaderWork = append(b.leaderWork, leaderTask{name: name, run: run})
+}
+
+// RunLeaderWork runs, until ctx ends, the work that one replica of opi does for all of them:
+// the janitor, and the reporters that tell Cloud Controller what happened (task completions,
+// crashes). Every piece keeps what it still owes in Kubernetes, so a new leader (or a restarted
+// opi) carries on where the last one stopped. cmd/opi runs it while this replica holds the
+// leader lease (or always, without leader election). It returns once every piece has returned.
+// Call it after Start.
+func (b *Backend) RunLeaderWork(ctx context.Context) {
+	logger := b.logger.Session("leader-work")
+	var wg sync.WaitGroup
+	for _, task := range b.leaderWork {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			logger.Info("starting", lager.Data{"work": task.name})
+			task.run(ctx)
+		}()
+	}
+	wg.Wait()
+	logger.Info("stopped")
 }
 
 // Ready returns nil when the caches are synced and the API server answers, bounded by ctx.

@@ -226,19 +226,32 @@ var _ = Describe("The janitor", func() {
 		})
 	})
 
-	It("sweeps every period once started", func() {
+	It("sweeps every period while it runs as leader work, and not once that stops", func() {
 		leftoverSecret(lrp, time.Hour)
-		start(k8s.Options{JanitorPeriod: 50 * time.Millisecond, JanitorGrace: time.Minute})
+		b := start(k8s.Options{JanitorPeriod: 50 * time.Millisecond, JanitorGrace: time.Minute})
+		Consistently(func() bool { return secretExists(name + "-env") }, 200*time.Millisecond).Should(BeTrue(), "swept before the leader work ran")
+		leaderCtx, stopLeading := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { b.RunLeaderWork(leaderCtx); close(done) }()
 		Eventually(func() bool { return secretExists(name + "-env") }).Should(BeFalse())
 		other := sampleLRP()
 		other.Version = "another-version"
 		leftoverSecret(other, time.Hour)
 		Eventually(func() bool { return secretExists(k8s.DeploymentName(other) + "-env") }).Should(BeFalse())
+		stopLeading()
+		Eventually(done).Should(BeClosed())
+		third := sampleLRP()
+		third.Version = "a-third-version"
+		leftoverSecret(third, time.Hour)
+		Consistently(func() bool { return secretExists(k8s.DeploymentName(third) + "-env") }, 300*time.Millisecond).Should(BeTrue())
 	})
 
 	It("does not run without a period", func() {
 		leftoverSecret(lrp, time.Hour)
-		start(k8s.Options{})
+		b := start(k8s.Options{})
+		leaderCtx, stopLeading := context.WithCancel(context.Background())
+		DeferCleanup(stopLeading)
+		go b.RunLeaderWork(leaderCtx)
 		Consistently(func() bool { return secretExists(name + "-env") }, 300*time.Millisecond).Should(BeTrue())
 	})
 

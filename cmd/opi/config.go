@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/opi-bridge/opi/cc"
 )
 
 // Config is opi's configuration: a YAML file (--config) whose keys flags override.
@@ -48,6 +50,42 @@ type Config struct {
 	Plaintext bool `json:"plaintext"`
 	// DebugListen, when set, serves Go's pprof profiles there (a loopback address only).
 	DebugListen string `json:"debug_listen"`
+
+	// CC is how opi reaches Cloud Controller's internal API for callbacks.
+	CC CCConfig `json:"cc"`
+	// LeaderElection decides which replica does the background work (janitor, reporters).
+	LeaderElection LeaderElectionConfig `json:"leader_election"`
+}
+
+// CCConfig is the `cc` section: Cloud Controller's internal API, where opi sends task
+// completions, staging results and crash reports. Task and staging callbacks go to the URL CC
+// gives in each request; crash reports to <internal_url>/internal/v4/apps/<process guid>/crashed.
+type CCConfig struct {
+	// InternalURL is CC's internal API base, e.g. https://cloud-controller-ng.service.cf.internal:9023.
+	InternalURL string `json:"internal_url"`
+	// ClientCert and ClientKey (PEM) are opi's client certificate for CC's mutual TLS; CA (PEM)
+	// signed CC's server certificate.
+	ClientCert string `json:"client_cert"`
+	ClientKey  string `json:"client_key"`
+	CA         string `json:"ca"`
+	// Plaintext allows plain http:// callbacks to hosts that are not loopback (CC in the cluster).
+	Plaintext bool `json:"plaintext"`
+	// DeliveryBound is how long a callback CC does not accept (network errors, 5xx) is retried.
+	DeliveryBound Duration `json:"delivery_bound"`
+}
+
+// LeaderElectionConfig is the `leader_election` section. With several replicas of opi, exactly
+// one (the holder of a Lease in the apps' namespace) runs the janitor and the reporters; every
+// replica serves the API.
+type LeaderElectionConfig struct {
+	// Enabled: default true. Without it every replica runs the background work.
+	Enabled bool `json:"enabled"`
+	// LeaseName is the Lease's name (default "opi-leader").
+	LeaseName string `json:"lease_name"`
+	// LeaseDuration, RenewDeadline and RetryPeriod are client-go's leader election timings.
+	LeaseDuration Duration `json:"lease_duration"`
+	RenewDeadline Duration `json:"renew_deadline"`
+	RetryPeriod   Duration `json:"retry_period"`
 }
 
 // Duration is a time.Duration written as "5s" in YAML.
@@ -95,6 +133,14 @@ func DefaultConfig() Config {
 		JanitorPeriod: Duration{time.Minute},
 		JanitorGrace:  Duration{5 * time.Minute},
 		LogLevel:      "info",
+		CC:            CCConfig{DeliveryBound: Duration{cc.DefaultDeliveryBound}},
+		LeaderElection: LeaderElectionConfig{
+			Enabled:       true,
+			LeaseName:     "opi-leader",
+			LeaseDuration: Duration{15 * time.Second},
+			RenewDeadline: Duration{10 * time.Second},
+			RetryPeriod:   Duration{2 * time.Second},
+		},
 	}
 }
 
@@ -148,6 +194,16 @@ func parseFlags(args []string, cfg *Config) (configPath string, err error) {
 	fs.StringVar(&cfg.TLSClientCA, "tls-client-ca", cfg.TLSClientCA, "CA (PEM) that client certificates must be signed by (mutual TLS)")
 	fs.BoolVar(&cfg.Plaintext, "plaintext", cfg.Plaintext, "allow plain HTTP on a non-loopback address")
 	fs.StringVar(&cfg.DebugListen, "debug-listen", cfg.DebugListen, "serve Go's pprof profiles on this loopback address")
+	fs.StringVar(&cfg.CC.InternalURL, "cc-internal-url", cfg.CC.InternalURL, "Cloud Controller's internal API base URL (crash reports)")
+	fs.StringVar(&cfg.CC.ClientCert, "cc-client-cert", cfg.CC.ClientCert, "client certificate (PEM) for Cloud Controller's mutual TLS")
+	fs.StringVar(&cfg.CC.ClientKey, "cc-client-key", cfg.CC.ClientKey, "client key (PEM) for Cloud Controller's mutual TLS")
+	fs.StringVar(&cfg.CC.CA, "cc-ca", cfg.CC.CA, "CA (PEM) of Cloud Controller's server certificate")
+	fs.BoolVar(&cfg.CC.Plaintext, "cc-plaintext", cfg.CC.Plaintext, "allow plain http callbacks to hosts that are not loopback")
+	fs.Var(&cfg.CC.DeliveryBound, "cc-delivery-bound", "how long a callback Cloud Controller does not accept is retried")
+	fs.BoolVar(&cfg.LeaderElection.Enabled, "leader-election", cfg.LeaderElection.Enabled, "run the janitor and reporters only on the replica holding the leader Lease")
+	fs.Var(&cfg.LeaderElection.LeaseDuration, "leader-lease-duration", "how long a leader's Lease lasts without renewal")
+	fs.Var(&cfg.LeaderElection.RenewDeadline, "leader-renew-deadline", "how long the leader keeps trying to renew before it gives up leading")
+	fs.Var(&cfg.LeaderElection.RetryPeriod, "leader-retry-period", "how often replicas try to take or renew the Lease")
 	if err := fs.Parse(args); err != nil {
 		return "", err
 	}
@@ -204,6 +260,20 @@ func (c Config) Validate() error {
 	}
 	if c.JanitorPeriod.Duration < 0 || c.JanitorGrace.Duration <= 0 {
 		return fmt.Errorf("janitor_period must not be negative and janitor_grace must be positive")
+	}
+	if (c.CC.ClientCert == "") != (c.CC.ClientKey == "") {
+		return fmt.Errorf("cc.client_cert and cc.client_key go together")
+	}
+	if c.CC.DeliveryBound.Duration <= 0 {
+		return fmt.Errorf("cc.delivery_bound must be positive")
+	}
+	if le := c.LeaderElection; le.Enabled {
+		if le.LeaseName == "" {
+			return fmt.Errorf("leader_election.lease_name must not be empty")
+		}
+		if le.RetryPeriod.Duration <= 0 || le.RenewDeadline.Duration <= le.RetryPeriod.Duration || le.LeaseDuration.Duration <= le.RenewDeadline.Duration {
+			return fmt.Errorf("leader_election needs 0 < retry_period < renew_deadline < lease_duration")
+		}
 	}
 	switch c.LogLevel {
 	case "debug", "info", "error", "fatal":

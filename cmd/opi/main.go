@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/opi-bridge/opi/bifrost"
+	"github.com/opi-bridge/opi/cc"
 	"github.com/opi-bridge/opi/handler"
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/metrics"
@@ -95,6 +96,24 @@ func connect(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("create kubernetes client: %w", err)
 	}
 
+	ccClient, err := cc.New(cc.Options{
+		InternalURL:   cfg.CC.InternalURL,
+		ClientCert:    cfg.CC.ClientCert,
+		ClientKey:     cfg.CC.ClientKey,
+		CA:            cfg.CC.CA,
+		Plaintext:     cfg.CC.Plaintext,
+		DeliveryBound: cfg.CC.DeliveryBound.Duration,
+	}, logger)
+	if err != nil {
+		return fmt.Errorf("cloud controller client: %w", err)
+	}
+	if cfg.CC.InternalURL == "" {
+		logger.Info("crash-reports-off", lager.Data{"reason": "no cc.internal_url configured"})
+	}
+	// callbacks deliver what the backend tells CC (task completions, crashes).
+	callbacks := &bifrost.Callbacks{Client: ccClient}
+	_ = callbacks
+
 	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if err := k8s.EnsureNamespace(startCtx, client, cfg.Namespace, cfg.CreateNamespace); err != nil {
@@ -120,6 +139,19 @@ func connect(ctx context.Context, cfg Config) error {
 	case <-startCtx.Done():
 		return fmt.Errorf("start kubernetes caches: %w", startCtx.Err())
 	}
+
+	leaderCtx, stopLeading := context.WithCancel(backendCtx)
+	leaderDone := make(chan error, 1)
+	go func() {
+		leaderDone <- runAsLeader(leaderCtx, cfg.LeaderElection, client, cfg.Namespace, logger, backend.RunLeaderWork)
+	}()
+	// On the way out, stop the background work (and give up the Lease) before the caches go.
+	defer func() {
+		stopLeading()
+		if err := <-leaderDone; err != nil {
+			logger.Error("leader-election-failed", err)
+		}
+	}()
 
 	tlsConfig, err := serverTLS(cfg)
 	if err != nil {
