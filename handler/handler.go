@@ -5,6 +5,7 @@ package handler
 import (
 	"context"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"code.cloudfoundry.org/lager/v3"
@@ -19,9 +20,11 @@ import (
 // DefaultMaxBodyBytes is the request body limit when none is configured: 10 MiB.
 const DefaultMaxBodyBytes = 10 << 20
 
-// DefaultWriteTimeout bounds a write's backend calls when none is configured: within CC's 60 s
-// receive timeout, so CC gets a 503 rather than a broken connection.
-const DefaultWriteTimeout = 30 * time.Second
+// DefaultWriteTimeout bounds a write's backend calls when none is configured: below CC's own
+// 60 s receive timeout, so CC gets a 503 rather than a broken connection, and above what a busy
+// API server takes to allocate a Service IP (seen: over 20 s at thousands of Services). It is
+// the one definition of this default: opi's config refers to it.
+const DefaultWriteTimeout = 50 * time.Second
 
 // readyTimeout bounds a readiness check, so that a hung API server makes /readyz answer 503
 // rather than hang.
@@ -70,8 +73,72 @@ type Config struct {
 	WriteTimeout time.Duration
 }
 
-// New returns the router with every route of the contract.
-func New(cfg Config) http.Handler {
+// Route is one registered route: its method and its httprouter path pattern (":name" for a
+// path parameter).
+type Route struct {
+	Method string
+	Path   string
+}
+
+// Router is opi's HTTP handler together with the list of the routes it registered, so that a
+// test can hold the API description (openapi.yaml) against what is really served.
+type Router struct {
+	http.Handler
+	routes []Route
+}
+
+// Routes lists the routes the router serves, in registration order.
+func (r *Router) Routes() []Route { return append([]Route(nil), r.routes...) }
+
+// newRouter is an httprouter with the contract's 404/405/panic answers, and a register function
+// that records every route it adds.
+func newRouter(logger lager.Logger) (*Router, *httprouter.Router, func(method, path string, h httprouter.Handle)) {
+	r := httprouter.New()
+	out := &Router{Handler: r}
+	register := func(method, path string, h httprouter.Handle) {
+		r.Handle(method, path, h)
+		out.routes = append(out.routes, Route{Method: method, Path: path})
+	}
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
+	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		writeError(w, http.StatusNotFound, "no route for "+req.Method+" "+req.URL.Path)
+	})
+	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		writeError(w, http.StatusMethodNotAllowed, "method "+req.Method+" is not allowed on "+req.URL.Path)
+	})
+	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, v any) {
+		logger.Error("panic", nil, lager.Data{"method": req.Method, "path": req.URL.Path, "panic": v})
+		writeError(w, http.StatusInternalServerError, "internal error")
+	}
+	return out, r, register
+}
+
+// servePprof serves Go's profiles: the index, every named profile (heap, goroutine, allocs, ...),
+// and the CPU profile, trace, symbol and cmdline endpoints.
+func servePprof(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	switch ps.ByName("name") {
+	case "/profile":
+		pprof.Profile(w, r)
+	case "/trace":
+		pprof.Trace(w, r)
+	case "/symbol":
+		pprof.Symbol(w, r)
+	case "/cmdline":
+		pprof.Cmdline(w, r)
+	default:
+		pprof.Index(w, r) // it reads the profile's name from the path
+	}
+}
+
+// handlerOf adapts a plain http.Handler to a route.
+func handlerOf(h http.Handler) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) { h.ServeHTTP(w, r) }
+}
+
+// New returns the router with every route of the contract, plus health, metrics and the API
+// description.
+func New(cfg Config) *Router {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -81,9 +148,9 @@ func New(cfg Config) http.Handler {
 	lrp := &lrpHandler{bifrost: cfg.LRP, logger: cfg.Logger, maxBody: cfg.MaxBodyBytes, writeTimeout: cfg.WriteTimeout}
 	health := &healthHandler{readiness: cfg.Readiness, logger: cfg.Logger}
 
-	r := httprouter.New()
+	out, _, register := newRouter(cfg.Logger)
 	route := func(method, path string, handle httprouter.Handle) {
-		r.Handle(method, path, observe(cfg.Observer, method+" "+path, handle))
+		register(method, path, observe(cfg.Observer, method+" "+path, handle))
 	}
 	// httprouter needs one name for a path segment across routes: ":guid" is the process guid
 	// on desire and update, and the CC process guid elsewhere.
@@ -95,25 +162,41 @@ func New(cfg Config) http.Handler {
 	route(http.MethodPut, "/apps/:guid/:version/stop/:index", lrp.stopInstance)
 	route(http.MethodGet, "/apps/:guid/:version/instances", lrp.instances)
 	if cfg.Metrics != nil {
-		r.Handler(http.MethodGet, "/metrics", cfg.Metrics)
+		register(http.MethodGet, "/metrics", handlerOf(cfg.Metrics))
 	}
 
-	r.GET("/healthz", health.live)
-	r.GET("/readyz", health.ready)
+	register(http.MethodGet, "/healthz", health.live)
+	register(http.MethodGet, "/readyz", health.ready)
+	register(http.MethodGet, "/openapi.json", serveOpenAPI)
+	return out
+}
 
-	r.RedirectTrailingSlash = false
-	r.RedirectFixedPath = false
-	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		writeError(w, http.StatusNotFound, "no route for "+req.Method+" "+req.URL.Path)
-	})
-	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		writeError(w, http.StatusMethodNotAllowed, "method "+req.Method+" is not allowed on "+req.URL.Path)
-	})
-	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, v any) {
-		cfg.Logger.Error("panic", nil, lager.Data{"method": req.Method, "path": req.URL.Path, "panic": v})
-		writeError(w, http.StatusInternalServerError, "internal error")
+// OpsConfig is what NewOps needs.
+type OpsConfig struct {
+	Readiness ReadinessChecker
+	Logger    lager.Logger
+	// Metrics, when set, is served at GET /metrics.
+	Metrics http.Handler
+	// Pprof serves Go's profiles under /debug/pprof/.
+	Pprof bool
+}
+
+// NewOps returns the operations router: health, readiness, metrics, the API description and,
+// when asked, pprof. It is served on its own plaintext listener, so that kubelet probes and
+// Prometheus reach it without the client certificate the API demands.
+func NewOps(cfg OpsConfig) *Router {
+	out, _, register := newRouter(cfg.Logger)
+	health := &healthHandler{readiness: cfg.Readiness, logger: cfg.Logger}
+	register(http.MethodGet, "/healthz", health.live)
+	register(http.MethodGet, "/readyz", health.ready)
+	register(http.MethodGet, "/openapi.json", serveOpenAPI)
+	if cfg.Metrics != nil {
+		register(http.MethodGet, "/metrics", handlerOf(cfg.Metrics))
 	}
-	return r
+	if cfg.Pprof {
+		register(http.MethodGet, "/debug/pprof/*name", servePprof)
+	}
+	return out
 }
 
 // observe reports each answer of handle to observer under the route's pattern (never the raw
@@ -153,8 +236,10 @@ func (h *healthHandler) ready(w http.ResponseWriter, r *http.Request, _ httprout
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
 	if err := h.readiness.Ready(ctx); err != nil {
+		// The reason goes to the log only: /readyz is open to anyone who reaches the ops
+		// listener, and an error's text can name internal hosts and objects.
 		h.logger.Info("not-ready", lager.Data{"reason": err.Error()})
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": err.Error()})
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready"})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

@@ -14,6 +14,9 @@ import (
 	"github.com/opi-bridge/opi/opi"
 )
 
+// DefaultJanitorPeriod is how often the janitor looks for leftovers when none is configured.
+const DefaultJanitorPeriod = time.Minute
+
 // DefaultJanitorGrace is how old a leftover must be before the janitor removes it: far longer
 // than any desire takes, so it never races one in flight.
 const DefaultJanitorGrace = 5 * time.Minute

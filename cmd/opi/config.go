@@ -11,6 +11,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/opi-bridge/opi/cc"
+	"github.com/opi-bridge/opi/handler"
+	"github.com/opi-bridge/opi/k8s"
 )
 
 // Config is opi's configuration: a YAML file (--config) whose keys flags override.
@@ -48,8 +50,12 @@ type Config struct {
 	TLSClientCA string `json:"tls_client_ca"`
 	// Plaintext allows serving without TLS on a non-loopback address.
 	Plaintext bool `json:"plaintext"`
-	// DebugListen, when set, serves Go's pprof profiles there (a loopback address only).
-	DebugListen string `json:"debug_listen"`
+	// OpsListen, when set, is the operations listener's address: plain HTTP serving /healthz,
+	// /readyz, /metrics and /openapi.json (and pprof with Pprof), for kubelet probes and
+	// Prometheus, which have no client certificate for the API's mutual TLS.
+	OpsListen string `json:"ops_listen"`
+	// Pprof serves Go's profiles under /debug/pprof/ on the operations listener.
+	Pprof bool `json:"pprof"`
 
 	// CC is how opi reaches Cloud Controller's internal API for callbacks.
 	CC CCConfig `json:"cc"`
@@ -121,19 +127,17 @@ func DefaultConfig() Config {
 		Listen:          "127.0.0.1:8085",
 		Namespace:       "cf-workloads",
 		CreateNamespace: true,
-		MaxBodyBytes:    10 << 20,
+		MaxBodyBytes:    handler.DefaultMaxBodyBytes,
 		// client-go's own 5 QPS / 10 burst would throttle CC's 50 concurrent workers.
 		KubeQPS:         200,
 		KubeBurst:       400,
-		ReadWaitTimeout: Duration{5 * time.Second},
+		ReadWaitTimeout: Duration{k8s.DefaultReadWaitTimeout},
 		ShutdownTimeout: Duration{15 * time.Second},
-		// Below CC's own 60 s receive timeout, above what a busy API server takes to allocate a
-		// Service IP (seen: over 20 s at thousands of Services).
-		WriteTimeout:  Duration{50 * time.Second},
-		JanitorPeriod: Duration{time.Minute},
-		JanitorGrace:  Duration{5 * time.Minute},
-		LogLevel:      "info",
-		CC:            CCConfig{DeliveryBound: Duration{cc.DefaultDeliveryBound}},
+		WriteTimeout:    Duration{handler.DefaultWriteTimeout},
+		JanitorPeriod:   Duration{k8s.DefaultJanitorPeriod},
+		JanitorGrace:    Duration{k8s.DefaultJanitorGrace},
+		LogLevel:        "info",
+		CC:              CCConfig{DeliveryBound: Duration{cc.DefaultDeliveryBound}},
 		LeaderElection: LeaderElectionConfig{
 			Enabled:       true,
 			LeaseName:     "opi-leader",
@@ -193,7 +197,8 @@ func parseFlags(args []string, cfg *Config) (configPath string, err error) {
 	fs.StringVar(&cfg.TLSKey, "tls-key", cfg.TLSKey, "server private key (PEM)")
 	fs.StringVar(&cfg.TLSClientCA, "tls-client-ca", cfg.TLSClientCA, "CA (PEM) that client certificates must be signed by (mutual TLS)")
 	fs.BoolVar(&cfg.Plaintext, "plaintext", cfg.Plaintext, "allow plain HTTP on a non-loopback address")
-	fs.StringVar(&cfg.DebugListen, "debug-listen", cfg.DebugListen, "serve Go's pprof profiles on this loopback address")
+	fs.StringVar(&cfg.OpsListen, "ops-listen", cfg.OpsListen, "address of the plaintext operations listener (/healthz, /readyz, /metrics)")
+	fs.BoolVar(&cfg.Pprof, "pprof", cfg.Pprof, "serve Go's pprof profiles on the operations listener")
 	fs.StringVar(&cfg.CC.InternalURL, "cc-internal-url", cfg.CC.InternalURL, "Cloud Controller's internal API base URL (crash reports)")
 	fs.StringVar(&cfg.CC.ClientCert, "cc-client-cert", cfg.CC.ClientCert, "client certificate (PEM) for Cloud Controller's mutual TLS")
 	fs.StringVar(&cfg.CC.ClientKey, "cc-client-key", cfg.CC.ClientKey, "client key (PEM) for Cloud Controller's mutual TLS")
@@ -231,11 +236,13 @@ func (c Config) Validate() error {
 	if err != nil {
 		return fmt.Errorf("listen %q: %w", c.Listen, err)
 	}
-	if c.DebugListen != "" {
-		debugHost, _, err := net.SplitHostPort(c.DebugListen)
-		if err != nil || !isLoopback(debugHost) {
-			return fmt.Errorf("debug_listen %q must be a loopback address", c.DebugListen)
+	if c.OpsListen != "" {
+		if _, _, err := net.SplitHostPort(c.OpsListen); err != nil {
+			return fmt.Errorf("ops_listen %q: %w", c.OpsListen, err)
 		}
+	}
+	if c.Pprof && c.OpsListen == "" {
+		return fmt.Errorf("pprof needs ops_listen: profiles are served on the operations listener")
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return fmt.Errorf("tls_cert and tls_key go together")

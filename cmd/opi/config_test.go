@@ -62,7 +62,7 @@ var _ = Describe("LoadConfig", func() {
 		Entry("client CA without cert", []string{"--tls-client-ca", "ca.pem"}, "", "tls_client_ca needs"),
 		Entry("bad log level", []string{"--log-level", "loud"}, "", "log_level"),
 		Entry("empty namespace", []string{"--namespace", ""}, "", "namespace"),
-		Entry("debug listener off loopback", []string{"--debug-listen", "0.0.0.0:6060"}, "", "debug_listen"),
+		Entry("pprof without an operations listener", []string{"--pprof"}, "", "pprof needs ops_listen"),
 	)
 
 	It("allows plain HTTP off loopback only when asked", func() {
