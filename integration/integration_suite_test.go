@@ -73,6 +73,8 @@ type opiServer struct {
 	args      []string
 	// client talks to opi; http.DefaultClient unless opi serves TLS.
 	client *http.Client
+	// env, when set, is opi's whole environment (else it inherits the suite's).
+	env []string
 }
 
 func (o *opiServer) httpClient() *http.Client {
@@ -120,7 +122,9 @@ func restrictedKubeconfig(ns string) string {
 
 func (o *opiServer) start() {
 	var err error
-	o.session, err = gexec.Start(exec.Command(opiBin, o.args...), gbytes.NewBuffer(), GinkgoWriter)
+	cmd := exec.Command(opiBin, o.args...)
+	cmd.Env = o.env
+	o.session, err = gexec.Start(cmd, gbytes.NewBuffer(), GinkgoWriter)
 	Expect(err).NotTo(HaveOccurred())
 	Eventually(func() int {
 		resp, err := o.httpClient().Get(o.URL + "/readyz")

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"syscall"
 	"time"
@@ -71,11 +72,42 @@ func newLogger(level string) lager.Logger {
 	return logger
 }
 
+// serviceAccountDir is where Kubernetes mounts a pod's service-account token and CA.
+const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+
 func kubeConfig(path string) (*rest.Config, error) {
 	if path != "" {
 		return clientcmd.BuildConfigFromFlags("", path)
 	}
-	return rest.InClusterConfig()
+	return inClusterConfig(os.Getenv("OPI_SERVICEACCOUNT_DIR"))
+}
+
+// inClusterConfig is client-go's in-cluster configuration (the API server from
+// KUBERNETES_SERVICE_HOST and _PORT, the service account's token and CA), read from dir instead
+// of the fixed path client-go reads. The integration suite runs opi as a process, not in a pod,
+// and has no way to write to that path: OPI_SERVICEACCOUNT_DIR lets it exercise this code path
+// with a token and CA it writes itself. In a pod it is unset and the standard path is used.
+func inClusterConfig(dir string) (*rest.Config, error) {
+	if dir == "" || dir == serviceAccountDir {
+		return rest.InClusterConfig()
+	}
+	host, port := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")
+	if host == "" || port == "" {
+		return nil, rest.ErrNotInCluster
+	}
+	tokenFile, caFile := filepath.Join(dir, "token"), filepath.Join(dir, "ca.crt")
+	if _, err := os.Stat(tokenFile); err != nil {
+		return nil, fmt.Errorf("service account token: %w", err)
+	}
+	if _, err := os.Stat(caFile); err != nil {
+		return nil, fmt.Errorf("service account ca: %w", err)
+	}
+	return &rest.Config{
+		Host:            "https://" + net.JoinHostPort(host, port),
+		TLSClientConfig: rest.TLSClientConfig{CAFile: caFile},
+		// A file, not its contents: client-go rereads it, as the kubelet rotates the token.
+		BearerTokenFile: tokenFile,
+	}, nil
 }
 
 func connect(ctx context.Context, cfg Config) error {
