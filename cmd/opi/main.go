@@ -65,13 +65,6 @@ func main() {
 	}
 }
 
-func newLogger(level string) lager.Logger {
-	logger := lager.NewLogger("opi")
-	minLevel, _ := lager.LogLevelFromString(level)
-	logger.RegisterSink(lager.NewWriterSink(os.Stdout, minLevel))
-	return logger
-}
-
 // serviceAccountDir is where Kubernetes mounts a pod's service-account token and CA.
 const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 
@@ -111,7 +104,10 @@ func inClusterConfig(dir string) (*rest.Config, error) {
 }
 
 func connect(ctx context.Context, cfg Config) error {
-	logger := newLogger(cfg.LogLevel)
+	logger, err := newLogger(os.Stdout, cfg.LogLevel)
+	if err != nil {
+		return err
+	}
 
 	restConfig, err := kubeConfig(cfg.Kubeconfig)
 	if err != nil {
