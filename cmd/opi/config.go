@@ -19,27 +19,15 @@ import (
 type Config struct {
 	// Listen is the address of the OPI API.
 	Listen string `json:"listen"`
-	// Kubeconfig is the cluster to run apps on; else $KUBECONFIG, else in-cluster config.
-	Kubeconfig string `json:"kubeconfig"`
-	// Namespace is where apps run.
-	Namespace string `json:"namespace"`
-	// CreateNamespace lets opi create Namespace when it is missing.
-	CreateNamespace bool `json:"create_namespace"`
+	// KubernetesConfig is the backend's section, `kubernetes:` in the file. It is embedded so
+	// that its fields read as cfg.Namespace and so on; its JSON name nests it in the file.
+	KubernetesConfig `json:"kubernetes"`
 	// MaxBodyBytes bounds request bodies (413 beyond it).
 	MaxBodyBytes int64 `json:"max_body_bytes"`
-	// KubeQPS and KubeBurst rate-limit opi's own API server requests.
-	KubeQPS   float32 `json:"kube_qps"`
-	KubeBurst int     `json:"kube_burst"`
-	// ReadWaitTimeout bounds how long a write waits for opi's cache to reflect it.
-	ReadWaitTimeout Duration `json:"read_wait_timeout"`
 	// ShutdownTimeout bounds how long in-flight requests may finish after SIGTERM.
 	ShutdownTimeout Duration `json:"shutdown_timeout"`
 	// WriteTimeout bounds a write's Kubernetes calls; past it the write answers 503.
 	WriteTimeout Duration `json:"write_timeout"`
-	// JanitorPeriod is how often leftovers of desires that never completed are looked for
-	// (0 disables the janitor); JanitorGrace is how old they must be to be deleted.
-	JanitorPeriod Duration `json:"janitor_period"`
-	JanitorGrace  Duration `json:"janitor_grace"`
 	// LogLevel is debug, info, error or fatal.
 	LogLevel string `json:"log_level"`
 	// TLSCert and TLSKey are the server's certificate and key (PEM). With them opi serves TLS 1.2+.
@@ -61,6 +49,25 @@ type Config struct {
 	CC CCConfig `json:"cc"`
 	// LeaderElection decides which replica does the background work (janitor, reporters).
 	LeaderElection LeaderElectionConfig `json:"leader_election"`
+}
+
+// KubernetesConfig is the `kubernetes` section: the Kubernetes backend's settings.
+type KubernetesConfig struct {
+	// Kubeconfig is the cluster to run apps on; else $KUBECONFIG, else in-cluster config.
+	Kubeconfig string `json:"kubeconfig"`
+	// Namespace is where apps run.
+	Namespace string `json:"namespace"`
+	// CreateNamespace lets opi create Namespace when it is missing.
+	CreateNamespace bool `json:"create_namespace"`
+	// KubeQPS and KubeBurst rate-limit opi's own API server requests.
+	KubeQPS   float32 `json:"kube_qps"`
+	KubeBurst int     `json:"kube_burst"`
+	// ReadWaitTimeout bounds how long a write waits for opi's cache to reflect it.
+	ReadWaitTimeout Duration `json:"read_wait_timeout"`
+	// JanitorPeriod is how often leftovers of desires that never completed are looked for
+	// (0 disables the janitor); JanitorGrace is how old they must be to be deleted.
+	JanitorPeriod Duration `json:"janitor_period"`
+	JanitorGrace  Duration `json:"janitor_grace"`
 }
 
 // CCConfig is the `cc` section: Cloud Controller's internal API, where opi sends task
@@ -124,18 +131,20 @@ func (d *Duration) Set(s string) error {
 // DefaultConfig is what opi runs with when nothing is configured.
 func DefaultConfig() Config {
 	return Config{
-		Listen:          "127.0.0.1:8085",
-		Namespace:       "cf-workloads",
-		CreateNamespace: true,
+		Listen: "127.0.0.1:8085",
+		KubernetesConfig: KubernetesConfig{
+			Namespace:       "cf-workloads",
+			CreateNamespace: true,
+			// client-go's own 5 QPS / 10 burst would throttle CC's 50 concurrent workers.
+			KubeQPS:         200,
+			KubeBurst:       400,
+			ReadWaitTimeout: Duration{k8s.DefaultReadWaitTimeout},
+			JanitorPeriod:   Duration{k8s.DefaultJanitorPeriod},
+			JanitorGrace:    Duration{k8s.DefaultJanitorGrace},
+		},
 		MaxBodyBytes:    handler.DefaultMaxBodyBytes,
-		// client-go's own 5 QPS / 10 burst would throttle CC's 50 concurrent workers.
-		KubeQPS:         200,
-		KubeBurst:       400,
-		ReadWaitTimeout: Duration{k8s.DefaultReadWaitTimeout},
 		ShutdownTimeout: Duration{15 * time.Second},
 		WriteTimeout:    Duration{handler.DefaultWriteTimeout},
-		JanitorPeriod:   Duration{k8s.DefaultJanitorPeriod},
-		JanitorGrace:    Duration{k8s.DefaultJanitorGrace},
 		LogLevel:        "info",
 		CC:              CCConfig{DeliveryBound: Duration{cc.DefaultDeliveryBound}},
 		LeaderElection: LeaderElectionConfig{
@@ -254,19 +263,19 @@ func (c Config) Validate() error {
 		return fmt.Errorf("refusing to serve plain HTTP on %s: give --tls-cert and --tls-key (and --tls-client-ca for mutual TLS), listen on a loopback address, or opt in with --plaintext", c.Listen)
 	}
 	if c.Namespace == "" {
-		return fmt.Errorf("namespace must not be empty")
+		return fmt.Errorf("kubernetes.namespace must not be empty")
 	}
 	if c.MaxBodyBytes <= 0 {
 		return fmt.Errorf("max_body_bytes must be positive")
 	}
 	if c.KubeQPS <= 0 || c.KubeBurst <= 0 {
-		return fmt.Errorf("kube_qps and kube_burst must be positive")
+		return fmt.Errorf("kubernetes.kube_qps and kubernetes.kube_burst must be positive")
 	}
 	if c.WriteTimeout.Duration <= 0 {
 		return fmt.Errorf("write_timeout must be positive")
 	}
 	if c.JanitorPeriod.Duration < 0 || c.JanitorGrace.Duration <= 0 {
-		return fmt.Errorf("janitor_period must not be negative and janitor_grace must be positive")
+		return fmt.Errorf("kubernetes.janitor_period must not be negative and kubernetes.janitor_grace must be positive")
 	}
 	if (c.CC.ClientCert == "") != (c.CC.ClientKey == "") {
 		return fmt.Errorf("cc.client_cert and cc.client_key go together")
