@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/opi"
 )
@@ -171,7 +172,7 @@ func toDeployment(lrp *opi.LRP, name, namespace string) *appsv1.Deployment {
 		Spec: appsv1.DeploymentSpec{
 			Replicas:             &replicas,
 			Selector:             &metav1.LabelSelector{MatchLabels: selectorLabels(lrp.LRPIdentifier)},
-			RevisionHistoryLimit: ptr(int32(revisionHistoryLimit)),
+			RevisionHistoryLimit: ptr.To(int32(revisionHistoryLimit)),
 			Strategy:             appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
@@ -181,11 +182,11 @@ func toDeployment(lrp *opi.LRP, name, namespace string) *appsv1.Deployment {
 				Spec: corev1.PodSpec{
 					Containers:                    []corev1.Container{toContainer(lrp, name)},
 					ImagePullSecrets:              pullSecrets,
-					TerminationGracePeriodSeconds: ptr(int64(terminationGracePeriodSeconds)),
-					AutomountServiceAccountToken:  ptr(false),
+					TerminationGracePeriodSeconds: ptr.To(int64(terminationGracePeriodSeconds)),
+					AutomountServiceAccountToken:  ptr.To(false),
 					// With thousands of apps in one namespace, service links would put
 					// thousands of variables into every container.
-					EnableServiceLinks: ptr(false),
+					EnableServiceLinks: ptr.To(false),
 					SecurityContext: &corev1.PodSecurityContext{
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 					},
@@ -211,7 +212,7 @@ func toContainer(lrp *opi.LRP, name string) corev1.Container {
 		LivenessProbe:  liveness,
 		ReadinessProbe: readiness,
 		SecurityContext: &corev1.SecurityContext{
-			AllowPrivilegeEscalation: ptr(false),
+			AllowPrivilegeEscalation: ptr.To(false),
 			Capabilities:             capabilities(lrp.Ports),
 		},
 	}
@@ -375,5 +376,3 @@ func sortLRPs(lrps []*opi.LRP) {
 		return lrps[i].Version < lrps[j].Version
 	})
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -41,7 +41,6 @@ type deploymentRecord struct {
 	ports            []int32
 	memoryMB, diskMB int64
 	cpuWeight        int32
-	hasCPU           bool
 	// userAnnotations are the pod template's annotations (CC's user-defined annotations).
 	userAnnotations map[string]string
 }
@@ -114,7 +113,6 @@ func deploymentRecordOf(d *appsv1.Deployment) *deploymentRecord {
 		if q, ok := c.Resources.Requests[corev1.ResourceCPU]; ok {
 			// Inverse of resources(); weights below 1 read back as 1 (the 10m floor).
 			r.cpuWeight = int32(min(q.MilliValue()/10, math.MaxInt32))
-			r.hasCPU = true
 		}
 	}
 	return r

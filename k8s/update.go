@@ -7,6 +7,7 @@ import (
 	"code.cloudfoundry.org/lager/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/opi"
 )
@@ -77,7 +78,7 @@ func updatePatch(d *deploymentRecord, update opi.LRPUpdate) ([]byte, bool) {
 	var p deploymentPatch
 	changed := false
 	if update.Instances != nil {
-		p.Spec = &patchSpec{Replicas: ptr(*update.Instances)}
+		p.Spec = &patchSpec{Replicas: ptr.To(*update.Instances)}
 		changed = changed || d.replicas != *update.Instances
 	}
 	setAnnotation := func(key, value, current string) {
