@@ -1,6 +1,6 @@
 // Package k8s is the Kubernetes backend of opi: it runs each LRP as a Deployment (with its env
 // in a Secret, an optional image pull Secret and a Service) in one namespace and answers reads
-// from informer caches. It implements opi.LRPBackend; see opi/README.md for what it creates.
+// from informer caches. It implements opi.LRPBackend; see k8s/README.md for what it creates.
 package k8s
 
 import (
