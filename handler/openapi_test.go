@@ -12,6 +12,7 @@ import (
 	"code.cloudfoundry.org/lager/v3/lagertest"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/kube-openapi/pkg/spec3"
 	"sigs.k8s.io/yaml"
 
 	"github.com/opi-bridge/opi/fakes"
@@ -99,6 +100,20 @@ var _ = Describe("The API description", func() {
 
 	It("is an OpenAPI 3 document", func() {
 		Expect(doc.OpenAPI).To(HavePrefix("3."))
+		// kube-openapi's OpenAPI 3 types read it whole: every object has the spec's shape.
+		jsonDoc, err := yaml.YAMLToJSON(handler.OpenAPIYAML)
+		Expect(err).NotTo(HaveOccurred())
+		var typed spec3.OpenAPI
+		Expect(json.Unmarshal(jsonDoc, &typed)).To(Succeed())
+		Expect(typed.Info.Title).To(Equal("opi"))
+		Expect(typed.Paths.Paths).To(HaveLen(len(doc.Paths)))
+		for path, item := range typed.Paths.Paths {
+			for _, op := range []*spec3.Operation{item.Get, item.Put, item.Post, item.Delete} {
+				if op != nil {
+					Expect(op.Responses.StatusCodeResponses).NotTo(BeEmpty(), path)
+				}
+			}
+		}
 		for path, item := range doc.Paths {
 			for method, raw := range item {
 				if method == "parameters" {
