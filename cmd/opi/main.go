@@ -112,7 +112,6 @@ func connect(ctx context.Context, cfg Config) error {
 	}
 	// callbacks deliver what the backend tells CC (task completions, crashes).
 	callbacks := &bifrost.Callbacks{Client: ccClient}
-	_ = callbacks
 
 	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
@@ -124,6 +123,7 @@ func connect(ctx context.Context, cfg Config) error {
 		ReadWaitTimeout: cfg.ReadWaitTimeout.Duration,
 		JanitorPeriod:   cfg.JanitorPeriod.Duration,
 		JanitorGrace:    cfg.JanitorGrace.Duration,
+		CrashNotifier:   callbacks,
 	})
 	// The informers (and the janitor) live until opi has shut down, not only as long as the
 	// start-up deadline or the signal: requests in flight at SIGTERM still wait on the caches.
