@@ -53,7 +53,7 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 	}
 
 	deployment, created, err := kube.CreateOrGet(ctx, b.client.AppsV1().Deployments(b.namespace),
-		toDeployment(lrp, name, b.namespace), b.cachedAsDeployment)
+		toDeployment(lrp, name, b.namespace, b.workload), b.cachedAsDeployment)
 	if err != nil {
 		return apiError(err, "create deployment")
 	}
