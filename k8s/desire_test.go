@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -62,6 +63,7 @@ var _ = Describe("DesireLRP", func() {
 			"create deployments " + name,
 			"patch secrets " + name + "-env",
 			"create services " + name,
+			"create poddisruptionbudgets " + name,
 		}))
 	})
 
@@ -395,9 +397,33 @@ var _ = Describe("DesireLRP", func() {
 				"create secrets " + name + "-env",
 				"create deployments " + name,
 				"patch secrets " + name + "-env",
+				"create poddisruptionbudgets " + name,
 			}))
 			_, _, services := countObjects(client)
 			Expect(services).To(BeZero())
+		})
+	})
+
+	Describe("the pod disruption budget", func() {
+		It("lets a drain take one instance at a time, owned by the deployment", func() {
+			d := desire()
+			pdb, err := client.PolicyV1().PodDisruptionBudgets(namespace).Get(ctx, name, metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(pdb.Labels).To(Equal(wantLabels()))
+			Expect(metav1.IsControlledBy(pdb, d)).To(BeTrue())
+			Expect(pdb.Spec).To(Equal(policyv1.PodDisruptionBudgetSpec{
+				Selector:       &metav1.LabelSelector{MatchLabels: d.Spec.Selector.MatchLabels},
+				MaxUnavailable: ptrTo(intstr.FromInt32(1)),
+			}))
+		})
+
+		It("is not made for a 1-instance app, whose only instance a drain must be able to move", func() {
+			lrp.Instances = 1
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			Expect(actionsSince(client, before)).NotTo(ContainElement(HavePrefix("create poddisruptionbudgets")))
+			list, err := client.PolicyV1().PodDisruptionBudgets(namespace).List(ctx, metav1.ListOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(list.Items).To(BeEmpty())
 		})
 	})
 
@@ -415,6 +441,7 @@ var _ = Describe("DesireLRP", func() {
 				"patch secrets " + name + "-env",
 				"patch secrets " + name + "-registry",
 				"create services " + name,
+				"create poddisruptionbudgets " + name,
 			}))
 			d := getDeployment(client, name)
 			Expect(d.Spec.Template.Spec.ImagePullSecrets).To(Equal([]corev1.LocalObjectReference{{Name: name + "-registry"}}))
@@ -463,6 +490,8 @@ var _ = Describe("DesireLRP", func() {
 				"get secrets " + name + "-env",
 				"create services " + name,
 				"get services " + name,
+				"create poddisruptionbudgets " + name,
+				"get poddisruptionbudgets " + name,
 			}))
 			Expect(getDeployment(client, name)).To(Equal(first))
 			deployments, secrets, services := countObjects(client)
@@ -485,6 +514,7 @@ var _ = Describe("DesireLRP", func() {
 				"get secrets " + name + "-env", // not made by this call: read for its version
 				"patch secrets " + name + "-env",
 				"create services " + name,
+				"create poddisruptionbudgets " + name,
 			}))
 			d := getDeployment(client, name)
 			Expect(metav1.IsControlledBy(getSecret(client, name+"-env"), d)).To(BeTrue())
@@ -509,6 +539,8 @@ var _ = Describe("DesireLRP", func() {
 				"get secrets " + name + "-env",
 				"patch secrets " + name + "-env",
 				"create services " + name,
+				"create poddisruptionbudgets " + name,
+				"get poddisruptionbudgets " + name, // made by the first desire, owned: kept
 			}))
 			Expect(metav1.IsControlledBy(getSecret(client, name+"-env"), d)).To(BeTrue())
 			Expect(metav1.IsControlledBy(getService(client, name), d)).To(BeTrue())
