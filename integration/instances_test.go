@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/opi-bridge/opi/localkube"
 	"github.com/opi-bridge/opi/models"
 )
 
@@ -97,29 +98,10 @@ var _ = Describe("Instances that match the pods", func() {
 
 	It("reports an image that cannot be pulled as CRASHED with the reason CC shows", func() {
 		a.instances = 1
-		withImage(a, "registry.example.com/does-not-exist:1")
+		// localkube's kwok stage reports such an image as a kubelet does: ImagePullBackOff.
+		withImage(a, "registry.example.com/"+localkube.UnpullableImage+":1")
 		desire(o, a)
-		Eventually(func() []string { return livePodNames(ns, a) }).Should(HaveLen(1))
-		pod := livePodNames(ns, a)[0]
-
-		By("the kubelet failing to pull (status set by the test: kwok pulls nothing)")
-		// Phase Running keeps kwok's stages (which start Pending pods) off the pod.
-		Eventually(func() corev1.PodPhase { return podPhases(ns, a)[pod] }).Should(Equal(corev1.PodRunning))
 		message := `Back-off pulling image "registry.example.com/does-not-exist:1"`
-		setPodStatus(ns, pod, func(s *corev1.PodStatus) {
-			for i := range s.Conditions {
-				if s.Conditions[i].Type == corev1.PodReady || s.Conditions[i].Type == corev1.ContainersReady {
-					s.Conditions[i].Status = corev1.ConditionFalse
-					s.Conditions[i].LastTransitionTime = metav1.Now()
-				}
-			}
-			for i := range s.ContainerStatuses {
-				s.ContainerStatuses[i].Ready = false
-				s.ContainerStatuses[i].Started = nil
-				s.ContainerStatuses[i].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: message}}
-			}
-		})
-
 		reason := "Failed to pull the image: " + message
 		Eventually(func() []models.Instance { return instances(o, a).Instances }).Should(ConsistOf(And(
 			HaveField("Index", BeEquivalentTo(0)),
@@ -128,8 +110,10 @@ var _ = Describe("Instances that match the pods", func() {
 			HaveField("CrashReason", reason),
 		)))
 		first := instances(o, a).Instances[0].Since
+		pod := livePodNames(ns, a)[0]
+		Expect(kubectl("get", "pod", "-n", ns, pod, "-o", "jsonpath={.status.containerStatuses[0].state.waiting.reason}")).To(Equal("ImagePullBackOff"))
 
-		By("keeping since while the kubelet alternates ErrImagePull and ImagePullBackOff")
+		By("keeping since while the kubelet alternates ErrImagePull and ImagePullBackOff (status set by the test)")
 		setPodStatus(ns, pod, func(s *corev1.PodStatus) {
 			s.ContainerStatuses[0].State.Waiting = &corev1.ContainerStateWaiting{Reason: "ErrImagePull"}
 		})

@@ -144,7 +144,9 @@ func ownedObjects(ns string, a *app) int {
 	Expect(err).NotTo(HaveOccurred())
 	services, err := kube.CoreV1().Services(ns).List(ctx, opts)
 	Expect(err).NotTo(HaveOccurred())
-	return n + len(rs.Items) + len(secrets.Items) + len(services.Items)
+	budgets, err := kube.PolicyV1().PodDisruptionBudgets(ns).List(ctx, opts)
+	Expect(err).NotTo(HaveOccurred())
+	return n + len(rs.Items) + len(secrets.Items) + len(services.Items) + len(budgets.Items)
 }
 
 // appState is what a request could have changed of an app: every object opi writes, by what
