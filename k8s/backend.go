@@ -48,7 +48,7 @@ type Options struct {
 	// Diego's per-check timeout; rounded up to whole seconds). CC's health_check_timeout_ms is
 	// the start timeout, not this.
 	ProbeTimeout time.Duration
-	// MinReady is how long a new instance must stay Ready before a rollout or a drain counts
+	// MinReady is how long a new instance must stay Ready before a rollout counts
 	// it as available (default DefaultMinReady; rounded up to whole seconds; negative: 0).
 	MinReady time.Duration
 	// PodSecurity is PodSecurityBaseline (default) or PodSecurityRestricted, for namespaces

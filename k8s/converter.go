@@ -31,8 +31,8 @@ const (
 	// RUNNING quickly; its failure threshold makes it give up after the start timeout.
 	startupProbePeriodSeconds = 2
 	// A started app is checked every 10 s and restarted after 3 failed checks in a row (about
-	// 30 s, Diego's check interval); it stops getting traffic after 2 failed readiness checks
-	// 5 s apart.
+	// 30 s: a hiccup is not a crash); it stops getting traffic sooner, after 2 failed readiness
+	// checks 5 s apart.
 	livenessProbePeriodSeconds     = 10
 	livenessProbeFailureThreshold  = 3
 	readinessProbePeriodSeconds    = 5

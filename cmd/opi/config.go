@@ -66,7 +66,7 @@ type WorkloadsConfig struct {
 	// ProbeTimeout bounds each single health check (default 1s, as Diego). CC's
 	// health_check_timeout_ms is the start timeout, which this does not change.
 	ProbeTimeout Duration `json:"probe_timeout"`
-	// MinReady is how long a new instance must stay Ready before a rollout or a drain counts it
+	// MinReady is how long a new instance must stay Ready before a rollout counts it
 	// as available (default 10s). For "process" and "none" health checks it is the only signal.
 	MinReady Duration `json:"min_ready"`
 	// PodSecurity is "baseline" (default: images run as built, with Diego's default
