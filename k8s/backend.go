@@ -4,9 +4,11 @@
 package k8s
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +46,36 @@ type Options struct {
 	// CrashNotifier, when set, is told about every crash of an LRP instance, once (leader
 	// work, see crash.go); nil reports no crashes.
 	CrashNotifier opi.CrashNotifier
+
+	// ProbeTimeout bounds each health check of an instance (default DefaultProbeTimeout,
+	// Diego's per-check timeout; rounded up to whole seconds). CC's health_check_timeout_ms is
+	// the start timeout, not this.
+	ProbeTimeout time.Duration
+	// MinReady is how long a new instance must stay Ready before a rollout counts
+	// it as available (default DefaultMinReady; rounded up to whole seconds; negative: 0).
+	MinReady time.Duration
+	// PodSecurity is PodSecurityBaseline (default) or PodSecurityRestricted, for namespaces
+	// that enforce the restricted Pod Security Standard.
+	PodSecurity string
+}
+
+// Defaults of Options.
+const (
+	DefaultProbeTimeout = time.Second
+	DefaultMinReady     = 10 * time.Second
+)
+
+// Validate reports an option the backend cannot work with.
+func (o Options) Validate() error {
+	switch o.PodSecurity {
+	case "", PodSecurityBaseline, PodSecurityRestricted:
+	default:
+		return fmt.Errorf("pod security %q is not one of %s, %s", o.PodSecurity, PodSecurityBaseline, PodSecurityRestricted)
+	}
+	if o.ProbeTimeout < 0 {
+		return errors.New("probe timeout must not be negative")
+	}
+	return nil
 }
 
 // Backend runs LRPs on Kubernetes. Create it with NewBackend and Start it before use.
@@ -54,6 +86,7 @@ type Backend struct {
 	readWaitTimeout time.Duration
 	janitorPeriod   time.Duration
 	janitorGrace    time.Duration
+	workload        workloadSpec
 
 	factory     informers.SharedInformerFactory
 	deployments cache.SharedIndexInformer
@@ -78,6 +111,12 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 	if opts.JanitorGrace <= 0 {
 		opts.JanitorGrace = DefaultJanitorGrace
 	}
+	if opts.ProbeTimeout <= 0 {
+		opts.ProbeTimeout = DefaultProbeTimeout
+	}
+	if opts.MinReady == 0 {
+		opts.MinReady = DefaultMinReady
+	}
 	b := &Backend{
 		client:          client,
 		logger:          logger.Session("k8s-backend", lager.Data{"namespace": opts.Namespace}),
@@ -85,6 +124,11 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 		readWaitTimeout: opts.ReadWaitTimeout,
 		janitorPeriod:   opts.JanitorPeriod,
 		janitorGrace:    opts.JanitorGrace,
+		workload: workloadSpec{
+			probeTimeoutSeconds: wholeSeconds(opts.ProbeTimeout),
+			minReadySeconds:     wholeSeconds(opts.MinReady),
+			podSecurity:         cmp.Or(opts.PodSecurity, PodSecurityBaseline),
+		},
 	}
 	b.newInformers()
 	if b.janitorPeriod > 0 {
@@ -162,6 +206,14 @@ func (b *Backend) Ready(ctx context.Context) error {
 		return apiError(err, "check api server")
 	}
 	return nil
+}
+
+// wholeSeconds is d rounded up to whole seconds, 0 for d ≤ 0, at most MaxInt32.
+func wholeSeconds(d time.Duration) int32 {
+	if d <= 0 {
+		return 0
+	}
+	return int32(min((d+time.Second-1)/time.Second, math.MaxInt32))
 }
 
 func (b *Backend) checkSynced() error {

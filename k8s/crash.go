@@ -101,25 +101,33 @@ func (r *podRecord) owes() bool {
 	return r.crash != nil && r.crash.count > r.crash.reported && r.lrpKey() != ""
 }
 
-// exitDescription is the container's termination as CC shows it, e.g. "Error (exit code 1)".
+// terminationDescription is the container's termination as a crash report describes it, e.g. "Error (exit code 1)".
 // The termination message is left out: it is the app's own output and may hold anything.
-func exitDescription(reason string, code int32) string {
+func terminationDescription(reason string, code int32) string {
 	if reason == "" {
 		reason = "Exited"
 	}
 	return fmt.Sprintf("%s (exit code %d)", reason, code)
 }
 
-// instanceIndex is the pod's index as GetInstances ranks it: the number of live pods of its
-// LRP created before it (then by name). A terminating pod gets the index it had.
+// instanceIndex is the pod's index as GetInstances reports it (instancePods). A pod that
+// GetInstances does not report (terminating, surplus, or its Deployment gone) gets the rank it
+// has among its LRP's live pods by creation time, then name.
 func (b *Backend) instanceIndex(pod *podRecord) int32 {
+	pods := b.cachedPods(pod.id())
+	if d := b.cachedDeployment(pod.id()); d != nil {
+		for i, p := range instancePods(pods, d) {
+			if p.UID == pod.UID {
+				return int32(i)
+			}
+		}
+	}
 	var index int32
-	for _, p := range b.cachedPods(pod.id()) {
-		if p == pod || p.DeletionTimestamp != nil || p.UID == pod.UID {
+	for _, p := range pods {
+		if p == pod || p.DeletionTimestamp != nil || p.terminal || p.UID == pod.UID {
 			continue
 		}
-		ti, tj := p.CreationTimestamp, pod.CreationTimestamp
-		if ti.Before(&tj) || (ti.Equal(&tj) && p.Name < pod.Name) {
+		if createdBefore(p, pod) {
 			index++
 		}
 	}
@@ -260,7 +268,7 @@ func (c *crashReporter) sync(ctx context.Context, key string) error {
 		Index:           c.backend.instanceIndex(pod),
 		Reason:          crashReason,
 		ExitStatus:      crash.exitCode,
-		ExitDescription: exitDescription(crash.reason, crash.exitCode),
+		ExitDescription: terminationDescription(crash.reason, crash.exitCode),
 		CrashCount:      crash.count,
 		OwedSince:       time.Now(),
 	}

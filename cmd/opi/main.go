@@ -118,13 +118,9 @@ func connect(ctx context.Context, cfg Config) error {
 	if err := k8s.EnsureNamespace(startCtx, client, cfg.Namespace, cfg.CreateNamespace); err != nil {
 		return fmt.Errorf("namespace %s: %w", cfg.Namespace, err)
 	}
-	backend := k8s.NewBackend(client, logger.Session("k8s"), k8s.Options{
-		Namespace:       cfg.Namespace,
-		ReadWaitTimeout: cfg.ReadWaitTimeout.Duration,
-		JanitorPeriod:   cfg.JanitorPeriod.Duration,
-		JanitorGrace:    cfg.JanitorGrace.Duration,
-		CrashNotifier:   callbacks,
-	})
+	backendOptions := cfg.backendOptions()
+	backendOptions.CrashNotifier = callbacks
+	backend := k8s.NewBackend(client, logger.Session("k8s"), backendOptions)
 	// The informers (and the janitor) live until opi has shut down, not only as long as the
 	// start-up deadline or the signal: requests in flight at SIGTERM still wait on the caches.
 	backendCtx, stopBackend := context.WithCancel(context.Background())
