@@ -41,6 +41,11 @@ type Options struct {
 	// JanitorGrace is the age a leftover must reach before the janitor deletes it
 	// (default DefaultJanitorGrace).
 	JanitorGrace time.Duration
+	// ImageReader and StagingNotifier, both set, make the leader work off staging records
+	// (see Stage); StagingWorkers of them at once (default DefaultStagingWorkers).
+	ImageReader     opi.ImageReader
+	StagingNotifier opi.StagingNotifier
+	StagingWorkers  int
 }
 
 // Backend runs LRPs on Kubernetes. Create it with NewBackend and Start it before use.
@@ -59,6 +64,10 @@ type Backend struct {
 	started atomic.Bool
 	synced  atomic.Bool
 
+	imageReader     opi.ImageReader
+	stagingNotifier opi.StagingNotifier
+	stagingWorkers  int
+
 	// leaderWork is what one replica of opi does for all of them; see RunLeaderWork.
 	leaderWork []leaderTask
 
@@ -75,6 +84,9 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 	if opts.JanitorGrace <= 0 {
 		opts.JanitorGrace = DefaultJanitorGrace
 	}
+	if opts.StagingWorkers <= 0 {
+		opts.StagingWorkers = DefaultStagingWorkers
+	}
 	b := &Backend{
 		client:          client,
 		logger:          logger.Session("k8s-backend", lager.Data{"namespace": opts.Namespace}),
@@ -82,10 +94,16 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 		readWaitTimeout: opts.ReadWaitTimeout,
 		janitorPeriod:   opts.JanitorPeriod,
 		janitorGrace:    opts.JanitorGrace,
+		imageReader:     opts.ImageReader,
+		stagingNotifier: opts.StagingNotifier,
+		stagingWorkers:  opts.StagingWorkers,
 	}
 	b.newInformers()
 	if b.janitorPeriod > 0 {
 		b.addLeaderWork("janitor", b.runJanitor)
+	}
+	if b.imageReader != nil && b.stagingNotifier != nil {
+		b.addLeaderWork("staging", b.runStaging)
 	}
 	return b
 }

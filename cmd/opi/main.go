@@ -25,6 +25,7 @@ import (
 	"github.com/opi-bridge/opi/bifrost"
 	"github.com/opi-bridge/opi/cc"
 	"github.com/opi-bridge/opi/handler"
+	"github.com/opi-bridge/opi/imageconfig"
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/metrics"
 )
@@ -124,6 +125,8 @@ func connect(ctx context.Context, cfg Config) error {
 		ReadWaitTimeout: cfg.ReadWaitTimeout.Duration,
 		JanitorPeriod:   cfg.JanitorPeriod.Duration,
 		JanitorGrace:    cfg.JanitorGrace.Duration,
+		ImageReader:     &imageconfig.Reader{},
+		StagingNotifier: callbacks,
 	})
 	// The informers (and the janitor) live until opi has shut down, not only as long as the
 	// start-up deadline or the signal: requests in flight at SIGTERM still wait on the caches.
@@ -176,6 +179,7 @@ func connect(ctx context.Context, cfg Config) error {
 			Observer:     m,
 			Metrics:      m.Handler(),
 			WriteTimeout: cfg.WriteTimeout.Duration,
+			Staging:      &bifrost.Staging{Stager: backend, URLs: ccClient},
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
