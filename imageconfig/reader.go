@@ -47,7 +47,7 @@ var _ opi.ImageReader = (*Reader)(nil)
 func (r *Reader) ReadImageConfig(ctx context.Context, image string, registry *opi.PrivateRegistry) (*opi.ImageConfig, error) {
 	ref, err := name.ParseReference(image)
 	if err != nil {
-		return nil, fmt.Errorf("image %q is not a valid image reference", image)
+		return nil, errors.New(shorten(fmt.Sprintf("image %q is not a valid image reference", image)))
 	}
 	timeout := r.Timeout
 	if timeout <= 0 {
@@ -130,8 +130,12 @@ func reason(image string, withCredentials bool, timeout time.Duration, readErr, 
 	default:
 		msg = "cannot read image " + image + ": " + err.Error()
 	}
+	return shorten(msg)
+}
+
+func shorten(msg string) string {
 	if len(msg) > maxReasonLen {
-		msg = msg[:maxReasonLen-3] + "..."
+		return msg[:maxReasonLen-3] + "..."
 	}
 	return msg
 }
