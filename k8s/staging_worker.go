@@ -119,7 +119,7 @@ func (w *stagingWorker) process(ctx context.Context, key string) error {
 		return err
 	}
 	secret, ok := obj.(*corev1.Secret)
-	if !ok || secret.DeletionTimestamp != nil {
+	if !ok || secret.DeletionTimestamp != nil || secret.Labels[LabelSourceType] != SourceTypeStaging {
 		return nil
 	}
 	logger := w.logger.Session("process", lager.Data{"secret": secret.Name})
