@@ -41,6 +41,9 @@ type Options struct {
 	// JanitorGrace is the age a leftover must reach before the janitor deletes it
 	// (default DefaultJanitorGrace).
 	JanitorGrace time.Duration
+	// CrashNotifier, when set, is told about every crash of an LRP instance, once (leader
+	// work, see crash.go); nil reports no crashes.
+	CrashNotifier opi.CrashNotifier
 	// ImageReader and StagingNotifier, both set, make the leader work off staging records
 	// (see Stage); StagingWorkers of them at once (default DefaultStagingWorkers).
 	ImageReader     opi.ImageReader
@@ -101,6 +104,9 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 	b.newInformers()
 	if b.janitorPeriod > 0 {
 		b.addLeaderWork("janitor", b.runJanitor)
+	}
+	if opts.CrashNotifier != nil {
+		b.addLeaderWork("crash-reporter", newCrashReporter(b, opts.CrashNotifier).run)
 	}
 	if b.imageReader != nil && b.stagingNotifier != nil {
 		b.addLeaderWork("staging", b.runStaging)

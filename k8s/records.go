@@ -232,6 +232,8 @@ type podRecord struct {
 	state          string
 	since          int64
 	placementError string
+	// crash is nil unless the app container has terminated: see crashOf.
+	crash *podCrash
 }
 
 // recordPod is the pod informer's transform.
@@ -254,6 +256,7 @@ func recordPod(obj any) (any, error) {
 		state:          state,
 		since:          since,
 		placementError: placement,
+		crash:          crashOf(p),
 	}, nil
 }
 

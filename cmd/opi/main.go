@@ -113,7 +113,6 @@ func connect(ctx context.Context, cfg Config) error {
 	}
 	// callbacks deliver what the backend tells CC (task completions, crashes).
 	callbacks := &bifrost.Callbacks{Client: ccClient}
-	_ = callbacks
 
 	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
@@ -125,6 +124,7 @@ func connect(ctx context.Context, cfg Config) error {
 		ReadWaitTimeout: cfg.ReadWaitTimeout.Duration,
 		JanitorPeriod:   cfg.JanitorPeriod.Duration,
 		JanitorGrace:    cfg.JanitorGrace.Duration,
+		CrashNotifier:   callbacks,
 		ImageReader:     &imageconfig.Reader{},
 		StagingNotifier: callbacks,
 	})
