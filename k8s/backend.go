@@ -57,6 +57,11 @@ type Options struct {
 	// PodSecurity is PodSecurityBaseline (default) or PodSecurityRestricted, for namespaces
 	// that enforce the restricted Pod Security Standard.
 	PodSecurity string
+	// ImageReader and StagingNotifier, both set, make the leader work off staging records
+	// (see Stage); StagingWorkers of them at once (default DefaultStagingWorkers).
+	ImageReader     opi.ImageReader
+	StagingNotifier opi.StagingNotifier
+	StagingWorkers  int
 }
 
 // Defaults of Options.
@@ -95,6 +100,10 @@ type Backend struct {
 	started atomic.Bool
 	synced  atomic.Bool
 
+	imageReader     opi.ImageReader
+	stagingNotifier opi.StagingNotifier
+	stagingWorkers  int
+
 	// leaderWork is what one replica of opi does for all of them; see RunLeaderWork.
 	leaderWork []leaderTask
 
@@ -117,6 +126,9 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 	if opts.MinReady == 0 {
 		opts.MinReady = DefaultMinReady
 	}
+	if opts.StagingWorkers <= 0 {
+		opts.StagingWorkers = DefaultStagingWorkers
+	}
 	b := &Backend{
 		client:          client,
 		logger:          logger.Session("k8s-backend", lager.Data{"namespace": opts.Namespace}),
@@ -129,6 +141,9 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 			minReadySeconds:     wholeSeconds(opts.MinReady),
 			podSecurity:         cmp.Or(opts.PodSecurity, PodSecurityBaseline),
 		},
+		imageReader:     opts.ImageReader,
+		stagingNotifier: opts.StagingNotifier,
+		stagingWorkers:  opts.StagingWorkers,
 	}
 	b.newInformers()
 	if b.janitorPeriod > 0 {
@@ -136,6 +151,9 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 	}
 	if opts.CrashNotifier != nil {
 		b.addLeaderWork("crash-reporter", newCrashReporter(b, opts.CrashNotifier).run)
+	}
+	if b.imageReader != nil && b.stagingNotifier != nil {
+		b.addLeaderWork("staging", b.runStaging)
 	}
 	return b
 }

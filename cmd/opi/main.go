@@ -25,6 +25,7 @@ import (
 	"github.com/opi-bridge/opi/bifrost"
 	"github.com/opi-bridge/opi/cc"
 	"github.com/opi-bridge/opi/handler"
+	"github.com/opi-bridge/opi/imageconfig"
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/metrics"
 )
@@ -120,6 +121,8 @@ func connect(ctx context.Context, cfg Config) error {
 	}
 	backendOptions := cfg.backendOptions()
 	backendOptions.CrashNotifier = callbacks
+	backendOptions.ImageReader = &imageconfig.Reader{}
+	backendOptions.StagingNotifier = callbacks
 	backend := k8s.NewBackend(client, logger.Session("k8s"), backendOptions)
 	// The informers (and the janitor) live until opi has shut down, not only as long as the
 	// start-up deadline or the signal: requests in flight at SIGTERM still wait on the caches.
@@ -172,6 +175,7 @@ func connect(ctx context.Context, cfg Config) error {
 			Observer:     m,
 			Metrics:      m.Handler(),
 			WriteTimeout: cfg.WriteTimeout.Duration,
+			Staging:      &bifrost.Staging{Stager: backend, URLs: ccClient},
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
