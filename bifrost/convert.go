@@ -239,7 +239,16 @@ func DesiredLRP(lrp *opi.LRP) models.DesiredLRP {
 	}
 }
 
-// Instance is the Diego-shaped view of an instance.
+// Instance is the Diego-shaped view of an instance. A crash reason goes out twice: as Diego's
+// crash_reason, and as placement_error, the only key whose text CC shows (as the instance's
+// details in `cf app`); CC keeps a CRASHED instance CRASHED whatever placement_error says.
 func Instance(in *opi.Instance) models.Instance {
-	return models.Instance{Index: in.Index, State: in.State, Since: in.Since, PlacementError: in.PlacementError}
+	out := models.Instance{Index: in.Index, State: in.State, Since: in.Since, PlacementError: in.PlacementError}
+	if in.State == opi.InstanceCrashed && in.CrashReason != "" {
+		out.CrashReason = in.CrashReason
+		if out.PlacementError == "" {
+			out.PlacementError = in.CrashReason
+		}
+	}
+	return out
 }

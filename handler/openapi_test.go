@@ -91,7 +91,7 @@ var _ = Describe("The API description", func() {
 		// Every optional part of the routers is switched on: the description covers them all.
 		api = handler.New(handler.Config{
 			LRP: new(fakes.FakeLRPBifrost), Readiness: new(fakes.FakeReadinessChecker),
-			Logger: logger, Metrics: metrics,
+			Logger: logger, Metrics: metrics, Staging: new(fakes.FakeStagingBifrost),
 		})
 		ops = handler.NewOps(handler.OpsConfig{
 			Readiness: new(fakes.FakeReadinessChecker), Logger: logger, Metrics: metrics, Pprof: true,

@@ -22,7 +22,9 @@ import (
 //  2. the image pull Secret, when the LRP has registry credentials (exists → fine);
 //  3. the Deployment (exists → the desire succeeds and changes nothing);
 //  4. the Secrets made controlled by the Deployment;
-//  5. the Service, controlled by the Deployment, when the LRP has ports (exists → fine).
+//  5. the Service, controlled by the Deployment, when the LRP has ports (exists → fine);
+//  6. the PodDisruptionBudget, controlled by the Deployment, when the LRP has 2 or more
+//     instances (exists → fine).
 //
 // Nothing is read before it is created, so a first desire costs one call per object plus one
 // owner patch per Secret. Steps 4 and 5 use kube.EnsureControlled, so that a desire racing a
@@ -53,7 +55,7 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 	}
 
 	deployment, created, err := kube.CreateOrGet(ctx, b.client.AppsV1().Deployments(b.namespace),
-		toDeployment(lrp, name, b.namespace), b.cachedAsDeployment)
+		toDeployment(lrp, name, b.namespace, b.workload), b.cachedAsDeployment)
 	if err != nil {
 		return apiError(err, "create deployment")
 	}
@@ -85,6 +87,12 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 			if err := kube.EnsureControlled(ctx, services, service, nil, owner, live); err != nil {
 				return b.ownershipError(logger, err, "own service")
 			}
+		}
+	}
+
+	if lrp.Instances >= minBudgetInstances {
+		if err := b.ensureDisruptionBudget(ctx, logger, lrp, name, owner, live); err != nil {
+			return err
 		}
 	}
 

@@ -13,7 +13,8 @@ import (
 )
 
 // UpdateLRP changes the LRP's instance count, annotation, routes and image with one strategic
-// merge patch of just those fields. A patch carries no resourceVersion and sets absolute values,
+// merge patch of just those fields, and keeps its PodDisruptionBudget in step with the instance
+// count (scaleDisruptionBudget). A patch carries no resourceVersion and sets absolute values,
 // so concurrent writers (CC's workers, the Deployment controller writing status) cannot make
 // it conflict, and the cache, which keeps only what reads need of a Deployment, is enough to
 // decide what changed. An update that changes nothing makes no write.
@@ -34,6 +35,11 @@ func (b *Backend) UpdateLRP(ctx context.Context, id opi.LRPIdentifier, update op
 	updated, err := b.client.AppsV1().Deployments(b.namespace).Patch(ctx, current.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
 		return apiError(err, "update deployment")
+	}
+	if update.Instances != nil {
+		if err := b.scaleDisruptionBudget(ctx, logger, current, *update.Instances); err != nil {
+			return err
+		}
 	}
 	b.waitForDeployment(ctx, logger, updated.Name, updated.ResourceVersion, true)
 	logger.Info("updated", lager.Data{"deployment": current.Name})

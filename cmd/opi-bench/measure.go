@@ -113,11 +113,12 @@ func (e *env) scrape(ctx context.Context) (metricsSnapshot, error) {
 
 func (m metricsSnapshot) value(key string) float64 { return m[key] }
 
-// diff is the growth of opi_kube_api_requests_total since before, by "verb resource".
+// diff is the growth of opi_kube_api_requests_total since before, by "verb resource", without
+// the leader election's Lease renewals (background, every retry period, whatever the requests).
 func (m metricsSnapshot) diff(before metricsSnapshot) map[string]float64 {
 	out := map[string]float64{}
 	for k, v := range m {
-		if !strings.HasPrefix(k, "opi_kube_api_requests_total{") {
+		if !strings.HasPrefix(k, "opi_kube_api_requests_total{") || label(k, "resource") == "leases" {
 			continue
 		}
 		if d := v - before[k]; d != 0 {

@@ -24,6 +24,7 @@ import (
 	"github.com/opi-bridge/opi/bifrost"
 	"github.com/opi-bridge/opi/cc"
 	"github.com/opi-bridge/opi/handler"
+	"github.com/opi-bridge/opi/imageconfig"
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/metrics"
 )
@@ -143,19 +144,17 @@ func connect(ctx context.Context, cfg Config) error {
 	}
 	// callbacks deliver what the backend tells CC (task completions, crashes).
 	callbacks := &bifrost.Callbacks{Client: ccClient}
-	_ = callbacks
 
 	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if err := k8s.EnsureNamespace(startCtx, client, cfg.Namespace, cfg.CreateNamespace); err != nil {
 		return fmt.Errorf("namespace %s: %w", cfg.Namespace, err)
 	}
-	backend := k8s.NewBackend(client, logger.Session("k8s"), k8s.Options{
-		Namespace:       cfg.Namespace,
-		ReadWaitTimeout: cfg.ReadWaitTimeout.Duration,
-		JanitorPeriod:   cfg.JanitorPeriod.Duration,
-		JanitorGrace:    cfg.JanitorGrace.Duration,
-	})
+	backendOptions := cfg.backendOptions()
+	backendOptions.CrashNotifier = callbacks
+	backendOptions.ImageReader = &imageconfig.Reader{}
+	backendOptions.StagingNotifier = callbacks
+	backend := k8s.NewBackend(client, logger.Session("k8s"), backendOptions)
 	// The informers (and the janitor) live until opi has shut down, not only as long as the
 	// start-up deadline or the signal: requests in flight at SIGTERM still wait on the caches.
 	backendCtx, stopBackend := context.WithCancel(context.Background())
@@ -207,6 +206,7 @@ func connect(ctx context.Context, cfg Config) error {
 		Observer:     m,
 		Metrics:      m.Handler(),
 		WriteTimeout: cfg.WriteTimeout.Duration,
+		Staging:      &bifrost.Staging{Stager: backend, URLs: ccClient},
 	}), cfg.WriteTimeout.Duration)
 	servers := []*http.Server{server}
 	served := make(chan error, 2)
