@@ -82,25 +82,50 @@ type Route struct {
 	Path   string
 }
 
-// Router is opi's HTTP handler together with the list of the routes it registered, so that a
-// test can hold the API description (openapi.yaml) against what is really served.
+// Router is an httprouter that records every route it is given, however it is given (Handle,
+// Handler, GET, ...), so that a test can hold the API description (openapi.yaml) against what
+// is really served.
 type Router struct {
-	http.Handler
+	*httprouter.Router
 	routes []Route
 }
 
 // Routes lists the routes the router serves, in registration order.
 func (r *Router) Routes() []Route { return append([]Route(nil), r.routes...) }
 
-// newRouter is an httprouter with the contract's 404/405/panic answers, and a register function
-// that records every route it adds.
-func newRouter(logger lager.Logger) (*Router, *httprouter.Router, func(method, path string, h httprouter.Handle)) {
-	r := httprouter.New()
-	out := &Router{Handler: r}
-	register := func(method, path string, h httprouter.Handle) {
-		r.Handle(method, path, h)
-		out.routes = append(out.routes, Route{Method: method, Path: path})
-	}
+// Handle registers and records a route.
+func (r *Router) Handle(method, path string, h httprouter.Handle) {
+	r.Router.Handle(method, path, h)
+	r.routes = append(r.routes, Route{Method: method, Path: path})
+}
+
+// Handler registers and records a route served by an http.Handler.
+func (r *Router) Handler(method, path string, h http.Handler) {
+	r.Router.Handler(method, path, h) // the embedded Handle: recorded once, here
+	r.routes = append(r.routes, Route{Method: method, Path: path})
+}
+
+// HandlerFunc registers and records a route served by an http.HandlerFunc.
+func (r *Router) HandlerFunc(method, path string, h http.HandlerFunc) { r.Handler(method, path, h) }
+
+// GET registers and records a GET route.
+func (r *Router) GET(path string, h httprouter.Handle) { r.Handle(http.MethodGet, path, h) }
+
+// POST registers and records a POST route.
+func (r *Router) POST(path string, h httprouter.Handle) { r.Handle(http.MethodPost, path, h) }
+
+// PUT registers and records a PUT route.
+func (r *Router) PUT(path string, h httprouter.Handle) { r.Handle(http.MethodPut, path, h) }
+
+// DELETE registers and records a DELETE route.
+func (r *Router) DELETE(path string, h httprouter.Handle) { r.Handle(http.MethodDelete, path, h) }
+
+// PATCH registers and records a PATCH route.
+func (r *Router) PATCH(path string, h httprouter.Handle) { r.Handle(http.MethodPatch, path, h) }
+
+// newRouter is a recording httprouter with the contract's 404/405/panic answers.
+func newRouter(logger lager.Logger) *Router {
+	r := &Router{Router: httprouter.New()}
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
 	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -113,7 +138,7 @@ func newRouter(logger lager.Logger) (*Router, *httprouter.Router, func(method, p
 		logger.Error("panic", nil, lager.Data{"method": req.Method, "path": req.URL.Path, "panic": v})
 		writeError(w, http.StatusInternalServerError, "internal error")
 	}
-	return out, r, register
+	return r
 }
 
 // servePprof serves Go's profiles: the index, every named profile (heap, goroutine, allocs, ...),
@@ -133,11 +158,6 @@ func servePprof(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 	}
 }
 
-// handlerOf adapts a plain http.Handler to a route.
-func handlerOf(h http.Handler) httprouter.Handle {
-	return func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) { h.ServeHTTP(w, r) }
-}
-
 // New returns the router with every route of the contract, plus health, metrics and the API
 // description.
 func New(cfg Config) *Router {
@@ -150,9 +170,9 @@ func New(cfg Config) *Router {
 	lrp := &lrpHandler{bifrost: cfg.LRP, logger: cfg.Logger, maxBody: cfg.MaxBodyBytes, writeTimeout: cfg.WriteTimeout}
 	health := &healthHandler{readiness: cfg.Readiness, logger: cfg.Logger}
 
-	out, _, register := newRouter(cfg.Logger)
+	r := newRouter(cfg.Logger)
 	route := func(method, path string, handle httprouter.Handle) {
-		register(method, path, observe(cfg.Observer, method+" "+path, handle))
+		r.Handle(method, path, observe(cfg.Observer, method+" "+path, handle))
 	}
 	// httprouter needs one name for a path segment across routes: ":guid" is the process guid
 	// on desire and update, and the CC process guid elsewhere.
@@ -168,13 +188,13 @@ func New(cfg Config) *Router {
 		route(http.MethodPost, "/stage/:staging_guid", stage.stage)
 	}
 	if cfg.Metrics != nil {
-		register(http.MethodGet, "/metrics", handlerOf(cfg.Metrics))
+		r.Handler(http.MethodGet, "/metrics", cfg.Metrics)
 	}
 
-	register(http.MethodGet, "/healthz", health.live)
-	register(http.MethodGet, "/readyz", health.ready)
-	register(http.MethodGet, "/openapi.json", serveOpenAPI)
-	return out
+	r.GET("/healthz", health.live)
+	r.GET("/readyz", health.ready)
+	r.GET("/openapi.json", serveOpenAPI)
+	return r
 }
 
 // OpsConfig is what NewOps needs.
@@ -191,18 +211,18 @@ type OpsConfig struct {
 // when asked, pprof. It is served on its own plaintext listener, so that kubelet probes and
 // Prometheus reach it without the client certificate the API demands.
 func NewOps(cfg OpsConfig) *Router {
-	out, _, register := newRouter(cfg.Logger)
+	r := newRouter(cfg.Logger)
 	health := &healthHandler{readiness: cfg.Readiness, logger: cfg.Logger}
-	register(http.MethodGet, "/healthz", health.live)
-	register(http.MethodGet, "/readyz", health.ready)
-	register(http.MethodGet, "/openapi.json", serveOpenAPI)
+	r.GET("/healthz", health.live)
+	r.GET("/readyz", health.ready)
+	r.GET("/openapi.json", serveOpenAPI)
 	if cfg.Metrics != nil {
-		register(http.MethodGet, "/metrics", handlerOf(cfg.Metrics))
+		r.Handler(http.MethodGet, "/metrics", cfg.Metrics)
 	}
 	if cfg.Pprof {
-		register(http.MethodGet, "/debug/pprof/*name", servePprof)
+		r.GET("/debug/pprof/*name", servePprof)
 	}
-	return out
+	return r
 }
 
 // observe reports each answer of handle to observer under the route's pattern (never the raw
