@@ -240,8 +240,8 @@ var _ = Describe("Deploying with the manifests", Ordered, func() {
 		leader := holder()
 		Expect(leader).NotTo(BeEmpty())
 		Expect(first.Logs()).To(ContainSubstring(leader))
-		Expect(first.Logs()).To(ContainSubstring("janitor.started"))
-		Expect(second.Logs()).To(ContainSubstring(`leader-election.following"`))
+		Eventually(first.Logs).Should(ContainSubstring("janitor.started"))
+		Eventually(second.Logs).Should(ContainSubstring(`leader-election.following"`))
 		Expect(second.Logs()).NotTo(ContainSubstring(`leader-election.leading"`))
 		Expect(second.Logs()).NotTo(ContainSubstring("janitor.started"))
 
