@@ -1,7 +1,6 @@
 package bifrost
 
 import (
-	"sort"
 	"strings"
 
 	"github.com/opi-bridge/opi/models"
@@ -9,10 +8,18 @@ import (
 )
 
 // ConvertDesire validates a DesireLRPRequest and turns it into an opi.LRP. Every check of the
-// contract happens here, so that a rejected request never reaches the backend.
-func ConvertDesire(req models.DesireLRPRequest) (*opi.LRP, error) {
+// contract happens here, and those of Kubernetes for what the request puts into its objects
+// (with rules for the cluster's own), so that a rejected request never reaches the backend.
+func ConvertDesire(req models.DesireLRPRequest, rules Rules) (*opi.LRP, error) {
 	id := opi.LRPIdentifier{GUID: req.GUID, Version: req.Version}
 	if err := ValidateIdentifier(id); err != nil {
+		return nil, err
+	}
+	// Both become label values, as the process type does.
+	if err := ValidateLabelValue("app_guid", req.AppGUID); err != nil {
+		return nil, err
+	}
+	if err := ValidateLabelValue("process_type", req.ProcessType); err != nil {
 		return nil, err
 	}
 	if req.ProcessGUID != "" && req.ProcessGUID != id.ProcessGUID() {
@@ -26,8 +33,8 @@ func ConvertDesire(req models.DesireLRPRequest) (*opi.LRP, error) {
 		}
 		return nil, invalid("lifecycle.docker_lifecycle", "is required")
 	}
-	if strings.TrimSpace(docker.Image) == "" {
-		return nil, invalid("lifecycle.docker_lifecycle.image", "is required")
+	if err := ValidateImage("lifecycle.docker_lifecycle.image", docker.Image); err != nil {
+		return nil, err
 	}
 
 	if err := checkRange("instances", int64(req.Instances), 0, MaxInstances); err != nil {
@@ -55,27 +62,28 @@ func ConvertDesire(req models.DesireLRPRequest) (*opi.LRP, error) {
 		}
 		ports = append(ports, int32(p))
 	}
+	if err := ValidatePorts("ports", ports); err != nil {
+		return nil, err
+	}
 
 	health, err := convertHealthCheck(req, len(ports) > 0)
 	if err != nil {
 		return nil, err
 	}
 
-	env := make(map[string]string, len(req.Environment))
-	names := make([]string, 0, len(req.Environment))
-	for name := range req.Environment {
-		names = append(names, name)
+	if err := ValidateEnv("environment", req.Environment, rules); err != nil {
+		return nil, err
 	}
-	sort.Strings(names) // report the same bad name every time
-	for _, name := range names {
-		if !validEnvName(name) {
-			return nil, invalid("environment", "has a variable name %q that is empty or holds '=' or a non-printable character", name)
-		}
-		env[name] = req.Environment[name]
+	env := make(map[string]string, len(req.Environment))
+	for name, value := range req.Environment {
+		env[name] = value
 	}
 
 	routes, err := convertRoutes("routes", req.Routes)
 	if err != nil {
+		return nil, err
+	}
+	if err := ValidateAnnotations("user_defined_annotations", req.UserDefinedAnnotations); err != nil {
 		return nil, err
 	}
 
@@ -176,8 +184,8 @@ func ConvertUpdate(req models.UpdateDesiredLRPRequest) (opi.LRPIdentifier, opi.L
 	}
 	out.Annotation = req.Update.Annotation
 	if img := req.Update.Image; img != nil {
-		if strings.TrimSpace(*img) == "" {
-			return id, out, invalid("update.image", "must not be empty")
+		if err := ValidateImage("update.image", *img); err != nil {
+			return id, out, err
 		}
 		out.Image = img
 	}

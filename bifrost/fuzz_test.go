@@ -23,7 +23,7 @@ func FuzzConvertDesire(f *testing.F) {
 		if json.Unmarshal(body, &req) != nil {
 			return
 		}
-		lrp, err := bifrost.ConvertDesire(req)
+		lrp, err := bifrost.ConvertDesire(req, bifrost.Rules{})
 		if err != nil {
 			if !errors.Is(err, opi.ErrInvalid) {
 				t.Fatalf("rejection %q is not ErrInvalid", err)
