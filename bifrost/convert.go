@@ -15,13 +15,6 @@ func ConvertDesire(req models.DesireLRPRequest, rules Rules) (*opi.LRP, error) {
 	if err := ValidateIdentifier(id); err != nil {
 		return nil, err
 	}
-	// Both become label values, as the process type does.
-	if err := ValidateLabelValue("app_guid", req.AppGUID); err != nil {
-		return nil, err
-	}
-	if err := ValidateLabelValue("process_type", req.ProcessType); err != nil {
-		return nil, err
-	}
 	if req.ProcessGUID != "" && req.ProcessGUID != id.ProcessGUID() {
 		return nil, invalid("process_guid", "%q does not match guid-version %q", req.ProcessGUID, id.ProcessGUID())
 	}

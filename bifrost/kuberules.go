@@ -83,8 +83,8 @@ func ValidateAnnotations(fieldName string, annotations map[string]string) error 
 	return invalid(fieldName, "has a key %q that is not a Kubernetes annotation key: %s", e.BadValue, e.Detail)
 }
 
-// ValidateLabelValue checks a value that opi puts into a label (guids, versions, app guids,
-// process types): at most 63 chars of [-._a-zA-Z0-9], starting and ending alphanumeric, or
+// ValidateLabelValue checks a value that opi puts into a label unchanged (guids and versions):
+// at most 63 chars of [-._a-zA-Z0-9], starting and ending alphanumeric, or
 // empty (validation.IsValidLabelValue).
 func ValidateLabelValue(fieldName, value string) error {
 	if msgs := validation.IsValidLabelValue(value); len(msgs) > 0 {

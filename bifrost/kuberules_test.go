@@ -53,9 +53,6 @@ var _ = Describe("Kubernetes' rules", func() {
 			m["version"] = "-abc"
 			m["process_guid"] = guid + "--abc"
 		}, `version "-abc" cannot be a Kubernetes label value`),
-		Entry("app_guid that is no label value", bifrost.Rules{}, func(m map[string]any) { m["app_guid"] = "bad guid!" }, `app_guid "bad guid!" cannot be a Kubernetes label value`),
-		Entry("app_guid over 63 chars", bifrost.Rules{}, func(m map[string]any) { m["app_guid"] = strings.Repeat("a", 64) }, "app_guid"),
-		Entry("process_type that is no label value", bifrost.Rules{}, func(m map[string]any) { m["process_type"] = "web/worker" }, "process_type"),
 		Entry("environment over a Secret's 1 MiB", bifrost.Rules{}, func(m map[string]any) {
 			m["environment"] = map[string]string{"BIG": strings.Repeat("x", 1<<20)}
 		}, "environment is 1048579 bytes (names and values), more than the 1048576 a Kubernetes Secret holds"),
@@ -113,9 +110,9 @@ var _ = Describe("Kubernetes' rules", func() {
 		Entry("images by digest, with a registry port, on Docker Hub", bifrost.Rules{}, func(m map[string]any) {
 			m["lifecycle"] = image("localhost:5000/team/app@sha256:" + strings.Repeat("a", 64))
 		}),
-		Entry("an empty app_guid and process_type (empty label values are fine)", bifrost.Rules{}, func(m map[string]any) {
-			m["app_guid"] = ""
-			m["process_type"] = ""
+		Entry("any app_guid and process_type (the backend makes label values of them)", bifrost.Rules{}, func(m map[string]any) {
+			m["app_guid"] = "not a guid!"
+			m["process_type"] = "web/worker"
 		}),
 	)
 
@@ -136,7 +133,7 @@ var _ = Describe("Kubernetes' rules", func() {
 		Expect(bifrost.ValidateEnvName("environment[0].name", "a:b", bifrost.Rules{StrictEnvNames: true})).To(MatchError(ContainSubstring("environment[0].name")))
 		Expect(bifrost.ValidateEnv("environment", map[string]string{"A": "b"}, bifrost.Rules{})).To(Succeed())
 		Expect(bifrost.ValidateAnnotations("annotations", map[string]string{"ok": "v"})).To(Succeed())
-		Expect(bifrost.ValidateLabelValue("app_guid", "abc-")).To(MatchError(ContainSubstring("app_guid")))
+		Expect(bifrost.ValidateLabelValue("guid", "abc-")).To(MatchError(ContainSubstring("guid")))
 		Expect(bifrost.ValidateRouteHostname("route", "a.example.com")).To(Succeed())
 		Expect(bifrost.ValidateImage("image", "cloudfoundry/dora:latest")).To(Succeed())
 		Expect(bifrost.ValidatePorts("ports", []int32{8080, 9090})).To(Succeed())
