@@ -160,7 +160,7 @@ func (b *Backend) ownershipError(logger lager.Logger, err error, what string) er
 	}
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
-		return apiError(err, what)
+		return refusal(err, what)
 	}
 	// Contention that outlasted the attempts: CC retries later.
 	return fmt.Errorf("%s: %w: %w", what, opi.ErrUnavailable, err)

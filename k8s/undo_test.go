@@ -201,3 +201,29 @@ var _ = Describe("A refused update", func() {
 		Expect(err.Error()).To(ContainSubstring("denied by webhook"))
 	})
 })
+
+var _ = Describe("A desire refused at the owner patch", func() {
+	It("removes the deployment and the secret it created, and answers invalid", func() {
+		ctx := context.Background()
+		client := newClient()
+		backend := startBackend(client)
+		lrp := sampleLRP()
+		name := k8s.DeploymentName(lrp)
+		before := len(client.Actions())
+		client.PrependReactor("patch", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, name+"-env", errors.New("denied by webhook"))
+		})
+		err := backend.DesireLRP(ctx, lrp)
+		Expect(err).To(MatchError(opi.ErrInvalid))
+		Expect(err.Error()).To(ContainSubstring("own env secret: invalid: "))
+		Expect(actionsSince(client, before)).To(Equal([]string{
+			"create secrets " + name + "-env",
+			"create deployments " + name,
+			"patch secrets " + name + "-env",
+			"delete deployments " + name,
+			"delete secrets " + name + "-env",
+		}))
+		d, s, v := countObjects(client)
+		Expect([3]int{d, s, v}).To(Equal([3]int{0, 0, 0}))
+	})
+})
