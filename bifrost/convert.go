@@ -3,6 +3,8 @@ package bifrost
 import (
 	"strings"
 
+	"github.com/distribution/reference"
+
 	"github.com/opi-bridge/opi/models"
 	"github.com/opi-bridge/opi/opi"
 )
@@ -142,8 +144,17 @@ func convertHealthCheck(req models.DesireLRPRequest, hasPorts bool) (opi.HealthC
 	return hc, nil
 }
 
-// RegistryServer is the registry an image is pulled from, as a docker config names it.
+// RegistryServer is the registry an image is pulled from, as a docker config names it: the
+// domain the kubelet's parser (github.com/distribution/reference) finds, Docker Hub's key for
+// docker.io. An image that does not parse (refused before this is asked) falls back to Docker's
+// rule: the first path component is a host when it has a '.' or ':' or is "localhost".
 func RegistryServer(image string) string {
+	if named, err := reference.ParseNormalizedNamed(image); err == nil {
+		if domain := reference.Domain(named); domain != "docker.io" {
+			return domain
+		}
+		return dockerHubServer
+	}
 	first, _, found := strings.Cut(image, "/")
 	if found && (strings.ContainsAny(first, ".:") || first == "localhost") {
 		return first

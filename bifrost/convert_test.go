@@ -130,6 +130,8 @@ var _ = Describe("ConvertDesire", func() {
 		Entry("registry with port", "registry.example.com:5000/x/y", "registry.example.com:5000"),
 		Entry("registry host", "gcr.io/project/image@sha256:abc", "gcr.io"),
 		Entry("localhost", "localhost/image", "localhost"),
+		Entry("docker.io named", "docker.io/library/busybox", "https://index.docker.io/v1/"),
+		Entry("an upper-case first component is a host to the kubelet", "Registry/image", "Registry"),
 	)
 
 	DescribeTable("defaults the health check",
