@@ -3,6 +3,7 @@ package k8s
 import (
 	"context"
 	"strings"
+	"time"
 
 	"code.cloudfoundry.org/lager/v3"
 	appsv1 "k8s.io/api/apps/v1"
@@ -15,6 +16,9 @@ import (
 // probeEnvName is an env name only the relaxed rule accepts (Kubernetes 1.32 on, or with
 // RelaxedEnvironmentVariableValidation on).
 const probeEnvName = "opi:probe"
+
+// discoverTimeout bounds DiscoverCluster: start-up goes on without what it could not learn.
+const discoverTimeout = 15 * time.Second
 
 // ClusterRules is what opi learns about its cluster at start-up, for the rules that depend on
 // it.
@@ -39,13 +43,15 @@ type ClusterRules struct {
 // fails: whatever it cannot learn defaults to the strict side, and says so in the log.
 func DiscoverCluster(ctx context.Context, client kubernetes.Interface, namespace string, logger lager.Logger) ClusterRules {
 	logger = logger.Session("discover-cluster")
+	ctx, cancel := context.WithTimeout(ctx, discoverTimeout)
+	defer cancel()
 	var rules ClusterRules
-	if v, err := client.Discovery().ServerVersion(); err != nil {
+	if v, err := client.Discovery().ServerVersionWithContext(ctx); err != nil {
 		logger.Info("server-version-unknown", lager.Data{"reason": err.Error()})
 	} else {
 		rules.ServerVersion = v.GitVersion
 	}
-	if groups, err := client.Discovery().ServerGroups(); err != nil {
+	if groups, err := client.Discovery().ServerGroupsWithContext(ctx); err != nil {
 		logger.Info("api-groups-unknown", lager.Data{"reason": err.Error()})
 	} else {
 		for _, g := range groups.Groups {
