@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	code.cloudfoundry.org/lager/v3 v3.0.3
+	github.com/distribution/reference v0.6.0
 	github.com/google/go-containerregistry v0.22.1
 	github.com/julienschmidt/httprouter v1.3.0
 	github.com/onsi/ginkgo/v2 v2.34.0

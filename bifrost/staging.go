@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
 
@@ -44,6 +43,10 @@ func ConvertStaging(stagingGUID string, req models.StagingRequest, urls URLCheck
 	if err := validateGUID("staging_guid", stagingGUID); err != nil {
 		return nil, err
 	}
+	// The guid names the record and labels it: Kubernetes' label rule (no '-' at either end).
+	if err := ValidateLabelValue("staging_guid", stagingGUID); err != nil {
+		return nil, err
+	}
 	if req.StagingGUID != "" && req.StagingGUID != stagingGUID {
 		return nil, invalid("staging_guid", "%q does not match the path's %q", req.StagingGUID, stagingGUID)
 	}
@@ -76,8 +79,10 @@ func ConvertStaging(stagingGUID string, req models.StagingRequest, urls URLCheck
 		return nil, err
 	}
 	for i, env := range req.Environment {
-		if !validEnvName(env.Name) {
-			return nil, invalid(fmt.Sprintf("environment[%d].name", i), "%q is empty or holds '=' or a non-printable character", env.Name)
+		// The staging's env reaches no container (only the image's config is read), so the
+		// cluster's strictness does not apply: the widest rule Kubernetes has.
+		if err := ValidateEnvName(fmt.Sprintf("environment[%d].name", i), env.Name, Rules{}); err != nil {
+			return nil, err
 		}
 	}
 
@@ -103,9 +108,11 @@ func ConvertStaging(stagingGUID string, req models.StagingRequest, urls URLCheck
 // checkImageReference checks that image is an image reference a registry client can read
 // (registry, repository, tag or digest; the registry and tag may be implied).
 func checkImageReference(field, image string) error {
-	if strings.TrimSpace(image) == "" {
-		return invalid(field, "is required")
+	// The kubelet's parser first: the staged image is what CC will desire and Kubernetes pull.
+	if err := ValidateImage(field, image); err != nil {
+		return err
 	}
+	// Then the registry client's, which reads the image's config here.
 	if _, err := name.ParseReference(image); err != nil {
 		return invalid(field, "%q is not a valid image reference", image)
 	}

@@ -94,10 +94,12 @@ var _ = Describe("Staging", func() {
 			r.Lifecycle = models.Lifecycle{BuildpackLifecycle: json.RawMessage(`{"buildpacks":["ruby"]}`)}
 		}, "opi stages docker images only"),
 		Entry("no lifecycle", stagingGUID, func(r *models.StagingRequest) { r.Lifecycle = models.Lifecycle{} }, "lifecycle.docker_lifecycle is required"),
-		Entry("no image", stagingGUID, func(r *models.StagingRequest) { r.Lifecycle.DockerLifecycle.Image = " " }, "image is required"),
+		Entry("no image", stagingGUID, func(r *models.StagingRequest) { r.Lifecycle.DockerLifecycle.Image = "" }, "image is required"),
+		Entry("a blank image", stagingGUID, func(r *models.StagingRequest) { r.Lifecycle.DockerLifecycle.Image = " " }, "is not an image reference Kubernetes can pull"),
 		Entry("an image that is no reference", stagingGUID, func(r *models.StagingRequest) {
 			r.Lifecycle.DockerLifecycle.Image = "Registry.Example.com/UPPER::v1"
-		}, "is not a valid image reference"),
+		}, "is not an image reference Kubernetes can pull"),
+		Entry("a guid that is no label value", "staging-guid-", func(r *models.StagingRequest) { r.StagingGUID = "" }, "cannot be a Kubernetes label value"),
 		Entry("a username without password", stagingGUID, func(r *models.StagingRequest) { r.Lifecycle.DockerLifecycle.RegistryPassword = "" }, "go together"),
 		Entry("no callback", stagingGUID, func(r *models.StagingRequest) { r.CompletionCallback = "" }, "completion_callback is required"),
 		Entry("an unusable callback", stagingGUID, func(r *models.StagingRequest) { r.CompletionCallback = "http://cc.example.com/cb" }, "completion_callback cannot be used"),

@@ -150,6 +150,8 @@ func connect(ctx context.Context, cfg Config) error {
 	if err := k8s.EnsureNamespace(startCtx, client, cfg.Namespace, cfg.CreateNamespace); err != nil {
 		return fmt.Errorf("namespace %s: %w", cfg.Namespace, err)
 	}
+	// Rules that depend on the cluster (env names, API versions), logged as found.
+	cluster := k8s.DiscoverCluster(startCtx, client, cfg.Namespace, logger)
 	backendOptions := cfg.backendOptions()
 	backendOptions.CrashNotifier = callbacks
 	backendOptions.ImageReader = &imageconfig.Reader{}
@@ -199,7 +201,7 @@ func connect(ctx context.Context, cfg Config) error {
 		listener = tls.NewListener(listener, tlsConfig)
 	}
 	server := newServer(handler.New(handler.Config{
-		LRP:          &bifrost.LRP{Backend: backend},
+		LRP:          &bifrost.LRP{Backend: backend, Rules: bifrost.Rules{StrictEnvNames: !cluster.RelaxedEnvNames}},
 		Readiness:    backend,
 		Logger:       logger.Session("api"),
 		MaxBodyBytes: cfg.MaxBodyBytes,
