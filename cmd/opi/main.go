@@ -125,6 +125,7 @@ func connect(ctx context.Context, cfg Config) error {
 	backendOptions.CrashNotifier = callbacks
 	backendOptions.ImageReader = &imageconfig.Reader{}
 	backendOptions.StagingNotifier = callbacks
+	backendOptions.TaskNotifier = callbacks
 	backend := k8s.NewBackend(client, logger.Session("k8s"), backendOptions)
 	// The informers (and the janitor) live until opi has shut down, not only as long as the
 	// start-up deadline or the signal: requests in flight at SIGTERM still wait on the caches.
@@ -168,9 +169,13 @@ func connect(ctx context.Context, cfg Config) error {
 	if cfg.DebugListen != "" {
 		go serveDebug(logger, cfg.DebugListen)
 	}
+	tasks := &bifrost.Task{Backend: backend, URLs: ccClient, Rules: bifrost.Rules{StrictEnvNames: !cluster.RelaxedEnvNames}, Defaults: bifrost.TaskDefaults{
+		MemoryMB: cfg.TaskDefaults.MemoryMB, DiskMB: cfg.TaskDefaults.DiskMB, CPUWeight: cfg.TaskDefaults.CPUWeight,
+	}}
 	server := &http.Server{
 		Handler: handler.New(handler.Config{
 			LRP:          &bifrost.LRP{Backend: backend, Rules: bifrost.Rules{StrictEnvNames: !cluster.RelaxedEnvNames}},
+			Task:         tasks,
 			Readiness:    backend,
 			Logger:       logger.Session("api"),
 			MaxBodyBytes: cfg.MaxBodyBytes,
