@@ -75,6 +75,11 @@ func (e *env) taskPhases(ctx context.Context) (*taskResults, error) {
 
 	logf("GET /tasks at %d tasks", cfg.tasks)
 	want := cfg.tasks - res.Desire.Errors
+	body, _, err := e.get(ctx, "/tasks")
+	if err != nil {
+		return nil, err
+	}
+	res.List.Bytes = len(body)
 	one := func(ctx context.Context) (time.Duration, error) {
 		start := time.Now()
 		body, code, err := e.get(ctx, "/tasks")
@@ -86,7 +91,6 @@ func (e *env) taskPhases(ctx context.Context) (*taskResults, error) {
 		if code != http.StatusOK || json.Unmarshal(body, &list) != nil || len(list) != want {
 			return 0, fmt.Errorf("GET /tasks: %d, %d tasks, want %d", code, len(list), want)
 		}
-		res.List.Bytes = len(body)
 		return took, nil
 	}
 	m2, err := e.scrape(ctx)
