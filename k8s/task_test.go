@@ -12,7 +12,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/opi-bridge/opi/fakes"
 	"github.com/opi-bridge/opi/k8s"
@@ -190,6 +193,19 @@ var _ = Describe("Tasks", func() {
 			task, err := backend.GetTask(ctx, sampleTaskGUID)
 			Expect(err).NotTo(HaveOccurred(), "reads reflect the desire at once")
 			Expect(task.State).To(Equal(opi.TaskRunning))
+		})
+
+		It("answers ErrUnavailable when the API server cannot be reached, and ErrInvalid when it rejects the Job", func() {
+			client.PrependReactor("create", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, connectionRefused
+			})
+			Expect(backend.DesireTask(ctx, sampleTask())).To(MatchError(opi.ErrUnavailable))
+
+			other := newClient()
+			other.PrependReactor("create", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, apierrors.NewInvalid(schema.GroupKind{Group: "batch", Kind: "Job"}, jobName, nil)
+			})
+			Expect(startTaskBackend(other, notifier, 0).DesireTask(ctx, sampleTask())).To(MatchError(opi.ErrInvalid))
 		})
 
 		It("does nothing more on a second desire of the same task", func() {
