@@ -208,6 +208,25 @@ var _ = Describe("Tasks", func() {
 			Expect(startTaskBackend(other, notifier, 0).DesireTask(ctx, sampleTask())).To(MatchError(opi.ErrInvalid))
 		})
 
+		It("gives the task's pod the pod security level of LRP instances", func() {
+			Expect(backend.DesireTask(ctx, sampleTask())).To(Succeed())
+			baseline := getJob(client, jobName).Spec.Template.Spec
+			Expect(baseline.Containers[0].SecurityContext.Capabilities.Add).To(ContainElement(corev1.Capability("CHOWN")))
+
+			restrictedClient := newClient()
+			restricted := k8s.NewBackend(restrictedClient, lagertest.NewTestLogger("k8s"), k8s.Options{
+				Namespace: namespace, PodSecurity: k8s.PodSecurityRestricted,
+			})
+			startCtx, cancel := context.WithCancel(ctx)
+			DeferCleanup(cancel)
+			Expect(restricted.Start(startCtx)).To(Succeed())
+			Expect(restricted.DesireTask(ctx, sampleTask())).To(Succeed())
+			spec := getJob(restrictedClient, jobName).Spec.Template.Spec
+			Expect(*spec.SecurityContext.RunAsNonRoot).To(BeTrue())
+			Expect(spec.Containers[0].SecurityContext.Capabilities.Add).To(BeEmpty())
+			Expect(spec.Containers[0].SecurityContext.Capabilities.Drop).To(Equal([]corev1.Capability{"ALL"}))
+		})
+
 		It("does nothing more on a second desire of the same task", func() {
 			Expect(backend.DesireTask(ctx, sampleTask())).To(Succeed())
 			task := sampleTask()
