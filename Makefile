@@ -122,6 +122,15 @@ bench: build
 	$(GO) build -o $(BIN)/opi-bench ./cmd/opi-bench
 	$(BIN)/opi-bench -n $(N) -opi-bin $(BIN)/opi $(if $(RECORD),-record docs/benchmarks.md) $(BENCH_FLAGS)
 
+# Tasks instead of LRPs: TASKS task desires, GET /tasks at TASKS (with opi's API requests per
+# call), cancels. `make bench-tasks TASKS=1000 RECORD=1` records a run.
+TASKS ?= 300
+
+.PHONY: bench-tasks
+bench-tasks: build
+	$(GO) build -o $(BIN)/opi-bench ./cmd/opi-bench
+	$(BIN)/opi-bench -tasks $(TASKS) -opi-bin $(BIN)/opi $(if $(RECORD),-record docs/benchmarks.md) $(BENCH_FLAGS)
+
 # --- Load test (independent of `make test`) ---
 # 50 concurrent clients mixing every LRP route on a local control plane for DURATION (at most
 # MAX_REQUESTS requests), then Kubernetes and GET /apps are compared with the driver's model.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -130,6 +131,47 @@ func FuzzKubeRules(f *testing.F) {
 		}
 		if errs := apimachineryvalidation.ValidateAnnotations(map[string]string{annotationKey: "v"}, field.NewPath("a")); len(errs) > 0 {
 			t.Fatalf("accepted annotation key %q: %v", annotationKey, errs)
+		}
+	})
+}
+
+// loopbackOnly accepts the callback URLs cc.Client.CheckURL would with its defaults, roughly:
+// https anywhere, http to 127.0.0.1.
+type loopbackOnly struct{}
+
+func (loopbackOnly) CheckURL(raw string) error {
+	if strings.HasPrefix(raw, "https://") || strings.HasPrefix(raw, "http://127.0.0.1") {
+		return nil
+	}
+	return errors.New("not https")
+}
+
+// FuzzConvertTask: whatever TaskRequest arrives, conversion either rejects it as invalid or
+// yields a task within the contract's bounds, with a callback and an image. It never panics.
+func FuzzConvertTask(f *testing.F) {
+	f.Add("a-guid", []byte(`{"completion_callback":"https://cc/x","environment":[{"name":"MEMORY_LIMIT","value":"256m"}],"lifecycle":{"docker_lifecycle":{"image":"x","command":["/bin/sh","-c","exit 0"]}}}`))
+	f.Add("a-guid", []byte(`{"completion_callback":"http://10.0.0.1/x","lifecycle":{"docker_lifecycle":{"image":"x"}}}`))
+	f.Add("a-guid", []byte(`{"completion_callback":"https://cc/x","environment":[{"name":"MEMORY_LIMIT","value":"99999999g"}],"lifecycle":{"docker_lifecycle":{"image":"x"}}}`))
+	f.Add("A", []byte(`{"lifecycle":{"buildpack_lifecycle":{}}}`))
+	task := &bifrost.Task{URLs: loopbackOnly{}, Defaults: bifrost.DefaultTaskDefaults}
+	f.Fuzz(func(t *testing.T, guid string, body []byte) {
+		var req models.TaskRequest
+		if json.Unmarshal(body, &req) != nil {
+			return
+		}
+		got, err := task.ConvertTask(guid, req)
+		if err != nil {
+			if !errors.Is(err, opi.ErrInvalid) {
+				t.Fatalf("rejection %q is not ErrInvalid", err)
+			}
+			return
+		}
+		if got.GUID != guid || got.Image == "" || got.CompletionCallback == "" {
+			t.Fatalf("accepted a task without guid, image or callback")
+		}
+		if got.MemoryMB < 1 || got.MemoryMB > bifrost.MaxMemoryMB || got.DiskMB < 0 || got.DiskMB > bifrost.MaxDiskMB ||
+			got.CPUWeight < 0 || got.CPUWeight > bifrost.MaxCPUWeight {
+			t.Fatalf("accepted out-of-bounds resources: %d MB, %d MB disk, %d cpu", got.MemoryMB, got.DiskMB, got.CPUWeight)
 		}
 	})
 }

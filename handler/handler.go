@@ -59,7 +59,9 @@ type RequestObserver interface {
 
 // Config is what New needs.
 type Config struct {
-	LRP       LRPBifrost
+	LRP LRPBifrost
+	// Task, when set, serves the task routes (/tasks).
+	Task      TaskBifrost
 	Readiness ReadinessChecker
 	Logger    lager.Logger
 	// MaxBodyBytes bounds request bodies; DefaultMaxBodyBytes when 0.
@@ -186,6 +188,13 @@ func New(cfg Config) *Router {
 	if cfg.Staging != nil {
 		stage := &stageHandler{bifrost: cfg.Staging, logger: cfg.Logger, maxBody: cfg.MaxBodyBytes, writeTimeout: cfg.WriteTimeout}
 		route(http.MethodPost, "/stage/:staging_guid", stage.stage)
+	}
+	if cfg.Task != nil {
+		task := &taskHandler{bifrost: cfg.Task, logger: cfg.Logger, maxBody: cfg.MaxBodyBytes, writeTimeout: cfg.WriteTimeout}
+		route(http.MethodPost, "/tasks/:task_guid", task.desire)
+		route(http.MethodGet, "/tasks/:task_guid", task.get)
+		route(http.MethodGet, "/tasks", task.list)
+		route(http.MethodDelete, "/tasks/:task_guid", task.cancel)
 	}
 	if cfg.Metrics != nil {
 		r.Handler(http.MethodGet, "/metrics", cfg.Metrics)

@@ -46,6 +46,12 @@ type Options struct {
 	// CrashNotifier, when set, is told about every crash of an LRP instance, once (leader
 	// work, see crash.go); nil reports no crashes.
 	CrashNotifier opi.CrashNotifier
+	// TaskNotifier, when set, is told when a task ends (RunLeaderWork's task reporter); without
+	// it no task end is reported and no task's Job is deleted.
+	TaskNotifier opi.TaskNotifier
+	// TaskRetention is how long a task's Job is kept after CC accepted its end (0: deleted at
+	// once).
+	TaskRetention time.Duration
 
 	// ProbeTimeout bounds each health check of an instance (default DefaultProbeTimeout,
 	// Diego's per-check timeout; rounded up to whole seconds). CC's health_check_timeout_ms is
@@ -96,6 +102,10 @@ type Backend struct {
 	factory     informers.SharedInformerFactory
 	deployments cache.SharedIndexInformer
 	pods        cache.SharedIndexInformer
+	jobs        cache.SharedIndexInformer
+
+	taskNotifier  opi.TaskNotifier
+	taskRetention time.Duration
 
 	started atomic.Bool
 	synced  atomic.Bool
@@ -110,7 +120,10 @@ type Backend struct {
 	list listCache
 }
 
-var _ opi.LRPBackend = (*Backend)(nil)
+var (
+	_ opi.LRPBackend  = (*Backend)(nil)
+	_ opi.TaskBackend = (*Backend)(nil)
+)
 
 // NewBackend makes a backend for the namespace in opts. It makes no API calls: Start does.
 func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) *Backend {
@@ -144,8 +157,14 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 		imageReader:     opts.ImageReader,
 		stagingNotifier: opts.StagingNotifier,
 		stagingWorkers:  opts.StagingWorkers,
+		taskNotifier:    opts.TaskNotifier,
+		taskRetention:   opts.TaskRetention,
 	}
 	b.newInformers()
+	b.newTaskInformer()
+	if b.taskNotifier != nil {
+		b.addLeaderWork("task-reporter", b.runTaskReporter)
+	}
 	if b.janitorPeriod > 0 {
 		b.addLeaderWork("janitor", b.runJanitor)
 	}

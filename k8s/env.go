@@ -91,13 +91,16 @@ func platformEnv(ports []int32) []corev1.EnvVar {
 
 // userEnvNames are the LRP's env names that reach the Secret, sorted: all but those the
 // platform overrides.
-func userEnvNames(lrp *opi.LRP) []string {
+func userEnvNames(lrp *opi.LRP) []string { return envNames(lrp.Env, lrp.Ports) }
+
+// envNames are the names of env that reach the Secret of a workload with ports, sorted.
+func envNames(env map[string]string, ports []int32) []string {
 	platform := map[string]bool{}
-	for _, e := range platformEnv(lrp.Ports) {
+	for _, e := range platformEnv(ports) {
 		platform[e.Name] = true
 	}
-	names := make([]string, 0, len(lrp.Env))
-	for name := range lrp.Env {
+	names := make([]string, 0, len(env))
+	for name := range env {
 		if !platform[name] {
 			names = append(names, name)
 		}
@@ -110,7 +113,12 @@ func userEnvNames(lrp *opi.LRP) []string {
 // platform's variables. Values read from a Secret are never $(VAR)-expanded by Kubernetes, so
 // app values reach the app unchanged.
 func containerEnv(lrp *opi.LRP, secretName string) []corev1.EnvVar {
-	names := userEnvNames(lrp)
+	return containerEnvFor(lrp.Env, lrp.Ports, secretName)
+}
+
+// containerEnvFor is containerEnv for any workload (LRP or task).
+func containerEnvFor(appEnv map[string]string, ports []int32, secretName string) []corev1.EnvVar {
+	names := envNames(appEnv, ports)
 	env := make([]corev1.EnvVar, 0, len(names)+6)
 	for _, name := range names {
 		env = append(env, corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{
@@ -120,15 +128,18 @@ func containerEnv(lrp *opi.LRP, secretName string) []corev1.EnvVar {
 			},
 		}})
 	}
-	return append(env, platformEnv(lrp.Ports)...)
+	return append(env, platformEnv(ports)...)
 }
 
 // envSecretData is the content of the env Secret.
-func envSecretData(lrp *opi.LRP) map[string][]byte {
-	names := userEnvNames(lrp)
+func envSecretData(lrp *opi.LRP) map[string][]byte { return envSecretDataFor(lrp.Env, lrp.Ports) }
+
+// envSecretDataFor is envSecretData for any workload (LRP or task).
+func envSecretDataFor(env map[string]string, ports []int32) map[string][]byte {
+	names := envNames(env, ports)
 	data := make(map[string][]byte, len(names))
 	for _, name := range names {
-		data[envKey(name)] = []byte(lrp.Env[name])
+		data[envKey(name)] = []byte(env[name])
 	}
 	return data
 }

@@ -156,6 +156,7 @@ func connect(ctx context.Context, cfg Config) error {
 	backendOptions.CrashNotifier = callbacks
 	backendOptions.ImageReader = &imageconfig.Reader{}
 	backendOptions.StagingNotifier = callbacks
+	backendOptions.TaskNotifier = callbacks
 	backend := k8s.NewBackend(client, logger.Session("k8s"), backendOptions)
 	// The informers (and the janitor) live until opi has shut down, not only as long as the
 	// start-up deadline or the signal: requests in flight at SIGTERM still wait on the caches.
@@ -200,8 +201,12 @@ func connect(ctx context.Context, cfg Config) error {
 	if tlsConfig != nil {
 		listener = tls.NewListener(listener, tlsConfig)
 	}
+	tasks := &bifrost.Task{Backend: backend, URLs: ccClient, Rules: bifrost.Rules{StrictEnvNames: !cluster.RelaxedEnvNames}, Defaults: bifrost.TaskDefaults{
+		MemoryMB: cfg.TaskDefaults.MemoryMB, DiskMB: cfg.TaskDefaults.DiskMB, CPUWeight: cfg.TaskDefaults.CPUWeight,
+	}}
 	server := newServer(handler.New(handler.Config{
 		LRP:          &bifrost.LRP{Backend: backend, Rules: bifrost.Rules{StrictEnvNames: !cluster.RelaxedEnvNames}},
+		Task:         tasks,
 		Readiness:    backend,
 		Logger:       logger.Session("api"),
 		MaxBodyBytes: cfg.MaxBodyBytes,
