@@ -78,6 +78,18 @@ func ConvertDesire(req models.DesireLRPRequest) (*opi.LRP, error) {
 	if err != nil {
 		return nil, err
 	}
+	egress, err := convertEgressRules(req.EgressRules)
+	if err != nil {
+		return nil, err
+	}
+	placement, err := convertPlacementTags(req.PlacementTags)
+	if err != nil {
+		return nil, err
+	}
+	mounts, err := convertVolumeMounts(req.VolumeMounts)
+	if err != nil {
+		return nil, err
+	}
 
 	lrp := &opi.LRP{
 		LRPIdentifier:          id,
@@ -100,6 +112,9 @@ func ConvertDesire(req models.DesireLRPRequest) (*opi.LRP, error) {
 		Routes:                 routes,
 		LastUpdated:            req.LastUpdated,
 		UserDefinedAnnotations: req.UserDefinedAnnotations,
+		EgressRules:            egress,
+		PlacementTags:          placement,
+		VolumeMounts:           mounts,
 	}
 	if docker.RegistryUsername != "" || docker.RegistryPassword != "" {
 		lrp.PrivateRegistry = &opi.PrivateRegistry{

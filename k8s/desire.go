@@ -18,23 +18,30 @@ import (
 // DesireLRP creates the LRP's objects, in an order that lets a later desire finish what an
 // interrupted one started (opi may die between any two calls):
 //
+//  0. every hook checks the LRP (nothing is written when one refuses it);
 //  1. the env Secret (exists → fine);
 //  2. the image pull Secret, when the LRP has registry credentials (exists → fine);
-//  3. the Deployment (exists → the desire succeeds and changes nothing);
+//  3. the Deployment, shaped by the hooks (exists → nothing of it changes);
 //  4. the Secrets made controlled by the Deployment;
-//  5. the Service, controlled by the Deployment, when the LRP has ports (exists → fine).
+//  5. every hook's objects (Service, routing, egress policy), each created controlled by the
+//     Deployment (exists → made controlled, content left).
 //
 // Nothing is read before it is created, so a first desire costs one call per object plus one
 // owner patch per Secret. Steps 4 and 5 use kube.EnsureControlled, so that a desire racing a
 // stop and another desire of the same LRP never leaves the live Deployment without its Secret
-// or Service: one holding a Deployment that the stop deleted meanwhile gives up there.
+// or a hook's object: one holding a Deployment that the stop deleted meanwhile gives up there.
 func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 	logger := b.logger.Session("desire-lrp", lager.Data{"process-guid": lrp.ProcessGUID()})
 	if err := b.checkSynced(); err != nil {
 		return err
 	}
+	if err := b.checkHooks(ctx, lrp); err != nil {
+		return err
+	}
 	name := DeploymentName(lrp)
 	secrets := b.client.CoreV1().Secrets(b.namespace)
+	want := toDeployment(lrp, name, b.namespace)
+	b.shapeDeployment(lrp, want)
 
 	envSecret := toEnvSecret(lrp, name, b.namespace)
 	envSeen, _, err := kube.CreateIfAbsent(ctx, secrets, envSecret.DeepCopy())
@@ -53,7 +60,7 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 	}
 
 	deployment, created, err := kube.CreateOrGet(ctx, b.client.AppsV1().Deployments(b.namespace),
-		toDeployment(lrp, name, b.namespace), b.cachedAsDeployment)
+		want, b.cachedAsDeployment)
 	if err != nil {
 		return apiError(err, "create deployment")
 	}
@@ -63,7 +70,7 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 		}
 	}
 
-	owner := kube.ControllerRef(deployment, "apps/v1", "Deployment")
+	owner := ownerRef(deployment)
 	live := b.liveCheck(deployment)
 	if err := kube.EnsureControlled(ctx, secrets, envSecret, envSeen, owner, live); err != nil {
 		return b.ownershipError(logger, err, "own env secret")
@@ -74,18 +81,9 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 		}
 	}
 
-	if len(lrp.Ports) > 0 {
-		services := b.client.CoreV1().Services(b.namespace)
-		service := toService(lrp, name, b.namespace, owner)
-		_, serviceCreated, err := kube.CreateIfAbsent(ctx, services, service.DeepCopy())
-		if err != nil {
-			return apiError(err, "create service")
-		}
-		if !serviceCreated {
-			if err := kube.EnsureControlled(ctx, services, service, nil, owner, live); err != nil {
-				return b.ownershipError(logger, err, "own service")
-			}
-		}
+	target := hookTarget{lrp: lrp, name: deployment.Name, namespace: b.namespace, owner: owner, live: live}
+	if err := b.runDesiredHooks(ctx, logger, target); err != nil {
+		return err
 	}
 
 	b.waitForDeployment(ctx, logger, deployment.Name, deployment.ResourceVersion, false)

@@ -55,6 +55,9 @@ type Config struct {
 	CC CCConfig `json:"cc"`
 	// LeaderElection decides which replica does the background work (janitor, reporters).
 	LeaderElection LeaderElectionConfig `json:"leader_election"`
+
+	// AppNetworkConfig (routing, network policies, placement) is inlined: its keys are top-level.
+	AppNetworkConfig
 }
 
 // CCConfig is the `cc` section: Cloud Controller's internal API, where opi sends task
@@ -129,11 +132,12 @@ func DefaultConfig() Config {
 		ShutdownTimeout: Duration{15 * time.Second},
 		// Below CC's own 60 s receive timeout, above what a busy API server takes to allocate a
 		// Service IP (seen: over 20 s at thousands of Services).
-		WriteTimeout:  Duration{50 * time.Second},
-		JanitorPeriod: Duration{time.Minute},
-		JanitorGrace:  Duration{5 * time.Minute},
-		LogLevel:      "info",
-		CC:            CCConfig{DeliveryBound: Duration{cc.DefaultDeliveryBound}},
+		WriteTimeout:     Duration{50 * time.Second},
+		JanitorPeriod:    Duration{time.Minute},
+		JanitorGrace:     Duration{5 * time.Minute},
+		LogLevel:         "info",
+		CC:               CCConfig{DeliveryBound: Duration{cc.DefaultDeliveryBound}},
+		AppNetworkConfig: defaultAppNetworkConfig(),
 		LeaderElection: LeaderElectionConfig{
 			Enabled:       true,
 			LeaseName:     "opi-leader",
@@ -204,6 +208,7 @@ func parseFlags(args []string, cfg *Config) (configPath string, err error) {
 	fs.Var(&cfg.LeaderElection.LeaseDuration, "leader-lease-duration", "how long a leader's Lease lasts without renewal")
 	fs.Var(&cfg.LeaderElection.RenewDeadline, "leader-renew-deadline", "how long the leader keeps trying to renew before it gives up leading")
 	fs.Var(&cfg.LeaderElection.RetryPeriod, "leader-retry-period", "how often replicas try to take or renew the Lease")
+	cfg.AppNetworkConfig.bindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return "", err
 	}
@@ -274,6 +279,9 @@ func (c Config) Validate() error {
 		if le.RetryPeriod.Duration <= 0 || le.RenewDeadline.Duration <= le.RetryPeriod.Duration || le.LeaseDuration.Duration <= le.RenewDeadline.Duration {
 			return fmt.Errorf("leader_election needs 0 < retry_period < renew_deadline < lease_duration")
 		}
+	}
+	if err := c.AppNetworkConfig.validate(); err != nil {
+		return err
 	}
 	switch c.LogLevel {
 	case "debug", "info", "error", "fatal":
