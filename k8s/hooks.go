@@ -2,12 +2,15 @@ package k8s
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"code.cloudfoundry.org/lager/v3"
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/opi-bridge/opi/k8s/kube"
@@ -160,10 +163,11 @@ type updater[T any] interface {
 	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
 }
 
-// syncOwned makes want's object exist, controlled by t's Deployment, with want's content:
-// created when absent; else, once controlled, its content replaced by want's (copy moves
-// want's content into the current object and says whether anything changed), retried on
-// conflict. Used where an event changes an existing object (a route update).
+// syncOwned makes want's object exist, controlled by t's Deployment, with want's content
+// (copyInto moves want's content into the current object and says whether anything
+// changed): read, then created when absent, made controlled when it is not (kube.
+// EnsureControlled), or rewritten when it differs; retried on conflict. Used where an event
+// changes an existing object (a route update): a GET and at most one write.
 func syncOwned[T interface {
 	metav1.Object
 	comparable
@@ -171,16 +175,26 @@ func syncOwned[T interface {
 	kube.Client[T]
 	updater[T]
 }, want T, t hookTarget, copyInto func(current, want T) bool) error {
-	if created, err := ensureOwned(ctx, c, want, t); err != nil || created {
-		return err
-	}
+	want.SetOwnerReferences([]metav1.OwnerReference{t.owner})
+	name := want.GetName()
+	again := apierrors.NewConflict(schema.GroupResource{}, name, errors.New("changed meanwhile"))
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		current, err := c.Get(ctx, want.GetName(), metav1.GetOptions{})
+		current, err := c.Get(ctx, name, metav1.GetOptions{})
+		if kube.Classify(err) == kube.KindNotFound {
+			_, err = c.Create(ctx, deepCopy(want), metav1.CreateOptions{})
+			if kube.Classify(err) == kube.KindAlreadyExists {
+				return again
+			}
+			return err
+		}
 		if err != nil {
 			return err
 		}
 		if ctrl := metav1.GetControllerOf(current); ctrl == nil || ctrl.UID != t.owner.UID {
-			return kube.ErrSuperseded
+			if err := kube.EnsureControlled(ctx, c, deepCopy(want), current, t.owner, t.live); err != nil {
+				return err
+			}
+			return again
 		}
 		if !copyInto(current, want) {
 			return nil

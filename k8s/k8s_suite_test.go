@@ -131,12 +131,15 @@ func newClient(objects ...runtime.Object) *fake.Clientset {
 // startBackend starts a backend on client and returns once its informers list and watch, so
 // that every later action of client is the backend's or the test's own.
 func startBackend(client *fake.Clientset) *k8s.Backend {
+	return startBackendWith(client, k8s.Options{})
+}
+
+// startBackendWith is startBackend with opts (namespace and read wait set here).
+func startBackendWith(client *fake.Clientset, opts k8s.Options) *k8s.Backend {
 	ctx, cancel := context.WithCancel(context.Background())
 	DeferCleanup(cancel)
-	backend := k8s.NewBackend(client, lagertest.NewTestLogger("k8s"), k8s.Options{
-		Namespace:       namespace,
-		ReadWaitTimeout: 2 * time.Second,
-	})
+	opts.Namespace, opts.ReadWaitTimeout = namespace, 2*time.Second
+	backend := k8s.NewBackend(client, lagertest.NewTestLogger("k8s"), opts)
 	Expect(backend.Start(ctx)).To(Succeed())
 	Eventually(func() int {
 		n := 0
