@@ -32,7 +32,6 @@ func gatewayActions(gw *gatewayfake.Clientset) []string {
 	return out
 }
 
-
 var _ = Describe("Hooks", func() {
 	var (
 		ctx    context.Context
