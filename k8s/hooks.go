@@ -178,7 +178,7 @@ func syncOwned[T interface {
 	want.SetOwnerReferences([]metav1.OwnerReference{t.owner})
 	name := want.GetName()
 	again := apierrors.NewConflict(schema.GroupResource{}, name, errors.New("changed meanwhile"))
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		current, err := c.Get(ctx, name, metav1.GetOptions{})
 		if kube.Classify(err) == kube.KindNotFound {
 			_, err = c.Create(ctx, deepCopy(want), metav1.CreateOptions{})
@@ -202,6 +202,11 @@ func syncOwned[T interface {
 		_, err = c.Update(ctx, current, metav1.UpdateOptions{})
 		return err
 	})
+	if kube.Classify(err) == kube.KindConflict {
+		// Other writers won every attempt: CC retries the update later.
+		return fmt.Errorf("%s changed under every attempt to write it: %w", name, opi.ErrUnavailable)
+	}
+	return err
 }
 
 // deleteIfPresent deletes name; absent is fine.

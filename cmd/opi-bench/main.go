@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -44,6 +45,7 @@ type config struct {
 	instanceCalls int
 	settle        time.Duration
 	keep          bool
+	opiArgs       string
 }
 
 func parseFlags(args []string) (config, error) {
@@ -65,6 +67,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.instanceCalls, "instance-calls", 200, "sequential instances calls, at 10 apps and at n")
 	fs.DurationVar(&c.settle, "settle", 10*time.Second, "pause after the reads before steady RSS is sampled")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work folder (opi and control plane logs)")
+	fs.StringVar(&c.opiArgs, "opi-args", "", "more flags for opi, space-separated (e.g. \"--routing=none --headless-services\")")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -172,10 +175,10 @@ func run(ctx context.Context, cfg config) (err error) {
 		return err
 	}
 	logf("starting opi on %s (namespace %s)", addr, opiNamespace)
-	opi, err := localkube.StartProcess("opi", opiBin, []string{
+	opi, err := localkube.StartProcess("opi", opiBin, append([]string{
 		"connect", "--kubeconfig", cluster.Kubeconfig(), "--listen", addr, "--namespace", opiNamespace,
 		"--kube-qps", strconv.Itoa(cfg.qps), "--kube-burst", strconv.Itoa(cfg.burst),
-	}, os.Environ(), nil, filepath.Join(workDir, "opi.log"))
+	}, strings.Fields(cfg.opiArgs)...), os.Environ(), nil, filepath.Join(workDir, "opi.log"))
 	if err != nil {
 		return err
 	}
