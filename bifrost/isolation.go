@@ -37,7 +37,7 @@ type icmpInfoJSON struct {
 }
 
 // convertEgressRules reads CC's egress_rules: protocol tcp, udp, icmp or all; destinations as
-// CIDRs, single addresses or "first-last" ranges (turned into the CIDRs that cover exactly the
+// CIDRs, single addresses or "first-last" ranges (several may be joined by commas) (turned into the CIDRs that cover exactly the
 // range); ports as a list and/or a port_range. Anything else is a 400 naming the rule.
 func convertEgressRules(raw []json.RawMessage) ([]opi.EgressRule, error) {
 	out := make([]opi.EgressRule, 0, len(raw))
@@ -56,12 +56,15 @@ func convertEgressRules(raw []json.RawMessage) ([]opi.EgressRule, error) {
 		if len(rule.Destinations) == 0 {
 			return nil, invalid(field+".destinations", "is required")
 		}
-		for j, d := range rule.Destinations {
-			cidrs, err := destinationCIDRs(d)
-			if err != nil {
-				return nil, invalid(fmt.Sprintf("%s.destinations[%d]", field, j), "%q %s", d, err.Error())
+		for j, list := range rule.Destinations {
+			// CC may join several destinations with commas (its comma-delimited ASG feature).
+			for _, d := range strings.Split(list, ",") {
+				cidrs, err := destinationCIDRs(d)
+				if err != nil {
+					return nil, invalid(fmt.Sprintf("%s.destinations[%d]", field, j), "%q %s", d, err.Error())
+				}
+				converted.Destinations = append(converted.Destinations, cidrs...)
 			}
-			converted.Destinations = append(converted.Destinations, cidrs...)
 		}
 		portRange := rule.PortRange
 		if portRange == nil {

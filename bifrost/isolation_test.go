@@ -44,6 +44,7 @@ var _ = Describe("ConvertDesire's isolation fields", func() {
 			Entry("everything", "0.0.0.0-255.255.255.255", []string{"0.0.0.0/0"}),
 			Entry("CC's public networks piece", "11.0.0.0-169.253.255.255", []string{"11.0.0.0/8", "12.0.0.0/6", "16.0.0.0/4", "32.0.0.0/3", "64.0.0.0/2", "128.0.0.0/3", "160.0.0.0/5", "168.0.0.0/8", "169.0.0.0/9", "169.128.0.0/10", "169.192.0.0/11", "169.224.0.0/12", "169.240.0.0/13", "169.248.0.0/14", "169.252.0.0/15"}),
 			Entry("an unmasked CIDR", "10.1.2.3/8", []string{"10.0.0.0/8"}),
+			Entry("several joined by commas", "10.0.0.0/8,192.168.0.1-192.168.0.2", []string{"10.0.0.0/8", "192.168.0.1/32", "192.168.0.2/32"}),
 		)
 
 		DescribeTable("rejects what it cannot read, naming the rule",
