@@ -188,6 +188,20 @@ var _ = Describe("Hooks", func() {
 		})
 	})
 
+	Describe("service", func() {
+		It("gives a headless Service no cluster IP, and otherwise the same Service", func() {
+			backend := startBackendWith(client, k8s.Options{HeadlessServices: true})
+			before := len(client.Actions())
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			Expect(actionsSince(client, before)).To(ContainElement("create services " + name))
+			svc := getService(client, name)
+			owned(svc)
+			Expect(svc.Spec.ClusterIP).To(Equal(corev1.ClusterIPNone))
+			Expect(svc.Spec.Ports).To(HaveLen(2))
+			Expect(svc.Spec.Selector).To(Equal(map[string]string{k8s.LabelGUID: lrp.GUID, k8s.LabelVersion: lrp.Version}))
+		})
+	})
+
 	Describe("the janitor, for hooks", func() {
 		It("creates the missing Ingress of a Deployment older than the grace", func() {
 			backend := startBackendWith(client, k8s.Options{JanitorGrace: time.Minute, Routing: k8s.RoutingOptions{Mode: k8s.RoutingIngress}})

@@ -17,7 +17,8 @@ type AppNetworkConfig struct {
 	IngressClass string `json:"ingress_class"`
 	// Gateway names the Gateway that HTTPRoutes attach to (routing: gateway).
 	Gateway GatewayConfig `json:"gateway"`
-	// HeadlessServices gives app Services no cluster IP (routers route to endpoints).
+	// HeadlessServices gives app Services no cluster IP (default true: routers route to
+	// endpoints; see docs/adr/0003-headless-services.md).
 	HeadlessServices bool `json:"headless_services"`
 	// NetworkPolicies keeps Cloud Foundry's isolation with NetworkPolicies (default true).
 	NetworkPolicies bool `json:"network_policies"`
@@ -47,10 +48,12 @@ type PlacementConfig struct {
 	TaintKey  string `json:"taint_key"`
 }
 
-// defaultAppNetworkConfig routes with Ingresses and isolates apps.
+// defaultAppNetworkConfig routes with Ingresses to headless Services (docs/adr/0003) and
+// isolates apps.
 func defaultAppNetworkConfig() AppNetworkConfig {
 	return AppNetworkConfig{
-		Routing:         k8s.RoutingIngress,
+		Routing:          k8s.RoutingIngress,
+		HeadlessServices: true,
 		NetworkPolicies: true,
 		DNSNamespace:    "kube-system",
 		Placement:       PlacementConfig{NodeLabel: k8s.DefaultPlacementKey, TaintKey: k8s.DefaultPlacementKey},
@@ -63,7 +66,7 @@ func (c *AppNetworkConfig) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.IngressClass, "ingress-class", c.IngressClass, "ingress class of app Ingresses (default: the cluster's)")
 	fs.StringVar(&c.Gateway.Namespace, "gateway-namespace", c.Gateway.Namespace, "namespace of the Gateway HTTPRoutes attach to")
 	fs.StringVar(&c.Gateway.Name, "gateway-name", c.Gateway.Name, "name of the Gateway HTTPRoutes attach to")
-	fs.BoolVar(&c.HeadlessServices, "headless-services", c.HeadlessServices, "give app Services no cluster IP")
+	fs.BoolVar(&c.HeadlessServices, "headless-services", c.HeadlessServices, "give app Services no cluster IP (--headless-services=false for routers that need one)")
 	fs.BoolVar(&c.NetworkPolicies, "network-policies", c.NetworkPolicies, "isolate apps with NetworkPolicies")
 	fs.Func("router", "namespace[:label=value,...] of pods allowed to connect to apps (repeatable)", func(s string) error {
 		r, err := parseRouter(s)
