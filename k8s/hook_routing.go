@@ -10,6 +10,7 @@ import (
 
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -58,7 +59,8 @@ type RoutingOptions struct {
 //     every port one of the LRP's, and one hostname+path must not go to two ports;
 //   - desired: create the objects (exists: made controlled, content left);
 //   - updated (routes changed): objects for the new routes are created or rewritten, those of
-//     hostnames no longer routed deleted; no route at all deletes them all;
+//     hostnames no longer routed deleted (the Ingress when no route is left; HTTPRoutes of the
+//     LRP listed by its labels, one LIST); the objects of other LRPs are never touched;
 //   - missing: Deployments with routes whose objects are absent.
 //
 // tcp-router and other routers' routes never reach the backend (bifrost reads cf-router only,
@@ -169,7 +171,7 @@ func (h *routingHook) desired(ctx context.Context, t hookTarget) error {
 	return nil
 }
 
-func (h *routingHook) updated(ctx context.Context, t hookTarget, before *opi.LRP, update opi.LRPUpdate) error {
+func (h *routingHook) updated(ctx context.Context, t hookTarget, _ *opi.LRP, update opi.LRPUpdate) error {
 	if update.Routes == nil {
 		return nil
 	}
@@ -202,11 +204,16 @@ func (h *routingHook) updated(ctx context.Context, t hookTarget, before *opi.LRP
 			return wrapHookErr(err, "update httproute")
 		}
 	}
-	// The objects of hostnames no longer routed: named from the routes before the update (the
-	// cache's), so no list is needed.
-	for _, host := range routeHosts(before.Routes) {
-		if name := httpRouteName(t.name, host); !keep[name] {
-			if err := deleteIfPresent(ctx, routes.Delete, name); err != nil {
+	// The HTTPRoutes of hostnames no longer routed: listed by the LRP's labels, not named from
+	// the cache's routes, which may lag a concurrent update.
+	list, err := routes.List(ctx, metav1.ListOptions{LabelSelector: lrpSelector(t.lrp.LRPIdentifier)})
+	if err != nil {
+		return wrapHookErr(err, "list httproutes")
+	}
+	for i := range list.Items {
+		r := &list.Items[i]
+		if !keep[r.Name] && metav1.IsControlledBy(r, ownerMeta(t.owner)) {
+			if err := deleteAsListedErr(ctx, routes.Delete, r); err != nil {
 				return wrapHookErr(err, "delete httproute")
 			}
 		}

@@ -217,6 +217,20 @@ func deleteIfPresent(ctx context.Context, del func(context.Context, string, meta
 	return nil
 }
 
+// ownerMeta is an object with owner's uid, for metav1.IsControlledBy.
+func ownerMeta(owner metav1.OwnerReference) metav1.Object {
+	return &metav1.ObjectMeta{UID: owner.UID}
+}
+
+// deleteAsListedErr deletes obj if it is unchanged since it was listed; gone or changed
+// meanwhile is fine (another writer acted on it).
+func deleteAsListedErr(ctx context.Context, del func(context.Context, string, metav1.DeleteOptions) error, obj metav1.Object) error {
+	if err := del(ctx, obj.GetName(), kube.Unchanged(obj)); err != nil && !goneOrChanged(err) {
+		return err
+	}
+	return nil
+}
+
 // deepCopy copies an API object (create calls may modify what they are given in fakes).
 func deepCopy[T any](obj T) T {
 	if c, ok := any(obj).(interface{ DeepCopyObject() runtime.Object }); ok {

@@ -276,10 +276,11 @@ var _ = Describe("Hooks", func() {
 			gw.ClearActions()
 			update := []opi.Route{{Hostname: "b.example.com", Port: 8080}, {Hostname: "c.example.com", Port: 9090}}
 			Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Routes: &update})).To(Succeed())
-			Expect(gatewayActions(gw)).To(ConsistOf(
+			Expect(gatewayActions(gw)).To(HaveExactElements(
 				"get httproutes "+kept.Name,
 				HavePrefix("get httproutes "+name+"-"),
 				HavePrefix("create httproutes "+name+"-"),
+				"list httproutes",
 				HavePrefix("delete httproutes "+name+"-"),
 			), "the unchanged one is not rewritten")
 			got := routes()
@@ -297,6 +298,14 @@ var _ = Describe("Hooks", func() {
 			list, err := gw.GatewayV1().HTTPRoutes(namespace).List(ctx, metav1.ListOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(list.Items).To(HaveLen(3))
+
+			// The old version loses the hostname; the new one keeps its HTTPRoute.
+			none := []opi.Route{}
+			Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Routes: &none})).To(Succeed())
+			list, err = gw.GatewayV1().HTTPRoutes(namespace).List(ctx, metav1.ListOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(list.Items).To(ConsistOf(HaveField("Spec.Hostnames", ConsistOf(gatewayv1.Hostname("app.example.com")))))
+			Expect(list.Items[0].Labels).To(HaveKeyWithValue(k8s.LabelVersion, "next"))
 		})
 	})
 
