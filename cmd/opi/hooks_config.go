@@ -54,9 +54,9 @@ func defaultAppNetworkConfig() AppNetworkConfig {
 	return AppNetworkConfig{
 		Routing:          k8s.RoutingIngress,
 		HeadlessServices: true,
-		NetworkPolicies: true,
-		DNSNamespace:    "kube-system",
-		Placement:       PlacementConfig{NodeLabel: k8s.DefaultPlacementKey, TaintKey: k8s.DefaultPlacementKey},
+		NetworkPolicies:  true,
+		DNSNamespace:     "kube-system",
+		Placement:        PlacementConfig{NodeLabel: k8s.DefaultPlacementKey, TaintKey: k8s.DefaultPlacementKey},
 	}
 }
 
