@@ -57,6 +57,9 @@ const desireBody = `{
 // updateBody is an UpdateDesiredLRPRequest scaling the example app to three instances.
 const updateBody = `{"guid": "` + exampleGUID + `", "version": "` + exampleVersion + `", "update": {"instances": 3, "annotation": "1700000100.0"}}`
 
+// routeUpdateBody moves the example app to another hostname.
+const routeUpdateBody = `{"guid": "` + exampleGUID + `", "version": "` + exampleVersion + `", "update": {"annotation": "1700000200.0", "routes": {"cf-router": [{"hostname": "hello2.example.com", "port": 8080}]}}}`
+
 // printGuide tells the user how to drive opi with curl and look at the result with kubectl.
 func printGuide(out io.Writer, base, kubectl, kubeconfig, namespace string) {
 	pg := exampleGUID + "-" + exampleVersion
@@ -81,6 +84,9 @@ Try it:
   # its instances
   curl -sS %[5]s/instances
 
+  # move its route: its Ingress follows (kubectl ... get ingresses)
+  curl -sS -X POST %[1]s/apps/%[3]s -H 'Content-Type: application/json' -d '%[10]s'
+
   # restart instance 0
   curl -sS -X PUT %[5]s/stop/0
 
@@ -91,8 +97,8 @@ Try it:
   "user_defined_annotations" on to the pods, so desire with that annotation to see CRASHED)
 
 See what opi made:
-  %[7]s --kubeconfig %[8]s -n %[2]s get deployments,pods,services,secrets
+  %[7]s --kubeconfig %[8]s -n %[2]s get deployments,pods,services,secrets,ingresses,networkpolicies
 
 Ctrl-C stops opi, then the control plane.
-`, base, namespace, pg, indented, app, updateBody, kubectl, kubeconfig, localkube.CrashAnnotation)
+`, base, namespace, pg, indented, app, updateBody, kubectl, kubeconfig, localkube.CrashAnnotation, routeUpdateBody)
 }

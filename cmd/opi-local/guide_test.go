@@ -37,6 +37,13 @@ var _ = Describe("the printed guide", func() {
 		Expect(*req.Update.Instances).To(Equal(3))
 	})
 
+	It("moves the same app's route", func() {
+		var req models.UpdateDesiredLRPRequest
+		Expect(strictDecode(routeUpdateBody, &req)).To(Succeed())
+		Expect(req.GUID).To(Equal(exampleGUID))
+		Expect(string(req.Update.Routes["cf-router"])).To(ContainSubstring("hello2.example.com"))
+	})
+
 	It("shows curl for every route and kubectl for what opi made", func() {
 		var out bytes.Buffer
 		printGuide(&out, "http://127.0.0.1:8085", "/bins/kubectl", ".local/kubeconfig", "cf-workloads")
@@ -49,7 +56,7 @@ var _ = Describe("the printed guide", func() {
 			ContainSubstring("curl -sS "+app+"/instances\n"),
 			ContainSubstring("curl -sS -X PUT "+app+"/stop/0\n"),
 			ContainSubstring("curl -sS -X PUT "+app+"/stop\n"),
-			ContainSubstring("/bins/kubectl --kubeconfig .local/kubeconfig -n cf-workloads get deployments,pods,services,secrets"),
+			ContainSubstring("/bins/kubectl --kubeconfig .local/kubeconfig -n cf-workloads get deployments,pods,services,secrets,ingresses,networkpolicies"),
 		))
 	})
 })
