@@ -88,6 +88,21 @@ var _ = Describe("Routing, isolation and placement hooks", func() {
 		Expect(ingressHosts(ns, other)).To(HaveLen(1))
 	})
 
+	It("has the janitor recreate an app's Ingress and egress policy deleted behind opi's back", func() {
+		o := startOpi(ns, "--janitor-period", "1s", "--janitor-grace", "2s", "--leader-election=false")
+		a.extra = map[string]any{"egress_rules": []any{map[string]any{"protocol": "all", "destinations": []any{"10.0.0.0/8"}}}}
+		desire(o, a)
+		name := deployments(ns, a)[0].Name
+		kubectl("delete", "ingress", name, "-n", ns)
+		kubectl("delete", "networkpolicy", name, "-n", ns)
+		Eventually(func() map[string][]string { return ingressHosts(ns, a) }).Should(HaveKey("dora.example.com"))
+		Eventually(func() []networkingv1.NetworkPolicy {
+			var list networkingv1.NetworkPolicyList
+			kubectlJSON(&list, "get", "networkpolicies", "-n", ns, "-l", selector(a))
+			return list.Items
+		}).Should(ConsistOf(HaveField("Spec.Egress", HaveLen(1))))
+	})
+
 	It("routes with HTTPRoutes attached to the operator's Gateway: after desire, after a route update, gone after stop", func() {
 		o := startOpi(ns, "--routing", "gateway", "--gateway-namespace", "gateways", "--gateway-name", "cf")
 		desire(o, a)
