@@ -188,7 +188,7 @@ var _ = Describe("Routing, isolation and placement hooks", func() {
 		Expect(spec.NodeSelector).To(Equal(map[string]string{"cloudfoundry.org/isolation-segment": "iso-1"}))
 		Expect(spec.Tolerations).To(ContainElement(corev1.Toleration{Key: "cloudfoundry.org/isolation-segment", Operator: corev1.TolerationOpEqual, Value: "iso-1", Effect: corev1.TaintEffectNoSchedule}))
 		Eventually(func() []models.Instance { return instances(o, a).Instances }).Should(ConsistOf(
-			And(HaveField("State", "UNCLAIMED"), HaveField("PlacementError", HavePrefix("found no compatible cell")))))
+			And(HaveField("State", "UNCLAIMED"), HaveField("PlacementError", `found no compatible cell with placement tag "iso-1"`))))
 	})
 
 	It("mounts the claim a volume id names, and refuses a mount whose claim does not exist", func() {

@@ -14,6 +14,11 @@ import (
 // DefaultPlacementKey is the node label (and taint key) of isolation segments.
 const DefaultPlacementKey = "cloudfoundry.org/isolation-segment"
 
+// LabelPlacementTag is the pods' isolation segment, so that an instance its segment cannot
+// place reads back with Diego's placement error. (A label, not an annotation: the pod
+// template's annotations are CC's user-defined ones, read back as such.)
+const LabelPlacementTag = "opi-bridge.io/placement-tag"
+
 // PlacementOptions configure where an LRP with placement tags (an isolation segment) runs.
 type PlacementOptions struct {
 	// NodeLabel is the node label whose value is the segment (default DefaultPlacementKey).
@@ -29,9 +34,11 @@ type PlacementOptions struct {
 //   - shape: pods get the node selector <NodeLabel>=<tag> and, with a TaintKey, tolerate the
 //     taint <TaintKey>=<tag>:NoSchedule.
 //
+//     The pod template is labelled with the tag (LabelPlacementTag).
+//
 // It owns no objects. Without nodes of the segment the pods stay unscheduled, and instances
-// read back UNCLAIMED with the scheduler's reason as Diego's placement error ("found no
-// compatible cell: ... didn't match Pod's node affinity/selector").
+// read back UNCLAIMED with Diego's placement error: found no compatible cell with placement
+// tag "<tag>".
 type placementHook struct {
 	noHook
 	opts PlacementOptions
@@ -61,6 +68,13 @@ func (h *placementHook) shape(lrp *opi.LRP, d *appsv1.Deployment) {
 	if label == "" {
 		label = DefaultPlacementKey
 	}
+	// A copy: the template may share its labels map with the Deployment.
+	labels := make(map[string]string, len(d.Spec.Template.Labels)+1)
+	for k, v := range d.Spec.Template.Labels {
+		labels[k] = v
+	}
+	labels[LabelPlacementTag] = tag
+	d.Spec.Template.Labels = labels
 	spec := &d.Spec.Template.Spec
 	if spec.NodeSelector == nil {
 		spec.NodeSelector = map[string]string{}
@@ -74,4 +88,9 @@ func (h *placementHook) shape(lrp *opi.LRP, d *appsv1.Deployment) {
 			Effect:   corev1.TaintEffectNoSchedule,
 		})
 	}
+}
+
+// placementTagError is Diego's placement error for a segment without a cell that fits.
+func placementTagError(tag string) string {
+	return fmt.Sprintf("found no compatible cell with placement tag %q", tag)
 }

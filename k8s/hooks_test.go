@@ -427,8 +427,14 @@ var _ = Describe("Hooks", func() {
 			backend := startBackendWith(client, k8s.Options{Placement: k8s.PlacementOptions{NodeLabel: "seg", TaintKey: "seg-taint"}})
 			lrp.PlacementTags = []string{"iso-1"}
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			spec := getDeployment(client, name).Spec.Template.Spec
+			d := getDeployment(client, name)
+			spec := d.Spec.Template.Spec
 			Expect(spec.NodeSelector).To(Equal(map[string]string{"seg": "iso-1"}))
+			Expect(d.Spec.Template.Labels).To(HaveKeyWithValue(k8s.LabelPlacementTag, "iso-1"))
+			Expect(d.Labels).NotTo(HaveKey(k8s.LabelPlacementTag), "only the pods carry it")
+			got, err := backend.GetLRP(ctx, lrp.LRPIdentifier)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(got.UserDefinedAnnotations).To(Equal(lrp.UserDefinedAnnotations))
 			Expect(spec.Tolerations).To(Equal([]corev1.Toleration{{Key: "seg-taint", Operator: corev1.TolerationOpEqual, Value: "iso-1", Effect: corev1.TaintEffectNoSchedule}}))
 		})
 
@@ -444,6 +450,24 @@ var _ = Describe("Hooks", func() {
 			plain.Version = "plain"
 			Expect(backend.DesireLRP(ctx, plain)).To(Succeed())
 			Expect(getDeployment(client, k8s.DeploymentName(plain)).Spec.Template.Spec.NodeSelector).To(BeEmpty())
+		})
+
+		It("reads an instance its segment cannot place as UNCLAIMED with Diego's placement tag error", func() {
+			backend := startBackendWith(client, k8s.Options{})
+			lrp.PlacementTags = []string{"iso-1"}
+			lrp.Instances = 1
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			pod := newPod(lrp, "pod", time.Now(), corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
+				Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+				Message: "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.",
+			}}})
+			pod.Labels[k8s.LabelPlacementTag] = "iso-1"
+			createPod(client, pod)
+			Eventually(func() []*opi.Instance {
+				got, err := backend.GetInstances(ctx, lrp.LRPIdentifier)
+				Expect(err).NotTo(HaveOccurred())
+				return got
+			}).Should(ConsistOf(HaveField("PlacementError", `found no compatible cell with placement tag "iso-1"`)))
 		})
 
 		It("refuses two segments, writing nothing", func() {
