@@ -31,6 +31,7 @@ type PlacementOptions struct {
 // placementHook runs an LRP with a placement tag on the nodes of that isolation segment:
 //
 //   - check: at most one tag (a node has one segment), and a valid label value;
+//
 //   - shape: pods get the node selector <NodeLabel>=<tag> and, with a TaintKey, tolerate the
 //     taint <TaintKey>=<tag>:NoSchedule.
 //
