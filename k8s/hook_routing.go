@@ -51,7 +51,8 @@ type RoutingOptions struct {
 //   - gateway mode: one HTTPRoute per hostname, named <deployment>-<first 8 hex digits of the
 //     hostname's sha256>, with one PathPrefix rule per path of that hostname;
 //
-// Either is controlled by the Deployment. Two LRPs (the old and the new version during a
+// Either is controlled by the Deployment. In gateway mode, Start checks that the cluster serves
+// HTTPRoutes. Two LRPs (the old and the new version during a
 // rolling deploy) may share a hostname: each has its own objects, and the ingress controller
 // or Gateway balances across both. Events:
 //
@@ -92,6 +93,19 @@ type namedNoHook struct {
 func (h *namedNoHook) hookName() string { return h.name }
 
 func (h *routingHook) hookName() string { return "routing" }
+
+// started checks, in gateway mode, that the cluster serves HTTPRoutes (one LIST of at most one
+// object): without the Gateway API CRDs every desire with a route would fail.
+func (h *routingHook) started(ctx context.Context) error {
+	if h.opts.Mode != RoutingGateway {
+		return nil
+	}
+	_, err := h.gateway.GatewayV1().HTTPRoutes(h.namespace).List(ctx, metav1.ListOptions{Limit: 1})
+	if kube.Classify(err) == kube.KindNotFound {
+		return fmt.Errorf("routing: gateway needs the Gateway API's HTTPRoute (gateway.networking.k8s.io/v1) installed in the cluster: %w", err)
+	}
+	return wrapHookErr(err, "list httproutes")
+}
 
 // routeTarget is one route split into what routing objects match on.
 type routeTarget struct {

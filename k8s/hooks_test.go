@@ -5,12 +5,15 @@ import (
 	"errors"
 	"time"
 
+	"code.cloudfoundry.org/lager/v3/lagertest"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -229,6 +232,8 @@ var _ = Describe("Hooks", func() {
 				Gateway: gw,
 				Routing: k8s.RoutingOptions{Mode: k8s.RoutingGateway, GatewayNamespace: "gateways", GatewayName: "cf"},
 			})
+			Expect(gatewayActions(gw)).To(Equal([]string{"list httproutes"}), "start checks that HTTPRoutes are served")
+			gw.ClearActions()
 			lrp.Routes = []opi.Route{{Hostname: "app.example.com", Port: 8080}, {Hostname: "app.example.com/admin", Port: 9090}, {Hostname: "b.example.com", Port: 8080}}
 		})
 
@@ -287,6 +292,20 @@ var _ = Describe("Hooks", func() {
 			Expect(got).To(HaveLen(2))
 			Expect(got).To(HaveKey("c.example.com"))
 			Expect(got["c.example.com"].Spec.Rules).To(Equal([]gatewayv1.HTTPRouteRule{rule("/", 9090)}))
+		})
+
+		It("refuses to start where the cluster does not serve HTTPRoutes", func() {
+			missing := gatewayfake.NewClientset()
+			missing.PrependReactor("list", "httproutes", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: "gateway.networking.k8s.io", Resource: "httproutes"}, "")
+			})
+			b := k8s.NewBackend(newClient(), lagertest.NewTestLogger("k8s"), k8s.Options{
+				Namespace: namespace, Gateway: missing,
+				Routing: k8s.RoutingOptions{Mode: k8s.RoutingGateway, GatewayName: "cf"},
+			})
+			startCtx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			Expect(b.Start(startCtx)).To(MatchError(ContainSubstring("needs the Gateway API's HTTPRoute")))
 		})
 
 		It("lets two LRPs share a hostname: each has its own HTTPRoute", func() {
