@@ -84,7 +84,9 @@ cluster-down:
 	fi; \
 	rm -f $(LOCAL)/cluster.pid
 
-# Builds opi and runs it against a fresh local control plane in the foreground; Ctrl-C stops both.
+# Builds opi and runs it against a fresh local control plane in the foreground, with a Cloud
+# Controller stand-in (mutual TLS; it prints each callback with a "cc-standin:" prefix) and an
+# image registry holding a sample image for staging; Ctrl-C stops them all.
 # RUN_FLAGS passes more flags, e.g. RUN_FLAGS="--listen 127.0.0.1:9000 --nodes 2".
 run: build opi-local kube-bins
 	@if [ -f $(LOCAL)/cluster.pid ] && kill -0 "$$(cat $(LOCAL)/cluster.pid)" 2>/dev/null; then \

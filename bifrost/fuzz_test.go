@@ -1,11 +1,17 @@
 package bifrost_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"testing"
 
+	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
 	"github.com/opi-bridge/opi/bifrost"
+	"github.com/opi-bridge/opi/fakes"
 	"github.com/opi-bridge/opi/models"
 	"github.com/opi-bridge/opi/opi"
 )
@@ -23,7 +29,7 @@ func FuzzConvertDesire(f *testing.F) {
 		if json.Unmarshal(body, &req) != nil {
 			return
 		}
-		lrp, err := bifrost.ConvertDesire(req)
+		lrp, err := bifrost.ConvertDesire(req, bifrost.Rules{})
 		if err != nil {
 			if !errors.Is(err, opi.ErrInvalid) {
 				t.Fatalf("rejection %q is not ErrInvalid", err)
@@ -75,6 +81,55 @@ func FuzzConvertUpdate(f *testing.F) {
 		}
 		if u.Annotation != nil && req.Update.Annotation != nil && *u.Annotation != *req.Update.Annotation {
 			t.Fatalf("annotation changed")
+		}
+	})
+}
+
+// FuzzKubeRules: a desire with a random annotation key, guid and env name is either refused as
+// a ValidationError (opi.ErrInvalid, a 400) before the backend is called, or handed to the
+// backend with values Kubernetes accepts.
+func FuzzKubeRules(f *testing.F) {
+	f.Add("example.com/team", "2f3e8a2c-2c3e-4b1d-9c7e-0a1b2c3d4e5f", "spring.profiles.active", false)
+	f.Add("bad key!", "abc", "A", false)
+	f.Add("ok", "abc-", "A", false)
+	f.Add("ok", "abc", "a:b", true)
+	f.Add("Example.COM/Owner", "abc", "A=B", false)
+	f.Add("", "", "", false)
+	f.Fuzz(func(t *testing.T, annotationKey, guid, envName string, strict bool) {
+		backend := new(fakes.FakeLRPBackend)
+		lrps := &bifrost.LRP{Backend: backend, Rules: bifrost.Rules{StrictEnvNames: strict}}
+		req := models.DesireLRPRequest{
+			GUID: guid, Version: "v1", MemoryMB: 64, Instances: 1,
+			Environment:            map[string]string{envName: "value"},
+			Lifecycle:              models.Lifecycle{DockerLifecycle: &models.DockerLifecycle{Image: "busybox"}},
+			UserDefinedAnnotations: map[string]string{annotationKey: "v"},
+		}
+		err := lrps.Desire(context.Background(), req)
+		if err != nil {
+			var verr *bifrost.ValidationError
+			if !errors.As(err, &verr) || !errors.Is(err, opi.ErrInvalid) {
+				t.Fatalf("refusal %q is not a ValidationError", err)
+			}
+			if backend.DesireLRPCallCount() != 0 {
+				t.Fatalf("refused (%v) after calling the backend", err)
+			}
+			return
+		}
+		if backend.DesireLRPCallCount() != 1 {
+			t.Fatalf("accepted but the backend was called %d times", backend.DesireLRPCallCount())
+		}
+		check := validation.IsRelaxedEnvVarName
+		if strict {
+			check = validation.IsEnvVarName
+		}
+		if msgs := check(envName); len(msgs) > 0 {
+			t.Fatalf("accepted env name %q: %v", envName, msgs)
+		}
+		if msgs := validation.IsValidLabelValue(guid); len(msgs) > 0 {
+			t.Fatalf("accepted guid %q: %v", guid, msgs)
+		}
+		if errs := apimachineryvalidation.ValidateAnnotations(map[string]string{annotationKey: "v"}, field.NewPath("a")); len(errs) > 0 {
+			t.Fatalf("accepted annotation key %q: %v", annotationKey, errs)
 		}
 	})
 }

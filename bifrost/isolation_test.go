@@ -12,7 +12,7 @@ import (
 
 var _ = Describe("ConvertDesire's isolation fields", func() {
 	convert := func(key string, value any) (*opi.LRP, error) {
-		return bifrost.ConvertDesire(with(func(m map[string]any) { m[key] = value }))
+		return bifrost.ConvertDesire(with(func(m map[string]any) { m[key] = value }), bifrost.Rules{})
 	}
 
 	Describe("egress_rules", func() {

@@ -133,12 +133,15 @@ var _ = Describe("LRP bifrost", func() {
 			backend.GetInstancesReturns([]*opi.Instance{
 				{Index: 0, State: opi.InstanceRunning, Since: 123},
 				{Index: 1, State: opi.InstanceUnclaimed, PlacementError: "Insufficient resources: memory"},
+				{Index: 2, State: opi.InstanceCrashed, Since: 456, CrashReason: "Failed to pull the image: not found"},
 			}, nil)
 			instances, err := b.Instances(ctx, id)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(instances).To(Equal([]models.Instance{
 				{Index: 0, State: "RUNNING", Since: 123},
 				{Index: 1, State: "UNCLAIMED", PlacementError: "Insufficient resources: memory"},
+				// CC shows only placement_error (as details): the crash reason goes there too.
+				{Index: 2, State: "CRASHED", Since: 456, PlacementError: "Failed to pull the image: not found", CrashReason: "Failed to pull the image: not found"},
 			}))
 		})
 

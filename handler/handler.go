@@ -68,6 +68,8 @@ type Config struct {
 	// WriteTimeout bounds the backend calls of each write (desire, update, stop, stop
 	// instance); past it the write answers 503. DefaultWriteTimeout when 0.
 	WriteTimeout time.Duration
+	// Staging, when set, serves POST /stage/{staging_guid}.
+	Staging StagingBifrost
 }
 
 // New returns the router with every route of the contract.
@@ -94,6 +96,10 @@ func New(cfg Config) http.Handler {
 	route(http.MethodPut, "/apps/:guid/:version/stop", lrp.stop)
 	route(http.MethodPut, "/apps/:guid/:version/stop/:index", lrp.stopInstance)
 	route(http.MethodGet, "/apps/:guid/:version/instances", lrp.instances)
+	if cfg.Staging != nil {
+		stage := &stageHandler{bifrost: cfg.Staging, logger: cfg.Logger, maxBody: cfg.MaxBodyBytes, writeTimeout: cfg.WriteTimeout}
+		route(http.MethodPost, "/stage/:staging_guid", stage.stage)
+	}
 	if cfg.Metrics != nil {
 		r.Handler(http.MethodGet, "/metrics", cfg.Metrics)
 	}

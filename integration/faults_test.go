@@ -107,6 +107,8 @@ func stateOf(client kubernetes.Interface, ns string) namespaceState {
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	services, err := client.CoreV1().Services(ns).List(ctx, opts)
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	budgets, err := client.PolicyV1().PodDisruptionBudgets(ns).List(ctx, opts)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 
 	st := namespaceState{Deployments: map[string][]string{}, Replicas: map[string]int32{}, Annotations: map[string]string{}}
 	live := map[string]*appsv1.Deployment{} // uid → deployment
@@ -141,6 +143,10 @@ func stateOf(client kubernetes.Interface, ns string) namespaceState {
 		if controlled("service", services.Items[i].Name, &services.Items[i]) {
 			owned[string(metav1.GetControllerOf(&services.Items[i]).UID)] += 10
 		}
+	}
+	for i := range budgets.Items {
+		// A budget is optional (2+ instances), but never an orphan.
+		controlled("poddisruptionbudget", budgets.Items[i].Name, &budgets.Items[i])
 	}
 	for uid, d := range live {
 		if owned[uid] != 11 { // one env Secret, one Service

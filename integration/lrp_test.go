@@ -144,7 +144,9 @@ func ownedObjects(ns string, a *app) int {
 	Expect(err).NotTo(HaveOccurred())
 	services, err := kube.CoreV1().Services(ns).List(ctx, opts)
 	Expect(err).NotTo(HaveOccurred())
-	return n + len(rs.Items) + len(secrets.Items) + len(services.Items)
+	budgets, err := kube.PolicyV1().PodDisruptionBudgets(ns).List(ctx, opts)
+	Expect(err).NotTo(HaveOccurred())
+	return n + len(rs.Items) + len(secrets.Items) + len(services.Items) + len(budgets.Items)
 }
 
 // appState is what a request could have changed of an app: every object opi writes, by what
@@ -247,13 +249,16 @@ var _ = Describe("LRPs on Kubernetes", func() {
 		Expect(c.Image).To(Equal("cloudfoundry/dora:latest"))
 		Expect(*c.SecurityContext.AllowPrivilegeEscalation).To(BeFalse())
 		Expect(c.SecurityContext.Capabilities.Drop).To(ConsistOf(corev1.Capability("ALL")))
+		Expect(c.SecurityContext.Capabilities.Add).To(ContainElements(corev1.Capability("CHOWN"), corev1.Capability("SETUID")),
+			"Diego's default capabilities, so that root images run")
 		Expect(pod.SecurityContext.SeccompProfile.Type).To(Equal(corev1.SeccompProfileTypeRuntimeDefault))
 		Expect(c.Resources.Limits.Memory().String()).To(Equal("64Mi"))
 		Expect(c.Resources.Requests.Memory().String()).To(Equal("64Mi"))
 		Expect(c.Resources.Limits.StorageEphemeral().String()).To(Equal("256Mi"))
 		Expect(c.Resources.Limits.Cpu().IsZero()).To(BeTrue())
 		Expect(c.StartupProbe.TCPSocket.Port.IntValue()).To(Equal(8080))
-		Expect(c.LivenessProbe.TimeoutSeconds).To(BeEquivalentTo(2))
+		Expect(c.StartupProbe.FailureThreshold).To(BeEquivalentTo(30), "start_timeout_ms 60000 at one check every 2 s")
+		Expect(c.LivenessProbe.TimeoutSeconds).To(BeEquivalentTo(1), "each check takes at most a second, whatever the start timeout")
 		Expect(c.ReadinessProbe).NotTo(BeNil())
 
 		envs := map[string]corev1.EnvVar{}

@@ -4,9 +4,11 @@
 package k8s
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +56,44 @@ type Options struct {
 	Placement PlacementOptions
 	// HeadlessServices gives LRP Services no cluster IP (see docs/adr).
 	HeadlessServices bool
+	// CrashNotifier, when set, is told about every crash of an LRP instance, once (leader
+	// work, see crash.go); nil reports no crashes.
+	CrashNotifier opi.CrashNotifier
+
+	// ProbeTimeout bounds each health check of an instance (default DefaultProbeTimeout,
+	// Diego's per-check timeout; rounded up to whole seconds). CC's health_check_timeout_ms is
+	// the start timeout, not this.
+	ProbeTimeout time.Duration
+	// MinReady is how long a new instance must stay Ready before a rollout counts
+	// it as available (default DefaultMinReady; rounded up to whole seconds; negative: 0).
+	MinReady time.Duration
+	// PodSecurity is PodSecurityBaseline (default) or PodSecurityRestricted, for namespaces
+	// that enforce the restricted Pod Security Standard.
+	PodSecurity string
+	// ImageReader and StagingNotifier, both set, make the leader work off staging records
+	// (see Stage); StagingWorkers of them at once (default DefaultStagingWorkers).
+	ImageReader     opi.ImageReader
+	StagingNotifier opi.StagingNotifier
+	StagingWorkers  int
+}
+
+// Defaults of Options.
+const (
+	DefaultProbeTimeout = time.Second
+	DefaultMinReady     = 10 * time.Second
+)
+
+// Validate reports an option the backend cannot work with.
+func (o Options) Validate() error {
+	switch o.PodSecurity {
+	case "", PodSecurityBaseline, PodSecurityRestricted:
+	default:
+		return fmt.Errorf("pod security %q is not one of %s, %s", o.PodSecurity, PodSecurityBaseline, PodSecurityRestricted)
+	}
+	if o.ProbeTimeout < 0 {
+		return errors.New("probe timeout must not be negative")
+	}
+	return nil
 }
 
 // Backend runs LRPs on Kubernetes. Create it with NewBackend and Start it before use.
@@ -65,6 +105,7 @@ type Backend struct {
 	readWaitTimeout time.Duration
 	janitorPeriod   time.Duration
 	janitorGrace    time.Duration
+	workload        workloadSpec
 
 	factory     informers.SharedInformerFactory
 	deployments cache.SharedIndexInformer
@@ -74,7 +115,10 @@ type Backend struct {
 	synced  atomic.Bool
 
 	// hooks are the concerns that react to an LRP's events (hooks.go).
-	hooks []hook
+	hooks           []hook
+	imageReader     opi.ImageReader
+	stagingNotifier opi.StagingNotifier
+	stagingWorkers  int
 
 	// leaderWork is what one replica of opi does for all of them; see RunLeaderWork.
 	leaderWork []leaderTask
@@ -92,6 +136,15 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 	if opts.JanitorGrace <= 0 {
 		opts.JanitorGrace = DefaultJanitorGrace
 	}
+	if opts.ProbeTimeout <= 0 {
+		opts.ProbeTimeout = DefaultProbeTimeout
+	}
+	if opts.MinReady == 0 {
+		opts.MinReady = DefaultMinReady
+	}
+	if opts.StagingWorkers <= 0 {
+		opts.StagingWorkers = DefaultStagingWorkers
+	}
 	b := &Backend{
 		client:          client,
 		gateway:         opts.Gateway,
@@ -100,11 +153,25 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 		readWaitTimeout: opts.ReadWaitTimeout,
 		janitorPeriod:   opts.JanitorPeriod,
 		janitorGrace:    opts.JanitorGrace,
+		workload: workloadSpec{
+			probeTimeoutSeconds: wholeSeconds(opts.ProbeTimeout),
+			minReadySeconds:     wholeSeconds(opts.MinReady),
+			podSecurity:         cmp.Or(opts.PodSecurity, PodSecurityBaseline),
+		},
+		imageReader:     opts.ImageReader,
+		stagingNotifier: opts.StagingNotifier,
+		stagingWorkers:  opts.StagingWorkers,
 	}
 	b.newInformers()
 	b.registerHooks(opts)
 	if b.janitorPeriod > 0 {
 		b.addLeaderWork("janitor", b.runJanitor)
+	}
+	if opts.CrashNotifier != nil {
+		b.addLeaderWork("crash-reporter", newCrashReporter(b, opts.CrashNotifier).run)
+	}
+	if b.imageReader != nil && b.stagingNotifier != nil {
+		b.addLeaderWork("staging", b.runStaging)
 	}
 	return b
 }
@@ -181,6 +248,14 @@ func (b *Backend) Ready(ctx context.Context) error {
 		return apiError(err, "check api server")
 	}
 	return nil
+}
+
+// wholeSeconds is d rounded up to whole seconds, 0 for d ≤ 0, at most MaxInt32.
+func wholeSeconds(d time.Duration) int32 {
+	if d <= 0 {
+		return 0
+	}
+	return int32(min((d+time.Second-1)/time.Second, math.MaxInt32))
 }
 
 func (b *Backend) checkSynced() error {

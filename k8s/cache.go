@@ -111,23 +111,68 @@ func (b *Backend) cachedPods(id opi.LRPIdentifier) []*podRecord {
 	return pods
 }
 
-// rankedPods are the pods that are not terminating, ordered by creation time then name: a
-// pod's position is its instance index.
-func rankedPods(pods []*podRecord) []*podRecord {
+// instancePods are the pods that report the LRP's instances, at most its desired count, in
+// index order (ADR 0002). A pod that cannot serve never hides or displaces one that can:
+//   - terminating pods are left out;
+//   - failed pods (evicted, shut down: the ReplicaSet leaves them and starts a replacement) are
+//     left out while live pods fill the desired count, and fill only the indices no live pod
+//     takes, newest first, so a crash nothing has replaced yet still shows;
+//   - when there are more live pods than desired (a rollout's surge, a scale-down), the ones
+//     kept are, in turn, Ready pods of the current template, Ready superseded pods (an old
+//     ReplicaSet's, still serving), the current template's starting or crashing pods, and
+//     superseded pods that are not Ready; older before newer within each.
+//
+// The kept pods are then ranked by creation time, then name, so an index stays with its pod
+// while the set of pods does not change.
+func instancePods(pods []*podRecord, d *deploymentRecord) []*podRecord {
+	replicas := int(d.replicas)
 	live := make([]*podRecord, 0, len(pods))
+	var failed []*podRecord
 	for _, p := range pods {
-		if p.DeletionTimestamp == nil {
+		switch {
+		case p.DeletionTimestamp != nil:
+		case p.terminal:
+			failed = append(failed, p)
+		default:
 			live = append(live, p)
 		}
 	}
-	sort.Slice(live, func(i, j int) bool {
-		ti, tj := live[i].CreationTimestamp, live[j].CreationTimestamp
-		if !ti.Equal(&tj) {
-			return ti.Before(&tj)
+	if len(live) > replicas {
+		keep := func(p *podRecord) int {
+			rank := 0
+			if p.state != opi.InstanceRunning {
+				rank += 2
+			}
+			if p.superseded(d) {
+				rank++
+			}
+			return rank
 		}
-		return live[i].Name < live[j].Name
-	})
+		sort.SliceStable(live, func(i, j int) bool {
+			if ki, kj := keep(live[i]), keep(live[j]); ki != kj {
+				return ki < kj
+			}
+			return createdBefore(live[i], live[j])
+		})
+		live = live[:replicas]
+	}
+	sort.Slice(live, func(i, j int) bool { return createdBefore(live[i], live[j]) })
+	if missing := replicas - len(live); missing > 0 && len(failed) > 0 {
+		sort.Slice(failed, func(i, j int) bool { return createdBefore(failed[j], failed[i]) })
+		failed = failed[:min(missing, len(failed))]
+		sort.Slice(failed, func(i, j int) bool { return createdBefore(failed[i], failed[j]) })
+		live = append(live, failed...)
+	}
 	return live
+}
+
+// createdBefore orders pods by creation time, then name.
+func createdBefore(a, b *podRecord) bool {
+	ta, tb := a.CreationTimestamp, b.CreationTimestamp
+	if !ta.Equal(&tb) {
+		return ta.Before(&tb)
+	}
+	return a.Name < b.Name
 }
 
 // findDeployment is the LRP's live Deployment: from the cache, or, when the cache does not

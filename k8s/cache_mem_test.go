@@ -99,7 +99,7 @@ func memSampleObjects(i int) (*appsv1.Deployment, *corev1.Pod) {
 		LastUpdated:      "1600000000.2499998",
 	}
 	name := DeploymentName(lrp)
-	d := toDeployment(lrp, name, memNamespace)
+	d := toDeployment(lrp, name, memNamespace, workloadSpec{})
 	d.UID = types.UID(fmt.Sprintf("%08d-aaaa-bbbb-cccc-dddddddddddd", i))
 	d.ResourceVersion = fmt.Sprint(1000 + i)
 	managed := metav1.ManagedFieldsEntry{

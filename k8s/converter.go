@@ -1,6 +1,7 @@
 package k8s
 
 import (
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -29,6 +30,13 @@ const (
 	// startupProbePeriodSeconds: the startup probe checks often so a started app turns
 	// RUNNING quickly; its failure threshold makes it give up after the start timeout.
 	startupProbePeriodSeconds = 2
+	// A started app is checked every 10 s and restarted after 3 failed checks in a row (about
+	// 30 s: a hiccup is not a crash); it stops getting traffic sooner, after 2 failed readiness
+	// checks 5 s apart.
+	livenessProbePeriodSeconds     = 10
+	livenessProbeFailureThreshold  = 3
+	readinessProbePeriodSeconds    = 5
+	readinessProbeFailureThreshold = 2
 	// minCPUMillis keeps a request for apps with a tiny cpu_weight.
 	minCPUMillis = 10
 )
@@ -124,9 +132,25 @@ func routesAnnotation(routes []opi.Route) string {
 	return string(b)
 }
 
+// workloadSpec is what the operator configures for every LRP's pods (see Options).
+type workloadSpec struct {
+	// probeTimeoutSeconds bounds one liveness or readiness check (and one startup check).
+	probeTimeoutSeconds int32
+	// minReadySeconds is how long a new pod must stay Ready before a rollout counts it.
+	minReadySeconds int32
+	// podSecurity is PodSecurityBaseline or PodSecurityRestricted.
+	podSecurity string
+}
+
 // toDeployment is the LRP's workload. Everything CC may read back is in labels, annotations or
 // the spec; the env is only referenced (envSecret), never copied.
-func toDeployment(lrp *opi.LRP, name, namespace string) *appsv1.Deployment {
+//
+// Rollouts (an image update) and scale-ups surge one pod at a time and never take a pod away
+// before its replacement has been Ready for minReadySeconds (maxUnavailable 0), so a 1-instance
+// app keeps serving through an update too. For "process" and "none" health checks the pod is
+// Ready once its container started: minReadySeconds is then what stops a rollout from replacing
+// running instances with ones that crash at once.
+func toDeployment(lrp *opi.LRP, name, namespace string, w workloadSpec) *appsv1.Deployment {
 	labels := lrpLabels(lrp)
 	routesJSON := routesAnnotation(lrp.Routes)
 	healthJSON, _ := json.Marshal(healthCheckJSON{
@@ -172,35 +196,40 @@ func toDeployment(lrp *opi.LRP, name, namespace string) *appsv1.Deployment {
 			Replicas:             &replicas,
 			Selector:             &metav1.LabelSelector{MatchLabels: selectorLabels(lrp.LRPIdentifier)},
 			RevisionHistoryLimit: ptr(int32(revisionHistoryLimit)),
-			Strategy:             appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType},
+			MinReadySeconds:      w.minReadySeconds,
+			Strategy: appsv1.DeploymentStrategy{
+				Type: appsv1.RollingUpdateDeploymentStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDeployment{
+					MaxSurge:       ptr(intstr.FromInt32(1)),
+					MaxUnavailable: ptr(intstr.FromInt32(0)),
+				},
+			},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
 					Labels:      labels,
 					Annotations: templateAnnotations,
 				},
 				Spec: corev1.PodSpec{
-					Containers:                    []corev1.Container{toContainer(lrp, name)},
+					Containers:                    []corev1.Container{toContainer(lrp, name, w)},
 					ImagePullSecrets:              pullSecrets,
 					TerminationGracePeriodSeconds: ptr(int64(terminationGracePeriodSeconds)),
 					AutomountServiceAccountToken:  ptr(false),
 					// With thousands of apps in one namespace, service links would put
 					// thousands of variables into every container.
 					EnableServiceLinks: ptr(false),
-					SecurityContext: &corev1.PodSecurityContext{
-						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-					},
+					SecurityContext:    podSecurityContext(w.podSecurity),
 				},
 			},
 		},
 	}
 }
 
-func toContainer(lrp *opi.LRP, name string) corev1.Container {
+func toContainer(lrp *opi.LRP, name string, w workloadSpec) corev1.Container {
 	ports := make([]corev1.ContainerPort, 0, len(lrp.Ports))
 	for _, p := range lrp.Ports {
 		ports = append(ports, corev1.ContainerPort{ContainerPort: p, Protocol: corev1.ProtocolTCP})
 	}
-	startup, liveness, readiness := probes(lrp)
+	startup, liveness, readiness := probes(lrp, w.probeTimeoutSeconds)
 	c := corev1.Container{
 		Name:           ContainerName,
 		Image:          lrp.Image,
@@ -212,7 +241,7 @@ func toContainer(lrp *opi.LRP, name string) corev1.Container {
 		ReadinessProbe: readiness,
 		SecurityContext: &corev1.SecurityContext{
 			AllowPrivilegeEscalation: ptr(false),
-			Capabilities:             capabilities(lrp.Ports),
+			Capabilities:             capabilities(w.podSecurity, lrp.Ports),
 		},
 	}
 	if len(lrp.Command) > 0 {
@@ -221,10 +250,38 @@ func toContainer(lrp *opi.LRP, name string) corev1.Container {
 	return c
 }
 
-// capabilities drops every capability; the one a CF app may need back is binding a port below
-// 1024 (an image serving on 80), and only when it declares such a port.
-func capabilities(ports []int32) *corev1.Capabilities {
+// Pod security levels an operator chooses between (Options.PodSecurity), named after the Pod
+// Security Standards a namespace may enforce.
+const (
+	// PodSecurityBaseline runs images as they are built (root images too) with Diego's default
+	// capabilities; pods pass the baseline standard.
+	PodSecurityBaseline = "baseline"
+	// PodSecurityRestricted runs as non-root with every capability dropped (but
+	// NET_BIND_SERVICE for an app with a port below 1024); pods pass the restricted standard.
+	// An image that runs as root (or names its user instead of giving a uid) then cannot start:
+	// its instances are CRASHED with the kubelet's reason.
+	PodSecurityRestricted = "restricted"
+)
+
+// diegoCapabilities are the capabilities Garden (Diego's container runtime, guardian's
+// unprivilegedMaxCaps) gives the process of an unprivileged container, which is how every CF
+// app runs on Diego: images that run as root and chown, setuid or bind port 80 keep working.
+// CAP_NET_RAW is left out: the baseline Pod Security Standard does not allow adding it (a
+// namespace enforcing baseline would reject the pods) and raw sockets on a shared pod network
+// allow spoofing that Garden's per-container network did not.
+var diegoCapabilities = []corev1.Capability{
+	"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+	"NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT",
+}
+
+// capabilities drops every capability and adds back Diego's set; under the restricted level
+// only binding a port below 1024, and only when the app declares such a port.
+func capabilities(level string, ports []int32) *corev1.Capabilities {
 	caps := &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}
+	if level != PodSecurityRestricted {
+		caps.Add = append([]corev1.Capability(nil), diegoCapabilities...)
+		return caps
+	}
 	for _, p := range ports {
 		if p < 1024 {
 			caps.Add = []corev1.Capability{"NET_BIND_SERVICE"}
@@ -232,6 +289,17 @@ func capabilities(ports []int32) *corev1.Capabilities {
 		}
 	}
 	return caps
+}
+
+// podSecurityContext: the runtime's default seccomp profile always; non-root under restricted.
+func podSecurityContext(level string) *corev1.PodSecurityContext {
+	sc := &corev1.PodSecurityContext{
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+	if level == PodSecurityRestricted {
+		sc.RunAsNonRoot = ptr(true)
+	}
+	return sc
 }
 
 // escapeCommand doubles every '$': Kubernetes expands $(VAR) in command and reduces "$$" to
@@ -279,10 +347,16 @@ func resources(lrp *opi.LRP) corev1.ResourceRequirements {
 	return req
 }
 
-// probes maps CC's health check: "port" checks a TCP connect and "http" a GET on the first
-// port; "process" and "none" have no probe (the process running is the check). A startup
-// probe every 2 s gives the app its start timeout before liveness takes over.
-func probes(lrp *opi.LRP) (startup, liveness, readiness *corev1.Probe) {
+// probes maps CC's health check: "port" checks a TCP connect and "http" a GET of the endpoint on
+// the first port; "process" and "none" have no probe (the process running is the check; see
+// toDeployment for how rollouts stay safe without one).
+//
+// CC's health_check_timeout_ms is its start timeout (`cf push -t`; CC sends the same number as
+// start_timeout_ms): it bounds the startup probe, which checks every 2 s until the app answers
+// or the start timeout has passed. Each single check, startup, liveness and readiness alike, is
+// bounded by probeTimeoutSeconds (Diego's per-check timeout is about a second), so a hung app is
+// restarted and taken out of routing within seconds whatever its start timeout.
+func probes(lrp *opi.LRP, probeTimeoutSeconds int32) (startup, liveness, readiness *corev1.Probe) {
 	if len(lrp.Ports) == 0 {
 		return nil, nil, nil
 	}
@@ -301,19 +375,26 @@ func probes(lrp *opi.LRP) (startup, liveness, readiness *corev1.Probe) {
 		return nil, nil, nil
 	}
 
-	timeout := ceilDiv(lrp.Health.TimeoutMs, 1000)
-	startTimeoutMs := lrp.Health.StartTimeoutMs
-	if startTimeoutMs <= 0 {
-		startTimeoutMs = defaultStartTimeoutMs
-	}
+	timeout := max(probeTimeoutSeconds, 1)
+	startTimeoutMs := cmp.Or(max(lrp.Health.StartTimeoutMs, 0), max(lrp.Health.TimeoutMs, 0), defaultStartTimeoutMs)
 	startup = &corev1.Probe{
 		ProbeHandler:     handler,
 		TimeoutSeconds:   timeout,
 		PeriodSeconds:    startupProbePeriodSeconds,
 		FailureThreshold: ceilDiv(startTimeoutMs, startupProbePeriodSeconds*1000),
 	}
-	liveness = &corev1.Probe{ProbeHandler: handler, TimeoutSeconds: timeout}
-	readiness = &corev1.Probe{ProbeHandler: *handler.DeepCopy(), TimeoutSeconds: timeout}
+	liveness = &corev1.Probe{
+		ProbeHandler:     *handler.DeepCopy(),
+		TimeoutSeconds:   timeout,
+		PeriodSeconds:    livenessProbePeriodSeconds,
+		FailureThreshold: livenessProbeFailureThreshold,
+	}
+	readiness = &corev1.Probe{
+		ProbeHandler:     *handler.DeepCopy(),
+		TimeoutSeconds:   timeout,
+		PeriodSeconds:    readinessProbePeriodSeconds,
+		FailureThreshold: readinessProbeFailureThreshold,
+	}
 	return startup, liveness, readiness
 }
 

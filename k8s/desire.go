@@ -18,72 +18,108 @@ import (
 // DesireLRP creates the LRP's objects, in an order that lets a later desire finish what an
 // interrupted one started (opi may die between any two calls):
 //
-//  0. every hook checks the LRP (nothing is written when one refuses it);
 //  1. the env Secret (exists → fine);
 //  2. the image pull Secret, when the LRP has registry credentials (exists → fine);
-//  3. the Deployment, shaped by the hooks (exists → nothing of it changes);
+//  3. the Deployment, shaped by the hooks (exists → the desire changes nothing of it);
 //  4. the Secrets made controlled by the Deployment;
-//  5. every hook's objects (Service, routing, egress policy), each created controlled by the
-//     Deployment (exists → made controlled, content left).
+//  5. every hook's objects (the Service, routing objects, egress policy, PodDisruptionBudget:
+//     see hooks.go), each created controlled by the Deployment (exists → made controlled,
+//     content left).
 //
 // Nothing is read before it is created, so a first desire costs one call per object plus one
 // owner patch per Secret. Steps 4 and 5 use kube.EnsureControlled, so that a desire racing a
 // stop and another desire of the same LRP never leaves the live Deployment without its Secret
 // or a hook's object: one holding a Deployment that the stop deleted meanwhile gives up there.
+//
+// Before step 1 every hook checks the LRP (an isolation segment, volume claims, routes it
+// cannot serve) and the objects are checked against the API server's rules (preflight): a desire
+// Kubernetes would refuse writes nothing. A refusal that no check can foresee (an admission
+// webhook, a quota) at a later step undoes what this desire created (see undoDesire) and is
+// answered as opi.ErrInvalid with Kubernetes' reason.
 func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 	logger := b.logger.Session("desire-lrp", lager.Data{"process-guid": lrp.ProcessGUID()})
 	if err := b.checkSynced(); err != nil {
 		return err
 	}
 	if err := b.checkHooks(ctx, lrp); err != nil {
+		logger.Info("refused-before-writing", lager.Data{"reason": err.Error()})
 		return err
 	}
 	name := DeploymentName(lrp)
 	secrets := b.client.CoreV1().Secrets(b.namespace)
-	want := toDeployment(lrp, name, b.namespace)
-	b.shapeDeployment(lrp, want)
 
 	envSecret := toEnvSecret(lrp, name, b.namespace)
-	envSeen, _, err := kube.CreateIfAbsent(ctx, secrets, envSecret.DeepCopy())
-	if err != nil {
-		return apiError(err, "create env secret")
-	}
-
 	var registrySecret, registrySeen *corev1.Secret
+	checked := []*corev1.Secret{envSecret}
 	if lrp.PrivateRegistry != nil {
+		var err error
 		if registrySecret, err = toRegistrySecret(lrp, name, b.namespace); err != nil {
 			return err
 		}
-		if registrySeen, _, err = kube.CreateIfAbsent(ctx, secrets, registrySecret.DeepCopy()); err != nil {
-			return apiError(err, "create registry secret")
+		checked = append(checked, registrySecret)
+	}
+	deploymentWanted := toDeployment(lrp, name, b.namespace, b.workload)
+	b.shapeDeployment(lrp, deploymentWanted)
+	var serviceMeta *metav1.ObjectMeta
+	if len(lrp.Ports) > 0 {
+		serviceMeta = &toService(lrp, name, b.namespace, metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: name, UID: "preflight"}).ObjectMeta
+	}
+	if err := preflight(checked, deploymentWanted, serviceMeta); err != nil {
+		logger.Info("refused-before-writing", lager.Data{"reason": err.Error()})
+		return err
+	}
+
+	var undo desireWrites
+	envSeen, envCreated, err := kube.CreateIfAbsent(ctx, secrets, envSecret.DeepCopy())
+	if err != nil {
+		return refusal(err, "create env secret")
+	}
+	if envCreated {
+		undo.secrets = append(undo.secrets, envSeen)
+	}
+
+	if registrySecret != nil {
+		var created bool
+		if registrySeen, created, err = kube.CreateIfAbsent(ctx, secrets, registrySecret.DeepCopy()); err != nil {
+			return b.refused(ctx, logger, &undo, err, refusal(err, "create registry secret"))
+		}
+		if created {
+			undo.secrets = append(undo.secrets, registrySeen)
 		}
 	}
 
 	deployment, created, err := kube.CreateOrGet(ctx, b.client.AppsV1().Deployments(b.namespace),
-		want, b.cachedAsDeployment)
+		deploymentWanted, b.cachedAsDeployment)
 	if err != nil {
-		return apiError(err, "create deployment")
+		return b.refused(ctx, logger, &undo, err, refusal(err, "create deployment"))
 	}
 	if !created {
 		if err := checkSameLRP(deployment, lrp.LRPIdentifier); err != nil {
 			return err
 		}
+		// The LRP existed: what this desire made completes it and is its now.
+		undo = desireWrites{}
+	} else {
+		undo.deployment = deployment
 	}
 
 	owner := ownerRef(deployment)
 	live := b.liveCheck(deployment)
 	if err := kube.EnsureControlled(ctx, secrets, envSecret, envSeen, owner, live); err != nil {
-		return b.ownershipError(logger, err, "own env secret")
+		return b.refused(ctx, logger, &undo, err, b.ownershipError(logger, err, "own env secret"))
 	}
 	if registrySecret != nil {
 		if err := kube.EnsureControlled(ctx, secrets, registrySecret, registrySeen, owner, live); err != nil {
-			return b.ownershipError(logger, err, "own registry secret")
+			return b.refused(ctx, logger, &undo, err, b.ownershipError(logger, err, "own registry secret"))
 		}
 	}
+	undo.owned = true
 
 	target := hookTarget{lrp: lrp, name: deployment.Name, namespace: b.namespace, owner: owner, live: live}
-	if err := b.runDesiredHooks(ctx, logger, target); err != nil {
-		return err
+	for _, h := range b.hooks {
+		if err := h.desired(ctx, target); err != nil {
+			return b.refused(ctx, logger, &undo, err, b.hookError(logger, err, h.hookName()))
+		}
 	}
 
 	b.waitForDeployment(ctx, logger, deployment.Name, deployment.ResourceVersion, false)
@@ -125,7 +161,7 @@ func (b *Backend) ownershipError(logger lager.Logger, err error, what string) er
 	}
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
-		return apiError(err, what)
+		return refusal(err, what)
 	}
 	// Contention that outlasted the attempts: CC retries later.
 	return fmt.Errorf("%s: %w: %w", what, opi.ErrUnavailable, err)

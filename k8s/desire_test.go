@@ -5,11 +5,13 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -61,6 +63,7 @@ var _ = Describe("DesireLRP", func() {
 			"create deployments " + name,
 			"patch secrets " + name + "-env",
 			"create services " + name,
+			"create poddisruptionbudgets " + name,
 		}))
 	})
 
@@ -102,7 +105,14 @@ var _ = Describe("DesireLRP", func() {
 				"opi-bridge.io/version": lrp.Version,
 			}))
 			Expect(*d.Spec.RevisionHistoryLimit).To(Equal(int32(2)))
-			Expect(d.Spec.Strategy.Type).To(Equal(appsv1.RollingUpdateDeploymentStrategyType))
+			Expect(d.Spec.Strategy).To(Equal(appsv1.DeploymentStrategy{
+				Type: appsv1.RollingUpdateDeploymentStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDeployment{
+					MaxSurge:       ptrTo(intstr.FromInt32(1)),
+					MaxUnavailable: ptrTo(intstr.FromInt32(0)),
+				},
+			}), "a rollout surges one pod and never has fewer available than desired")
+			Expect(d.Spec.MinReadySeconds).To(Equal(int32(10)))
 			Expect(d.Spec.Template.Labels).To(Equal(wantLabels()))
 			Expect(d.Spec.Template.Annotations).To(Equal(map[string]string{"example.com/team": "blue"}))
 
@@ -129,24 +139,52 @@ var _ = Describe("DesireLRP", func() {
 			Expect(desire().Spec.Template.Spec.Containers[0].Command).To(BeNil())
 		})
 
-		It("is locked down", func() {
+		diegoCaps := []corev1.Capability{
+			"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+			"NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT",
+		}
+
+		It("is locked down, with Diego's default capabilities so that root images run", func() {
 			pod := desire().Spec.Template.Spec
 			Expect(*pod.TerminationGracePeriodSeconds).To(Equal(int64(10)))
 			Expect(*pod.AutomountServiceAccountToken).To(BeFalse())
 			Expect(*pod.EnableServiceLinks).To(BeFalse())
-			Expect(pod.SecurityContext.SeccompProfile.Type).To(Equal(corev1.SeccompProfileTypeRuntimeDefault))
-			sc := pod.Containers[0].SecurityContext
-			Expect(*sc.AllowPrivilegeEscalation).To(BeFalse())
-			Expect(sc.Capabilities.Drop).To(Equal([]corev1.Capability{"ALL"}))
-			Expect(sc.Capabilities.Add).To(BeEmpty())
+			Expect(pod.SecurityContext).To(Equal(&corev1.PodSecurityContext{
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			}))
+			Expect(pod.Containers[0].SecurityContext).To(Equal(&corev1.SecurityContext{
+				AllowPrivilegeEscalation: ptrTo(false),
+				Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: diegoCaps},
+			}))
 			Expect(pod.ImagePullSecrets).To(BeEmpty())
 		})
 
-		It("gives back only the capability to bind a port below 1024, when the app has one", func() {
-			lrp.Ports = []int32{8080, 80}
-			sc := desire().Spec.Template.Spec.Containers[0].SecurityContext
-			Expect(sc.Capabilities.Drop).To(Equal([]corev1.Capability{"ALL"}))
-			Expect(sc.Capabilities.Add).To(Equal([]corev1.Capability{"NET_BIND_SERVICE"}))
+		Context("under the restricted pod security level", func() {
+			BeforeEach(func() {
+				client = newClient()
+				backend = startBackendWith(client, k8s.Options{PodSecurity: k8s.PodSecurityRestricted})
+			})
+
+			It("runs as non-root with every capability dropped", func() {
+				pod := desire().Spec.Template.Spec
+				Expect(pod.SecurityContext).To(Equal(&corev1.PodSecurityContext{
+					RunAsNonRoot:   ptrTo(true),
+					SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+				}))
+				Expect(*pod.AutomountServiceAccountToken).To(BeFalse())
+				Expect(pod.Containers[0].SecurityContext).To(Equal(&corev1.SecurityContext{
+					AllowPrivilegeEscalation: ptrTo(false),
+					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				}))
+			})
+
+			It("gives back only the capability to bind a port below 1024, when the app has one", func() {
+				lrp.Ports = []int32{8080, 80}
+				Expect(desire().Spec.Template.Spec.Containers[0].SecurityContext.Capabilities).To(Equal(&corev1.Capabilities{
+					Drop: []corev1.Capability{"ALL"},
+					Add:  []corev1.Capability{"NET_BIND_SERVICE"},
+				}))
+			})
 		})
 
 		It("requests memory (= limit), disk as ephemeral storage, and cpu without a limit", func() {
@@ -274,8 +312,8 @@ var _ = Describe("DesireLRP", func() {
 			return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(8080)}}
 		}
 
-		DescribeTable("follow the health check type",
-			func(health opi.HealthCheck, handler *corev1.ProbeHandler, timeout, startupFailures int32) {
+		DescribeTable("follow the health check type; the start timeout bounds only the startup probe, each check takes at most a second",
+			func(health opi.HealthCheck, handler *corev1.ProbeHandler, startupFailures int32) {
 				lrp.Health = health
 				c := desire().Spec.Template.Spec.Containers[0]
 				if handler == nil {
@@ -285,18 +323,41 @@ var _ = Describe("DesireLRP", func() {
 					return
 				}
 				Expect(c.StartupProbe).To(Equal(&corev1.Probe{
-					ProbeHandler: *handler, TimeoutSeconds: timeout, PeriodSeconds: 2, FailureThreshold: startupFailures,
+					ProbeHandler: *handler, TimeoutSeconds: 1, PeriodSeconds: 2, FailureThreshold: startupFailures,
 				}))
-				Expect(c.LivenessProbe).To(Equal(&corev1.Probe{ProbeHandler: *handler, TimeoutSeconds: timeout}))
-				Expect(c.ReadinessProbe).To(Equal(&corev1.Probe{ProbeHandler: *handler, TimeoutSeconds: timeout}))
+				Expect(c.LivenessProbe).To(Equal(&corev1.Probe{
+					ProbeHandler: *handler, TimeoutSeconds: 1, PeriodSeconds: 10, FailureThreshold: 3,
+				}))
+				Expect(c.ReadinessProbe).To(Equal(&corev1.Probe{
+					ProbeHandler: *handler, TimeoutSeconds: 1, PeriodSeconds: 5, FailureThreshold: 2,
+				}))
 			},
-			Entry("port", opi.HealthCheck{Type: "port", TimeoutMs: 1500, StartTimeoutMs: 61000}, &tcp, int32(2), int32(31)),
-			Entry("port with defaults", opi.HealthCheck{Type: "port"}, &tcp, int32(1), int32(30)),
-			Entry("http on the endpoint", opi.HealthCheck{Type: "http", Endpoint: "/health", TimeoutMs: 2500, StartTimeoutMs: 90000}, ptrTo(httpGet("/health")), int32(3), int32(45)),
-			Entry("http defaults to /", opi.HealthCheck{Type: "http"}, ptrTo(httpGet("/")), int32(1), int32(30)),
-			Entry("process has none", opi.HealthCheck{Type: "process"}, nil, int32(0), int32(0)),
-			Entry("none has none", opi.HealthCheck{Type: "none"}, nil, int32(0), int32(0)),
+			Entry("port: start_timeout_ms bounds the start", opi.HealthCheck{Type: "port", TimeoutMs: 61000, StartTimeoutMs: 61000}, &tcp, int32(31)),
+			Entry("port: health_check_timeout_ms alone is the start timeout", opi.HealthCheck{Type: "port", TimeoutMs: 180000}, &tcp, int32(90)),
+			Entry("port with defaults: 60 s to start", opi.HealthCheck{Type: "port"}, &tcp, int32(30)),
+			Entry("http on the endpoint", opi.HealthCheck{Type: "http", Endpoint: "/health", TimeoutMs: 2500, StartTimeoutMs: 90000}, ptrTo(httpGet("/health")), int32(45)),
+			Entry("http defaults to /", opi.HealthCheck{Type: "http"}, ptrTo(httpGet("/")), int32(30)),
+			Entry("process has none: Ready once started, minReadySeconds guards rollouts", opi.HealthCheck{Type: "process"}, nil, int32(0)),
+			Entry("none has none", opi.HealthCheck{Type: "none"}, nil, int32(0)),
 		)
+
+		Context("with an operator's check timeout and minimum ready time", func() {
+			BeforeEach(func() {
+				client = newClient()
+				backend = startBackendWith(client, k8s.Options{ProbeTimeout: 1500 * time.Millisecond, MinReady: 30 * time.Second})
+			})
+
+			It("bounds every check by it, rounded up to whole seconds", func() {
+				lrp.Health = opi.HealthCheck{Type: "port", StartTimeoutMs: 10000}
+				d := desire()
+				c := d.Spec.Template.Spec.Containers[0]
+				Expect(c.StartupProbe.TimeoutSeconds).To(Equal(int32(2)))
+				Expect(c.LivenessProbe.TimeoutSeconds).To(Equal(int32(2)))
+				Expect(c.ReadinessProbe.TimeoutSeconds).To(Equal(int32(2)))
+				Expect(c.StartupProbe.FailureThreshold).To(Equal(int32(5)))
+				Expect(d.Spec.MinReadySeconds).To(Equal(int32(30)))
+			})
+		})
 
 		It("are absent when the LRP has no port", func() {
 			lrp.Ports = nil
@@ -336,9 +397,33 @@ var _ = Describe("DesireLRP", func() {
 				"create secrets " + name + "-env",
 				"create deployments " + name,
 				"patch secrets " + name + "-env",
+				"create poddisruptionbudgets " + name,
 			}))
 			_, _, services := countObjects(client)
 			Expect(services).To(BeZero())
+		})
+	})
+
+	Describe("the pod disruption budget", func() {
+		It("lets a drain take one instance at a time, owned by the deployment", func() {
+			d := desire()
+			pdb, err := client.PolicyV1().PodDisruptionBudgets(namespace).Get(ctx, name, metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(pdb.Labels).To(Equal(wantLabels()))
+			Expect(metav1.IsControlledBy(pdb, d)).To(BeTrue())
+			Expect(pdb.Spec).To(Equal(policyv1.PodDisruptionBudgetSpec{
+				Selector:       &metav1.LabelSelector{MatchLabels: d.Spec.Selector.MatchLabels},
+				MaxUnavailable: ptrTo(intstr.FromInt32(1)),
+			}))
+		})
+
+		It("is not made for a 1-instance app, whose only instance a drain must be able to move", func() {
+			lrp.Instances = 1
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			Expect(actionsSince(client, before)).NotTo(ContainElement(HavePrefix("create poddisruptionbudgets")))
+			list, err := client.PolicyV1().PodDisruptionBudgets(namespace).List(ctx, metav1.ListOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(list.Items).To(BeEmpty())
 		})
 	})
 
@@ -356,6 +441,7 @@ var _ = Describe("DesireLRP", func() {
 				"patch secrets " + name + "-env",
 				"patch secrets " + name + "-registry",
 				"create services " + name,
+				"create poddisruptionbudgets " + name,
 			}))
 			d := getDeployment(client, name)
 			Expect(d.Spec.Template.Spec.ImagePullSecrets).To(Equal([]corev1.LocalObjectReference{{Name: name + "-registry"}}))
@@ -404,6 +490,8 @@ var _ = Describe("DesireLRP", func() {
 				"get secrets " + name + "-env",
 				"create services " + name,
 				"get services " + name,
+				"create poddisruptionbudgets " + name,
+				"get poddisruptionbudgets " + name,
 			}))
 			Expect(getDeployment(client, name)).To(Equal(first))
 			deployments, secrets, services := countObjects(client)
@@ -426,6 +514,7 @@ var _ = Describe("DesireLRP", func() {
 				"get secrets " + name + "-env", // not made by this call: read for its version
 				"patch secrets " + name + "-env",
 				"create services " + name,
+				"create poddisruptionbudgets " + name,
 			}))
 			d := getDeployment(client, name)
 			Expect(metav1.IsControlledBy(getSecret(client, name+"-env"), d)).To(BeTrue())
@@ -450,6 +539,8 @@ var _ = Describe("DesireLRP", func() {
 				"get secrets " + name + "-env",
 				"patch secrets " + name + "-env",
 				"create services " + name,
+				"create poddisruptionbudgets " + name,
+				"get poddisruptionbudgets " + name, // made by the first desire, owned: kept
 			}))
 			Expect(metav1.IsControlledBy(getSecret(client, name+"-env"), d)).To(BeTrue())
 			Expect(metav1.IsControlledBy(getService(client, name), d)).To(BeTrue())

@@ -19,7 +19,7 @@ type serviceHook struct {
 	noHook
 	client    kubernetes.Interface
 	namespace string
-	// headless services get no cluster IP (see docs/adr/0003-headless-services.md).
+	// headless services get no cluster IP (see docs/adr/0006-headless-services.md).
 	headless bool
 }
 

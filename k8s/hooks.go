@@ -87,6 +87,7 @@ func (b *Backend) registerHooks(opts Options) {
 		newNetworkPolicyHook(b.client, b.namespace, opts.NetworkPolicy),
 		&placementHook{opts: opts.Placement},
 		&volumeHook{client: b.client, namespace: b.namespace},
+		&disruptionHook{client: b.client, namespace: b.namespace, logger: b.logger.Session("disruption-budget")},
 	}
 }
 
@@ -107,25 +108,29 @@ func (b *Backend) shapeDeployment(lrp *opi.LRP, d *appsv1.Deployment) {
 	}
 }
 
-// runDesiredHooks creates every hook's objects for t, in registration order. A stop that
-// deleted the Deployment meanwhile (kube.ErrSuperseded) ends it with success.
-func (b *Backend) runDesiredHooks(ctx context.Context, logger lager.Logger, t hookTarget) error {
+// runUpdatedHooks tells every hook about an update, before the Deployment is patched.
+func (b *Backend) runUpdatedHooks(ctx context.Context, logger lager.Logger, t hookTarget, before *opi.LRP, update opi.LRPUpdate) error {
 	for _, h := range b.hooks {
-		if err := h.desired(ctx, t); err != nil {
-			return b.ownershipError(logger, err, h.hookName())
+		if err := h.updated(ctx, t, before, update); err != nil {
+			return b.hookError(logger, err, h.hookName())
 		}
 	}
 	return nil
 }
 
-// runUpdatedHooks tells every hook about an update, before the Deployment is patched.
-func (b *Backend) runUpdatedHooks(ctx context.Context, logger lager.Logger, t hookTarget, before *opi.LRP, update opi.LRPUpdate) error {
-	for _, h := range b.hooks {
-		if err := h.updated(ctx, t, before, update); err != nil {
-			return b.ownershipError(logger, err, h.hookName())
-		}
+// hookError maps what a hook's desired or updated returned: a stop that deleted the Deployment
+// meanwhile (kube.ErrSuperseded) is success, as for the Secrets (ownershipError); Kubernetes
+// refusing the object (422, 403) is opi.ErrInvalid (refusal).
+func (b *Backend) hookError(logger lager.Logger, err error, hook string) error {
+	var status apierrors.APIStatus
+	if errors.Is(err, kube.ErrSuperseded) || !errors.As(err, &status) {
+		return b.ownershipError(logger, err, hook)
 	}
-	return nil
+	var step *hookStepError
+	if errors.As(err, &step) {
+		return refusal(step.err, step.what)
+	}
+	return refusal(err, hook)
 }
 
 // targetOf is the hook target of a cached Deployment, for updates and the janitor.
@@ -261,13 +266,22 @@ func (b *Backend) completeHooks(ctx context.Context, logger lager.Logger, old []
 	}
 }
 
-// wrapHookErr says what a hook was doing; the caller maps the error (ownershipError).
+// wrapHookErr says what a hook was doing; the caller maps the error (hookError).
 func wrapHookErr(err error, what string) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("%s: %w", what, err)
+	return &hookStepError{what: what, err: err}
 }
+
+// hookStepError is a hook's failed step: what it was doing, and the error.
+type hookStepError struct {
+	what string
+	err  error
+}
+
+func (e *hookStepError) Error() string { return e.what + ": " + e.err.Error() }
+func (e *hookStepError) Unwrap() error { return e.err }
 
 // appSelector lists opi's app objects of the namespace.
 func appSelector() metav1.ListOptions {

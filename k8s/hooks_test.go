@@ -88,6 +88,7 @@ var _ = Describe("Hooks", func() {
 				"patch secrets " + name + "-env",
 				"create services " + name,
 				"create ingresses " + name,
+				"create poddisruptionbudgets " + name,
 			}))
 			ing := getIngress()
 			owned(ing)
@@ -148,7 +149,7 @@ var _ = Describe("Hooks", func() {
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 			before := len(client.Actions())
 			Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Instances: ptrTo(int32(5))})).To(Succeed())
-			Expect(actionsSince(client, before)).To(Equal([]string{"patch deployments " + name}))
+			Expect(actionsSince(client, before)).To(Equal([]string{"create poddisruptionbudgets " + name, "patch deployments " + name}))
 		})
 
 		DescribeTable("refuses routes it cannot serve, before anything is written",
@@ -214,6 +215,7 @@ var _ = Describe("Hooks", func() {
 			backend.Sweep(ctx)
 			Expect(actionsSince(client, before)).To(Equal([]string{
 				"list secrets", "list services", "list services", "list ingresses", "create ingresses " + name,
+				"list poddisruptionbudgets",
 			}))
 			ing, err := client.NetworkingV1().Ingresses(namespace).Get(ctx, name, metav1.GetOptions{})
 			Expect(err).NotTo(HaveOccurred())
@@ -395,6 +397,7 @@ var _ = Describe("Hooks", func() {
 				"patch secrets " + name + "-env",
 				"create services " + name,
 				"create networkpolicies " + name,
+				"create poddisruptionbudgets " + name,
 			}))
 			p, err := client.NetworkingV1().NetworkPolicies(namespace).Get(ctx, name, metav1.GetOptions{})
 			Expect(err).NotTo(HaveOccurred())

@@ -1,7 +1,9 @@
 package k8s
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,13 +15,26 @@ import (
 // Reasons a container waits with when its process keeps failing.
 var crashReasons = map[string]bool{"CrashLoopBackOff": true, "Error": true}
 
+// imageOrConfigReasons are the reasons a container waits with when it cannot be started at all:
+// the kubelet retries them for ever, so without this the instance would stay CLAIMED and
+// `cf push` would wait until it times out. Each maps to the text CC shows.
+var imageOrConfigReasons = map[string]string{
+	"ErrImagePull":               "Failed to pull the image",
+	"ImagePullBackOff":           "Failed to pull the image",
+	"InvalidImageName":           "Invalid image name",
+	"ErrImageNeverPull":          "Image not present and never pulled",
+	"CreateContainerConfigError": "Failed to configure the container",
+	"CreateContainerError":       "Failed to create the container",
+}
+
 // maxPlacementMessage bounds the scheduler text quoted in a placement error (CC stores it).
 const maxPlacementMessage = 120
 
-// GetInstances reports the LRP's instances from the pod cache (no API call). Deployments have
-// no stable ordinals, so an instance's index is the rank of its pod among the LRP's pods that
-// are not terminating, ordered by creation time then name; ranks at or above the desired
-// count are not reported. ErrNotFound when the LRP is absent.
+// maxCrashMessage bounds the kubelet text quoted in a crash reason.
+const maxCrashMessage = 160
+
+// GetInstances reports the LRP's instances from the pod cache (no API call): see instancePods
+// for which pods are instances and at which index. ErrNotFound when the LRP is absent.
 func (b *Backend) GetInstances(_ context.Context, id opi.LRPIdentifier) ([]*opi.Instance, error) {
 	if err := b.checkSynced(); err != nil {
 		return nil, err
@@ -28,10 +43,7 @@ func (b *Backend) GetInstances(_ context.Context, id opi.LRPIdentifier) ([]*opi.
 	if deployment == nil {
 		return nil, notFound(id)
 	}
-	pods := rankedPods(b.cachedPods(id))
-	if replicas := int(deployment.replicas); len(pods) > replicas {
-		pods = pods[:replicas]
-	}
+	pods := instancePods(b.cachedPods(id), deployment)
 	instances := make([]*opi.Instance, 0, len(pods))
 	for i, pod := range pods {
 		instances = append(instances, pod.instance(int32(i)))
@@ -39,20 +51,24 @@ func (b *Backend) GetInstances(_ context.Context, id opi.LRPIdentifier) ([]*opi.
 	return instances, nil
 }
 
-// instanceState maps a pod to Diego's instance states (state, since in Unix nanoseconds, and
-// the placement error of an unplaced one):
-//   - CRASHED: the pod failed, or the app container is waiting after failures
-//     (CrashLoopBackOff, Error) or has terminated with a non-zero exit code;
+// instanceState maps a pod to Diego's instance states (state, since in Unix nanoseconds, the
+// placement error of an unplaced one and the reason of a crashed one):
+//   - CRASHED: the pod failed (evicted, node shutdown), or the app container is waiting after
+//     failures (CrashLoopBackOff, Error) or because it cannot be pulled or configured
+//     (imageOrConfigReasons), or has terminated with a non-zero exit code;
 //   - RUNNING: running and Ready (since the container started);
 //   - UNCLAIMED: the scheduler cannot place it, with a Diego-worded placement error;
 //   - CLAIMED: anything else (pending, pulling, starting, running but not ready yet).
-func instanceState(pod *corev1.Pod) (state string, since int64, placement string) {
+//
+// since is taken from the time the pod entered the state as Kubernetes records it, never from
+// the time of the read, so it changes only when the state does.
+func instanceState(pod *corev1.Pod) (state string, since int64, placement, reason string) {
 	created := nanos(pod.CreationTimestamp)
-	if crashed, since := crashState(pod); crashed {
+	if crashed, since, reason := crashState(pod); crashed {
 		if since == 0 {
 			since = created
 		}
-		return opi.InstanceCrashed, since, ""
+		return opi.InstanceCrashed, since, "", reason
 	}
 	if ready := podCondition(pod, corev1.PodReady); pod.Status.Phase == corev1.PodRunning &&
 		ready != nil && ready.Status == corev1.ConditionTrue {
@@ -60,37 +76,90 @@ func instanceState(pod *corev1.Pod) (state string, since int64, placement string
 		if s := appContainerStatus(pod); s != nil && s.State.Running != nil && !s.State.Running.StartedAt.IsZero() {
 			since = nanos(s.State.Running.StartedAt)
 		}
-		return opi.InstanceRunning, since, ""
+		return opi.InstanceRunning, since, "", ""
 	}
 	if scheduled := podCondition(pod, corev1.PodScheduled); scheduled != nil &&
 		scheduled.Status == corev1.ConditionFalse && scheduled.Reason == corev1.PodReasonUnschedulable {
-		return opi.InstanceUnclaimed, created, placementError(scheduled.Message, pod.Labels[LabelPlacementTag])
+		return opi.InstanceUnclaimed, created, placementError(scheduled.Message, pod.Labels[LabelPlacementTag]), ""
 	}
-	return opi.InstanceClaimed, created, ""
+	return opi.InstanceClaimed, created, "", ""
 }
 
-// crashState reports whether the pod is crashed and since when (0 when unknown).
-func crashState(pod *corev1.Pod) (bool, int64) {
+// crashState reports whether the pod is crashed, since when (0 when unknown) and why, in words
+// close to Diego's ("APP/PROC/WEB: Exited with status 1").
+func crashState(pod *corev1.Pod) (bool, int64, string) {
 	s := appContainerStatus(pod)
-	var finished int64
+	proc := "APP/PROC/" + strings.ToUpper(cmp.Or(pod.Labels[LabelProcessType], "web"))
+	var terminated *corev1.ContainerStateTerminated
 	if s != nil {
-		if t := s.State.Terminated; t != nil {
-			finished = nanos(t.FinishedAt)
-			if t.ExitCode != 0 {
-				return true, finished
-			}
-		}
-		if w := s.State.Waiting; w != nil && crashReasons[w.Reason] {
-			if t := s.LastTerminationState.Terminated; t != nil {
-				finished = nanos(t.FinishedAt)
-			}
-			return true, finished
-		}
+		terminated = s.State.Terminated
 	}
 	if pod.Status.Phase == corev1.PodFailed {
-		return true, finished
+		// The pod as a whole is over: the pod's own reason (eviction, node shutdown) says more
+		// than its container's exit.
+		since := notReadySince(pod)
+		if terminated != nil {
+			since = nanos(terminated.FinishedAt)
+		}
+		switch {
+		case pod.Status.Reason == "Evicted":
+			return true, since, withMessage("Instance was evicted", pod.Status.Message)
+		case pod.Status.Reason != "":
+			return true, since, withMessage("Instance failed: "+pod.Status.Reason, pod.Status.Message)
+		case terminated != nil:
+			return true, since, proc + ": " + exitDescription(terminated)
+		}
+		return true, since, "Instance failed"
 	}
-	return false, 0
+	if s == nil {
+		return false, 0, ""
+	}
+	if terminated != nil && terminated.ExitCode != 0 {
+		return true, nanos(terminated.FinishedAt), proc + ": " + exitDescription(terminated)
+	}
+	if w := s.State.Waiting; w != nil {
+		if crashReasons[w.Reason] {
+			if t := s.LastTerminationState.Terminated; t != nil {
+				return true, nanos(t.FinishedAt), proc + ": " + exitDescription(t)
+			}
+			return true, 0, proc + ": Exited"
+		}
+		if text, ok := imageOrConfigReasons[w.Reason]; ok {
+			// The kubelet alternates ErrImagePull and ImagePullBackOff: the time the pod last
+			// stopped being ready stays put through both.
+			return true, notReadySince(pod), withMessage(text, w.Message)
+		}
+	}
+	return false, 0, ""
+}
+
+// exitDescription words a container's exit as Diego does.
+func exitDescription(t *corev1.ContainerStateTerminated) string {
+	text := fmt.Sprintf("Exited with status %d", t.ExitCode)
+	if t.Reason == "OOMKilled" {
+		text += " (out of memory)"
+	}
+	return text
+}
+
+// notReadySince is when the pod last became not ready, 0 when Kubernetes has not said.
+func notReadySince(pod *corev1.Pod) int64 {
+	if ready := podCondition(pod, corev1.PodReady); ready != nil && ready.Status != corev1.ConditionTrue {
+		return nanos(ready.LastTransitionTime)
+	}
+	return 0
+}
+
+// withMessage appends the kubelet's or the evictor's message, bounded (CC stores it).
+func withMessage(text, message string) string {
+	message = strings.TrimSpace(message)
+	if message == "" {
+		return text
+	}
+	if len(message) > maxCrashMessage {
+		message = strings.TrimSpace(message[:maxCrashMessage]) + "..."
+	}
+	return text + ": " + message
 }
 
 // placementError words the scheduler's reason the way Diego does, which CC shows. tag is the

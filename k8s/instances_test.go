@@ -2,6 +2,7 @@ package k8s_test
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -119,6 +120,12 @@ var _ = Describe("GetInstances", func() {
 			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, FinishedAt: metav1.NewTime(finished)}},
 		}
 	}
+	notReadySince := func(t time.Time) corev1.PodCondition {
+		return corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(t)}
+	}
+	waitingFor := func(reason, message string) corev1.ContainerStatus {
+		return corev1.ContainerStatus{Name: "opi", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: message}}}
+	}
 	terminated := func(code int32) corev1.ContainerStatus {
 		return corev1.ContainerStatus{Name: "opi", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, FinishedAt: metav1.NewTime(finished)}}}
 	}
@@ -162,22 +169,191 @@ var _ = Describe("GetInstances", func() {
 		Entry("no compatible node: UNCLAIMED",
 			status(corev1.PodPending, []corev1.PodCondition{unschedulable("0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.")}),
 			opi.Instance{State: opi.InstanceUnclaimed, Since: t0.UnixNano(), PlacementError: "found no compatible cell: 0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector"}),
-		Entry("crash loop: CRASHED since it last exited",
+		Entry("crash loop: CRASHED since it last exited, with Diego's exit text",
 			status(corev1.PodRunning, []corev1.PodCondition{scheduled, notReady}, waiting("CrashLoopBackOff")),
-			opi.Instance{State: opi.InstanceCrashed, Since: finished.UnixNano()}),
+			opi.Instance{State: opi.InstanceCrashed, Since: finished.UnixNano(), CrashReason: "APP/PROC/WEB: Exited with status 1"}),
 		Entry("waiting after an error: CRASHED",
 			status(corev1.PodRunning, []corev1.PodCondition{scheduled, notReady}, waiting("Error")),
-			opi.Instance{State: opi.InstanceCrashed, Since: finished.UnixNano()}),
+			opi.Instance{State: opi.InstanceCrashed, Since: finished.UnixNano(), CrashReason: "APP/PROC/WEB: Exited with status 1"}),
 		Entry("exited non-zero: CRASHED",
 			status(corev1.PodRunning, []corev1.PodCondition{scheduled, notReady}, terminated(137)),
-			opi.Instance{State: opi.InstanceCrashed, Since: finished.UnixNano()}),
+			opi.Instance{State: opi.InstanceCrashed, Since: finished.UnixNano(), CrashReason: "APP/PROC/WEB: Exited with status 137"}),
+		Entry("killed for memory: CRASHED, out of memory",
+			status(corev1.PodRunning, []corev1.PodCondition{scheduled, notReady}, corev1.ContainerStatus{Name: "opi", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled", FinishedAt: metav1.NewTime(finished)}}}),
+			opi.Instance{State: opi.InstanceCrashed, Since: finished.UnixNano(), CrashReason: "APP/PROC/WEB: Exited with status 137 (out of memory)"}),
 		Entry("exited zero, about to restart: CLAIMED",
 			status(corev1.PodRunning, []corev1.PodCondition{scheduled, notReady}, terminated(0)),
 			opi.Instance{State: opi.InstanceClaimed, Since: t0.UnixNano()}),
 		Entry("failed pod: CRASHED",
 			status(corev1.PodFailed, []corev1.PodCondition{scheduled}),
-			opi.Instance{State: opi.InstanceCrashed, Since: t0.UnixNano()}),
+			opi.Instance{State: opi.InstanceCrashed, Since: t0.UnixNano(), CrashReason: "Instance failed"}),
+		Entry("evicted: CRASHED since it stopped being ready, with the evictor's message",
+			corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "The node was low on resource: memory.",
+				Conditions: []corev1.PodCondition{scheduled, notReadySince(finished)}},
+			opi.Instance{State: opi.InstanceCrashed, Since: finished.UnixNano(), CrashReason: "Instance was evicted: The node was low on resource: memory."}),
+		Entry("failed on node shutdown, container exited: CRASHED with the pod's reason",
+			corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Terminated", Message: "Pod was terminated in response to imminent node shutdown.",
+				Conditions: []corev1.PodCondition{scheduled, notReady}, ContainerStatuses: []corev1.ContainerStatus{terminated(143)}},
+			opi.Instance{State: opi.InstanceCrashed, Since: finished.UnixNano(), CrashReason: "Instance failed: Terminated: Pod was terminated in response to imminent node shutdown."}),
+		Entry("image cannot be pulled: CRASHED since it stopped being ready",
+			status(corev1.PodPending, []corev1.PodCondition{scheduled, notReadySince(readyAt)}, waitingFor("ImagePullBackOff", `Back-off pulling image "registry.example.com/does-not-exist"`)),
+			opi.Instance{State: opi.InstanceCrashed, Since: readyAt.UnixNano(), CrashReason: `Failed to pull the image: Back-off pulling image "registry.example.com/does-not-exist"`}),
+		Entry("image pull error: CRASHED with the same since",
+			status(corev1.PodPending, []corev1.PodCondition{scheduled, notReadySince(readyAt)}, waitingFor("ErrImagePull", "")),
+			opi.Instance{State: opi.InstanceCrashed, Since: readyAt.UnixNano(), CrashReason: "Failed to pull the image"}),
+		Entry("invalid image name: CRASHED",
+			status(corev1.PodPending, []corev1.PodCondition{scheduled}, waitingFor("InvalidImageName", `couldn't parse image name "UPPER"`)),
+			opi.Instance{State: opi.InstanceCrashed, Since: t0.UnixNano(), CrashReason: `Invalid image name: couldn't parse image name "UPPER"`}),
+		Entry("root image under runAsNonRoot: CRASHED with the kubelet's reason",
+			status(corev1.PodPending, []corev1.PodCondition{scheduled, notReadySince(readyAt)}, waitingFor("CreateContainerConfigError", "container has runAsNonRoot and image will run as root")),
+			opi.Instance{State: opi.InstanceCrashed, Since: readyAt.UnixNano(), CrashReason: "Failed to configure the container: container has runAsNonRoot and image will run as root"}),
+		Entry("container cannot be created: CRASHED",
+			status(corev1.PodPending, []corev1.PodCondition{scheduled, notReadySince(readyAt)}, waitingFor("CreateContainerError", "exec format error")),
+			opi.Instance{State: opi.InstanceCrashed, Since: readyAt.UnixNano(), CrashReason: "Failed to create the container: exec format error"}),
 	)
+})
+
+var _ = Describe("Which pods are instances", func() {
+	var (
+		ctx     context.Context
+		client  *fake.Clientset
+		backend *k8s.Backend
+		lrp     *opi.LRP
+	)
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	healthy := corev1.PodStatus{
+		Phase:             corev1.PodRunning,
+		Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "opi", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(at(100))}}}},
+	}
+	starting := corev1.PodStatus{Phase: corev1.PodPending}
+	evicted := corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "The node was low on resource: ephemeral-storage."}
+	crashLooping := corev1.PodStatus{
+		Phase: corev1.PodRunning,
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "opi",
+			State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 2, FinishedAt: metav1.NewTime(at(90))}}}},
+	}
+	pullFailing := corev1.PodStatus{
+		Phase:             corev1.PodPending,
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "opi", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}}}},
+	}
+
+	BeforeEach(func() {
+		ctx = context.Background()
+		client = newClient()
+		backend = startBackend(client)
+		lrp = sampleLRP()
+	})
+
+	pod := func(name string, created int, image string, s corev1.PodStatus) {
+		p := newPod(lrp, name, at(created), s)
+		p.Spec.Containers[0].Image = image
+		createPod(client, p)
+	}
+	// report waits until the cache holds the LRP's n pods and returns its instances.
+	report := func(n int) []opi.Instance {
+		EventuallyWithOffset(1, func() int { return backend.CachedPodCount(lrp.LRPIdentifier) }).Should(Equal(n))
+		got, err := backend.GetInstances(ctx, lrp.LRPIdentifier)
+		ExpectWithOffset(1, err).NotTo(HaveOccurred())
+		out := make([]opi.Instance, len(got))
+		for i, in := range got {
+			out[i] = *in
+		}
+		return out
+	}
+	states := func(got []opi.Instance) []string {
+		out := []string{}
+		for _, in := range got {
+			out = append(out, fmt.Sprintf("%d %s %s", in.Index, in.State, in.CrashReason))
+		}
+		return out
+	}
+	stopDeletes := func(index int32) []string {
+		before := len(client.Actions())
+		Expect(backend.StopInstance(ctx, lrp.LRPIdentifier, index)).To(Succeed())
+		return actionsSince(client, before)
+	}
+
+	It("reports a 1-instance app RUNNING while its evicted pod lingers, and restarts the live pod", func() {
+		lrp.Instances = 1
+		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+		pod("pod-evicted", 0, lrp.Image, evicted)
+		pod("pod-replacement", 10, lrp.Image, healthy)
+		Expect(states(report(2))).To(Equal([]string{"0 RUNNING "}))
+		Expect(stopDeletes(0)).To(Equal([]string{"delete pods pod-replacement"}))
+	})
+
+	It("reports an evicted pod CRASHED, with why, until a replacement takes its place", func() {
+		lrp.Instances = 1
+		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+		pod("pod-evicted", 0, lrp.Image, evicted)
+		Expect(states(report(1))).To(Equal([]string{"0 CRASHED Instance was evicted: The node was low on resource: ephemeral-storage."}))
+
+		pod("pod-replacement", 10, lrp.Image, starting)
+		Expect(states(report(2))).To(Equal([]string{"0 CLAIMED "}))
+	})
+
+	It("fills only the indices no live pod takes with the newest failed pods", func() {
+		lrp.Instances = 3
+		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+		pod("pod-failed-old", 0, lrp.Image, evicted)
+		pod("pod-live-a", 1, lrp.Image, healthy)
+		pod("pod-failed-new", 2, lrp.Image, corev1.PodStatus{Phase: corev1.PodFailed})
+		pod("pod-live-b", 3, lrp.Image, crashLooping)
+		Expect(states(report(4))).To(Equal([]string{
+			"0 RUNNING ",
+			"1 CRASHED APP/PROC/WEB: Exited with status 2",
+			"2 CRASHED Instance failed",
+		}))
+	})
+
+	It("keeps an image error CRASHED at its own index beside healthy pods", func() {
+		lrp.Instances = 3
+		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+		pod("pod-a", 0, lrp.Image, healthy)
+		pod("pod-b", 1, lrp.Image, pullFailing)
+		pod("pod-c", 2, lrp.Image, healthy)
+		Expect(states(report(3))).To(Equal([]string{
+			"0 RUNNING ", "1 CRASHED Failed to pull the image", "2 RUNNING ",
+		}))
+	})
+
+	It("reports the serving pods during a rollout: old ones until new ones are Ready", func() {
+		lrp.Instances = 2
+		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+		old := lrp.Image
+		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Image: ptrTo("example.com/new:2")})).To(Succeed())
+
+		By("a surge pod of the new template starts: the two old ones still report")
+		pod("pod-old-a", 0, old, healthy)
+		pod("pod-old-b", 1, old, healthy)
+		pod("pod-new-a", 10, "example.com/new:2", starting)
+		Expect(states(report(3))).To(Equal([]string{"0 RUNNING ", "1 RUNNING "}))
+		Expect(stopDeletes(1)).To(Equal([]string{"delete pods pod-old-b"}))
+
+		By("a new pod Ready beside two old ones: the new one is kept, with the oldest old one")
+		Expect(client.CoreV1().Pods(namespace).Delete(ctx, "pod-new-a", metav1.DeleteOptions{})).To(Succeed())
+		pod("pod-old-b2", 2, old, healthy)
+		pod("pod-new-b", 11, "example.com/new:2", healthy)
+		Expect(states(report(3))).To(Equal([]string{"0 RUNNING ", "1 RUNNING "}))
+		Expect(stopDeletes(1)).To(Equal([]string{"delete pods pod-new-b"}))
+	})
+
+	It("prefers the new template's starting pods over old ones that no longer serve", func() {
+		lrp.Instances = 2
+		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+		old := lrp.Image
+		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Image: ptrTo("example.com/fixed:2")})).To(Succeed())
+		pod("pod-old-a", 0, old, crashLooping)
+		pod("pod-old-b", 1, old, crashLooping)
+		pod("pod-new-a", 10, "example.com/fixed:2", starting)
+		Expect(states(report(3))).To(Equal([]string{
+			"0 CRASHED APP/PROC/WEB: Exited with status 2", "1 CLAIMED ",
+		}))
+		Expect(stopDeletes(1)).To(Equal([]string{"delete pods pod-new-a"}))
+	})
 })
 
 var _ = Describe("Reads", func() {

@@ -134,11 +134,12 @@ func startBackend(client *fake.Clientset) *k8s.Backend {
 	return startBackendWith(client, k8s.Options{})
 }
 
-// startBackendWith is startBackend with opts (namespace and read wait set here).
+// startBackendWith is startBackend with opts (namespace and read wait filled in).
 func startBackendWith(client *fake.Clientset, opts k8s.Options) *k8s.Backend {
 	ctx, cancel := context.WithCancel(context.Background())
 	DeferCleanup(cancel)
-	opts.Namespace, opts.ReadWaitTimeout = namespace, 2*time.Second
+	opts.Namespace = namespace
+	opts.ReadWaitTimeout = 2 * time.Second
 	backend := k8s.NewBackend(client, lagertest.NewTestLogger("k8s"), opts)
 	Expect(backend.Start(ctx)).To(Succeed())
 	Eventually(func() int {

@@ -56,6 +56,7 @@ var _ = Describe("DesireLRP after a stop of the same LRP", func() {
 			"get deployments " + name, // still the live Deployment?
 			"delete services " + name,
 			"create services " + name,
+			"create poddisruptionbudgets " + name,
 		}))
 		Expect(metav1.IsControlledBy(getService(client, name), getDeployment(client, name))).To(BeTrue())
 	})

@@ -236,6 +236,14 @@ type podRecord struct {
 	state          string
 	since          int64
 	placementError string
+	// crash is nil unless the app container has terminated: see crashOf.
+	crash       *podCrash
+	crashReason string
+	// terminal: the pod failed (or succeeded) for good; its ReplicaSet has replaced it.
+	terminal bool
+	// image is the app container's image: a pod whose image is not its Deployment's is of an
+	// older template (see superseded).
+	image string
 }
 
 // recordPod is the pod informer's transform.
@@ -244,7 +252,11 @@ func recordPod(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	state, since, placement := instanceState(p)
+	state, since, placement, reason := instanceState(p)
+	var image string
+	if c := appContainer(&p.Spec); c != nil {
+		image = c.Image
+	}
 	return &podRecord{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:              p.Name,
@@ -258,10 +270,21 @@ func recordPod(obj any) (any, error) {
 		state:          state,
 		since:          since,
 		placementError: placement,
+		crash:          crashOf(p),
+		crashReason:    reason,
+		terminal:       p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded,
+		image:          image,
 	}, nil
+}
+
+// superseded says the pod is of an older pod template than its Deployment's, as during a
+// rollout: the image is the only template field opi changes after a desire (UpdateLRP), so it
+// tells the templates apart without caching ReplicaSets for their pod-template-hash.
+func (r *podRecord) superseded(d *deploymentRecord) bool {
+	return r.image != "" && d.image != "" && r.image != d.image
 }
 
 // instance is the pod's report at index.
 func (r *podRecord) instance(index int32) *opi.Instance {
-	return &opi.Instance{Index: index, State: r.state, Since: r.since, PlacementError: r.placementError}
+	return &opi.Instance{Index: index, State: r.state, Since: r.since, PlacementError: r.placementError, CrashReason: r.crashReason}
 }

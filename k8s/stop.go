@@ -97,7 +97,7 @@ func preconditionUID(obj metav1.Object) metav1.DeleteOptions {
 	return metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
 }
 
-// StopInstance deletes the pod reported at index (GetInstances's ranking at this moment); the
+// StopInstance deletes the pod reported at index (instancePods at this moment); the
 // Deployment replaces it. ErrNotFound when the cache has no such LRP, ErrInvalid for an index
 // outside 0..instances-1; no pod at a valid index is success.
 func (b *Backend) StopInstance(ctx context.Context, id opi.LRPIdentifier, index int32) error {
@@ -116,7 +116,7 @@ func (b *Backend) StopInstance(ctx context.Context, id opi.LRPIdentifier, index 
 		}
 		return fmt.Errorf("%w: instance index %d out of range 0..%d", opi.ErrInvalid, index, replicas-1)
 	}
-	pods := rankedPods(b.cachedPods(id))
+	pods := instancePods(b.cachedPods(id), deployment)
 	if int(index) >= len(pods) {
 		logger.Info("no-pod-at-index")
 		return nil

@@ -12,9 +12,10 @@ import (
 )
 
 // UpdateLRP changes the LRP's instance count, annotation, routes and image with one strategic
-// merge patch of just those fields. The hooks (routing objects for new routes) act first and
-// the patch, which carries CC's last_updated token, last: an update interrupted between them
-// leaves the old token, so CC's sync sends it again and it completes. A patch carries no resourceVersion and sets absolute values,
+// merge patch of just those fields. The hooks act first (routing objects for new routes, the
+// PodDisruptionBudget for a new instance count) and the patch, which carries CC's last_updated
+// token, last: an update interrupted between them leaves the old token, so CC's sync sends it
+// again and it completes. A patch carries no resourceVersion and sets absolute values,
 // so concurrent writers (CC's workers, the Deployment controller writing status) cannot make
 // it conflict, and the cache, which keeps only what reads need of a Deployment, is enough to
 // decide what changed. An update that changes nothing makes no write.
@@ -32,6 +33,10 @@ func (b *Backend) UpdateLRP(ctx context.Context, id opi.LRPIdentifier, update op
 		logger.Info("unchanged", lager.Data{"deployment": current.Name})
 		return nil
 	}
+	if err := preflightUpdate(current, id, updateAnnotations(update)); err != nil {
+		logger.Info("refused-before-writing", lager.Data{"reason": err.Error()})
+		return err
+	}
 	before := current.lrp()
 	after := applyUpdate(before, update)
 	if err := b.checkHooks(ctx, after); err != nil {
@@ -40,9 +45,11 @@ func (b *Backend) UpdateLRP(ctx context.Context, id opi.LRPIdentifier, update op
 	if err := b.runUpdatedHooks(ctx, logger, b.targetOf(current, after), before, update); err != nil {
 		return err
 	}
+	// One patch: a refusal (422, or 403 from a webhook) changes nothing, so there is nothing to
+	// undo.
 	updated, err := b.client.AppsV1().Deployments(b.namespace).Patch(ctx, current.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
-		return apiError(err, "update deployment")
+		return refusal(err, "update deployment")
 	}
 	b.waitForDeployment(ctx, logger, updated.Name, updated.ResourceVersion, true)
 	logger.Info("updated", lager.Data{"deployment": current.Name})
@@ -76,6 +83,18 @@ type patchPodSpec struct {
 type patchContainer struct {
 	Name  string `json:"name"`
 	Image string `json:"image"`
+}
+
+// updateAnnotations are the Deployment annotations update sets.
+func updateAnnotations(update opi.LRPUpdate) map[string]string {
+	out := map[string]string{}
+	if update.Annotation != nil {
+		out[AnnotationLastUpdated] = *update.Annotation
+	}
+	if update.Routes != nil {
+		out[AnnotationRoutes] = routesAnnotation(*update.Routes)
+	}
+	return out
 }
 
 // updatePatch is the strategic merge patch that applies update to d, and whether it would

@@ -6,6 +6,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
@@ -44,7 +45,10 @@ var _ = Describe("UpdateLRP", func() {
 
 	It("changes replicas, the annotation, routes and image with one update", func() {
 		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, update)).To(Succeed())
-		Expect(actionsSince(client, before)).To(Equal([]string{"patch deployments " + name}))
+		Expect(actionsSince(client, before)).To(Equal([]string{
+			"create poddisruptionbudgets " + name, // made by the desire: found, kept
+			"patch deployments " + name,           // the hooks act first, the patch with the token last
+		}))
 
 		d := getDeployment(client, name)
 		Expect(*d.Spec.Replicas).To(Equal(int32(5)))
@@ -52,6 +56,53 @@ var _ = Describe("UpdateLRP", func() {
 		Expect(d.Annotations).To(HaveKeyWithValue("opi-bridge.io/routes",
 			`[{"hostname":"a.example.com","port":8080},{"hostname":"b.example.com","port":9090}]`))
 		Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal("busybox:1.37"))
+	})
+
+	Describe("the pod disruption budget", func() {
+		budgets := func() []string {
+			list, err := client.PolicyV1().PodDisruptionBudgets(namespace).List(ctx, metav1.ListOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			names := []string{}
+			for _, p := range list.Items {
+				names = append(names, p.Name)
+			}
+			return names
+		}
+		scale := func(n int32) []string {
+			from := len(client.Actions())
+			Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Instances: ptrTo(n)})).To(Succeed())
+			actions := actionsSince(client, from)
+			Eventually(func() int32 {
+				got, err := backend.GetLRP(ctx, lrp.LRPIdentifier)
+				Expect(err).NotTo(HaveOccurred())
+				return got.Instances
+			}).Should(Equal(n))
+			return actions
+		}
+
+		It("is removed below 2 instances and made again from 2, owned by the deployment", func() {
+			Expect(budgets()).To(Equal([]string{name}))
+
+			Expect(scale(1)).To(Equal([]string{"delete poddisruptionbudgets " + name, "patch deployments " + name}))
+			Expect(budgets()).To(BeEmpty())
+
+			Expect(scale(0)).To(Equal([]string{"patch deployments " + name}), "nothing to delete")
+
+			Expect(scale(3)).To(Equal([]string{"create poddisruptionbudgets " + name, "patch deployments " + name}))
+			Expect(budgets()).To(Equal([]string{name}))
+			pdb, err := client.PolicyV1().PodDisruptionBudgets(namespace).Get(ctx, name, metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(metav1.IsControlledBy(pdb, getDeployment(client, name))).To(BeTrue())
+			Expect(pdb.Spec.MaxUnavailable.IntValue()).To(Equal(1))
+
+			Expect(scale(5)).To(Equal([]string{"create poddisruptionbudgets " + name, "patch deployments " + name}),
+				"maxUnavailable 1 holds at any count: the budget is only looked for")
+		})
+
+		It("is left alone by updates that do not scale", func() {
+			Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Annotation: ptrTo("3.0")})).To(Succeed())
+			Expect(actionsSince(client, before)).To(Equal([]string{"patch deployments " + name}))
+		})
 	})
 
 	It("is visible to reads as soon as it returns", func() {

@@ -99,3 +99,83 @@ spec:
         phase: Running
         startTime: {{ $now | Quote }}
 `
+
+// UnpullableImage is the text that makes an image unpullable on the simulated kubelet: a pod
+// whose container image contains it is reported as a kubelet reports an image it cannot pull
+// (container waiting in ImagePullBackOff), e.g. "registry.example.com/does-not-exist:1".
+const UnpullableImage = "does-not-exist"
+
+// imagePullStage is our kwok Stage for UnpullableImage, chosen over kwok's pod-ready for the
+// same reason as crashStage (weight 1). A real kubelet leaves such a pod in phase Pending; kwok
+// would then start it with pod-ready on the next event, so the stage reports phase Running (no
+// fast stage matches a Running pod but pod-delete) with the container waiting: opi's instance
+// state does not depend on the phase for a waiting reason.
+const imagePullStage = `apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: localkube-pod-image-pull-back-off
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.spec.containers.[] | select( .image | contains("` + UnpullableImage + `") ) | .image'
+      operator: 'Exists'
+    - key: '.metadata.deletionTimestamp'
+      operator: 'DoesNotExist'
+    - key: '.status.phase'
+      operator: 'In'
+      values:
+      - 'Pending'
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: 'NotIn'
+      values:
+      - 'True'
+  weight: 1
+  steps:
+  - patch:
+      subresource: status
+      root: status
+      template: |
+        {{ $now := Now }}
+        {{ $names := list }}
+        {{ range .spec.containers }}{{ $names = append $names .name }}{{ end }}
+        {{ $unready := printf "containers with unready status: [%s]" ( join " " $names ) }}
+        conditions:
+        - lastTransitionTime: {{ $now | Quote }}
+          status: "True"
+          type: Initialized
+        - lastTransitionTime: {{ $now | Quote }}
+          message: {{ $unready | Quote }}
+          reason: ContainersNotReady
+          status: "False"
+          type: Ready
+        - lastTransitionTime: {{ $now | Quote }}
+          message: {{ $unready | Quote }}
+          reason: ContainersNotReady
+          status: "False"
+          type: ContainersReady
+        containerStatuses:
+        {{ range .spec.containers }}
+        - image: {{ .image | Quote }}
+          name: {{ .name | Quote }}
+          ready: false
+          started: false
+          restartCount: 0
+          state:
+            waiting:
+              reason: ImagePullBackOff
+              message: {{ printf "Back-off pulling image %q" .image | Quote }}
+        {{ end }}
+        {{ $hostIPs := NodeIPsWith .spec.nodeName }}
+        {{ with $hostIPs }}
+        hostIP: {{ index . 0 | Quote }}
+        hostIPs:
+        {{ range . }}
+        - ip: {{ . | Quote }}
+        {{ end }}
+        {{ end }}
+        phase: Running
+        startTime: {{ $now | Quote }}
+`

@@ -172,6 +172,9 @@ type Instance struct {
 	State          string `json:"state"`
 	Since          int64  `json:"since"`
 	PlacementError string `json:"placement_error,omitempty"`
+	// CrashReason is Diego's crash_reason of a CRASHED instance (also in PlacementError, which
+	// CC shows as the instance's details).
+	CrashReason string `json:"crash_reason,omitempty"`
 }
 
 // InstancesResponse is the body of GET /apps/{guid}/{version}/instances. Error is absent on

@@ -159,4 +159,6 @@ type Instance struct {
 	// Since is when the instance entered State, in Unix nanoseconds.
 	Since          int64
 	PlacementError string
+	// CrashReason says why a CRASHED instance crashed (Diego's crash_reason), "" otherwise.
+	CrashReason string
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/opi-bridge/opi/cc"
+	"github.com/opi-bridge/opi/k8s"
 )
 
 // Config is opi's configuration: a YAML file (--config) whose keys flags override.
@@ -55,9 +57,25 @@ type Config struct {
 	CC CCConfig `json:"cc"`
 	// LeaderElection decides which replica does the background work (janitor, reporters).
 	LeaderElection LeaderElectionConfig `json:"leader_election"`
+	// Workloads is how every app's pods are specified.
+	Workloads WorkloadsConfig `json:"workloads"`
 
 	// AppNetworkConfig (routing, network policies, placement) is inlined: its keys are top-level.
 	AppNetworkConfig
+}
+
+// WorkloadsConfig is the `workloads` section: what opi puts into every app's pods.
+type WorkloadsConfig struct {
+	// ProbeTimeout bounds each single health check (default 1s, as Diego). CC's
+	// health_check_timeout_ms is the start timeout, which this does not change.
+	ProbeTimeout Duration `json:"probe_timeout"`
+	// MinReady is how long a new instance must stay Ready before a rollout counts it
+	// as available (default 10s). For "process" and "none" health checks it is the only signal.
+	MinReady Duration `json:"min_ready"`
+	// PodSecurity is "baseline" (default: images run as built, with Diego's default
+	// capabilities) or "restricted" (non-root, all capabilities dropped), for namespaces that
+	// enforce the restricted Pod Security Standard.
+	PodSecurity string `json:"pod_security"`
 }
 
 // CCConfig is the `cc` section: Cloud Controller's internal API, where opi sends task
@@ -138,6 +156,11 @@ func DefaultConfig() Config {
 		LogLevel:         "info",
 		CC:               CCConfig{DeliveryBound: Duration{cc.DefaultDeliveryBound}},
 		AppNetworkConfig: defaultAppNetworkConfig(),
+		Workloads: WorkloadsConfig{
+			ProbeTimeout: Duration{k8s.DefaultProbeTimeout},
+			MinReady:     Duration{k8s.DefaultMinReady},
+			PodSecurity:  k8s.PodSecurityBaseline,
+		},
 		LeaderElection: LeaderElectionConfig{
 			Enabled:       true,
 			LeaseName:     "opi-leader",
@@ -204,6 +227,9 @@ func parseFlags(args []string, cfg *Config) (configPath string, err error) {
 	fs.StringVar(&cfg.CC.CA, "cc-ca", cfg.CC.CA, "CA (PEM) of Cloud Controller's server certificate")
 	fs.BoolVar(&cfg.CC.Plaintext, "cc-plaintext", cfg.CC.Plaintext, "allow plain http callbacks to hosts that are not loopback")
 	fs.Var(&cfg.CC.DeliveryBound, "cc-delivery-bound", "how long a callback Cloud Controller does not accept is retried")
+	fs.Var(&cfg.Workloads.ProbeTimeout, "probe-timeout", "how long each single health check of an instance may take")
+	fs.Var(&cfg.Workloads.MinReady, "min-ready", "how long a new instance must stay Ready before a rollout counts it")
+	fs.StringVar(&cfg.Workloads.PodSecurity, "pod-security", cfg.Workloads.PodSecurity, "baseline or restricted (for namespaces enforcing the restricted Pod Security Standard)")
 	fs.BoolVar(&cfg.LeaderElection.Enabled, "leader-election", cfg.LeaderElection.Enabled, "run the janitor and reporters only on the replica holding the leader Lease")
 	fs.Var(&cfg.LeaderElection.LeaseDuration, "leader-lease-duration", "how long a leader's Lease lasts without renewal")
 	fs.Var(&cfg.LeaderElection.RenewDeadline, "leader-renew-deadline", "how long the leader keeps trying to renew before it gives up leading")
@@ -283,6 +309,12 @@ func (c Config) Validate() error {
 	if err := c.AppNetworkConfig.validate(); err != nil {
 		return err
 	}
+	if w := c.Workloads; w.ProbeTimeout.Duration <= 0 || w.MinReady.Duration < 0 {
+		return fmt.Errorf("workloads.probe_timeout must be positive and workloads.min_ready not negative")
+	}
+	if err := c.backendOptions().Validate(); err != nil {
+		return fmt.Errorf("workloads: %w", err)
+	}
 	switch c.LogLevel {
 	case "debug", "info", "error", "fatal":
 	default:
@@ -298,4 +330,20 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// backendOptions are the Kubernetes backend's options from the configuration.
+func (c Config) backendOptions() k8s.Options {
+	opts := k8s.Options{
+		Namespace:       c.Namespace,
+		ReadWaitTimeout: c.ReadWaitTimeout.Duration,
+		JanitorPeriod:   c.JanitorPeriod.Duration,
+		JanitorGrace:    c.JanitorGrace.Duration,
+		ProbeTimeout:    c.Workloads.ProbeTimeout.Duration,
+		// 0 would mean the backend's default: an operator's 0 asks for none.
+		MinReady:    cmp.Or(c.Workloads.MinReady.Duration, -1),
+		PodSecurity: c.Workloads.PodSecurity,
+	}
+	c.AppNetworkConfig.applyTo(&opts)
+	return opts
 }

@@ -18,7 +18,7 @@ type AppNetworkConfig struct {
 	// Gateway names the Gateway that HTTPRoutes attach to (routing: gateway).
 	Gateway GatewayConfig `json:"gateway"`
 	// HeadlessServices gives app Services no cluster IP (default true: routers route to
-	// endpoints; see docs/adr/0003-headless-services.md).
+	// endpoints; see docs/adr/0006-headless-services.md).
 	HeadlessServices bool `json:"headless_services"`
 	// NetworkPolicies keeps Cloud Foundry's isolation with NetworkPolicies (default true).
 	NetworkPolicies bool `json:"network_policies"`
@@ -48,7 +48,7 @@ type PlacementConfig struct {
 	TaintKey  string `json:"taint_key"`
 }
 
-// defaultAppNetworkConfig routes with Ingresses to headless Services (docs/adr/0003) and
+// defaultAppNetworkConfig routes with Ingresses to headless Services (docs/adr/0006) and
 // isolates apps.
 func defaultAppNetworkConfig() AppNetworkConfig {
 	return AppNetworkConfig{
@@ -119,8 +119,8 @@ func (c AppNetworkConfig) validate() error {
 	return nil
 }
 
-// backendOptions is the section as the backend takes it.
-func (c AppNetworkConfig) backendOptions(opts *k8s.Options) {
+// applyTo sets the backend's options of the section.
+func (c AppNetworkConfig) applyTo(opts *k8s.Options) {
 	opts.Routing = k8s.RoutingOptions{
 		Mode:             c.Routing,
 		IngressClass:     c.IngressClass,

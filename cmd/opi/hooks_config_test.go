@@ -16,8 +16,7 @@ var _ = Describe("The routing, isolation and placement configuration", func() {
 	It("defaults to Ingresses, headless Services, network policies with DNS, and the isolation segment label", func() {
 		cfg, err := LoadConfig(nil)
 		Expect(err).NotTo(HaveOccurred())
-		var opts k8s.Options
-		cfg.backendOptions(&opts)
+		opts := cfg.backendOptions()
 		Expect(opts.Routing).To(Equal(k8s.RoutingOptions{Mode: "ingress"}))
 		Expect(opts.HeadlessServices).To(BeTrue())
 		Expect(opts.NetworkPolicy).To(Equal(k8s.NetworkPolicyOptions{Enabled: true, DNSNamespace: "kube-system"}))
@@ -38,8 +37,7 @@ placement: {node_label: seg, taint_key: ""}
 `)
 		cfg, err := LoadConfig([]string{"--config", path, "--router", "ingress-nginx:app=nginx,tier=edge", "--gateway-name", "cf2"})
 		Expect(err).NotTo(HaveOccurred())
-		var opts k8s.Options
-		cfg.backendOptions(&opts)
+		opts := cfg.backendOptions()
 		Expect(opts.Routing).To(Equal(k8s.RoutingOptions{Mode: "gateway", GatewayNamespace: "gw", GatewayName: "cf2"}))
 		Expect(opts.HeadlessServices).To(BeFalse())
 		Expect(opts.NetworkPolicy).To(Equal(k8s.NetworkPolicyOptions{Enabled: true, Routers: []k8s.PolicyPeer{

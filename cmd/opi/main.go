@@ -26,6 +26,7 @@ import (
 	"github.com/opi-bridge/opi/bifrost"
 	"github.com/opi-bridge/opi/cc"
 	"github.com/opi-bridge/opi/handler"
+	"github.com/opi-bridge/opi/imageconfig"
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/metrics"
 )
@@ -113,32 +114,30 @@ func connect(ctx context.Context, cfg Config) error {
 	}
 	// callbacks deliver what the backend tells CC (task completions, crashes).
 	callbacks := &bifrost.Callbacks{Client: ccClient}
-	_ = callbacks
 
 	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if err := k8s.EnsureNamespace(startCtx, client, cfg.Namespace, cfg.CreateNamespace); err != nil {
 		return fmt.Errorf("namespace %s: %w", cfg.Namespace, err)
 	}
-	backendOpts := k8s.Options{
-		Namespace:       cfg.Namespace,
-		ReadWaitTimeout: cfg.ReadWaitTimeout.Duration,
-		JanitorPeriod:   cfg.JanitorPeriod.Duration,
-		JanitorGrace:    cfg.JanitorGrace.Duration,
-	}
-	cfg.AppNetworkConfig.backendOptions(&backendOpts)
+	// Rules that depend on the cluster (env names, API versions), logged as found.
+	cluster := k8s.DiscoverCluster(startCtx, client, cfg.Namespace, logger)
+	backendOptions := cfg.backendOptions()
+	backendOptions.CrashNotifier = callbacks
+	backendOptions.ImageReader = &imageconfig.Reader{}
+	backendOptions.StagingNotifier = callbacks
 	if cfg.Routing == k8s.RoutingGateway {
 		// Gateway API objects are JSON only (CRDs): this client keeps the default content type.
 		gwConfig := rest.CopyConfig(restConfig)
 		gwConfig.ContentType, gwConfig.AcceptContentTypes = "", ""
-		if backendOpts.Gateway, err = gateway.NewForConfig(gwConfig); err != nil {
+		if backendOptions.Gateway, err = gateway.NewForConfig(gwConfig); err != nil {
 			return fmt.Errorf("make gateway api client: %w", err)
 		}
 	}
 	if cfg.NetworkPolicies && len(cfg.Routers) == 0 {
 		logger.Info("no-routers", lager.Data{"note": "network policies are on and no router is configured: apps accept no connections"})
 	}
-	backend := k8s.NewBackend(client, logger.Session("k8s"), backendOpts)
+	backend := k8s.NewBackend(client, logger.Session("k8s"), backendOptions)
 	// The informers (and the janitor) live until opi has shut down, not only as long as the
 	// start-up deadline or the signal: requests in flight at SIGTERM still wait on the caches.
 	backendCtx, stopBackend := context.WithCancel(context.Background())
@@ -183,13 +182,14 @@ func connect(ctx context.Context, cfg Config) error {
 	}
 	server := &http.Server{
 		Handler: handler.New(handler.Config{
-			LRP:          &bifrost.LRP{Backend: backend},
+			LRP:          &bifrost.LRP{Backend: backend, Rules: bifrost.Rules{StrictEnvNames: !cluster.RelaxedEnvNames}},
 			Readiness:    backend,
 			Logger:       logger.Session("api"),
 			MaxBodyBytes: cfg.MaxBodyBytes,
 			Observer:     m,
 			Metrics:      m.Handler(),
 			WriteTimeout: cfg.WriteTimeout.Duration,
+			Staging:      &bifrost.Staging{Stager: backend, URLs: ccClient},
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}

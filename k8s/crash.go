@@ -1,0 +1,333 @@
+package k8s
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"code.cloudfoundry.org/lager/v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/opi"
+)
+
+//go:generate go tool counterfeiter -generate
+//counterfeiter:generate -o ../fakes/crash_notifier.go github.com/opi-bridge/opi/opi.CrashNotifier
+
+// AnnotationCrashesReported is on a pod of an LRP once a crash of it was reported to Cloud
+// Controller: the crash count last reported. The crash reporter compares it with the pod's
+// crash count, so a restarted opi or a new leader reports only what is still missing.
+const AnnotationCrashesReported = annotationPrefix + "crashes-reported"
+
+const (
+	// crashReason is Diego's reason for an instance whose process exited.
+	crashReason = "CRASHED"
+	// crashWorkers deliver crash reports at once: a delivery to a CC that does not answer
+	// blocks its worker for up to the delivery bound, and should not hold up every other app.
+	crashWorkers = 4
+	// crashMarkTimeout bounds the patch that records a delivered crash. It runs even when the
+	// leader's context has just ended: CC has the report, so recording it avoids a duplicate
+	// from the next leader.
+	crashMarkTimeout = 10 * time.Second
+	// Retries of a crash whose notifier failed (the context ended) or whose mark failed.
+	crashRetryBase = 500 * time.Millisecond
+	crashRetryMax  = 2 * time.Minute
+)
+
+// podCrash is what the pod cache keeps of a pod whose app container has terminated at least
+// once; nil (one pointer in the record) for the pods that never did, which are most of them.
+// Shared: do not modify.
+type podCrash struct {
+	// count is how often the container has crashed: its restart count, plus one while it is
+	// not running after a termination (terminated, or waiting to be restarted).
+	count int32
+	// reported is AnnotationCrashesReported (0 when absent or unreadable).
+	reported int32
+	// The last termination: exit code, kubelet's reason (Error, OOMKilled, Completed...) and
+	// when it finished, in Unix seconds (0 when unknown).
+	exitCode   int32
+	reason     string
+	finishedAt int64
+}
+
+// crashOf works out a pod's crashes from its app container's status; nil when it has none.
+//
+// A pod being deleted was terminated by whoever deleted it (a stop, a scale-down, a rolling
+// update): its current termination is not a crash, only the ones before it are.
+func crashOf(p *corev1.Pod) *podCrash {
+	s := appContainerStatus(p)
+	if s == nil {
+		return nil
+	}
+	count := s.RestartCount
+	last := s.LastTerminationState.Terminated
+	switch {
+	case s.State.Terminated != nil && p.DeletionTimestamp == nil:
+		count++
+		last = s.State.Terminated
+	case s.State.Waiting != nil && last != nil:
+		// Waiting to be restarted after the last termination (CrashLoopBackOff): the restart
+		// count does not include it yet.
+		count++
+	}
+	if count <= 0 || last == nil {
+		return nil
+	}
+	c := &podCrash{
+		count:    count,
+		exitCode: last.ExitCode,
+		reason:   last.Reason,
+	}
+	if !last.FinishedAt.IsZero() {
+		c.finishedAt = last.FinishedAt.Unix()
+	}
+	if v, err := strconv.ParseInt(p.Annotations[AnnotationCrashesReported], 10, 32); err == nil && v > 0 {
+		c.reported = int32(v)
+	}
+	return c
+}
+
+// owes tells whether the pod has a crash not reported yet.
+func (r *podRecord) owes() bool {
+	return r.crash != nil && r.crash.count > r.crash.reported && r.lrpKey() != ""
+}
+
+// terminationDescription is the container's termination as a crash report describes it, e.g. "Error (exit code 1)".
+// The termination message is left out: it is the app's own output and may hold anything.
+func terminationDescription(reason string, code int32) string {
+	if reason == "" {
+		reason = "Exited"
+	}
+	return fmt.Sprintf("%s (exit code %d)", reason, code)
+}
+
+// instanceIndex is the pod's index as GetInstances reports it (instancePods). A pod that
+// GetInstances does not report (terminating, surplus, or its Deployment gone) gets the rank it
+// has among its LRP's live pods by creation time, then name.
+func (b *Backend) instanceIndex(pod *podRecord) int32 {
+	pods := b.cachedPods(pod.id())
+	if d := b.cachedDeployment(pod.id()); d != nil {
+		for i, p := range instancePods(pods, d) {
+			if p.UID == pod.UID {
+				return int32(i)
+			}
+		}
+	}
+	var index int32
+	for _, p := range pods {
+		if p == pod || p.DeletionTimestamp != nil || p.terminal || p.UID == pod.UID {
+			continue
+		}
+		if createdBefore(p, pod) {
+			index++
+		}
+	}
+	return index
+}
+
+// crashReporter tells Cloud Controller about crashes of LRP instances, exactly once each: the
+// leader's work, driven by the pod informer. Every pod whose crash count is above its
+// AnnotationCrashesReported is queued; a worker reports its last crash to the notifier and,
+// once the notifier returned nil, patches the annotation to the count reported. The informer's
+// initial list (replayed to the handler when it is added) covers a restart and a new leader.
+type crashReporter struct {
+	backend  *Backend
+	notifier opi.CrashNotifier
+	logger   lager.Logger
+
+	// delivered holds, per pod key, the crash counts that were delivered but are not yet
+	// visible in the cache's annotation (the patch is in flight or failed, or the cache lags
+	// behind it), so that an event the cache had before the patch does not report them again.
+	mu        sync.Mutex
+	delivered map[string]deliveredCrash
+}
+
+type deliveredCrash struct {
+	uid     types.UID
+	count   int32
+	patched bool
+}
+
+func newCrashReporter(b *Backend, notifier opi.CrashNotifier) *crashReporter {
+	return &crashReporter{
+		backend:   b,
+		notifier:  notifier,
+		logger:    b.logger.Session("crash-reporter"),
+		delivered: map[string]deliveredCrash{},
+	}
+}
+
+// run reports crashes until ctx ends.
+func (c *crashReporter) run(ctx context.Context) {
+	queue := workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](crashRetryBase, crashRetryMax),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "crash-reporter"},
+	)
+	enqueue := func(obj any) {
+		if r, ok := obj.(*podRecord); ok && r.owes() {
+			if key, err := cache.MetaNamespaceKeyFunc(r); err == nil {
+				queue.Add(key)
+			}
+		}
+	}
+	registration, err := c.backend.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: func(obj any) {
+			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+				c.forget(key)
+			}
+		},
+	})
+	if err != nil {
+		c.logger.Error("add-event-handler", err)
+		return
+	}
+	c.logger.Info("started")
+	var wg sync.WaitGroup
+	for range crashWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wait.UntilWithContext(ctx, func(ctx context.Context) {
+				for c.processNext(ctx, queue) {
+				}
+			}, time.Second)
+		}()
+	}
+	<-ctx.Done()
+	if err := c.backend.pods.RemoveEventHandler(registration); err != nil {
+		c.logger.Error("remove-event-handler", err)
+	}
+	queue.ShutDown()
+	wg.Wait()
+	c.logger.Info("stopped")
+}
+
+// processNext handles one queued pod; false once the queue is shut down.
+func (c *crashReporter) processNext(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string]) bool {
+	key, shutdown := queue.Get()
+	if shutdown {
+		return false
+	}
+	defer queue.Done(key)
+	if err := c.sync(ctx, key); err != nil {
+		c.logger.Info("will-retry", lager.Data{"pod": key, "error": err.Error()})
+		queue.AddRateLimited(key)
+		return true
+	}
+	queue.Forget(key)
+	return true
+}
+
+// sync reports what the pod key still owes CC: nil when nothing is owed (any more), an error
+// to try again later.
+func (c *crashReporter) sync(ctx context.Context, key string) error {
+	obj, exists, err := c.backend.pods.GetIndexer().GetByKey(key)
+	if err != nil {
+		return fmt.Errorf("read pod cache: %w", err)
+	}
+	pod, ok := obj.(*podRecord)
+	if !exists || !ok || pod.crash == nil || pod.lrpKey() == "" {
+		c.forget(key)
+		return nil
+	}
+	crash := pod.crash
+	reported := crash.reported
+
+	c.mu.Lock()
+	d, ok := c.delivered[key]
+	c.mu.Unlock()
+	switch {
+	case ok && (d.uid != pod.UID || d.count <= reported):
+		c.forget(key) // another pod of the same name, or the cache shows the mark now
+	case ok:
+		if !d.patched {
+			if err := c.mark(ctx, pod, d.count); err != nil {
+				return err
+			}
+		}
+		reported = d.count
+	}
+	if crash.count <= reported {
+		return nil
+	}
+
+	report := opi.Crash{
+		LRPIdentifier:   pod.id(),
+		InstanceGUID:    pod.Name,
+		Index:           c.backend.instanceIndex(pod),
+		Reason:          crashReason,
+		ExitStatus:      crash.exitCode,
+		ExitDescription: terminationDescription(crash.reason, crash.exitCode),
+		CrashCount:      crash.count,
+		OwedSince:       time.Now(),
+	}
+	if crash.finishedAt > 0 {
+		// The bound counts from the crash, which survives a restart of opi.
+		report.CrashTimestamp = time.Unix(crash.finishedAt, 0).UTC()
+		report.OwedSince = report.CrashTimestamp
+	} else {
+		report.CrashTimestamp = report.OwedSince
+	}
+	logger := c.logger.Session("report", lager.Data{
+		"process-guid": report.ProcessGUID(), "pod": pod.Name, "index": report.Index,
+		"crash-count": report.CrashCount, "exit-status": report.ExitStatus,
+	})
+	if err := c.notifier.InstanceCrashed(ctx, report); err != nil {
+		return fmt.Errorf("report crash: %w", err)
+	}
+	logger.Info("reported")
+	c.mu.Lock()
+	c.delivered[key] = deliveredCrash{uid: pod.UID, count: crash.count}
+	c.mu.Unlock()
+	return c.mark(ctx, pod, crash.count)
+}
+
+// mark records on the pod that its crashes up to count were reported. The patch carries the
+// pod's uid, so it never marks a new pod of the same name; a pod that is gone needs no mark.
+func (c *crashReporter) mark(ctx context.Context, pod *podRecord, count int32) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), crashMarkTimeout)
+	defer cancel()
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid":         pod.UID,
+		"annotations": map[string]string{AnnotationCrashesReported: strconv.Itoa(int(count))},
+	}})
+	if err != nil {
+		return fmt.Errorf("encode crash mark: %w", err)
+	}
+	key := pod.Namespace + "/" + pod.Name
+	_, err = c.backend.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	switch kind := kube.Classify(err); {
+	case err == nil:
+	case kind == kube.KindNotFound || kind == kube.KindConflict || kind == kube.KindInvalid:
+		c.logger.Info("mark-skipped", lager.Data{"pod": key, "reason": err.Error()})
+		c.forget(key)
+		return nil
+	default:
+		return fmt.Errorf("mark crash reported on pod %s: %w", key, err)
+	}
+	c.mu.Lock()
+	if d, ok := c.delivered[key]; ok && d.uid == pod.UID && d.count == count {
+		d.patched = true
+		c.delivered[key] = d
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+// forget drops what the reporter remembers of a pod.
+func (c *crashReporter) forget(key string) {
+	c.mu.Lock()
+	delete(c.delivered, key)
+	c.mu.Unlock()
+}

@@ -1,0 +1,9 @@
+package k8s
+
+import "github.com/opi-bridge/opi/opi"
+
+// CachedPodCount is how many pods of the LRP the pod cache holds, so that tests can wait for
+// the cache to see the pods they made before they read.
+func (b *Backend) CachedPodCount(id opi.LRPIdentifier) int {
+	return len(b.cachedPods(id))
+}
