@@ -93,6 +93,15 @@ func (o Options) Validate() error {
 	if o.ProbeTimeout < 0 {
 		return errors.New("probe timeout must not be negative")
 	}
+	switch o.Routing.Mode {
+	case "", RoutingNone, RoutingIngress:
+	case RoutingGateway:
+		if o.Routing.GatewayName == "" {
+			return errors.New("routing gateway needs the gateway's name")
+		}
+	default:
+		return fmt.Errorf("routing %q is not one of %s, %s, %s", o.Routing.Mode, RoutingIngress, RoutingGateway, RoutingNone)
+	}
 	return nil
 }
 

@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"context"
+	"errors"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -99,6 +100,9 @@ func (h *routingHook) hookName() string { return "routing" }
 func (h *routingHook) started(ctx context.Context) error {
 	if h.opts.Mode != RoutingGateway {
 		return nil
+	}
+	if h.gateway == nil {
+		return errors.New("routing: gateway needs a Gateway API client (Options.Gateway)")
 	}
 	_, err := h.gateway.GatewayV1().HTTPRoutes(h.namespace).List(ctx, metav1.ListOptions{Limit: 1})
 	if kube.Classify(err) == kube.KindNotFound {
