@@ -206,6 +206,22 @@ var _ = Describe("Hooks", func() {
 		})
 	})
 
+	DescribeTable("Options.Validate checks the routing mode",
+		func(routing k8s.RoutingOptions, message string) {
+			err := k8s.Options{Routing: routing}.Validate()
+			if message == "" {
+				Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			Expect(err).To(MatchError(ContainSubstring(message)))
+		},
+		Entry("none", k8s.RoutingOptions{}, ""),
+		Entry("ingress", k8s.RoutingOptions{Mode: "ingress"}, ""),
+		Entry("gateway with a name", k8s.RoutingOptions{Mode: "gateway", GatewayName: "cf"}, ""),
+		Entry("gateway without a name", k8s.RoutingOptions{Mode: "gateway"}, "needs the gateway's name"),
+		Entry("unknown", k8s.RoutingOptions{Mode: "istio"}, `routing "istio" is not one of`),
+	)
+
 	Describe("the janitor, for hooks", func() {
 		It("creates the missing Ingress of a Deployment older than the grace", func() {
 			backend := startBackendWith(client, k8s.Options{JanitorGrace: time.Minute, Routing: k8s.RoutingOptions{Mode: k8s.RoutingIngress}})
