@@ -81,6 +81,18 @@ func ConvertDesire(req models.DesireLRPRequest, rules Rules) (*opi.LRP, error) {
 	if err := ValidateAnnotations("user_defined_annotations", req.UserDefinedAnnotations); err != nil {
 		return nil, err
 	}
+	egress, err := convertEgressRules(req.EgressRules)
+	if err != nil {
+		return nil, err
+	}
+	placement, err := convertPlacementTags(req.PlacementTags)
+	if err != nil {
+		return nil, err
+	}
+	mounts, err := convertVolumeMounts(req.VolumeMounts)
+	if err != nil {
+		return nil, err
+	}
 
 	lrp := &opi.LRP{
 		LRPIdentifier:          id,
@@ -103,6 +115,9 @@ func ConvertDesire(req models.DesireLRPRequest, rules Rules) (*opi.LRP, error) {
 		Routes:                 routes,
 		LastUpdated:            req.LastUpdated,
 		UserDefinedAnnotations: req.UserDefinedAnnotations,
+		EgressRules:            egress,
+		PlacementTags:          placement,
+		VolumeMounts:           mounts,
 	}
 	if docker.RegistryUsername != "" || docker.RegistryPassword != "" {
 		lrp.PrivateRegistry = &opi.PrivateRegistry{

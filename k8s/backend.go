@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/opi"
 )
@@ -43,6 +45,17 @@ type Options struct {
 	// JanitorGrace is the age a leftover must reach before the janitor deletes it
 	// (default DefaultJanitorGrace).
 	JanitorGrace time.Duration
+
+	// Routing says how routes reach apps (Ingress, Gateway API HTTPRoutes, or nothing).
+	Routing RoutingOptions
+	// Gateway is the Gateway API client; needed for RoutingGateway only.
+	Gateway gateway.Interface
+	// NetworkPolicy configures container-to-container isolation.
+	NetworkPolicy NetworkPolicyOptions
+	// Placement configures isolation segments (placement tags).
+	Placement PlacementOptions
+	// HeadlessServices gives LRP Services no cluster IP (see docs/adr).
+	HeadlessServices bool
 	// CrashNotifier, when set, is told about every crash of an LRP instance, once (leader
 	// work, see crash.go); nil reports no crashes.
 	CrashNotifier opi.CrashNotifier
@@ -86,12 +99,22 @@ func (o Options) Validate() error {
 	if o.ProbeTimeout < 0 {
 		return errors.New("probe timeout must not be negative")
 	}
+	switch o.Routing.Mode {
+	case "", RoutingNone, RoutingIngress:
+	case RoutingGateway:
+		if o.Routing.GatewayName == "" {
+			return errors.New("routing gateway needs the gateway's name")
+		}
+	default:
+		return fmt.Errorf("routing %q is not one of %s, %s, %s", o.Routing.Mode, RoutingIngress, RoutingGateway, RoutingNone)
+	}
 	return nil
 }
 
 // Backend runs LRPs on Kubernetes. Create it with NewBackend and Start it before use.
 type Backend struct {
 	client          kubernetes.Interface
+	gateway         gateway.Interface
 	logger          lager.Logger
 	namespace       string
 	readWaitTimeout time.Duration
@@ -110,6 +133,8 @@ type Backend struct {
 	started atomic.Bool
 	synced  atomic.Bool
 
+	// hooks are the concerns that react to an LRP's events (hooks.go).
+	hooks           []hook
 	imageReader     opi.ImageReader
 	stagingNotifier opi.StagingNotifier
 	stagingWorkers  int
@@ -144,6 +169,7 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 	}
 	b := &Backend{
 		client:          client,
+		gateway:         opts.Gateway,
 		logger:          logger.Session("k8s-backend", lager.Data{"namespace": opts.Namespace}),
 		namespace:       opts.Namespace,
 		readWaitTimeout: opts.ReadWaitTimeout,
@@ -165,6 +191,7 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 	if b.taskNotifier != nil {
 		b.addLeaderWork("task-reporter", b.runTaskReporter)
 	}
+	b.registerHooks(opts)
 	if b.janitorPeriod > 0 {
 		b.addLeaderWork("janitor", b.runJanitor)
 	}
@@ -178,7 +205,8 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 }
 
 // Start runs the namespace's Deployment and Pod informers (only objects with opi's source
-// label) until ctx ends, and waits, bounded by ctx, until their caches are synced. Reads are
+// label) until ctx ends, waits, bounded by ctx, until their caches are synced, and lets every
+// hook make its namespace-wide objects (the baseline network policy). Reads are
 // served from these caches only. Background work (the janitor, the reporters) is not started
 // here: see RunLeaderWork.
 func (b *Backend) Start(ctx context.Context) error {
@@ -189,6 +217,11 @@ func (b *Backend) Start(ctx context.Context) error {
 	b.factory.StartWithContext(ctx)
 	if err := b.factory.WaitForCacheSyncWithContext(ctx).AsError(); err != nil {
 		return fmt.Errorf("sync informer caches: %w: %w", opi.ErrUnavailable, err)
+	}
+	for _, h := range b.hooks {
+		if err := h.started(ctx); err != nil {
+			return apiError(err, "start "+h.hookName())
+		}
 	}
 	b.synced.Store(true)
 	logger.Info("caches-synced")

@@ -34,6 +34,8 @@ type deploymentRecord struct {
 	// opi's annotations, as written by toDeployment.
 	processType, appName, spaceGUID, spaceName, orgGUID, orgName string
 	lastUpdated, routesJSON, healthCheckJSON                     string
+	// egressJSON is AnnotationEgressRules, "" without rules.
+	egressJSON string
 
 	// The app container's image, command (as written: $ escaped), ports and resources.
 	image            string
@@ -83,6 +85,7 @@ func deploymentRecordOf(d *appsv1.Deployment) *deploymentRecord {
 		lastUpdated:     ann[AnnotationLastUpdated],
 		routesJSON:      ann[AnnotationRoutes],
 		healthCheckJSON: ann[AnnotationHealthCheck],
+		egressJSON:      ann[AnnotationEgressRules],
 		userAnnotations: d.Spec.Template.Annotations,
 	}
 	if r.processType == "" {
@@ -187,6 +190,7 @@ func (r *deploymentRecord) lrp() *opi.LRP {
 			lrp.Routes = append(lrp.Routes, opi.Route{Hostname: rt.Hostname, Port: rt.Port})
 		}
 	}
+	lrp.EgressRules = parseEgressAnnotation(r.egressJSON)
 	var health healthCheckJSON
 	if err := json.Unmarshal([]byte(r.healthCheckJSON), &health); err == nil {
 		lrp.Health = opi.HealthCheck{

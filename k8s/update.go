@@ -13,8 +13,10 @@ import (
 )
 
 // UpdateLRP changes the LRP's instance count, annotation, routes and image with one strategic
-// merge patch of just those fields, and keeps its PodDisruptionBudget in step with the instance
-// count (scaleDisruptionBudget). A patch carries no resourceVersion and sets absolute values,
+// merge patch of just those fields. The hooks act first (routing objects for new routes, the
+// PodDisruptionBudget for a new instance count) and the patch, which carries CC's last_updated
+// token, last: an update interrupted between them leaves the old token, so CC's sync sends it
+// again and it completes. A patch carries no resourceVersion and sets absolute values,
 // so concurrent writers (CC's workers, the Deployment controller writing status) cannot make
 // it conflict, and the cache, which keeps only what reads need of a Deployment, is enough to
 // decide what changed. An update that changes nothing makes no write.
@@ -36,16 +38,19 @@ func (b *Backend) UpdateLRP(ctx context.Context, id opi.LRPIdentifier, update op
 		logger.Info("refused-before-writing", lager.Data{"reason": err.Error()})
 		return err
 	}
+	before := current.lrp()
+	after := applyUpdate(before, update)
+	if err := b.checkHooks(ctx, after); err != nil {
+		return err
+	}
+	if err := b.runUpdatedHooks(ctx, logger, b.targetOf(current, after), before, update); err != nil {
+		return err
+	}
 	// One patch: a refusal (422, or 403 from a webhook) changes nothing, so there is nothing to
 	// undo.
 	updated, err := b.client.AppsV1().Deployments(b.namespace).Patch(ctx, current.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
 		return refusal(err, "update deployment")
-	}
-	if update.Instances != nil {
-		if err := b.scaleDisruptionBudget(ctx, logger, current, *update.Instances); err != nil {
-			return err
-		}
 	}
 	b.waitForDeployment(ctx, logger, updated.Name, updated.ResourceVersion, true)
 	logger.Info("updated", lager.Data{"deployment": current.Name})
@@ -130,4 +135,22 @@ func updatePatch(d *deploymentRecord, update opi.LRPUpdate) ([]byte, bool) {
 	}
 	body, _ := json.Marshal(p) // strings and ints always marshal
 	return body, true
+}
+
+// applyUpdate is a copy of lrp with update's fields applied.
+func applyUpdate(lrp *opi.LRP, update opi.LRPUpdate) *opi.LRP {
+	out := *lrp
+	if update.Instances != nil {
+		out.Instances = *update.Instances
+	}
+	if update.Routes != nil {
+		out.Routes = *update.Routes
+	}
+	if update.Annotation != nil {
+		out.LastUpdated = *update.Annotation
+	}
+	if update.Image != nil {
+		out.Image = *update.Image
+	}
+	return &out
 }

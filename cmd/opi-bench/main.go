@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -45,6 +46,7 @@ type config struct {
 	settle        time.Duration
 	keep          bool
 	tasks         int
+	opiArgs       string
 }
 
 func parseFlags(args []string) (config, error) {
@@ -67,6 +69,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.settle, "settle", 10*time.Second, "pause after the reads before steady RSS is sampled")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work folder (opi and control plane logs)")
 	fs.IntVar(&c.tasks, "tasks", 0, "measure tasks instead of LRPs: desire this many tasks, GET /tasks at that count, cancel them")
+	fs.StringVar(&c.opiArgs, "opi-args", "", "more flags for opi, space-separated (e.g. \"--routing=none --headless-services\")")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -174,10 +177,10 @@ func run(ctx context.Context, cfg config) (err error) {
 		return err
 	}
 	logf("starting opi on %s (namespace %s)", addr, opiNamespace)
-	opi, err := localkube.StartProcess("opi", opiBin, []string{
+	opi, err := localkube.StartProcess("opi", opiBin, append([]string{
 		"connect", "--kubeconfig", cluster.Kubeconfig(), "--listen", addr, "--namespace", opiNamespace,
 		"--kube-qps", strconv.Itoa(cfg.qps), "--kube-burst", strconv.Itoa(cfg.burst),
-	}, os.Environ(), nil, filepath.Join(workDir, "opi.log"))
+	}, strings.Fields(cfg.opiArgs)...), os.Environ(), nil, filepath.Join(workDir, "opi.log"))
 	if err != nil {
 		return err
 	}

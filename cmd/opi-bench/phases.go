@@ -410,7 +410,10 @@ func (e *env) captureTemplate(ctx context.Context, admin kubernetes.Interface) (
 	deployment := appsv1.Deployment{ObjectMeta: clean(d.ObjectMeta), Spec: d.Spec}
 	v := services.Items[0]
 	service := corev1.Service{ObjectMeta: clean(v.ObjectMeta), Spec: v.Spec}
-	service.Spec.ClusterIP, service.Spec.ClusterIPs = "", nil
+	if service.Spec.ClusterIP != corev1.ClusterIPNone {
+		// An allocated address is the API server's to choose; a headless Service keeps None.
+		service.Spec.ClusterIP, service.Spec.ClusterIPs = "", nil
+	}
 	t := &template{app: a, name: name}
 	for _, x := range []struct {
 		obj any

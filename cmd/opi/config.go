@@ -99,6 +99,9 @@ type KubernetesConfig struct {
 	// (0 disables the janitor); JanitorGrace is how old they must be to be deleted.
 	JanitorPeriod Duration `json:"janitor_period"`
 	JanitorGrace  Duration `json:"janitor_grace"`
+	// AppNetworkConfig (routing, network policies, placement, service shape) is inlined: its
+	// keys sit in the kubernetes section.
+	AppNetworkConfig
 }
 
 // CCConfig is the `cc` section: Cloud Controller's internal API, where opi sends task
@@ -167,11 +170,12 @@ func DefaultConfig() Config {
 			Namespace:       "cf-workloads",
 			CreateNamespace: true,
 			// client-go's own 5 QPS / 10 burst would throttle CC's 50 concurrent workers.
-			KubeQPS:         200,
-			KubeBurst:       400,
-			ReadWaitTimeout: Duration{k8s.DefaultReadWaitTimeout},
-			JanitorPeriod:   Duration{k8s.DefaultJanitorPeriod},
-			JanitorGrace:    Duration{k8s.DefaultJanitorGrace},
+			KubeQPS:          200,
+			KubeBurst:        400,
+			ReadWaitTimeout:  Duration{k8s.DefaultReadWaitTimeout},
+			JanitorPeriod:    Duration{k8s.DefaultJanitorPeriod},
+			JanitorGrace:     Duration{k8s.DefaultJanitorGrace},
+			AppNetworkConfig: defaultAppNetworkConfig(),
 		},
 		MaxBodyBytes:    handler.DefaultMaxBodyBytes,
 		ShutdownTimeout: Duration{15 * time.Second},
@@ -264,6 +268,7 @@ func parseFlags(args []string, cfg *Config) (configPath string, err error) {
 	fs.Var(&cfg.LeaderElection.RenewDeadline, "leader-renew-deadline", "how long the leader keeps trying to renew before it gives up leading")
 	fs.Var(&cfg.LeaderElection.RetryPeriod, "leader-retry-period", "how often replicas try to take or renew the Lease")
 	fs.Var(&cfg.TaskRetention, "task-retention", "how long a task's Job is kept after Cloud Controller accepted its end (0: at once)")
+	cfg.AppNetworkConfig.bindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return "", err
 	}
@@ -343,6 +348,9 @@ func (c Config) Validate() error {
 			return fmt.Errorf("leader_election needs 0 < retry_period < renew_deadline < lease_duration")
 		}
 	}
+	if err := c.AppNetworkConfig.validate(); err != nil {
+		return err
+	}
 	if w := c.Workloads; w.ProbeTimeout.Duration <= 0 || w.MinReady.Duration < 0 {
 		return fmt.Errorf("workloads.probe_timeout must be positive and workloads.min_ready not negative")
 	}
@@ -368,7 +376,7 @@ func isLoopback(host string) bool {
 
 // backendOptions are the Kubernetes backend's options from the configuration.
 func (c Config) backendOptions() k8s.Options {
-	return k8s.Options{
+	opts := k8s.Options{
 		Namespace:       c.Namespace,
 		ReadWaitTimeout: c.ReadWaitTimeout.Duration,
 		JanitorPeriod:   c.JanitorPeriod.Duration,
@@ -379,4 +387,6 @@ func (c Config) backendOptions() k8s.Options {
 		PodSecurity:   c.Workloads.PodSecurity,
 		TaskRetention: c.TaskRetention.Duration,
 	}
+	c.AppNetworkConfig.applyTo(&opts)
+	return opts
 }

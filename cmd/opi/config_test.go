@@ -47,6 +47,7 @@ var _ = Describe("LoadConfig", func() {
 			Namespace: "apps", KubeQPS: 7, KubeBurst: 9,
 			ReadWaitTimeout: Duration{5 * time.Second},
 			JanitorPeriod:   Duration{3 * time.Second}, JanitorGrace: Duration{4 * time.Second},
+			AppNetworkConfig: defaultAppNetworkConfig(),
 		}))
 	})
 

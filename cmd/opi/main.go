@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/opi-bridge/opi/bifrost"
 	"github.com/opi-bridge/opi/cc"
@@ -157,6 +158,17 @@ func connect(ctx context.Context, cfg Config) error {
 	backendOptions.ImageReader = &imageconfig.Reader{}
 	backendOptions.StagingNotifier = callbacks
 	backendOptions.TaskNotifier = callbacks
+	if cfg.Routing == k8s.RoutingGateway {
+		// Gateway API objects are JSON only (CRDs): this client keeps the default content type.
+		gwConfig := rest.CopyConfig(restConfig)
+		gwConfig.ContentType, gwConfig.AcceptContentTypes = "", ""
+		if backendOptions.Gateway, err = gateway.NewForConfig(gwConfig); err != nil {
+			return fmt.Errorf("make gateway api client: %w", err)
+		}
+	}
+	if cfg.NetworkPolicies && len(cfg.Routers) == 0 {
+		logger.Info("no-routers", lager.Data{"note": "network policies are on and no router is configured: apps accept no connections"})
+	}
 	backend := k8s.NewBackend(client, logger.Session("k8s"), backendOptions)
 	// The informers (and the janitor) live until opi has shut down, not only as long as the
 	// start-up deadline or the signal: requests in flight at SIGTERM still wait on the caches.
