@@ -3,12 +3,13 @@ package integration_test
 import (
 	"fmt"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/opi-bridge/opi/testsupport/fixture"
 )
 
 // answers collects the status codes of concurrent requests (and the bodies of unexpected ones).
@@ -34,8 +35,9 @@ func (a *answers) add(kind string, status int, body string, err error) {
 	}
 }
 
+// updateBody is the UpdateDesiredLRPRequest CC sends to scale a.
 func updateBody(a *app, instances int, annotation string) string {
-	return `{"guid":"` + a.guid + `","version":"` + a.version + `","update":{"instances":` + strconv.Itoa(instances) + `,"annotation":"` + annotation + `"}}`
+	return fixture.Scale(a.guid, a.version, instances, annotation).JSON()
 }
 
 var _ = Describe("Concurrency", func() {

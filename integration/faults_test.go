@@ -27,6 +27,7 @@ import (
 	"github.com/opi-bridge/opi/localkube"
 	"github.com/opi-bridge/opi/models"
 	"github.com/opi-bridge/opi/opi"
+	"github.com/opi-bridge/opi/testsupport/fixture"
 )
 
 // tryCall is call for requests that may fail (opi killed or stopped meanwhile): it reports
@@ -200,7 +201,7 @@ var _ = Describe("Faults", func() {
 		expectUnavailable := func(fresh, existing *app) {
 			writes := []struct{ method, path, body string }{
 				{"PUT", "/apps/" + fresh.processGUID(), fresh.body()},
-				{"POST", "/apps/" + existing.processGUID(), `{"guid":"` + existing.guid + `","version":"` + existing.version + `","update":{"instances":3}}`},
+				{"POST", "/apps/" + existing.processGUID(), fixture.UpdateLRP(existing.guid, existing.version, map[string]any{"instances": 3}).JSON()},
 				{"PUT", existing.path() + "/stop/0", ""},
 				{"PUT", existing.path() + "/stop", ""},
 			}
@@ -279,7 +280,7 @@ var _ = Describe("Faults", func() {
 			desire(o, b)
 			Expect(listed(o)).To(HaveKey(b.processGUID()))
 			Eventually(allRunning(o, b)).Should(Equal(running(2)))
-			status, body := o.call("POST", "/apps/"+a.processGUID(), `{"guid":"`+a.guid+`","version":"`+a.version+`","update":{"instances":3,"annotation":"3.0"}}`)
+			status, body := o.call("POST", "/apps/"+a.processGUID(), updateBody(a, 3, "3.0"))
 			Expect(status).To(Equal(http.StatusOK), body)
 			Expect(listed(o)).To(HaveKeyWithValue(a.processGUID(), "3.0"))
 			Expect(listed(o)).To(HaveLen(4))

@@ -15,6 +15,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/opi-bridge/opi/models"
+	"github.com/opi-bridge/opi/testsupport/fixture"
 )
 
 // kubectlJSON runs kubectl get ... -o json and decodes what it printed into out.
@@ -40,8 +41,8 @@ func ingressHosts(ns string, a *app) map[string][]string {
 func itoa(n int32) string { b, _ := json.Marshal(n); return string(b) }
 
 func updateRoutes(o *opiServer, a *app, routes string) {
-	status, body := o.call("POST", "/apps/"+a.processGUID(), `{"guid":"`+a.guid+`","version":"`+a.version+`","update":{
-		"annotation":"1700000000.5","routes":{"cf-router":`+routes+`}}}`)
+	update := map[string]any{"annotation": "1700000000.5", "routes": map[string]any{"cf-router": json.RawMessage(routes)}}
+	status, body := o.call("POST", "/apps/"+a.processGUID(), fixture.UpdateLRP(a.guid, a.version, update).JSON())
 	ExpectWithOffset(1, status).To(Equal(http.StatusOK), body)
 }
 

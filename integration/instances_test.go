@@ -14,6 +14,7 @@ import (
 
 	"github.com/opi-bridge/opi/localkube"
 	"github.com/opi-bridge/opi/models"
+	"github.com/opi-bridge/opi/testsupport/fixture"
 )
 
 // setPodStatus changes a pod's status with the admin clientset, as a kubelet or the eviction
@@ -40,7 +41,7 @@ func withImage(a *app, image string) {
 	if a.extra == nil {
 		a.extra = map[string]any{}
 	}
-	a.extra["lifecycle"] = map[string]any{"docker_lifecycle": map[string]any{"image": image, "command": []string{}}}
+	a.extra["lifecycle"] = fixture.DockerLifecycle(image, []string{})
 }
 
 var _ = Describe("Instances that match the pods", func() {
@@ -162,7 +163,7 @@ var _ = Describe("Instances that match the pods", func() {
 				time.Sleep(50 * time.Millisecond)
 			}
 		}()
-		status, body := o.call("POST", "/apps/"+a.processGUID(), `{"guid":"`+a.guid+`","version":"`+a.version+`","update":{"image":"cloudfoundry/dora:v2"}}`)
+		status, body := o.call("POST", "/apps/"+a.processGUID(), fixture.UpdateLRP(a.guid, a.version, map[string]any{"image": "cloudfoundry/dora:v2"}).JSON())
 		Expect(status).To(Equal(http.StatusOK), body)
 
 		// Rolled: every pod that is left runs the new image and is Ready, and the Deployment

@@ -6,7 +6,6 @@ package integration_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -21,12 +20,12 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gbytes"
 	"github.com/onsi/gomega/gexec"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/opi-bridge/opi/localkube"
+	"github.com/opi-bridge/opi/testsupport/fixture"
 )
 
 func TestIntegration(t *testing.T) {
@@ -123,13 +122,7 @@ func startOpiWith(kubeconfig, ns string, extraArgs ...string) *opiServer {
 // restrictedKubeconfig creates namespace ns, applies deploy/rbac.yaml to it with the real
 // kubectl, and returns a kubeconfig holding a token of the opi ServiceAccount it defines.
 func restrictedKubeconfig(ns string) string {
-	ctx := context.Background()
-	_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	Expect(err).NotTo(HaveOccurred())
-
-	rbac, err := os.ReadFile("../deploy/rbac.yaml")
-	Expect(err).NotTo(HaveOccurred())
-	kubeconfig, err := cluster.ServiceAccountKubeconfig(ctx, strings.ReplaceAll(string(rbac), "cf-workloads", ns), ns, "opi")
+	kubeconfig, err := fixture.RestrictedKubeconfig(context.Background(), cluster, ns)
 	Expect(err).NotTo(HaveOccurred())
 	return kubeconfig
 }
@@ -205,10 +198,6 @@ func kubectl(args ...string) string {
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	Expect(cmd.Run()).To(Succeed(), "kubectl %v: %s", args, errOut.String())
 	return out.String()
-}
-
-func newGUID() string {
-	return fmt.Sprintf("%s-%s-%s-%s-%s", rand.String(8), rand.String(4), rand.String(4), rand.String(4), rand.String(12))
 }
 
 func init() {

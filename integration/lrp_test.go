@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/opi-bridge/opi/models"
+	"github.com/opi-bridge/opi/testsupport/fixture"
 )
 
 // app is one CC process as a test desires it.
@@ -28,7 +29,7 @@ type app struct {
 }
 
 func newApp() *app {
-	return &app{guid: newGUID(), version: newGUID(), instances: 2, memoryMB: 64, annotation: "1600000000.2499998"}
+	return &app{guid: fixture.NewGUID(), version: fixture.NewGUID(), instances: 2, memoryMB: 64, annotation: "1600000000.2499998"}
 }
 
 func (a *app) processGUID() string { return a.guid + "-" + a.version }
@@ -36,32 +37,9 @@ func (a *app) path() string        { return "/apps/" + a.guid + "/" + a.version 
 
 // body is the DesireLRPRequest CC would send for the app.
 func (a *app) body() string {
-	req := map[string]any{
-		"guid": a.guid, "version": a.version, "process_guid": a.processGUID(),
-		"process_type": "web", "app_guid": "app-" + a.guid, "app_name": "Dora The App", "space_guid": "space-1",
-		"space_name": "dev", "organization_guid": "org-1", "organization_name": "acme",
-		"environment": map[string]string{
-			"VCAP_SERVICES":          `{"db":[{"credentials":{"password":"marked-secret-value"}}]}`,
-			"PORT":                   "8080",
-			"spring.profiles.active": "cloud",
-			"key:with:colons":        "colons",
-		},
-		"egress_rules": []any{}, "placement_tags": []string{}, "volume_mounts": []any{},
-		"instances": a.instances, "memory_mb": a.memoryMB, "disk_mb": 256, "cpu_weight": 12,
-		"health_check_type": "port", "health_check_http_endpoint": nil,
-		"health_check_timeout_ms": 2000, "start_timeout_ms": 60000,
-		"last_updated":             a.annotation,
-		"ports":                    []int{8080},
-		"routes":                   map[string]any{"cf-router": []any{map[string]any{"hostname": "dora.example.com", "port": 8080}}},
-		"lifecycle":                map[string]any{"docker_lifecycle": map[string]any{"image": "cloudfoundry/dora:latest", "command": []string{}}},
-		"user_defined_annotations": map[string]string{"example.com/owner": "team-a"},
-	}
-	for k, v := range a.extra {
-		req[k] = v
-	}
-	b, err := json.Marshal(req)
-	Expect(err).NotTo(HaveOccurred())
-	return string(b)
+	return fixture.DesireLRP(a.guid, a.version).Merge(map[string]any{
+		"instances": a.instances, "memory_mb": a.memoryMB, "last_updated": a.annotation,
+	}).Merge(a.extra).JSON()
 }
 
 func desire(o *opiServer, a *app) {
@@ -330,9 +308,10 @@ var _ = Describe("LRPs on Kubernetes", func() {
 		desire(o, a)
 		Eventually(allRunning(o, a)).Should(Equal(running(2)))
 
-		status, body := o.call("POST", "/apps/"+a.processGUID(), `{"guid":"`+a.guid+`","version":"`+a.version+`","update":{
-			"instances":4,"annotation":"1700000000.5",
-			"routes":{"cf-router":[{"hostname":"new.example.com","port":8080}],"tcp-router":[]}}}`)
+		status, body := o.call("POST", "/apps/"+a.processGUID(), fixture.UpdateLRP(a.guid, a.version, map[string]any{
+			"instances": 4, "annotation": "1700000000.5",
+			"routes": map[string]any{"cf-router": fixture.Routes("new.example.com", 8080)["cf-router"], "tcp-router": []any{}},
+		}).JSON())
 		Expect(status).To(Equal(http.StatusOK), body)
 		Expect(body).To(MatchJSON(`{}`))
 
@@ -347,7 +326,7 @@ var _ = Describe("LRPs on Kubernetes", func() {
 		Eventually(allRunning(o, a)).Should(Equal(running(4)))
 		Expect(*deployments(ns, a)[0].Spec.Replicas).To(BeEquivalentTo(4))
 
-		status, _ = o.call("POST", "/apps/"+a.processGUID(), `{"guid":"`+a.guid+`","version":"`+a.version+`","update":{"image":"cloudfoundry/dora:v2"}}`)
+		status, _ = o.call("POST", "/apps/"+a.processGUID(), fixture.UpdateLRP(a.guid, a.version, map[string]any{"image": "cloudfoundry/dora:v2"}).JSON())
 		Expect(status).To(Equal(http.StatusOK))
 		Expect(deployments(ns, a)[0].Spec.Template.Spec.Containers[0].Image).To(Equal("cloudfoundry/dora:v2"))
 		Eventually(allRunning(o, a)).Should(Equal(running(4)))
@@ -358,7 +337,7 @@ var _ = Describe("LRPs on Kubernetes", func() {
 		Expect(status).To(Equal(http.StatusNotFound))
 		Expect(body).To(MatchJSON(`{"error":{"message":"the requested resource could not be found"}}`))
 
-		status, body = o.call("POST", "/apps/"+a.processGUID(), `{"guid":"`+a.guid+`","version":"`+a.version+`","update":{"instances":1}}`)
+		status, body = o.call("POST", "/apps/"+a.processGUID(), fixture.UpdateLRP(a.guid, a.version, map[string]any{"instances": 1}).JSON())
 		Expect(status).To(Equal(http.StatusNotFound))
 		Expect(body).To(MatchJSON(`{"error":{"message":"the requested resource could not be found"}}`))
 
@@ -385,7 +364,7 @@ var _ = Describe("LRPs on Kubernetes", func() {
 		Expect(status).To(Equal(http.StatusBadRequest))
 		status, _ = o.call("PUT", a.path()+"/stop/-1", "")
 		Expect(status).To(Equal(http.StatusBadRequest))
-		status, _ = o.call("PUT", "/apps/"+newGUID()+"/"+newGUID()+"/stop/0", "")
+		status, _ = o.call("PUT", "/apps/"+fixture.NewGUID()+"/"+fixture.NewGUID()+"/stop/0", "")
 		Expect(status).To(Equal(http.StatusNotFound))
 		Expect(livePodNames(ns, a)).To(HaveLen(2))
 	})
@@ -433,10 +412,9 @@ var _ = Describe("LRPs on Kubernetes", func() {
 	})
 
 	It("keeps private registry credentials in a pull Secret only", func() {
-		a.extra = map[string]any{"lifecycle": map[string]any{"docker_lifecycle": map[string]any{
-			"image": "registry.example.com/team/dora:v1", "command": []string{"/bin/sh", "-c", "./dora"},
-			"registry_username": "robot", "registry_password": "marked-registry-password",
-		}}}
+		a.extra = map[string]any{"lifecycle": fixture.RegistryCredentials(
+			fixture.DockerLifecycle("registry.example.com/team/dora:v1", []string{"/bin/sh", "-c", "./dora"}),
+			"robot", "marked-registry-password")}
 		desire(o, a)
 		d := deployments(ns, a)[0]
 		Expect(d.Spec.Template.Spec.ImagePullSecrets).To(HaveLen(1))
@@ -499,7 +477,7 @@ var _ = Describe("LRPs on Kubernetes", func() {
 			{"PUT", "/apps/" + a.processGUID(), strings.Replace(a.body(), `"memory_mb":64`, `"memory_mb":0`, 1), 400, "memory_mb"},
 			{"PUT", "/apps/" + a.processGUID(), strings.Replace(a.body(), `"instances":2`, `"instances":"2"`, 1), 400, "instances"},
 			{"PUT", "/apps/other-process", a.body(), 400, "does not match"},
-			{"POST", "/apps/" + a.processGUID(), `{"guid":"` + a.guid + `","version":"` + a.version + `","update":{"instances":-1}}`, 400, "update.instances"},
+			{"POST", "/apps/" + a.processGUID(), fixture.UpdateLRP(a.guid, a.version, map[string]any{"instances": -1}).JSON(), 400, "update.instances"},
 			{"POST", "/apps/" + a.processGUID(), ``, 400, "request body is empty"},
 			{"PUT", a.path() + "/stop/x", "", 400, "not a non-negative integer"},
 			{"PUT", a.path() + "/stop/7", "", 400, "index"},

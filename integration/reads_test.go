@@ -10,6 +10,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/opi-bridge/opi/testsupport/fixture"
 )
 
 // apiRequests is opi's own count of the API server requests it made, from GET /metrics, without
@@ -49,7 +51,7 @@ var _ = Describe("Reads", func() {
 			status, _ = o.call("GET", a.path(), "")
 			Expect(status).To(Equal(http.StatusOK))
 			Expect(instances(o, a).Instances).To(HaveLen(2))
-			status, _ = o.call("GET", "/apps/"+newGUID()+"/"+newGUID(), "")
+			status, _ = o.call("GET", "/apps/"+fixture.NewGUID()+"/"+fixture.NewGUID(), "")
 			Expect(status).To(Equal(http.StatusNotFound))
 		}
 		Expect(apiRequests(o)).To(Equal(before))

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/opi-bridge/opi/models"
+	"github.com/opi-bridge/opi/testsupport/fixture"
 )
 
 // objectVersions is every object of every kind opi writes, or makes Kubernetes write for it, in
@@ -124,11 +125,8 @@ var _ = Describe("Refused before the first write", Ordered, func() {
 		mutate(a)
 		return "/apps/" + a.processGUID(), a.body()
 	}
-	updateWith := func(update string) (string, string) {
-		return "/apps/" + live.processGUID(), `{"guid":"` + live.guid + `","version":"` + live.version + `","update":` + update + `}`
-	}
-	route := func(hostname string) map[string]any {
-		return map[string]any{"cf-router": []any{map[string]any{"hostname": hostname, "port": 8080}}}
+	updateWith := func(update map[string]any) (string, string) {
+		return "/apps/" + live.processGUID(), fixture.UpdateLRP(live.guid, live.version, update).JSON()
 	}
 
 	DescribeTable("answers 400 naming the field and the rule, and Kubernetes holds exactly what it held",
@@ -159,11 +157,11 @@ var _ = Describe("Refused before the first write", Ordered, func() {
 			return desireWith(func(a *app) { a.extra["environment"] = map[string]string{"A=B": "x"} })
 		}, `environment has a variable name "A=B"`),
 		Entry("a route hostname that is no DNS name", "PUT", func() (string, string) {
-			return desireWith(func(a *app) { a.extra["routes"] = route("not a host!") })
+			return desireWith(func(a *app) { a.extra["routes"] = fixture.Routes("not a host!", 8080) })
 		}, `routes.cf-router[0].hostname "not a host!" is not a DNS name`),
 		Entry("an image reference that does not parse", "PUT", func() (string, string) {
 			return desireWith(func(a *app) {
-				a.extra["lifecycle"] = map[string]any{"docker_lifecycle": map[string]any{"image": "Not/A:Valid:Image", "command": []string{}}}
+				a.extra["lifecycle"] = fixture.DockerLifecycle("Not/A:Valid:Image", []string{})
 			})
 		}, `lifecycle.docker_lifecycle.image "Not/A:Valid:Image" is not an image reference`),
 		Entry("a port twice", "PUT", func() (string, string) {
@@ -173,13 +171,13 @@ var _ = Describe("Refused before the first write", Ordered, func() {
 			return desireWith(func(a *app) { a.extra["app_name"] = strings.Repeat("n", 300<<10) })
 		}, "would break a rule of Kubernetes: metadata.annotations: Too long"),
 		Entry("an update's route hostname that is no DNS name", "POST", func() (string, string) {
-			return updateWith(`{"routes":{"cf-router":[{"hostname":"bad_host","port":8080}]}}`)
+			return updateWith(map[string]any{"routes": fixture.Routes("bad_host", 8080)})
 		}, `update.routes.cf-router[0].hostname "bad_host" is not a DNS name`),
 		Entry("an update's image that does not parse", "POST", func() (string, string) {
-			return updateWith(`{"image":"team/Upper-Case"}`)
+			return updateWith(map[string]any{"image": "team/Upper-Case"})
 		}, `update.image "team/Upper-Case" is not an image reference`),
 		Entry("an update's annotation too large for Kubernetes", "POST", func() (string, string) {
-			return updateWith(`{"annotation":"` + strings.Repeat("1", 300<<10) + `"}`)
+			return updateWith(map[string]any{"annotation": strings.Repeat("1", 300<<10)})
 		}, "metadata.annotations: Too long"),
 	)
 

@@ -4,33 +4,25 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/opi-bridge/opi/testsupport/ccstandin"
+	"github.com/opi-bridge/opi/testsupport/fixture"
 	"github.com/opi-bridge/opi/testsupport/registry"
 )
 
 // stagingBody is a docker StagingRequest as CC sends it for `cf push --docker-image`.
 func stagingBody(guid, image, username, password, callback string) string {
-	docker := map[string]any{"image": image}
-	if username != "" {
-		docker["registry_username"] = username
-		docker["registry_password"] = password
-	}
-	body, err := json.Marshal(map[string]any{
-		"app_guid": newGUID(), "app_name": "hello", "staging_guid": guid,
-		"org_guid": newGUID(), "org_name": "demo", "space_guid": newGUID(), "space_name": "dev",
-		"environment":         []map[string]string{{"name": "VCAP_APPLICATION", "value": `{"application_name":"hello"}`}},
-		"completion_callback": callback,
-		"lifecycle":           map[string]any{"docker_lifecycle": docker},
-		"memory_mb":           1024, "disk_mb": 4096, "cpu_weight": 50,
+	body := fixture.Staging(guid, image, callback).Merge(map[string]any{
+		"app_guid": fixture.NewGUID(), "org_guid": fixture.NewGUID(), "space_guid": fixture.NewGUID(),
 	})
-	Expect(err).NotTo(HaveOccurred())
-	return string(body)
+	if username != "" {
+		body.WithRegistryCredentials(username, password)
+	}
+	return body.JSON()
 }
 
 var _ = Describe("Docker staging", Ordered, func() {
@@ -115,7 +107,7 @@ var _ = Describe("Docker staging", Ordered, func() {
 	}
 
 	It("answers 202, tells CC what the image runs, and keeps nothing once CC has it", func() {
-		guid := newGUID()
+		guid := fixture.NewGUID()
 		stage(guid, stagingBody(guid, publicRef, "", "", callbackURL(guid)))
 
 		body := accepted(guid)
@@ -131,7 +123,7 @@ var _ = Describe("Docker staging", Ordered, func() {
 	})
 
 	It("stages a private image with the request's credentials, and never shows them", func() {
-		guid := newGUID()
+		guid := fixture.NewGUID()
 		stage(guid, stagingBody(guid, privRef, registryUser, registryPassword, callbackURL(guid)))
 
 		Expect(accepted(guid)).To(MatchJSON(successBody(privRef)))
@@ -139,7 +131,7 @@ var _ = Describe("Docker staging", Ordered, func() {
 	})
 
 	It("tells CC a StagingError when the registry refuses the credentials", func() {
-		guid := newGUID()
+		guid := fixture.NewGUID()
 		stage(guid, stagingBody(guid, privRef, registryUser, "wrong-pw", callbackURL(guid)))
 
 		Expect(accepted(guid)).To(MatchJSON(`{"error":{"id":"StagingError","message":"registry refused the credentials for ` + privRef + `"}}`))
@@ -147,7 +139,7 @@ var _ = Describe("Docker staging", Ordered, func() {
 	})
 
 	It("tells CC a StagingError for an image the registry does not have", func() {
-		guid := newGUID()
+		guid := fixture.NewGUID()
 		unknown := public.Host + "/sample/hello:nope"
 		stage(guid, stagingBody(guid, unknown, "", "", callbackURL(guid)))
 
@@ -155,11 +147,10 @@ var _ = Describe("Docker staging", Ordered, func() {
 	})
 
 	It("answers a buildpack staging with 400 and writes nothing", func() {
-		guid := newGUID()
-		body := strings.Replace(stagingBody(guid, publicRef, "", "", callbackURL(guid)),
-			`"lifecycle":{"docker_lifecycle":{"image":"`+publicRef+`"}}`,
-			`"lifecycle":{"buildpack_lifecycle":{"buildpacks":["ruby_buildpack"],"stack":"cflinuxfs4"}}`, 1)
-		Expect(body).To(ContainSubstring("buildpack_lifecycle"))
+		guid := fixture.NewGUID()
+		body := fixture.Staging(guid, publicRef, callbackURL(guid)).Set("lifecycle", map[string]any{
+			"buildpack_lifecycle": map[string]any{"buildpacks": []string{"ruby_buildpack"}, "stack": "cflinuxfs4"},
+		}).JSON()
 
 		status, answer := o.call("POST", "/stage/"+guid, body)
 		Expect(status).To(Equal(http.StatusBadRequest))
@@ -168,7 +159,7 @@ var _ = Describe("Docker staging", Ordered, func() {
 	})
 
 	It("loses nothing when opi is killed between accepting a staging and CC accepting its result", func() {
-		guid := newGUID()
+		guid := fixture.NewGUID()
 		cc.FailNext(callbackPath(guid), 1000, http.StatusServiceUnavailable)
 		stage(guid, stagingBody(guid, privRef, registryUser, registryPassword, callbackURL(guid)))
 		Eventually(func() int { return len(cc.CallbacksTo(callbackPath(guid))) }).Should(BeNumerically(">=", 1))
@@ -183,7 +174,7 @@ var _ = Describe("Docker staging", Ordered, func() {
 	})
 
 	It("takes a second request for a pending staging as a no-op success", func() {
-		guid := newGUID()
+		guid := fixture.NewGUID()
 		cc.FailNext(callbackPath(guid), 1000, http.StatusServiceUnavailable)
 		body := stagingBody(guid, publicRef, "", "", callbackURL(guid))
 		stage(guid, body)

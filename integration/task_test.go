@@ -14,6 +14,7 @@ import (
 
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/testsupport/ccstandin"
+	"github.com/opi-bridge/opi/testsupport/fixture"
 )
 
 var _ = Describe("Tasks", func() {
@@ -38,14 +39,12 @@ var _ = Describe("Tasks", func() {
 	callbackPath := func(guid string) string { return "/internal/v4/tasks/" + guid + "/completed" }
 
 	desire := func(guid, command string) {
-		body := fmt.Sprintf(`{
-			"name": "migrate", "app_guid": "app-%[1]s", "app_name": "dora", "org_guid": "o", "org_name": "org",
+		body := fixture.Task(cc.URL+callbackPath(guid), command).Merge(map[string]any{
+			"app_guid": "app-" + guid, "app_name": "dora", "org_guid": "o", "org_name": "org",
 			"space_guid": "s", "space_name": "space",
-			"environment": [{"name": "MEMORY_LIMIT", "value": "256m"}, {"name": "SECRET", "value": "hunter2"}],
-			"completion_callback": "%[2]s",
-			"lifecycle": {"docker_lifecycle": {"image": "busybox", "command": ["/bin/sh", "-c", %[3]q]}}
-		}`, guid, cc.URL+callbackPath(guid), command)
-		status, resp := opi.call(http.MethodPost, "/tasks/"+guid, body)
+			"environment": fixture.Env("MEMORY_LIMIT", "256m", "SECRET", "hunter2"),
+		})
+		status, resp := opi.call(http.MethodPost, "/tasks/"+guid, body.JSON())
 		Expect(status).To(Equal(http.StatusAccepted), resp)
 		Expect(resp).To(MatchJSON(`{}`))
 	}
@@ -82,7 +81,7 @@ var _ = Describe("Tasks", func() {
 	}
 
 	It("reports a task that succeeds once, stops listing it and deletes its Job", func() {
-		guid := newGUID()
+		guid := fixture.NewGUID()
 		desire(guid, "exit 0")
 		desire(guid, "exit 0") // a second desire is a no-op success
 
@@ -97,14 +96,14 @@ var _ = Describe("Tasks", func() {
 	})
 
 	It("reports a failing task with its exit reason", func() {
-		guid := newGUID()
+		guid := fixture.NewGUID()
 		desire(guid, "exit 3")
 		Eventually(accepted(guid)).Should(ConsistOf(MatchJSON(fmt.Sprintf(`{"task_guid":%q,"failed":true,"failure_reason":"Error (exit code 3)"}`, guid))))
 		Eventually(jobGone(guid)).Should(BeTrue())
 	})
 
 	It("runs a task as a one-pod Job with its env in a Secret, lists it while it runs, and cancels it once", func() {
-		guid := newGUID()
+		guid := fixture.NewGUID()
 		desire(guid, "sleep 3600")
 
 		job, err := kube.BatchV1().Jobs(ns).Get(context.Background(), k8s.TaskJobName(guid), metav1.GetOptions{})
@@ -145,13 +144,13 @@ var _ = Describe("Tasks", func() {
 		status, body = opi.call(http.MethodDelete, "/tasks/"+guid, "")
 		Expect(status).To(Equal(http.StatusNotFound), body)
 		Expect(body).To(MatchJSON(`{"message":"the requested resource could not be found"}`))
-		status, _ = opi.call(http.MethodDelete, "/tasks/"+newGUID(), "")
+		status, _ = opi.call(http.MethodDelete, "/tasks/"+fixture.NewGUID(), "")
 		Expect(status).To(Equal(http.StatusNotFound))
 		Expect(accepted(guid)()).To(HaveLen(1))
 	})
 
 	It("retries a callback Cloud Controller fails", func() {
-		guid := newGUID()
+		guid := fixture.NewGUID()
 		cc.FailNext(callbackPath(guid), 2, http.StatusServiceUnavailable)
 		desire(guid, "exit 0")
 		Eventually(accepted(guid)).Should(HaveLen(1))
@@ -159,7 +158,7 @@ var _ = Describe("Tasks", func() {
 	})
 
 	It("loses nothing when opi dies between a task's end and Cloud Controller accepting it", func() {
-		guid := newGUID()
+		guid := fixture.NewGUID()
 		cc.FailNext(callbackPath(guid), 1_000_000, http.StatusServiceUnavailable)
 		desire(guid, "exit 0")
 		Eventually(func() int { return len(cc.CallbacksTo(callbackPath(guid))) }).Should(BeNumerically(">=", 1))
