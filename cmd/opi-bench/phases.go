@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +23,7 @@ import (
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/opi"
+	"github.com/opi-bridge/opi/testsupport/fixture"
 )
 
 const (
@@ -36,27 +36,16 @@ const (
 // app is one CC process of the benchmark.
 type app struct{ guid, version string }
 
-func newApp() app { return app{guid: uuid(), version: uuid()} }
+func newApp() app { return app{guid: fixture.NewGUID(), version: fixture.NewGUID()} }
 
 func (a app) processGUID() string { return a.guid + "-" + a.version }
 func (a app) path() string        { return "/apps/" + a.guid + "/" + a.version }
 
-func uuid() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-}
-
-// body is the DesireLRPRequest CC sends for a one-instance docker app (as in the integration
-// suite: env with credentials and names Kubernetes Secrets cannot hold as keys, one port, a
-// route, a port health check).
+// body is the DesireLRPRequest CC sends for a one-instance docker app (the integration suite's,
+// with a VCAP_APPLICATION and a MEMORY_LIMIT as CC adds them, and the benchmark's names).
 func (a app) body() []byte {
-	req := map[string]any{
-		"guid": a.guid, "version": a.version, "process_guid": a.processGUID(),
-		"process_type": "web", "app_guid": "app-" + a.guid, "app_name": appName, "space_guid": "space-1",
-		"space_name": spaceName, "organization_guid": "org-1", "organization_name": "acme",
+	return fixture.DesireLRP(a.guid, a.version).Merge(map[string]any{
+		"app_name": appName, "space_name": spaceName,
 		"environment": map[string]string{
 			"VCAP_SERVICES":          `{"db":[{"credentials":{"password":"marked-secret-value"}}]}`,
 			"VCAP_APPLICATION":       `{"application_name":"bench","space_name":"dev","limits":{"mem":64}}`,
@@ -65,18 +54,9 @@ func (a app) body() []byte {
 			"spring.profiles.active": "cloud",
 			"key:with:colons":        "colons",
 		},
-		"egress_rules": []any{}, "placement_tags": []string{}, "volume_mounts": []any{},
-		"instances": 1, "memory_mb": 64, "disk_mb": 256, "cpu_weight": 12,
-		"health_check_type": "port", "health_check_http_endpoint": nil,
-		"health_check_timeout_ms": 2000, "start_timeout_ms": 60000,
-		"last_updated":             "1600000000.2499998",
-		"ports":                    []int{8080},
-		"routes":                   map[string]any{"cf-router": []any{map[string]any{"hostname": "bench.example.com", "port": 8080}}},
-		"lifecycle":                map[string]any{"docker_lifecycle": map[string]any{"image": "cloudfoundry/dora:latest", "command": []string{}}},
-		"user_defined_annotations": map[string]string{"example.com/owner": "team-a"},
-	}
-	b, _ := json.Marshal(req) // maps of strings, ints and slices always marshal
-	return b
+		"instances": 1,
+		"routes":    fixture.Routes("bench.example.com", 8080),
+	}).Bytes()
 }
 
 // deploymentName is the name opi gives the app's Deployment (and Service).

@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/opi-bridge/opi/testsupport/fixture"
 )
 
 // With -tasks N the run measures tasks instead of LRPs: N task desires through opi (tasks whose
@@ -30,11 +32,13 @@ type taskResults struct {
 	LoadEnd       string         `json:"loadavg_end"`
 }
 
+// taskBody is the TaskRequest CC sends for a task that keeps running; its callback goes nowhere
+// (the benchmark cancels every task).
 func taskBody(guid string) []byte {
-	return []byte(`{"name":"bench","app_guid":"bench-app","app_name":"bench","org_guid":"o","org_name":"o",` +
-		`"space_guid":"s","space_name":"s","environment":[{"name":"MEMORY_LIMIT","value":"64m"}],` +
-		`"completion_callback":"http://127.0.0.1:9/internal/v4/tasks/` + guid + `/completed",` +
-		`"lifecycle":{"docker_lifecycle":{"image":"busybox","command":["/bin/sh","-c","sleep 3600"]}}}`)
+	return fixture.Task("http://127.0.0.1:9/internal/v4/tasks/"+guid+"/completed", "sleep 3600").Merge(map[string]any{
+		"name": "bench", "app_guid": "bench-app", "app_name": "bench", "org_guid": "o", "org_name": "o",
+		"space_guid": "s", "space_name": "s", "environment": fixture.Env("MEMORY_LIMIT", "64m"),
+	}).Bytes()
 }
 
 func (e *env) taskPhases(ctx context.Context) (*taskResults, error) {
@@ -42,7 +46,7 @@ func (e *env) taskPhases(ctx context.Context) (*taskResults, error) {
 	res := &taskResults{Date: time.Now().UTC().Format(time.RFC3339), Tasks: cfg.tasks, Concurrency: cfg.concurrency}
 	guids := make([]string, cfg.tasks)
 	for i := range guids {
-		guids[i] = uuid()
+		guids[i] = fixture.NewGUID()
 	}
 
 	logf("desiring %d tasks through opi, %d at once", cfg.tasks, cfg.concurrency)
