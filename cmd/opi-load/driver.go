@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/opi-bridge/opi/testsupport/fixture"
 )
 
 // Request kinds, in the order of the report.
@@ -90,7 +91,7 @@ func newDriver(base string, f flags) *driver {
 	rng := rand.New(rand.NewPCG(f.seed, 1))
 	for i := range f.apps {
 		d.apps = append(d.apps, &appModel{
-			guid: uuid(rng), version: uuid(rng), memoryMB: 64,
+			guid: fixture.SeededGUID(rng), version: fixture.SeededGUID(rng), memoryMB: 64,
 			appName: fmt.Sprintf("load-app-%d", i), processType: "web",
 		})
 	}
@@ -98,20 +99,6 @@ func newDriver(base string, f flags) *driver {
 		d.stats[k] = &kindStats{}
 	}
 	return d
-}
-
-func uuid(rng *rand.Rand) string {
-	const hex = "0123456789abcdef"
-	b := make([]byte, 36)
-	for i := range b {
-		switch i {
-		case 8, 13, 18, 23:
-			b[i] = '-'
-		default:
-			b[i] = hex[rng.IntN(16)]
-		}
-	}
-	return string(b)
 }
 
 // run lets the workers send requests until the duration passes, the request budget is spent or
@@ -175,7 +162,7 @@ func (d *driver) step(rng *rand.Rand) {
 		instances := 1 + rng.IntN(3)
 		generation := a.generation + 1
 		annotation := fmt.Sprintf("%d.%d", 1700000000+generation, rng.IntN(1000))
-		body := fmt.Sprintf(`{"guid":%q,"version":%q,"update":{"instances":%d,"annotation":%q}}`, a.guid, a.version, instances, annotation)
+		body := fixture.Scale(a.guid, a.version, instances, annotation).JSON()
 		status, resp, took, err := d.call(http.MethodPost, "/apps/"+a.processGUID(), body)
 		want := http.StatusNotFound
 		if a.desired {
@@ -259,19 +246,16 @@ func truncate(s string) string {
 	return s
 }
 
-// desireBody is the DesireLRPRequest CC sends for a with instances and annotation.
+// desireBody is the DesireLRPRequest CC sends for a with instances and annotation: fewer keys
+// than the integration suite's (no egress rules, placement tags, volume mounts, http endpoint
+// or annotations of the user), the load test's names.
 func desireBody(a *appModel, instances int, annotation string) string {
-	req := map[string]any{
-		"guid": a.guid, "version": a.version, "process_guid": a.processGUID(),
-		"process_type": a.processType, "app_guid": "app-" + a.guid, "app_name": a.appName,
+	return fixture.DesireLRP(a.guid, a.version).Merge(map[string]any{
+		"process_type": a.processType, "app_name": a.appName,
 		"space_guid": "space-load", "space_name": "load", "organization_guid": "org-load", "organization_name": "load",
 		"environment": map[string]string{"PORT": "8080", "VCAP_SERVICES": `{"db":[{"credentials":{"password":"load-secret"}}]}`},
 		"instances":   instances, "memory_mb": a.memoryMB, "disk_mb": 64, "cpu_weight": 1,
-		"health_check_type": "port", "health_check_timeout_ms": 1000, "start_timeout_ms": 60000,
-		"last_updated": annotation, "ports": []int{8080},
-		"routes":    map[string]any{"cf-router": []any{map[string]any{"hostname": a.appName + ".load.example.com", "port": 8080}}},
-		"lifecycle": map[string]any{"docker_lifecycle": map[string]any{"image": "cloudfoundry/dora:latest", "command": []string{}}},
-	}
-	b, _ := json.Marshal(req) // strings, ints and maps of them always marshal
-	return string(b)
+		"health_check_timeout_ms": 1000, "last_updated": annotation,
+		"routes": fixture.Routes(a.appName+".load.example.com", 8080),
+	}).Without("egress_rules", "placement_tags", "volume_mounts", "health_check_http_endpoint", "user_defined_annotations").JSON()
 }

@@ -7,13 +7,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/opi-bridge/opi/localkube"
+	"github.com/opi-bridge/opi/testsupport/fixture"
 )
 
 const namespace = "opi-load"
@@ -48,7 +45,7 @@ func run(ctx context.Context, f flags, out io.Writer) (rep *report, err error) {
 	args := []string{"--create-namespace=true"}
 	identity := "admin"
 	if !f.admin {
-		if kubeconfig, err = restrictedKubeconfig(ctx, cluster); err != nil {
+		if kubeconfig, err = fixture.RestrictedKubeconfig(ctx, cluster, namespace); err != nil {
 			return nil, err
 		}
 		args = []string{"--create-namespace=false"}
@@ -87,24 +84,6 @@ func run(ctx context.Context, f flags, out io.Writer) (rep *report, err error) {
 	rep.Identity = identity
 	rep.Final = settle(ctx, d, cluster.Clientset(), f.settle)
 	return rep, nil
-}
-
-// restrictedKubeconfig applies deploy/rbac.yaml to the namespace and returns a kubeconfig with a
-// token of the opi ServiceAccount it defines.
-func restrictedKubeconfig(ctx context.Context, cluster *localkube.Cluster) (string, error) {
-	kube := cluster.Clientset()
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
-		return "", fmt.Errorf("create namespace: %w", err)
-	}
-	root, err := localkube.RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	rbac, err := os.ReadFile(filepath.Join(root, "deploy", "rbac.yaml"))
-	if err != nil {
-		return "", err
-	}
-	return cluster.ServiceAccountKubeconfig(ctx, strings.ReplaceAll(string(rbac), "cf-workloads", namespace), namespace, "opi")
 }
 
 // waitReady waits until opi answers url with 200 (two minutes at most).
