@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/opi-bridge/opi/localkube"
+	"github.com/opi-bridge/opi/testsupport/fixture"
 )
 
 // The example app of the printed guide: CC names an LRP by a process guid and a version, each a
@@ -17,45 +18,26 @@ const (
 
 // desireBody is a DesireLRPRequest as Cloud Controller sends it for a docker app: two instances
 // of busybox serving HTTP on 8080.
-const desireBody = `{
-  "guid": "` + exampleGUID + `",
-  "version": "` + exampleVersion + `",
-  "process_guid": "` + exampleGUID + `-` + exampleVersion + `",
-  "process_type": "web",
-  "app_guid": "8a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
-  "app_name": "hello",
-  "space_guid": "2f3e4d5c-6b7a-4988-a7b6-c5d4e3f2a1b0",
-  "space_name": "dev",
-  "organization_guid": "9e8d7c6b-5a49-4382-b1a0-f9e8d7c6b5a4",
-  "organization_name": "demo",
-  "environment": {
-    "PORT": "8080",
-    "VCAP_APP_PORT": "8080",
-    "VCAP_APP_HOST": "0.0.0.0",
-    "MEMORY_LIMIT": "256m",
-    "VCAP_APPLICATION": "{\"application_name\":\"hello\",\"space_name\":\"dev\",\"organization_name\":\"demo\"}",
-    "VCAP_SERVICES": "{}"
-  },
-  "egress_rules": [],
-  "placement_tags": [],
-  "instances": 2,
-  "memory_mb": 256,
-  "disk_mb": 1024,
-  "cpu_weight": 3,
-  "health_check_type": "port",
-  "health_check_http_endpoint": null,
-  "health_check_timeout_ms": 0,
-  "start_timeout_ms": 60000,
-  "last_updated": "1700000000.0",
-  "volume_mounts": [],
-  "ports": [8080],
-  "routes": {"cf-router": [{"hostname": "hello.example.com", "port": 8080}]},
-  "lifecycle": {"docker_lifecycle": {"image": "busybox", "command": ["/bin/sh", "-c", "httpd -f -p 8080"]}},
-  "user_defined_annotations": {}
-}`
+var desireBody = fixture.DesireLRP(exampleGUID, exampleVersion).Merge(map[string]any{
+	"app_guid": fixture.AppGUID, "app_name": "hello", "space_guid": fixture.SpaceGUID, "space_name": "dev",
+	"organization_guid": fixture.OrgGUID, "organization_name": "demo",
+	"environment": map[string]string{
+		"PORT":             "8080",
+		"VCAP_APP_PORT":    "8080",
+		"VCAP_APP_HOST":    "0.0.0.0",
+		"MEMORY_LIMIT":     "256m",
+		"VCAP_APPLICATION": `{"application_name":"hello","space_name":"dev","organization_name":"demo"}`,
+		"VCAP_SERVICES":    "{}",
+	},
+	"memory_mb": 256, "disk_mb": 1024, "cpu_weight": 3, "health_check_timeout_ms": 0,
+	"last_updated":             "1700000000.0",
+	"routes":                   fixture.Routes("hello.example.com", 8080),
+	"lifecycle":                fixture.DockerLifecycle("busybox", []string{"/bin/sh", "-c", "httpd -f -p 8080"}),
+	"user_defined_annotations": map[string]string{},
+}).Indented()
 
 // updateBody is an UpdateDesiredLRPRequest scaling the example app to three instances.
-const updateBody = `{"guid": "` + exampleGUID + `", "version": "` + exampleVersion + `", "update": {"instances": 3, "annotation": "1700000100.0"}}`
+var updateBody = fixture.Scale(exampleGUID, exampleVersion, 3, "1700000100.0").JSON()
 
 // The staging and task examples of the guide.
 const (
@@ -66,37 +48,12 @@ const (
 // stagingBody is a StagingRequest as Cloud Controller sends it for `cf push --docker-image`,
 // with the image and the callback of this run.
 func stagingBody(image, callback string) string {
-	return `{
-  "app_guid": "8a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
-  "app_name": "hello",
-  "staging_guid": "` + exampleStagingGUID + `",
-  "org_guid": "9e8d7c6b-5a49-4382-b1a0-f9e8d7c6b5a4",
-  "org_name": "demo",
-  "space_guid": "2f3e4d5c-6b7a-4988-a7b6-c5d4e3f2a1b0",
-  "space_name": "dev",
-  "environment": [{"name": "VCAP_APPLICATION", "value": "{\"application_name\":\"hello\"}"}],
-  "completion_callback": "` + callback + `",
-  "lifecycle": {"docker_lifecycle": {"image": "` + image + `"}},
-  "memory_mb": 1024,
-  "disk_mb": 4096,
-  "cpu_weight": 50
-}`
+	return fixture.Staging(exampleStagingGUID, image, callback).Indented()
 }
 
 // taskBody is a TaskRequest as Cloud Controller sends it for `cf run-task` of a docker app.
 func taskBody(callback string) string {
-	return `{
-  "name": "migrate",
-  "app_guid": "8a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
-  "app_name": "hello",
-  "org_guid": "9e8d7c6b-5a49-4382-b1a0-f9e8d7c6b5a4",
-  "org_name": "demo",
-  "space_guid": "2f3e4d5c-6b7a-4988-a7b6-c5d4e3f2a1b0",
-  "space_name": "dev",
-  "environment": [{"name": "MEMORY_LIMIT", "value": "256m"}],
-  "completion_callback": "` + callback + `",
-  "lifecycle": {"docker_lifecycle": {"image": "busybox", "command": ["/bin/sh", "-c", "exit 0"]}}
-}`
+	return fixture.Task(callback, "exit 0").Indented()
 }
 
 // guide is what printGuide needs to know of the run.
