@@ -1,6 +1,6 @@
-// Package k8s is the Kubernetes backend of opi: it runs each LRP as a Deployment (with its env
-// in a Secret, an optional image pull Secret and a Service) in one namespace and answers reads
-// from informer caches. It implements opi.LRPBackend; see opi/README.md for what it creates.
+// Package k8s is the Kubernetes backend of opi: it runs each LRP as a Deployment or, with
+// Options.Workload, a StatefulSet (with its env in a Secret, an optional image pull Secret, a
+// Service and a disruption budget) in one namespace and answers reads from informer caches. It implements opi.LRPBackend; see opi/README.md for what it creates.
 package k8s
 
 import (
@@ -57,6 +57,9 @@ type Options struct {
 	// PodSecurity is PodSecurityBaseline (default) or PodSecurityRestricted, for namespaces
 	// that enforce the restricted Pod Security Standard.
 	PodSecurity string
+	// Workload is WorkloadDeployments (default) or WorkloadStatefulSets: the kind of object
+	// that runs each LRP's pods (docs/adr/0004 says which to choose when).
+	Workload string
 }
 
 // Defaults of Options.
@@ -71,6 +74,11 @@ func (o Options) Validate() error {
 	case "", PodSecurityBaseline, PodSecurityRestricted:
 	default:
 		return fmt.Errorf("pod security %q is not one of %s, %s", o.PodSecurity, PodSecurityBaseline, PodSecurityRestricted)
+	}
+	switch o.Workload {
+	case "", WorkloadDeployments, WorkloadStatefulSets:
+	default:
+		return fmt.Errorf("backend %q is not one of %s, %s", o.Workload, WorkloadDeployments, WorkloadStatefulSets)
 	}
 	if o.ProbeTimeout < 0 {
 		return errors.New("probe timeout must not be negative")
@@ -87,10 +95,12 @@ type Backend struct {
 	janitorPeriod   time.Duration
 	janitorGrace    time.Duration
 	workload        workloadSpec
+	// kind is the object that runs an LRP's pods (Deployment or StatefulSet).
+	kind workloadKind
 
-	factory     informers.SharedInformerFactory
-	deployments cache.SharedIndexInformer
-	pods        cache.SharedIndexInformer
+	factory   informers.SharedInformerFactory
+	workloads cache.SharedIndexInformer
+	pods      cache.SharedIndexInformer
 
 	started atomic.Bool
 	synced  atomic.Bool
@@ -128,7 +138,9 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 			probeTimeoutSeconds: wholeSeconds(opts.ProbeTimeout),
 			minReadySeconds:     wholeSeconds(opts.MinReady),
 			podSecurity:         cmp.Or(opts.PodSecurity, PodSecurityBaseline),
+			instanceIndexEnv:    opts.Workload == WorkloadStatefulSets,
 		},
+		kind: newWorkloadKind(opts.Workload),
 	}
 	b.newInformers()
 	if b.janitorPeriod > 0 {
@@ -140,7 +152,7 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 	return b
 }
 
-// Start runs the namespace's Deployment and Pod informers (only objects with opi's source
+// Start runs the namespace's workload (Deployment or StatefulSet) and Pod informers (only objects with opi's source
 // label) until ctx ends, and waits, bounded by ctx, until their caches are synced. Reads are
 // served from these caches only. Background work (the janitor, the reporters) is not started
 // here: see RunLeaderWork.

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"code.cloudfoundry.org/lager/v3"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,7 +38,7 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 	name := DeploymentName(lrp)
 	secrets := b.client.CoreV1().Secrets(b.namespace)
 
-	envSecret := toEnvSecret(lrp, name, b.namespace)
+	envSecret := toEnvSecret(lrp, name, b.namespace, b.workload)
 	envSeen, _, err := kube.CreateIfAbsent(ctx, secrets, envSecret.DeepCopy())
 	if err != nil {
 		return apiError(err, "create env secret")
@@ -54,18 +54,17 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 		}
 	}
 
-	deployment, created, err := kube.CreateOrGet(ctx, b.client.AppsV1().Deployments(b.namespace),
-		toDeployment(lrp, name, b.namespace, b.workload), b.cachedAsDeployment)
+	deployment, created, err := b.kind.create(ctx, b, lrp, name)
 	if err != nil {
-		return apiError(err, "create deployment")
+		return apiError(err, "create "+b.kindName())
 	}
 	if !created {
-		if err := checkSameLRP(deployment, lrp.LRPIdentifier); err != nil {
+		if err := b.checkSameLRP(deployment, lrp.LRPIdentifier); err != nil {
 			return err
 		}
 	}
 
-	owner := kube.ControllerRef(deployment, "apps/v1", "Deployment")
+	owner := b.controllerRef(deployment)
 	live := b.liveCheck(deployment)
 	if err := kube.EnsureControlled(ctx, secrets, envSecret, envSeen, owner, live); err != nil {
 		return b.ownershipError(logger, err, "own env secret")
@@ -96,32 +95,22 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 		}
 	}
 
-	b.waitForDeployment(ctx, logger, deployment.Name, deployment.ResourceVersion, false)
-	logger.Info("desired", lager.Data{"deployment": deployment.Name, "created": created})
+	b.waitForWorkload(ctx, logger, deployment.GetName(), deployment.GetResourceVersion(), false)
+	logger.Info("desired", lager.Data{b.kindName(): deployment.GetName(), "created": created})
 	return nil
 }
 
-// cachedAsDeployment is the named Deployment from the cache, as what a desire needs of one
-// that exists.
-func (b *Backend) cachedAsDeployment(name string) (*appsv1.Deployment, bool) {
-	r, ok := b.cachedDeploymentByName(name)
-	if !ok {
-		return nil, false
-	}
-	return r.asDeployment(), true
-}
-
-// liveCheck tells, from the API server, whether d is still the live Deployment of its name.
+// liveCheck tells, from the API server, whether d is still the live workload of its name.
 func (b *Backend) liveCheck(d metav1.Object) func(context.Context) (bool, error) {
 	return func(ctx context.Context) (bool, error) {
-		current, err := b.client.AppsV1().Deployments(b.namespace).Get(ctx, d.GetName(), metav1.GetOptions{})
+		current, err := b.kind.get(ctx, b, d.GetName())
 		if kube.Classify(err) == kube.KindNotFound {
 			return false, nil
 		}
 		if err != nil {
-			return false, apiError(err, "get deployment")
+			return false, apiError(err, "get "+b.kindName())
 		}
-		return current.UID == d.GetUID() && current.DeletionTimestamp == nil, nil
+		return current.GetUID() == d.GetUID() && current.GetDeletionTimestamp() == nil, nil
 	}
 }
 
@@ -141,14 +130,17 @@ func (b *Backend) ownershipError(logger lager.Logger, err error, what string) er
 	return fmt.Errorf("%s: %w: %w", what, opi.ErrUnavailable, err)
 }
 
-// checkSameLRP guards against touching a Deployment of the same name that is not this LRP's,
+// checkSameLRP guards against touching a workload of the same name that is not this LRP's,
 // or one that is going away.
-func checkSameLRP(d *appsv1.Deployment, id opi.LRPIdentifier) error {
-	if d.Labels[LabelGUID] != id.GUID || d.Labels[LabelVersion] != id.Version {
-		return fmt.Errorf("create deployment: %s exists and does not belong to this lrp", d.Name)
+func (b *Backend) checkSameLRP(d metav1.Object, id opi.LRPIdentifier) error {
+	if d.GetLabels()[LabelGUID] != id.GUID || d.GetLabels()[LabelVersion] != id.Version {
+		return fmt.Errorf("create %s: %s exists and does not belong to this lrp", b.kindName(), d.GetName())
 	}
-	if d.DeletionTimestamp != nil {
-		return fmt.Errorf("create deployment: %w: %s is being deleted, retry later", opi.ErrUnavailable, d.Name)
+	if d.GetDeletionTimestamp() != nil {
+		return fmt.Errorf("create %s: %w: %s is being deleted, retry later", b.kindName(), opi.ErrUnavailable, d.GetName())
 	}
 	return nil
 }
+
+// kindName is the workload kind in lower case, for messages and log keys ("deployment").
+func (b *Backend) kindName() string { return strings.ToLower(b.kind.kind()) }

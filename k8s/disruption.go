@@ -57,10 +57,10 @@ func (b *Backend) ensureDisruptionBudget(ctx context.Context, logger lager.Logge
 // absent) for 2 or more, deleted when the LRP goes below 2 from 2 or more. A create that finds
 // the budget costs one call; it is made on every such scale so that a budget an earlier call
 // failed to create is made by the next one.
-func (b *Backend) scaleDisruptionBudget(ctx context.Context, logger lager.Logger, d *deploymentRecord, instances int32) error {
+func (b *Backend) scaleDisruptionBudget(ctx context.Context, logger lager.Logger, d *workloadRecord, instances int32) error {
 	if instances >= minBudgetInstances {
 		lrp := d.lrp()
-		owner := kube.ControllerRef(d.asDeployment(), "apps/v1", "Deployment")
+		owner := b.controllerRef(d)
 		budget := toDisruptionBudget(lrp, d.Name, b.namespace, owner)
 		if _, _, err := kube.CreateIfAbsent(ctx, b.client.PolicyV1().PodDisruptionBudgets(b.namespace), budget); err != nil {
 			return apiError(err, "create pod disruption budget")

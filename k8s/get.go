@@ -12,7 +12,7 @@ func (b *Backend) GetLRP(_ context.Context, id opi.LRPIdentifier) (*opi.LRP, err
 	if err := b.checkSynced(); err != nil {
 		return nil, err
 	}
-	d := b.cachedDeployment(id)
+	d := b.cachedWorkload(id)
 	if d == nil {
 		return nil, notFound(id)
 	}

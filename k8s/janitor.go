@@ -96,7 +96,7 @@ func (b *Backend) sweepSecret(ctx context.Context, logger lager.Logger, s *corev
 		if live, err := b.liveCheck(deployment)(ctx); err != nil || !live {
 			return
 		}
-		if _, err := kube.SetOwner(ctx, secrets, s.Name, s.ResourceVersion, kube.ControllerRef(deployment, "apps/v1", "Deployment")); err != nil {
+		if _, err := kube.SetOwner(ctx, secrets, s.Name, s.ResourceVersion, b.controllerRef(deployment)); err != nil {
 			logger.Error("adopt-secret", err, lager.Data{"secret": s.Name})
 			return
 		}
@@ -112,7 +112,7 @@ func (b *Backend) sweepSecret(ctx context.Context, logger lager.Logger, s *corev
 // that has none (opi killed between creating the Deployment and its Service: CC lists the LRP,
 // so it never desires it again). have names the namespace's opi Services.
 func (b *Backend) completeServices(ctx context.Context, logger lager.Logger, have map[string]bool, cutoff time.Time) {
-	for _, d := range b.cachedDeployments() {
+	for _, d := range b.cachedWorkloads() {
 		if have[d.Name] || d.DeletionTimestamp != nil || !d.CreationTimestamp.Time.Before(cutoff) || d.lrpKey() == "" {
 			continue
 		}
@@ -120,7 +120,7 @@ func (b *Backend) completeServices(ctx context.Context, logger lager.Logger, hav
 		if len(lrp.Ports) == 0 {
 			continue
 		}
-		service := toService(lrp, d.Name, b.namespace, kube.ControllerRef(d, "apps/v1", "Deployment"))
+		service := toService(lrp, d.Name, b.namespace, b.controllerRef(d))
 		if _, _, err := kube.CreateIfAbsent(ctx, b.client.CoreV1().Services(b.namespace), service); err != nil {
 			logger.Error("create-missing-service", err, lager.Data{"service": d.Name})
 			continue
@@ -133,7 +133,7 @@ func (b *Backend) completeServices(ctx context.Context, logger lager.Logger, hav
 // Deployment when there is one, else whether the object is older than cutoff (and so a
 // leftover to delete). Controlled objects, and objects whose LRP cannot be checked, are
 // neither.
-func (b *Backend) leftover(ctx context.Context, logger lager.Logger, obj metav1.Object, cutoff time.Time) (*deploymentRecord, bool) {
+func (b *Backend) leftover(ctx context.Context, logger lager.Logger, obj metav1.Object, cutoff time.Time) (*workloadRecord, bool) {
 	if metav1.GetControllerOf(obj) != nil || obj.GetDeletionTimestamp() != nil {
 		return nil, false
 	}
@@ -143,7 +143,7 @@ func (b *Backend) leftover(ctx context.Context, logger lager.Logger, obj metav1.
 	}
 	// The cache first; an object the cache does not have is confirmed absent by the API, since
 	// a desire in flight may have just created it.
-	deployment, err := b.findDeployment(ctx, id)
+	deployment, err := b.findWorkload(ctx, id)
 	if err == nil {
 		return deployment, false
 	}

@@ -23,22 +23,22 @@ func (b *Backend) StopLRP(ctx context.Context, id opi.LRPIdentifier) error {
 	if err := b.checkSynced(); err != nil {
 		return err
 	}
-	deployment, err := b.findDeployment(ctx, id)
+	deployment, err := b.findWorkload(ctx, id)
 	if err != nil && !errors.Is(err, opi.ErrNotFound) {
 		return err
 	}
 	if deployment != nil {
 		background := metav1.DeletePropagationBackground
-		err := b.client.AppsV1().Deployments(b.namespace).Delete(ctx, deployment.Name, metav1.DeleteOptions{
+		err := b.kind.delete(ctx, b, deployment.Name, metav1.DeleteOptions{
 			PropagationPolicy: &background,
 		})
 		if err != nil && kube.Classify(err) != kube.KindNotFound {
-			return apiError(err, "delete deployment")
+			return apiError(err, "delete "+b.kindName())
 		}
 	} else {
 		b.deleteUnowned(ctx, logger, id)
 	}
-	b.waitForNoDeployment(ctx, logger, id)
+	b.waitForNoWorkload(ctx, logger, id)
 	logger.Info("stopped")
 	return nil
 }
@@ -105,7 +105,7 @@ func (b *Backend) StopInstance(ctx context.Context, id opi.LRPIdentifier, index 
 	if err := b.checkSynced(); err != nil {
 		return err
 	}
-	deployment := b.cachedDeployment(id)
+	deployment := b.cachedWorkload(id)
 	if deployment == nil {
 		return notFound(id)
 	}
@@ -116,8 +116,8 @@ func (b *Backend) StopInstance(ctx context.Context, id opi.LRPIdentifier, index 
 		}
 		return fmt.Errorf("%w: instance index %d out of range 0..%d", opi.ErrInvalid, index, replicas-1)
 	}
-	pods := instancePods(b.cachedPods(id), deployment)
-	if int(index) >= len(pods) {
+	pods := b.instancePods(b.cachedPods(id), deployment)
+	if int(index) >= len(pods) || pods[index] == nil {
 		logger.Info("no-pod-at-index")
 		return nil
 	}

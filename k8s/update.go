@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 
 	"code.cloudfoundry.org/lager/v3"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/opi-bridge/opi/opi"
 )
@@ -22,30 +20,31 @@ func (b *Backend) UpdateLRP(ctx context.Context, id opi.LRPIdentifier, update op
 	if err := b.checkSynced(); err != nil {
 		return err
 	}
-	current, err := b.findDeployment(ctx, id)
+	current, err := b.findWorkload(ctx, id)
 	if err != nil {
 		return err
 	}
 	patch, changed := updatePatch(current, update)
 	if !changed {
-		logger.Info("unchanged", lager.Data{"deployment": current.Name})
+		logger.Info("unchanged", lager.Data{b.kindName(): current.Name})
 		return nil
 	}
-	updated, err := b.client.AppsV1().Deployments(b.namespace).Patch(ctx, current.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	updated, err := b.kind.patch(ctx, b, current.Name, patch)
 	if err != nil {
-		return apiError(err, "update deployment")
+		return apiError(err, "update "+b.kindName())
 	}
 	if update.Instances != nil {
 		if err := b.scaleDisruptionBudget(ctx, logger, current, *update.Instances); err != nil {
 			return err
 		}
 	}
-	b.waitForDeployment(ctx, logger, updated.Name, updated.ResourceVersion, true)
-	logger.Info("updated", lager.Data{"deployment": current.Name})
+	b.waitForWorkload(ctx, logger, updated.GetName(), updated.GetResourceVersion(), true)
+	logger.Info("updated", lager.Data{b.kindName(): current.Name})
 	return nil
 }
 
-// deploymentPatch is the part of a Deployment an update may change.
+// deploymentPatch is the part of a workload (Deployment or StatefulSet: the same fields) an
+// update may change.
 type deploymentPatch struct {
 	Metadata *patchMetadata `json:"metadata,omitempty"`
 	Spec     *patchSpec     `json:"spec,omitempty"`
@@ -79,7 +78,7 @@ type patchContainer struct {
 // d: d comes from the cache and may lag a concurrent update, and CC's update must land whole
 // (instances and annotation from the same request), never mixed with another. Only an update
 // that changes nothing at all is skipped.
-func updatePatch(d *deploymentRecord, update opi.LRPUpdate) ([]byte, bool) {
+func updatePatch(d *workloadRecord, update opi.LRPUpdate) ([]byte, bool) {
 	var p deploymentPatch
 	changed := false
 	if update.Instances != nil {
