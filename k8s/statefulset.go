@@ -6,6 +6,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
@@ -103,8 +104,9 @@ func ordinalPods(pods []*podRecord, w *workloadRecord) []*podRecord {
 //     waiting until its replacement has been Ready for minReadySeconds. A StatefulSet cannot
 //     surge (a second pod of the same ordinal would share its name): each replaced instance is
 //     down while its successor starts, and a 1-instance app is down during an image update.
-//     maxUnavailable is left to its default (1), the only value without the
-//     MaxUnavailableStatefulSet feature gate;
+//     maxUnavailable is 1 (also the default): the MaxUnavailableStatefulSet feature gate is on
+//     in the local control plane (a StatefulSet with 2 had two pods replaced at once), and
+//     where it is off the API server drops the field and the controller replaces one at a time;
 //   - no serviceName: the LRP's Service is an ordinary ClusterIP Service (per-pod DNS names,
 //     which a headless governing Service would give, are nothing CF apps use);
 //   - no volume claim templates: CF apps are stateless; the StatefulSet is for its ordinals.
@@ -120,7 +122,8 @@ func toStatefulSet(lrp *opi.LRP, name, namespace string, w workloadSpec) *appsv1
 			RevisionHistoryLimit: ptr(int32(revisionHistoryLimit)),
 			MinReadySeconds:      w.minReadySeconds,
 			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{
-				Type: appsv1.RollingUpdateStatefulSetStrategyType,
+				Type:          appsv1.RollingUpdateStatefulSetStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{MaxUnavailable: ptr(intstr.FromInt32(1))},
 			},
 		},
 	}

@@ -53,6 +53,10 @@ type Config struct {
 	// DebugListen, when set, serves Go's pprof profiles there (a loopback address only).
 	DebugListen string `json:"debug_listen"`
 
+	// Backend is the Kubernetes object that runs each app's instances: "deployments" (default)
+	// or "statefulsets" (a stable CF_INSTANCE_INDEX per instance; docs/adr/0004).
+	Backend string `json:"backend"`
+
 	// CC is how opi reaches Cloud Controller's internal API for callbacks.
 	CC CCConfig `json:"cc"`
 	// LeaderElection decides which replica does the background work (janitor, reporters).
@@ -151,6 +155,7 @@ func DefaultConfig() Config {
 		JanitorPeriod: Duration{time.Minute},
 		JanitorGrace:  Duration{5 * time.Minute},
 		LogLevel:      "info",
+		Backend:       k8s.WorkloadDeployments,
 		CC:            CCConfig{DeliveryBound: Duration{cc.DefaultDeliveryBound}},
 		Workloads: WorkloadsConfig{
 			ProbeTimeout: Duration{k8s.DefaultProbeTimeout},
@@ -226,6 +231,7 @@ func parseFlags(args []string, cfg *Config) (configPath string, err error) {
 	fs.Var(&cfg.Workloads.ProbeTimeout, "probe-timeout", "how long each single health check of an instance may take")
 	fs.Var(&cfg.Workloads.MinReady, "min-ready", "how long a new instance must stay Ready before a rollout counts it")
 	fs.StringVar(&cfg.Workloads.PodSecurity, "pod-security", cfg.Workloads.PodSecurity, "baseline or restricted (for namespaces enforcing the restricted Pod Security Standard)")
+	fs.StringVar(&cfg.Backend, "backend", cfg.Backend, "what runs each app's instances: deployments or statefulsets (stable CF_INSTANCE_INDEX)")
 	fs.BoolVar(&cfg.LeaderElection.Enabled, "leader-election", cfg.LeaderElection.Enabled, "run the janitor and reporters only on the replica holding the leader Lease")
 	fs.Var(&cfg.LeaderElection.LeaseDuration, "leader-lease-duration", "how long a leader's Lease lasts without renewal")
 	fs.Var(&cfg.LeaderElection.RenewDeadline, "leader-renew-deadline", "how long the leader keeps trying to renew before it gives up leading")
@@ -304,6 +310,11 @@ func (c Config) Validate() error {
 	if w := c.Workloads; w.ProbeTimeout.Duration <= 0 || w.MinReady.Duration < 0 {
 		return fmt.Errorf("workloads.probe_timeout must be positive and workloads.min_ready not negative")
 	}
+	switch c.Backend {
+	case k8s.WorkloadDeployments, k8s.WorkloadStatefulSets:
+	default:
+		return fmt.Errorf("backend %q is not one of %s, %s", c.Backend, k8s.WorkloadDeployments, k8s.WorkloadStatefulSets)
+	}
 	if err := c.backendOptions().Validate(); err != nil {
 		return fmt.Errorf("workloads: %w", err)
 	}
@@ -335,5 +346,6 @@ func (c Config) backendOptions() k8s.Options {
 		// 0 would mean the backend's default: an operator's 0 asks for none.
 		MinReady:    cmp.Or(c.Workloads.MinReady.Duration, -1),
 		PodSecurity: c.Workloads.PodSecurity,
+		Workload:    c.Backend,
 	}
 }
