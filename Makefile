@@ -34,9 +34,16 @@ fuzz:
 	  done; \
 	done
 
-# Suites on a real local control plane (built on first use): localkube's own, then opi's.
+# Suites on a real local control plane (built on first use): localkube's own, then opi's once
+# per backend (OPI_TEST_BACKEND; INTEGRATION_BACKENDS=statefulsets runs one).
+INTEGRATION_BACKENDS ?= deployments statefulsets
+GINKGO_INTEGRATION := $(GO) tool ginkgo --succinct=false --fail-on-pending --fail-on-empty --keep-going --timeout=45m
 integration: kube-bins
-	$(GO) tool ginkgo --succinct=false --fail-on-pending --fail-on-empty --keep-going --timeout=45m localkube integration
+	$(GINKGO_INTEGRATION) localkube
+	@set -e; for b in $(INTEGRATION_BACKENDS); do \
+	  echo "== integration suite, backend $$b"; \
+	  OPI_TEST_BACKEND=$$b $(GINKGO_INTEGRATION) integration; \
+	done
 
 test: unit integration
 
