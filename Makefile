@@ -101,15 +101,17 @@ run: build opi-local kube-bins
 # --- Benchmark (see docs/benchmarks.md) ---
 # One run on a fresh local control plane: desire N apps through opi and with client-go, reads at
 # N, stop; prints a markdown table and a JSON line. RECORD=1 appends the run to
-# docs/benchmarks.md. BENCH_FLAGS passes more flags (bin/opi-bench -h lists them).
+# docs/benchmarks.md. BACKEND=statefulsets benchmarks the StatefulSet backend (the floor and the
+# live LIST then use StatefulSets too). BENCH_FLAGS passes more flags (bin/opi-bench -h lists them).
 N ?= 300
+BACKEND ?= deployments
 RECORD ?=
 BENCH_FLAGS ?=
 
 .PHONY: bench
 bench: build
 	$(GO) build -o $(BIN)/opi-bench ./cmd/opi-bench
-	$(BIN)/opi-bench -n $(N) -opi-bin $(BIN)/opi $(if $(RECORD),-record docs/benchmarks.md) $(BENCH_FLAGS)
+	$(BIN)/opi-bench -n $(N) -backend $(BACKEND) -opi-bin $(BIN)/opi $(if $(RECORD),-record docs/benchmarks.md) $(BENCH_FLAGS)
 
 # --- Load test (independent of `make test`) ---
 # 50 concurrent clients mixing every LRP route on a local control plane for DURATION (at most
