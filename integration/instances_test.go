@@ -156,6 +156,13 @@ var _ = Describe("Instances that match the pods", func() {
 		Expect(budget.Spec.MaxUnavailable.IntValue()).To(Equal(1))
 		Expect(budget.OwnerReferences).To(ConsistOf(HaveField("Name", name)))
 
+		if statefulSets() {
+			// With parallel pod management the StatefulSet controller replaces every old pod
+			// that is not yet available (Ready for less than the minimum ready time) at once,
+			// outside maxUnavailable (measured, ADR 0004): only a rollout of available
+			// instances keeps to one at a time.
+			Eventually(func() workloadStatus { return workloads(ns, a)[0].Status }).Should(HaveField("AvailableReplicas", BeEquivalentTo(4)))
+		}
 		By("polling instances as CC does while the workload rolls to a new image")
 		var (
 			mu      sync.Mutex
@@ -211,7 +218,7 @@ var _ = Describe("Instances that match the pods", func() {
 		mu.Lock()
 		defer mu.Unlock()
 		Expect(samples).To(BeNumerically(">", 1))
-		Expect(fewest).To(Equal(wantFewest), "RUNNING instances dropped further than the backend allows during the rollout")
+		Expect(fewest).To(BeNumerically(">=", wantFewest), "RUNNING instances dropped further than the backend allows during the rollout")
 		Expect(allRunning(o, a)()).To(Equal(running(4)))
 
 		By("removing the budget below 2 instances and making it again from 2")

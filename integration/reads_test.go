@@ -67,7 +67,7 @@ var _ = Describe("Least privilege", func() {
 		}
 		Expect(canI("create", "deployments", "-n", ns)).To(Equal("yes"))
 		Expect(canI("create", "statefulsets", "-n", ns)).To(Equal("yes"))
-		Expect(canI("update", "statefulsets/finalizers", "-n", ns)).To(Equal("yes"))
+		Expect(canI("update", "statefulsets", "--subresource", "finalizers", "-n", ns)).To(Equal("yes"))
 		Expect(canI("update", "statefulsets", "-n", ns)).To(Equal("no"))
 		Expect(canI("delete", "pods", "-n", ns)).To(Equal("yes"))
 		Expect(canI("create", "deployments", "-n", "default")).To(Equal("no"))
