@@ -22,7 +22,7 @@ import (
 const usage = `usage:
   opi-local cluster [--kubeconfig-out .local/kubeconfig] [--nodes N] [flags]
       start a control plane, write its kubeconfig, run until Ctrl-C/SIGTERM
-  opi-local run [--opi-bin bin/opi] [--listen 127.0.0.1:8085] [--namespace cf-workloads] [flags]
+  opi-local run [--opi-bin bin/opi] [--listen 127.0.0.1:8085] [--namespace cf-workloads] [--backend deployments] [flags]
       start a control plane and opi connected to it, run until Ctrl-C/SIGTERM
 
 Run "opi-local cluster -h" or "opi-local run -h" for every flag.
@@ -134,6 +134,7 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 	opiBin := fs.String("opi-bin", "bin/opi", "the opi binary to run (make build makes it)")
 	listen := fs.String("listen", "127.0.0.1:8085", "address opi listens on")
 	namespace := fs.String("namespace", "cf-workloads", "namespace opi puts the apps in")
+	backend := fs.String("backend", "deployments", "opi's backend: deployments or statefulsets (passed to opi as --backend)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -146,9 +147,9 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 
-	fmt.Fprintf(out, "starting %s connect --kubeconfig %s --listen %s --namespace %s\n", *opiBin, f.kubeconfigOut, *listen, *namespace)
+	fmt.Fprintf(out, "starting %s connect --kubeconfig %s --listen %s --namespace %s --backend %s\n", *opiBin, f.kubeconfigOut, *listen, *namespace, *backend)
 	opi, err := localkube.StartProcess("opi", *opiBin,
-		[]string{"connect", "--kubeconfig", f.kubeconfigOut, "--listen", *listen, "--namespace", *namespace},
+		[]string{"connect", "--kubeconfig", f.kubeconfigOut, "--listen", *listen, "--namespace", *namespace, "--backend", *backend},
 		os.Environ(), out, "")
 	if err != nil {
 		return errors.Join(err, stopCluster(c, f, out))
