@@ -20,7 +20,8 @@ import (
 //
 //  1. the env Secret (exists → fine);
 //  2. the image pull Secret, when the LRP has registry credentials (exists → fine);
-//  3. the Deployment (exists → the desire succeeds and changes nothing);
+//  3. the workload, a Deployment or StatefulSet (exists → the desire succeeds and changes
+//     nothing); "Deployment" below stands for either;
 //  4. the Secrets made controlled by the Deployment;
 //  5. the Service, controlled by the Deployment, when the LRP has ports (exists → fine);
 //  6. the PodDisruptionBudget, controlled by the Deployment, when the LRP has 2 or more

@@ -7,7 +7,7 @@ import (
 	"github.com/opi-bridge/opi/opi"
 )
 
-// ListLRPs returns every LRP whose Deployment the cache holds and which is not being deleted,
+// ListLRPs returns every LRP whose workload the cache holds and which is not being deleted,
 // ordered by guid and version, with its scheduling fields only (see schedulingLRP). It makes
 // no API call. The LRPs are shared between calls: callers must not modify them.
 //

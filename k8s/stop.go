@@ -12,7 +12,7 @@ import (
 	"github.com/opi-bridge/opi/opi"
 )
 
-// StopLRP deletes the LRP's Deployment with background propagation: the garbage collector then
+// StopLRP deletes the LRP's workload (Deployment or StatefulSet) with background propagation: the garbage collector then
 // removes its ReplicaSets and pods and the Secrets and Service it owns; one API call. When there
 // is no Deployment, Secrets and a Service of the LRP that nothing owns (left by a desire
 // interrupted before its Deployment) are looked for and deleted, best effort; leftovers beside a
@@ -97,9 +97,9 @@ func preconditionUID(obj metav1.Object) metav1.DeleteOptions {
 	return metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
 }
 
-// StopInstance deletes the pod reported at index (instancePods at this moment); the
-// Deployment replaces it. ErrNotFound when the cache has no such LRP, ErrInvalid for an index
-// outside 0..instances-1; no pod at a valid index is success.
+// StopInstance deletes the pod reported at index (instancePods at this moment); the workload
+// replaces it (a StatefulSet under the same name). ErrNotFound when the cache has no such LRP,
+// ErrInvalid for an index outside 0..instances-1; no pod at a valid index is success.
 func (b *Backend) StopInstance(ctx context.Context, id opi.LRPIdentifier, index int32) error {
 	logger := b.logger.Session("stop-instance", lager.Data{"process-guid": id.ProcessGUID(), "index": index})
 	if err := b.checkSynced(); err != nil {
