@@ -58,7 +58,7 @@ type Options struct {
 	// that enforce the restricted Pod Security Standard.
 	PodSecurity string
 	// Workload is WorkloadDeployments (default) or WorkloadStatefulSets: the kind of object
-	// that runs each LRP's pods (docs/adr/0004 says which to choose when).
+	// that runs each LRP's pods (docs/adr/0006 says which to choose when).
 	Workload string
 }
 
