@@ -91,7 +91,9 @@ cluster-down:
 	fi; \
 	rm -f $(LOCAL)/cluster.pid
 
-# Builds opi and runs it against a fresh local control plane in the foreground; Ctrl-C stops both.
+# Builds opi and runs it against a fresh local control plane in the foreground, with a Cloud
+# Controller stand-in (mutual TLS; it prints each callback with a "cc-standin:" prefix) and an
+# image registry holding a sample image for staging; Ctrl-C stops them all.
 # RUN_FLAGS passes more flags, e.g. RUN_FLAGS="--listen 127.0.0.1:9000 --nodes 2".
 run: build opi-local kube-bins
 	@if [ -f $(LOCAL)/cluster.pid ] && kill -0 "$$(cat $(LOCAL)/cluster.pid)" 2>/dev/null; then \
@@ -112,6 +114,15 @@ BENCH_FLAGS ?=
 bench: build
 	$(GO) build -o $(BIN)/opi-bench ./cmd/opi-bench
 	$(BIN)/opi-bench -n $(N) -backend $(BACKEND) -opi-bin $(BIN)/opi $(if $(RECORD),-record docs/benchmarks.md) $(BENCH_FLAGS)
+
+# Tasks instead of LRPs: TASKS task desires, GET /tasks at TASKS (with opi's API requests per
+# call), cancels. `make bench-tasks TASKS=1000 RECORD=1` records a run.
+TASKS ?= 300
+
+.PHONY: bench-tasks
+bench-tasks: build
+	$(GO) build -o $(BIN)/opi-bench ./cmd/opi-bench
+	$(BIN)/opi-bench -tasks $(TASKS) -opi-bin $(BIN)/opi $(if $(RECORD),-record docs/benchmarks.md) $(BENCH_FLAGS)
 
 # --- Load test (independent of `make test`) ---
 # 50 concurrent clients mixing every LRP route on a local control plane for DURATION (at most

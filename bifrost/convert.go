@@ -1,16 +1,18 @@
 package bifrost
 
 import (
-	"sort"
 	"strings"
+
+	"github.com/distribution/reference"
 
 	"github.com/opi-bridge/opi/models"
 	"github.com/opi-bridge/opi/opi"
 )
 
 // ConvertDesire validates a DesireLRPRequest and turns it into an opi.LRP. Every check of the
-// contract happens here, so that a rejected request never reaches the backend.
-func ConvertDesire(req models.DesireLRPRequest) (*opi.LRP, error) {
+// contract happens here, and those of Kubernetes for what the request puts into its objects
+// (with rules for the cluster's own), so that a rejected request never reaches the backend.
+func ConvertDesire(req models.DesireLRPRequest, rules Rules) (*opi.LRP, error) {
 	id := opi.LRPIdentifier{GUID: req.GUID, Version: req.Version}
 	if err := ValidateIdentifier(id); err != nil {
 		return nil, err
@@ -26,8 +28,8 @@ func ConvertDesire(req models.DesireLRPRequest) (*opi.LRP, error) {
 		}
 		return nil, invalid("lifecycle.docker_lifecycle", "is required")
 	}
-	if strings.TrimSpace(docker.Image) == "" {
-		return nil, invalid("lifecycle.docker_lifecycle.image", "is required")
+	if err := ValidateImage("lifecycle.docker_lifecycle.image", docker.Image); err != nil {
+		return nil, err
 	}
 
 	if err := checkRange("instances", int64(req.Instances), 0, MaxInstances); err != nil {
@@ -55,27 +57,28 @@ func ConvertDesire(req models.DesireLRPRequest) (*opi.LRP, error) {
 		}
 		ports = append(ports, int32(p))
 	}
+	if err := ValidatePorts("ports", ports); err != nil {
+		return nil, err
+	}
 
 	health, err := convertHealthCheck(req, len(ports) > 0)
 	if err != nil {
 		return nil, err
 	}
 
-	env := make(map[string]string, len(req.Environment))
-	names := make([]string, 0, len(req.Environment))
-	for name := range req.Environment {
-		names = append(names, name)
+	if err := ValidateEnv("environment", req.Environment, rules); err != nil {
+		return nil, err
 	}
-	sort.Strings(names) // report the same bad name every time
-	for _, name := range names {
-		if !validEnvName(name) {
-			return nil, invalid("environment", "has a variable name %q that is empty or holds '=' or a non-printable character", name)
-		}
-		env[name] = req.Environment[name]
+	env := make(map[string]string, len(req.Environment))
+	for name, value := range req.Environment {
+		env[name] = value
 	}
 
 	routes, err := convertRoutes("routes", req.Routes)
 	if err != nil {
+		return nil, err
+	}
+	if err := ValidateAnnotations("user_defined_annotations", req.UserDefinedAnnotations); err != nil {
 		return nil, err
 	}
 
@@ -141,8 +144,17 @@ func convertHealthCheck(req models.DesireLRPRequest, hasPorts bool) (opi.HealthC
 	return hc, nil
 }
 
-// RegistryServer is the registry an image is pulled from, as a docker config names it.
+// RegistryServer is the registry an image is pulled from, as a docker config names it: the
+// domain the kubelet's parser (github.com/distribution/reference) finds, Docker Hub's key for
+// docker.io. An image that does not parse (refused before this is asked) falls back to Docker's
+// rule: the first path component is a host when it has a '.' or ':' or is "localhost".
 func RegistryServer(image string) string {
+	if named, err := reference.ParseNormalizedNamed(image); err == nil {
+		if domain := reference.Domain(named); domain != "docker.io" {
+			return domain
+		}
+		return dockerHubServer
+	}
 	first, _, found := strings.Cut(image, "/")
 	if found && (strings.ContainsAny(first, ".:") || first == "localhost") {
 		return first
@@ -176,8 +188,8 @@ func ConvertUpdate(req models.UpdateDesiredLRPRequest) (opi.LRPIdentifier, opi.L
 	}
 	out.Annotation = req.Update.Annotation
 	if img := req.Update.Image; img != nil {
-		if strings.TrimSpace(*img) == "" {
-			return id, out, invalid("update.image", "must not be empty")
+		if err := ValidateImage("update.image", *img); err != nil {
+			return id, out, err
 		}
 		out.Image = img
 	}

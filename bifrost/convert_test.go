@@ -61,7 +61,7 @@ func with(mutate func(m map[string]any)) models.DesireLRPRequest {
 
 var _ = Describe("ConvertDesire", func() {
 	It("carries every field CC sends into the LRP", func() {
-		lrp, err := bifrost.ConvertDesire(decode(desireBody()))
+		lrp, err := convertDesire(decode(desireBody()))
 		Expect(err).NotTo(HaveOccurred())
 
 		Expect(lrp.GUID).To(Equal(guid))
@@ -100,14 +100,14 @@ var _ = Describe("ConvertDesire", func() {
 
 	It("keeps last_updated byte for byte", func() {
 		for _, annotation := range []string{"2.0", "1600000000.2499998", "1.0e+10", " 7 "} {
-			lrp, err := bifrost.ConvertDesire(with(func(m map[string]any) { m["last_updated"] = annotation }))
+			lrp, err := convertDesire(with(func(m map[string]any) { m["last_updated"] = annotation }))
 			Expect(err).NotTo(HaveOccurred())
 			Expect(lrp.LastUpdated).To(Equal(annotation))
 		}
 	})
 
 	It("accepts a request without routes, ports, registry or process_guid", func() {
-		lrp, err := bifrost.ConvertDesire(with(func(m map[string]any) {
+		lrp, err := convertDesire(with(func(m map[string]any) {
 			delete(m, "routes")
 			delete(m, "process_guid")
 			m["ports"] = []int{}
@@ -130,11 +130,13 @@ var _ = Describe("ConvertDesire", func() {
 		Entry("registry with port", "registry.example.com:5000/x/y", "registry.example.com:5000"),
 		Entry("registry host", "gcr.io/project/image@sha256:abc", "gcr.io"),
 		Entry("localhost", "localhost/image", "localhost"),
+		Entry("docker.io named", "docker.io/library/busybox", "https://index.docker.io/v1/"),
+		Entry("an upper-case first component is a host to the kubelet", "Registry/image", "Registry"),
 	)
 
 	DescribeTable("defaults the health check",
 		func(hcType string, ports []int, wantType, wantEndpoint string) {
-			lrp, err := bifrost.ConvertDesire(with(func(m map[string]any) {
+			lrp, err := convertDesire(with(func(m map[string]any) {
 				m["health_check_type"] = hcType
 				m["health_check_http_endpoint"] = nil
 				m["ports"] = ports
@@ -152,7 +154,7 @@ var _ = Describe("ConvertDesire", func() {
 
 	DescribeTable("rejects what cannot run, naming the field",
 		func(mutate func(m map[string]any), field string) {
-			_, err := bifrost.ConvertDesire(with(mutate))
+			_, err := convertDesire(with(mutate))
 			Expect(err).To(HaveOccurred())
 			Expect(errors.Is(err, opi.ErrInvalid)).To(BeTrue(), "error %q should be ErrInvalid", err)
 			Expect(err.Error()).To(ContainSubstring(field))
@@ -169,7 +171,7 @@ var _ = Describe("ConvertDesire", func() {
 		}, "buildpack_lifecycle is not supported"),
 		Entry("no image", func(m map[string]any) {
 			m["lifecycle"] = map[string]any{"docker_lifecycle": map[string]any{"image": " "}}
-		}, "lifecycle.docker_lifecycle.image is required"),
+		}, "lifecycle.docker_lifecycle.image \" \" is not an image reference"),
 		Entry("negative instances", func(m map[string]any) { m["instances"] = -1 }, "instances must be between 0 and 32767"),
 		Entry("too many instances", func(m map[string]any) { m["instances"] = 32768 }, "instances"),
 		Entry("zero memory", func(m map[string]any) { m["memory_mb"] = 0 }, "memory_mb must be between 1 and 1048576"),
@@ -198,7 +200,7 @@ var _ = Describe("ConvertDesire", func() {
 	)
 
 	It("never puts a secret value in an error message", func() {
-		_, err := bifrost.ConvertDesire(with(func(m map[string]any) {
+		_, err := convertDesire(with(func(m map[string]any) {
 			m["environment"] = map[string]string{"A=B": "s3cret-value"}
 		}))
 		Expect(err).To(HaveOccurred())
@@ -283,3 +285,14 @@ var _ = Describe("Diego shapes", func() {
 		Expect(d.Instances).To(BeEquivalentTo(3))
 	})
 })
+
+// convertDesire converts under a current cluster's rules (relaxed env names).
+func convertDesire(req models.DesireLRPRequest) (*opi.LRP, error) {
+	return bifrost.ConvertDesire(req, bifrost.Rules{})
+}
+
+func decodeUpdate(body string) models.UpdateDesiredLRPRequest {
+	var req models.UpdateDesiredLRPRequest
+	ExpectWithOffset(1, json.Unmarshal([]byte(body), &req)).To(Succeed())
+	return req
+}

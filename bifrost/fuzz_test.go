@@ -1,11 +1,18 @@
 package bifrost_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
+	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
 	"github.com/opi-bridge/opi/bifrost"
+	"github.com/opi-bridge/opi/fakes"
 	"github.com/opi-bridge/opi/models"
 	"github.com/opi-bridge/opi/opi"
 )
@@ -23,7 +30,7 @@ func FuzzConvertDesire(f *testing.F) {
 		if json.Unmarshal(body, &req) != nil {
 			return
 		}
-		lrp, err := bifrost.ConvertDesire(req)
+		lrp, err := bifrost.ConvertDesire(req, bifrost.Rules{})
 		if err != nil {
 			if !errors.Is(err, opi.ErrInvalid) {
 				t.Fatalf("rejection %q is not ErrInvalid", err)
@@ -75,6 +82,96 @@ func FuzzConvertUpdate(f *testing.F) {
 		}
 		if u.Annotation != nil && req.Update.Annotation != nil && *u.Annotation != *req.Update.Annotation {
 			t.Fatalf("annotation changed")
+		}
+	})
+}
+
+// FuzzKubeRules: a desire with a random annotation key, guid and env name is either refused as
+// a ValidationError (opi.ErrInvalid, a 400) before the backend is called, or handed to the
+// backend with values Kubernetes accepts.
+func FuzzKubeRules(f *testing.F) {
+	f.Add("example.com/team", "2f3e8a2c-2c3e-4b1d-9c7e-0a1b2c3d4e5f", "spring.profiles.active", false)
+	f.Add("bad key!", "abc", "A", false)
+	f.Add("ok", "abc-", "A", false)
+	f.Add("ok", "abc", "a:b", true)
+	f.Add("Example.COM/Owner", "abc", "A=B", false)
+	f.Add("", "", "", false)
+	f.Fuzz(func(t *testing.T, annotationKey, guid, envName string, strict bool) {
+		backend := new(fakes.FakeLRPBackend)
+		lrps := &bifrost.LRP{Backend: backend, Rules: bifrost.Rules{StrictEnvNames: strict}}
+		req := models.DesireLRPRequest{
+			GUID: guid, Version: "v1", MemoryMB: 64, Instances: 1,
+			Environment:            map[string]string{envName: "value"},
+			Lifecycle:              models.Lifecycle{DockerLifecycle: &models.DockerLifecycle{Image: "busybox"}},
+			UserDefinedAnnotations: map[string]string{annotationKey: "v"},
+		}
+		err := lrps.Desire(context.Background(), req)
+		if err != nil {
+			var verr *bifrost.ValidationError
+			if !errors.As(err, &verr) || !errors.Is(err, opi.ErrInvalid) {
+				t.Fatalf("refusal %q is not a ValidationError", err)
+			}
+			if backend.DesireLRPCallCount() != 0 {
+				t.Fatalf("refused (%v) after calling the backend", err)
+			}
+			return
+		}
+		if backend.DesireLRPCallCount() != 1 {
+			t.Fatalf("accepted but the backend was called %d times", backend.DesireLRPCallCount())
+		}
+		check := validation.IsRelaxedEnvVarName
+		if strict {
+			check = validation.IsEnvVarName
+		}
+		if msgs := check(envName); len(msgs) > 0 {
+			t.Fatalf("accepted env name %q: %v", envName, msgs)
+		}
+		if msgs := validation.IsValidLabelValue(guid); len(msgs) > 0 {
+			t.Fatalf("accepted guid %q: %v", guid, msgs)
+		}
+		if errs := apimachineryvalidation.ValidateAnnotations(map[string]string{annotationKey: "v"}, field.NewPath("a")); len(errs) > 0 {
+			t.Fatalf("accepted annotation key %q: %v", annotationKey, errs)
+		}
+	})
+}
+
+// loopbackOnly accepts the callback URLs cc.Client.CheckURL would with its defaults, roughly:
+// https anywhere, http to 127.0.0.1.
+type loopbackOnly struct{}
+
+func (loopbackOnly) CheckURL(raw string) error {
+	if strings.HasPrefix(raw, "https://") || strings.HasPrefix(raw, "http://127.0.0.1") {
+		return nil
+	}
+	return errors.New("not https")
+}
+
+// FuzzConvertTask: whatever TaskRequest arrives, conversion either rejects it as invalid or
+// yields a task within the contract's bounds, with a callback and an image. It never panics.
+func FuzzConvertTask(f *testing.F) {
+	f.Add("a-guid", []byte(`{"completion_callback":"https://cc/x","environment":[{"name":"MEMORY_LIMIT","value":"256m"}],"lifecycle":{"docker_lifecycle":{"image":"x","command":["/bin/sh","-c","exit 0"]}}}`))
+	f.Add("a-guid", []byte(`{"completion_callback":"http://10.0.0.1/x","lifecycle":{"docker_lifecycle":{"image":"x"}}}`))
+	f.Add("a-guid", []byte(`{"completion_callback":"https://cc/x","environment":[{"name":"MEMORY_LIMIT","value":"99999999g"}],"lifecycle":{"docker_lifecycle":{"image":"x"}}}`))
+	f.Add("A", []byte(`{"lifecycle":{"buildpack_lifecycle":{}}}`))
+	task := &bifrost.Task{URLs: loopbackOnly{}, Defaults: bifrost.DefaultTaskDefaults}
+	f.Fuzz(func(t *testing.T, guid string, body []byte) {
+		var req models.TaskRequest
+		if json.Unmarshal(body, &req) != nil {
+			return
+		}
+		got, err := task.ConvertTask(guid, req)
+		if err != nil {
+			if !errors.Is(err, opi.ErrInvalid) {
+				t.Fatalf("rejection %q is not ErrInvalid", err)
+			}
+			return
+		}
+		if got.GUID != guid || got.Image == "" || got.CompletionCallback == "" {
+			t.Fatalf("accepted a task without guid, image or callback")
+		}
+		if got.MemoryMB < 1 || got.MemoryMB > bifrost.MaxMemoryMB || got.DiskMB < 0 || got.DiskMB > bifrost.MaxDiskMB ||
+			got.CPUWeight < 0 || got.CPUWeight > bifrost.MaxCPUWeight {
+			t.Fatalf("accepted out-of-bounds resources: %d MB, %d MB disk, %d cpu", got.MemoryMB, got.DiskMB, got.CPUWeight)
 		}
 	})
 }

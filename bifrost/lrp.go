@@ -13,11 +13,13 @@ import (
 // LRP is the bifrost for long-running processes.
 type LRP struct {
 	Backend opi.LRPBackend
+	// Rules are the cluster's Kubernetes rules that requests are checked against.
+	Rules Rules
 }
 
 // Desire validates and converts the request, then hands the LRP to the backend.
 func (b *LRP) Desire(ctx context.Context, req models.DesireLRPRequest) error {
-	lrp, err := ConvertDesire(req)
+	lrp, err := ConvertDesire(req, b.Rules)
 	if err != nil {
 		return err
 	}

@@ -56,7 +56,8 @@ func validateGUID(field, value string) error {
 	case !guidPattern.MatchString(value):
 		return invalid(field, "%q may hold only lower-case letters, digits and '-'", value)
 	}
-	return nil
+	// It is a label value too, which must start and end with a letter or digit.
+	return ValidateLabelValue(field, value)
 }
 
 func checkRange(field string, value, lowest, highest int64) error {
@@ -64,21 +65,6 @@ func checkRange(field string, value, lowest, highest int64) error {
 		return invalid(field, "must be between %d and %d, got %d", lowest, highest, value)
 	}
 	return nil
-}
-
-// validEnvName is what Kubernetes accepts as an environment variable name: printable ASCII
-// except '='. Names with ':' or '.' are fine and reach the app unchanged.
-func validEnvName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if c < 32 || c > 126 || c == '=' {
-			return false
-		}
-	}
-	return true
 }
 
 // convertRoutes reads the cf-router routes; other routers are ignored. A cf-router value that
@@ -102,18 +88,26 @@ func convertRoutes(field string, routes models.Routes) ([]opi.Route, error) {
 		if err := checkRange(name+".port", route.Port, 1, MaxPort); err != nil {
 			return nil, err
 		}
-		hostnames := route.Hostnames
+		// CC sends "hostname", Diego's own form "hostnames"; each is checked under its own name.
+		type named struct{ field, hostname string }
+		var hostnames []named
 		if route.Hostname != "" {
-			hostnames = append([]string{route.Hostname}, hostnames...)
+			hostnames = append(hostnames, named{name + ".hostname", route.Hostname})
+		}
+		for j, h := range route.Hostnames {
+			hostnames = append(hostnames, named{fmt.Sprintf("%s.hostnames[%d]", name, j), h})
 		}
 		if len(hostnames) == 0 {
 			return nil, invalid(name, "has no hostname")
 		}
 		for _, h := range hostnames {
-			if h == "" {
+			if h.hostname == "" {
 				return nil, invalid(name, "has an empty hostname")
 			}
-			out = append(out, opi.Route{Hostname: h, Port: int32(route.Port)})
+			if err := ValidateRouteHostname(h.field, h.hostname); err != nil {
+				return nil, err
+			}
+			out = append(out, opi.Route{Hostname: h.hostname, Port: int32(route.Port)})
 		}
 	}
 	return out, nil

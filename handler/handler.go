@@ -56,7 +56,9 @@ type RequestObserver interface {
 
 // Config is what New needs.
 type Config struct {
-	LRP       LRPBifrost
+	LRP LRPBifrost
+	// Task, when set, serves the task routes (/tasks).
+	Task      TaskBifrost
 	Readiness ReadinessChecker
 	Logger    lager.Logger
 	// MaxBodyBytes bounds request bodies; DefaultMaxBodyBytes when 0.
@@ -68,6 +70,8 @@ type Config struct {
 	// WriteTimeout bounds the backend calls of each write (desire, update, stop, stop
 	// instance); past it the write answers 503. DefaultWriteTimeout when 0.
 	WriteTimeout time.Duration
+	// Staging, when set, serves POST /stage/{staging_guid}.
+	Staging StagingBifrost
 }
 
 // New returns the router with every route of the contract.
@@ -94,6 +98,17 @@ func New(cfg Config) http.Handler {
 	route(http.MethodPut, "/apps/:guid/:version/stop", lrp.stop)
 	route(http.MethodPut, "/apps/:guid/:version/stop/:index", lrp.stopInstance)
 	route(http.MethodGet, "/apps/:guid/:version/instances", lrp.instances)
+	if cfg.Staging != nil {
+		stage := &stageHandler{bifrost: cfg.Staging, logger: cfg.Logger, maxBody: cfg.MaxBodyBytes, writeTimeout: cfg.WriteTimeout}
+		route(http.MethodPost, "/stage/:staging_guid", stage.stage)
+	}
+	if cfg.Task != nil {
+		task := &taskHandler{bifrost: cfg.Task, logger: cfg.Logger, maxBody: cfg.MaxBodyBytes, writeTimeout: cfg.WriteTimeout}
+		route(http.MethodPost, "/tasks/:task_guid", task.desire)
+		route(http.MethodGet, "/tasks/:task_guid", task.get)
+		route(http.MethodGet, "/tasks", task.list)
+		route(http.MethodDelete, "/tasks/:task_guid", task.cancel)
+	}
 	if cfg.Metrics != nil {
 		r.Handler(http.MethodGet, "/metrics", cfg.Metrics)
 	}

@@ -26,11 +26,16 @@ type lrpHandler struct {
 // passed is the orchestrator being unavailable, whatever the call made of it (client-go's rate
 // limiter, for one, reports it in its own words).
 func (h *lrpHandler) write(r *http.Request, call func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(r.Context(), h.writeTimeout)
+	return boundedWrite(r, h.writeTimeout, call)
+}
+
+// boundedWrite runs a write's backend call within timeout; see lrpHandler.write.
+func boundedWrite(r *http.Request, timeout time.Duration, call func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
 	err := call(ctx)
 	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && !errors.Is(err, opi.ErrUnavailable) {
-		err = fmt.Errorf("%w: no answer within %s: %w", opi.ErrUnavailable, h.writeTimeout, err)
+		err = fmt.Errorf("%w: no answer within %s: %w", opi.ErrUnavailable, timeout, err)
 	}
 	return err
 }

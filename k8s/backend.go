@@ -46,6 +46,12 @@ type Options struct {
 	// CrashNotifier, when set, is told about every crash of an LRP instance, once (leader
 	// work, see crash.go); nil reports no crashes.
 	CrashNotifier opi.CrashNotifier
+	// TaskNotifier, when set, is told when a task ends (RunLeaderWork's task reporter); without
+	// it no task end is reported and no task's Job is deleted.
+	TaskNotifier opi.TaskNotifier
+	// TaskRetention is how long a task's Job is kept after CC accepted its end (0: deleted at
+	// once).
+	TaskRetention time.Duration
 
 	// ProbeTimeout bounds each health check of an instance (default DefaultProbeTimeout,
 	// Diego's per-check timeout; rounded up to whole seconds). CC's health_check_timeout_ms is
@@ -60,6 +66,11 @@ type Options struct {
 	// Workload is WorkloadDeployments (default) or WorkloadStatefulSets: the kind of object
 	// that runs each LRP's pods (docs/adr/0006 says which to choose when).
 	Workload string
+	// ImageReader and StagingNotifier, both set, make the leader work off staging records
+	// (see Stage); StagingWorkers of them at once (default DefaultStagingWorkers).
+	ImageReader     opi.ImageReader
+	StagingNotifier opi.StagingNotifier
+	StagingWorkers  int
 }
 
 // Defaults of Options.
@@ -101,9 +112,17 @@ type Backend struct {
 	factory   informers.SharedInformerFactory
 	workloads cache.SharedIndexInformer
 	pods      cache.SharedIndexInformer
+	jobs      cache.SharedIndexInformer
+
+	taskNotifier  opi.TaskNotifier
+	taskRetention time.Duration
 
 	started atomic.Bool
 	synced  atomic.Bool
+
+	imageReader     opi.ImageReader
+	stagingNotifier opi.StagingNotifier
+	stagingWorkers  int
 
 	// leaderWork is what one replica of opi does for all of them; see RunLeaderWork.
 	leaderWork []leaderTask
@@ -111,7 +130,10 @@ type Backend struct {
 	list listCache
 }
 
-var _ opi.LRPBackend = (*Backend)(nil)
+var (
+	_ opi.LRPBackend  = (*Backend)(nil)
+	_ opi.TaskBackend = (*Backend)(nil)
+)
 
 // NewBackend makes a backend for the namespace in opts. It makes no API calls: Start does.
 func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) *Backend {
@@ -127,6 +149,9 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 	if opts.MinReady == 0 {
 		opts.MinReady = DefaultMinReady
 	}
+	if opts.StagingWorkers <= 0 {
+		opts.StagingWorkers = DefaultStagingWorkers
+	}
 	b := &Backend{
 		client:          client,
 		logger:          logger.Session("k8s-backend", lager.Data{"namespace": opts.Namespace}),
@@ -140,14 +165,26 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 			podSecurity:         cmp.Or(opts.PodSecurity, PodSecurityBaseline),
 			instanceIndexEnv:    opts.Workload == WorkloadStatefulSets,
 		},
-		kind: newWorkloadKind(opts.Workload),
+		kind:            newWorkloadKind(opts.Workload),
+		imageReader:     opts.ImageReader,
+		stagingNotifier: opts.StagingNotifier,
+		stagingWorkers:  opts.StagingWorkers,
+		taskNotifier:    opts.TaskNotifier,
+		taskRetention:   opts.TaskRetention,
 	}
 	b.newInformers()
+	b.newTaskInformer()
+	if b.taskNotifier != nil {
+		b.addLeaderWork("task-reporter", b.runTaskReporter)
+	}
 	if b.janitorPeriod > 0 {
 		b.addLeaderWork("janitor", b.runJanitor)
 	}
 	if opts.CrashNotifier != nil {
 		b.addLeaderWork("crash-reporter", newCrashReporter(b, opts.CrashNotifier).run)
+	}
+	if b.imageReader != nil && b.stagingNotifier != nil {
+		b.addLeaderWork("staging", b.runStaging)
 	}
 	return b
 }

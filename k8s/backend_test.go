@@ -22,7 +22,7 @@ var _ = Describe("Backend", func() {
 	ctx := context.Background()
 
 	Describe("Start", func() {
-		It("lists and watches only the namespace's deployments and pods with opi's source label", func() {
+		It("lists and watches only the namespace's deployments, pods and jobs with opi's source labels", func() {
 			client := newClient()
 			startBackend(client)
 			resources := []string{}
@@ -32,14 +32,18 @@ var _ = Describe("Backend", func() {
 				}
 				resources = append(resources, a.GetVerb()+" "+a.GetResource().Resource)
 				Expect(a.GetNamespace()).To(Equal(namespace))
+				want := "opi-bridge.io/source-type=APP"
+				if a.GetResource().Resource == "jobs" {
+					want = "opi-bridge.io/source-type=TASK"
+				}
 				switch act := a.(type) {
 				case k8stesting.ListAction:
-					Expect(act.GetListRestrictions().Labels.String()).To(Equal("opi-bridge.io/source-type=APP"))
+					Expect(act.GetListRestrictions().Labels.String()).To(Equal(want))
 				case k8stesting.WatchAction:
-					Expect(act.GetWatchRestrictions().Labels.String()).To(Equal("opi-bridge.io/source-type=APP"))
+					Expect(act.GetWatchRestrictions().Labels.String()).To(Equal(want))
 				}
 			}
-			Expect(resources).To(ConsistOf("list deployments", "watch deployments", "list pods", "watch pods"))
+			Expect(resources).To(ConsistOf("list deployments", "watch deployments", "list pods", "watch pods", "list jobs", "watch jobs"))
 		})
 
 		It("refuses a second start", func() {

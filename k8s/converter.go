@@ -81,10 +81,14 @@ type dockerAuth struct {
 
 // toRegistrySecret holds the credentials to pull the LRP's image.
 func toRegistrySecret(lrp *opi.LRP, name, namespace string) (*corev1.Secret, error) {
-	reg := lrp.PrivateRegistry
+	return registrySecret(lrp.PrivateRegistry, lrp.Image, registrySecretName(name), namespace, lrpLabels(lrp))
+}
+
+// registrySecret is a kubernetes.io/dockerconfigjson Secret with reg's credentials for image.
+func registrySecret(reg *opi.PrivateRegistry, image, secretName, namespace string, labels map[string]string) (*corev1.Secret, error) {
 	server := reg.Server
 	if server == "" {
-		server = registryServer(lrp.Image)
+		server = registryServer(image)
 	}
 	config, err := json.Marshal(dockerConfigJSON{Auths: map[string]dockerAuth{
 		server: {
@@ -98,9 +102,9 @@ func toRegistrySecret(lrp *opi.LRP, name, namespace string) (*corev1.Secret, err
 	}
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      registrySecretName(name),
+			Name:      secretName,
 			Namespace: namespace,
-			Labels:    lrpLabels(lrp),
+			Labels:    labels,
 		},
 		Type: corev1.SecretTypeDockerConfigJson,
 		Data: map[string][]byte{corev1.DockerConfigJsonKey: config},
@@ -222,16 +226,22 @@ func podTemplate(lrp *opi.LRP, name string, w workloadSpec) corev1.PodTemplateSp
 			Labels:      lrpLabels(lrp),
 			Annotations: templateAnnotations,
 		},
-		Spec: corev1.PodSpec{
-			Containers:                    []corev1.Container{toContainer(lrp, name, w)},
-			ImagePullSecrets:              pullSecrets,
-			TerminationGracePeriodSeconds: ptr(int64(terminationGracePeriodSeconds)),
-			AutomountServiceAccountToken:  ptr(false),
-			// With thousands of apps in one namespace, service links would put
-			// thousands of variables into every container.
-			EnableServiceLinks: ptr(false),
-			SecurityContext:    podSecurityContext(w.podSecurity),
-		},
+		Spec: podSpec(toContainer(lrp, name, w), pullSecrets, w.podSecurity),
+	}
+}
+
+// podSpec is the pod spec of every workload (LRP instance or task) around its one container,
+// with the pod security level's context.
+func podSpec(c corev1.Container, pullSecrets []corev1.LocalObjectReference, level string) corev1.PodSpec {
+	return corev1.PodSpec{
+		Containers:                    []corev1.Container{c},
+		ImagePullSecrets:              pullSecrets,
+		TerminationGracePeriodSeconds: ptr(int64(terminationGracePeriodSeconds)),
+		AutomountServiceAccountToken:  ptr(false),
+		// With thousands of apps in one namespace, service links would put
+		// thousands of variables into every container.
+		EnableServiceLinks: ptr(false),
+		SecurityContext:    podSecurityContext(level),
 	}
 }
 
@@ -340,9 +350,14 @@ func unescapeCommand(cmd []string) []string {
 // CPU: cpu_weight is CC's relative share (100*max(128,memory_mb)/8192, capped at 100). It maps
 // to a request of cpu_weight*10 millicores, so cpu_weight 100 = one core, with a floor of 10m.
 func resources(lrp *opi.LRP) corev1.ResourceRequirements {
+	return resourcesFor(lrp.MemoryMB, lrp.DiskMB, lrp.CPUWeight)
+}
+
+// resourcesFor is resources for any workload (LRP or task).
+func resourcesFor(memoryMB, diskMB int64, cpuWeight int32) corev1.ResourceRequirements {
 	const mi = 1024 * 1024
-	memory := *resource.NewQuantity(lrp.MemoryMB*mi, resource.BinarySI)
-	cpuMillis := max(int64(minCPUMillis), int64(lrp.CPUWeight)*10)
+	memory := *resource.NewQuantity(memoryMB*mi, resource.BinarySI)
+	cpuMillis := max(int64(minCPUMillis), int64(cpuWeight)*10)
 	req := corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{
 			corev1.ResourceMemory: memory,
@@ -352,8 +367,8 @@ func resources(lrp *opi.LRP) corev1.ResourceRequirements {
 			corev1.ResourceMemory: memory.DeepCopy(),
 		},
 	}
-	if lrp.DiskMB > 0 {
-		req.Limits[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(lrp.DiskMB*mi, resource.BinarySI)
+	if diskMB > 0 {
+		req.Limits[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(diskMB*mi, resource.BinarySI)
 	}
 	return req
 }

@@ -31,6 +31,11 @@ import (
 // owner patch per Secret. Steps 4 and 5 use kube.EnsureControlled, so that a desire racing a
 // stop and another desire of the same LRP never leaves the live Deployment without its Secret
 // or Service: one holding a Deployment that the stop deleted meanwhile gives up there.
+//
+// Before step 1 the objects are checked against the API server's rules (preflight): a desire
+// Kubernetes would refuse writes nothing. A refusal that no check can foresee (an admission
+// webhook, a quota) at a later step undoes what this desire created (see undoDesire) and is
+// answered as opi.ErrInvalid with Kubernetes' reason.
 func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 	logger := b.logger.Session("desire-lrp", lager.Data{"process-guid": lrp.ProcessGUID()})
 	if err := b.checkSynced(); err != nil {
@@ -40,52 +45,80 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 	secrets := b.client.CoreV1().Secrets(b.namespace)
 
 	envSecret := toEnvSecret(lrp, name, b.namespace, b.workload)
-	envSeen, _, err := kube.CreateIfAbsent(ctx, secrets, envSecret.DeepCopy())
-	if err != nil {
-		return apiError(err, "create env secret")
-	}
-
 	var registrySecret, registrySeen *corev1.Secret
+	checked := []*corev1.Secret{envSecret}
 	if lrp.PrivateRegistry != nil {
+		var err error
 		if registrySecret, err = toRegistrySecret(lrp, name, b.namespace); err != nil {
 			return err
 		}
-		if registrySeen, _, err = kube.CreateIfAbsent(ctx, secrets, registrySecret.DeepCopy()); err != nil {
-			return apiError(err, "create registry secret")
+		checked = append(checked, registrySecret)
+	}
+	deploymentWanted := b.kind.build(lrp, name, b.namespace, b.workload)
+	var serviceMeta *metav1.ObjectMeta
+	if len(lrp.Ports) > 0 {
+		serviceMeta = &toService(lrp, name, b.namespace, metav1.OwnerReference{APIVersion: "apps/v1", Kind: b.kind.kind(), Name: name, UID: "preflight"}).ObjectMeta
+	}
+	if err := preflight(checked, deploymentWanted, serviceMeta); err != nil {
+		logger.Info("refused-before-writing", lager.Data{"reason": err.Error()})
+		return err
+	}
+
+	var undo desireWrites
+	envSeen, envCreated, err := kube.CreateIfAbsent(ctx, secrets, envSecret.DeepCopy())
+	if err != nil {
+		return refusal(err, "create env secret")
+	}
+	if envCreated {
+		undo.secrets = append(undo.secrets, envSeen)
+	}
+
+	if registrySecret != nil {
+		var created bool
+		if registrySeen, created, err = kube.CreateIfAbsent(ctx, secrets, registrySecret.DeepCopy()); err != nil {
+			return b.refused(ctx, logger, &undo, err, refusal(err, "create registry secret"))
+		}
+		if created {
+			undo.secrets = append(undo.secrets, registrySeen)
 		}
 	}
 
-	deployment, created, err := b.kind.create(ctx, b, lrp, name)
+	deployment, created, err := b.kind.create(ctx, b, deploymentWanted)
 	if err != nil {
-		return apiError(err, "create "+b.kindName())
+		return b.refused(ctx, logger, &undo, err, refusal(err, "create "+b.kindName()))
 	}
 	if !created {
 		if err := b.checkSameLRP(deployment, lrp.LRPIdentifier); err != nil {
 			return err
 		}
+		// The LRP existed: what this desire made completes it and is its now.
+		undo = desireWrites{}
+	} else {
+		undo.workload = deployment
 	}
 
 	owner := b.controllerRef(deployment)
 	live := b.liveCheck(deployment)
 	if err := kube.EnsureControlled(ctx, secrets, envSecret, envSeen, owner, live); err != nil {
-		return b.ownershipError(logger, err, "own env secret")
+		return b.refused(ctx, logger, &undo, err, b.ownershipError(logger, err, "own env secret"))
 	}
 	if registrySecret != nil {
 		if err := kube.EnsureControlled(ctx, secrets, registrySecret, registrySeen, owner, live); err != nil {
-			return b.ownershipError(logger, err, "own registry secret")
+			return b.refused(ctx, logger, &undo, err, b.ownershipError(logger, err, "own registry secret"))
 		}
 	}
+	undo.owned = true
 
 	if len(lrp.Ports) > 0 {
 		services := b.client.CoreV1().Services(b.namespace)
 		service := toService(lrp, name, b.namespace, owner)
 		_, serviceCreated, err := kube.CreateIfAbsent(ctx, services, service.DeepCopy())
 		if err != nil {
-			return apiError(err, "create service")
+			return b.refused(ctx, logger, &undo, err, refusal(err, "create service"))
 		}
 		if !serviceCreated {
 			if err := kube.EnsureControlled(ctx, services, service, nil, owner, live); err != nil {
-				return b.ownershipError(logger, err, "own service")
+				return b.refused(ctx, logger, &undo, err, b.ownershipError(logger, err, "own service"))
 			}
 		}
 	}
@@ -125,7 +158,7 @@ func (b *Backend) ownershipError(logger lager.Logger, err error, what string) er
 	}
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
-		return apiError(err, what)
+		return refusal(err, what)
 	}
 	// Contention that outlasted the attempts: CC retries later.
 	return fmt.Errorf("%s: %w: %w", what, opi.ErrUnavailable, err)

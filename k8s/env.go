@@ -99,13 +99,17 @@ func platformEnv(ports []int32, index bool) []corev1.EnvVar {
 
 // userEnvNames are the LRP's env names that reach the Secret, sorted: all but those the
 // platform overrides.
-func userEnvNames(lrp *opi.LRP, index bool) []string {
+func userEnvNames(lrp *opi.LRP, index bool) []string { return envNames(lrp.Env, lrp.Ports, index) }
+
+// envNames are the names of env that reach the Secret of a workload with ports (and with
+// index, CF_INSTANCE_INDEX), sorted.
+func envNames(env map[string]string, ports []int32, index bool) []string {
 	platform := map[string]bool{}
-	for _, e := range platformEnv(lrp.Ports, index) {
+	for _, e := range platformEnv(ports, index) {
 		platform[e.Name] = true
 	}
-	names := make([]string, 0, len(lrp.Env))
-	for name := range lrp.Env {
+	names := make([]string, 0, len(env))
+	for name := range env {
 		if !platform[name] {
 			names = append(names, name)
 		}
@@ -118,7 +122,12 @@ func userEnvNames(lrp *opi.LRP, index bool) []string {
 // platform's variables. Values read from a Secret are never $(VAR)-expanded by Kubernetes, so
 // app values reach the app unchanged.
 func containerEnv(lrp *opi.LRP, secretName string, index bool) []corev1.EnvVar {
-	names := userEnvNames(lrp, index)
+	return containerEnvFor(lrp.Env, lrp.Ports, secretName, index)
+}
+
+// containerEnvFor is containerEnv for any workload (LRP or task).
+func containerEnvFor(appEnv map[string]string, ports []int32, secretName string, index bool) []corev1.EnvVar {
+	names := envNames(appEnv, ports, index)
 	env := make([]corev1.EnvVar, 0, len(names)+6)
 	for _, name := range names {
 		env = append(env, corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{
@@ -128,15 +137,20 @@ func containerEnv(lrp *opi.LRP, secretName string, index bool) []corev1.EnvVar {
 			},
 		}})
 	}
-	return append(env, platformEnv(lrp.Ports, index)...)
+	return append(env, platformEnv(ports, index)...)
 }
 
 // envSecretData is the content of the env Secret.
 func envSecretData(lrp *opi.LRP, index bool) map[string][]byte {
-	names := userEnvNames(lrp, index)
+	return envSecretDataFor(lrp.Env, lrp.Ports, index)
+}
+
+// envSecretDataFor is envSecretData for any workload (LRP or task).
+func envSecretDataFor(env map[string]string, ports []int32, index bool) map[string][]byte {
+	names := envNames(env, ports, index)
 	data := make(map[string][]byte, len(names))
 	for _, name := range names {
-		data[envKey(name)] = []byte(lrp.Env[name])
+		data[envKey(name)] = []byte(env[name])
 	}
 	return data
 }

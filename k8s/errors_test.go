@@ -50,7 +50,8 @@ var _ = Describe("API errors", func() {
 		Entry("invalid (422)", apierrors.NewInvalid(schema.GroupKind{Kind: "Secret"}, "x", field.ErrorList{field.Invalid(field.NewPath("data"), "k", "bad key")}), opi.ErrInvalid),
 		Entry("bad request", apierrors.NewBadRequest("nope"), opi.ErrInvalid),
 		Entry("not found (namespace gone)", apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "cf-apps"), opi.ErrNotFound),
-		Entry("forbidden is none of them", apierrors.NewForbidden(secrets, "x", errors.New("rbac")), nil),
+		Entry("forbidden (a webhook, a quota) is a refusal of the desire", apierrors.NewForbidden(secrets, "x", errors.New("exceeded quota")), opi.ErrInvalid),
+		Entry("unauthorized is none of them", apierrors.NewUnauthorized("token expired"), nil),
 		Entry("internal error is none of them", apierrors.NewInternalError(errors.New("boom")), nil),
 	)
 

@@ -162,7 +162,7 @@ func startBackendWith(client *fake.Clientset, opts k8s.Options) *k8s.Backend {
 			}
 		}
 		return n
-	}).Should(Equal(2))
+	}).Should(Equal(3)) // deployments, pods, jobs
 	return backend
 }
 

@@ -27,8 +27,13 @@ func (statefulSetKind) informer(f informers.SharedInformerFactory) cache.SharedI
 	return f.Apps().V1().StatefulSets().Informer()
 }
 
-func (statefulSetKind) create(ctx context.Context, b *Backend, lrp *opi.LRP, name string) (metav1.Object, bool, error) {
-	return kube.CreateOrGet(ctx, b.client.AppsV1().StatefulSets(b.namespace), toStatefulSet(lrp, name, b.namespace, b.workload),
+func (statefulSetKind) build(lrp *opi.LRP, name, namespace string, w workloadSpec) workloadObject {
+	s := toStatefulSet(lrp, name, namespace, w)
+	return workloadObject{obj: s, kind: "statefulset", meta: &s.ObjectMeta, template: &s.Spec.Template, size: s.Size}
+}
+
+func (statefulSetKind) create(ctx context.Context, b *Backend, w workloadObject) (metav1.Object, bool, error) {
+	return kube.CreateOrGet(ctx, b.client.AppsV1().StatefulSets(b.namespace), w.obj.(*appsv1.StatefulSet),
 		func(name string) (*appsv1.StatefulSet, bool) {
 			r, ok := b.cachedWorkloadByName(name)
 			if !ok {

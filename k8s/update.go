@@ -29,9 +29,15 @@ func (b *Backend) UpdateLRP(ctx context.Context, id opi.LRPIdentifier, update op
 		logger.Info("unchanged", lager.Data{b.kindName(): current.Name})
 		return nil
 	}
+	if err := preflightUpdate(current, id, updateAnnotations(update), b.kindName()); err != nil {
+		logger.Info("refused-before-writing", lager.Data{"reason": err.Error()})
+		return err
+	}
+	// One patch: a refusal (422, or 403 from a webhook) changes nothing, so there is nothing to
+	// undo.
 	updated, err := b.kind.patch(ctx, b, current.Name, patch)
 	if err != nil {
-		return apiError(err, "update "+b.kindName())
+		return refusal(err, "update "+b.kindName())
 	}
 	if update.Instances != nil {
 		if err := b.scaleDisruptionBudget(ctx, logger, current, *update.Instances); err != nil {
@@ -71,6 +77,18 @@ type patchPodSpec struct {
 type patchContainer struct {
 	Name  string `json:"name"`
 	Image string `json:"image"`
+}
+
+// updateAnnotations are the Deployment annotations update sets.
+func updateAnnotations(update opi.LRPUpdate) map[string]string {
+	out := map[string]string{}
+	if update.Annotation != nil {
+		out[AnnotationLastUpdated] = *update.Annotation
+	}
+	if update.Routes != nil {
+		out[AnnotationRoutes] = routesAnnotation(*update.Routes)
+	}
+	return out
 }
 
 // updatePatch is the strategic merge patch that applies update to d, and whether it would

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
@@ -32,9 +33,11 @@ type workloadKind interface {
 	kind() string
 	// informer is the kind's informer from the backend's factory.
 	informer(f informers.SharedInformerFactory) cache.SharedIndexInformer
-	// create makes the LRP's workload named name, or returns the existing one of that name
-	// (from the cache when it has it) with created false.
-	create(ctx context.Context, b *Backend, lrp *opi.LRP, name string) (obj metav1.Object, created bool, err error)
+	// build is the LRP's workload named name, as a desire would create it.
+	build(lrp *opi.LRP, name, namespace string, w workloadSpec) workloadObject
+	// create makes the workload built, or returns the existing one of that name (from the
+	// cache when it has it) with created false.
+	create(ctx context.Context, b *Backend, w workloadObject) (obj metav1.Object, created bool, err error)
 	// get reads the named workload from the API server.
 	get(ctx context.Context, b *Backend, name string) (metav1.Object, error)
 	// list reads the workloads matching opts from the API server, as records.
@@ -48,6 +51,19 @@ type workloadKind interface {
 	instancePods(pods []*podRecord, w *workloadRecord) []*podRecord
 	// indexedByOrdinal says instance indices are pod ordinals (a pod knows its index).
 	indexedByOrdinal() bool
+}
+
+// workloadObject is an LRP's workload as a desire makes it, before it is created: the object
+// and what preflight checks of it.
+type workloadObject struct {
+	// obj is the *appsv1.Deployment or *appsv1.StatefulSet.
+	obj metav1.Object
+	// kind is the lower-case kind, for messages ("deployment").
+	kind     string
+	meta     *metav1.ObjectMeta
+	template *corev1.PodTemplateSpec
+	// size is the encoded size of obj.
+	size func() int
 }
 
 // newWorkloadKind is the kind Options.Workload names ("" is deployments).
@@ -72,8 +88,13 @@ func (deploymentKind) informer(f informers.SharedInformerFactory) cache.SharedIn
 	return f.Apps().V1().Deployments().Informer()
 }
 
-func (deploymentKind) create(ctx context.Context, b *Backend, lrp *opi.LRP, name string) (metav1.Object, bool, error) {
-	return kube.CreateOrGet(ctx, b.client.AppsV1().Deployments(b.namespace), toDeployment(lrp, name, b.namespace, b.workload),
+func (deploymentKind) build(lrp *opi.LRP, name, namespace string, w workloadSpec) workloadObject {
+	d := toDeployment(lrp, name, namespace, w)
+	return workloadObject{obj: d, kind: "deployment", meta: &d.ObjectMeta, template: &d.Spec.Template, size: d.Size}
+}
+
+func (deploymentKind) create(ctx context.Context, b *Backend, w workloadObject) (metav1.Object, bool, error) {
+	return kube.CreateOrGet(ctx, b.client.AppsV1().Deployments(b.namespace), w.obj.(*appsv1.Deployment),
 		func(name string) (*appsv1.Deployment, bool) {
 			r, ok := b.cachedWorkloadByName(name)
 			if !ok {

@@ -238,7 +238,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 
 	ourStages := filepath.Join(c.workDir, "localkube-stages.yaml")
-	if err := os.WriteFile(ourStages, []byte(crashStage+"---\n"+imagePullStage), 0o644); err != nil {
+	if err := os.WriteFile(ourStages, []byte(crashStage+"---\n"+imagePullStage+"---\n"+taskStages), 0o644); err != nil {
 		return fmt.Errorf("writing our kwok stages: %w", err)
 	}
 	kwok, err := c.run("kwok",

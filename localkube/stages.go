@@ -179,3 +179,96 @@ spec:
         phase: Running
         startTime: {{ $now | Quote }}
 `
+
+// TaskSourceLabel marks the pods of opi's tasks; the task stages below act only on them.
+const TaskSourceLabel = "opi-bridge.io/source-type"
+
+// taskCommand is the jq query kwok matches a task pod's command with: true for
+// ["/bin/sh","-c","exit N"].
+const taskCommand = `.spec.containers.[0].command | join(" ") | test("^/bin/sh -c exit [0-9]+$")`
+
+// taskStages end the pods of tasks, since no container runs here: a running task pod whose first
+// container's command is ["/bin/sh","-c","exit N"] terminates with exit code N (phase Succeeded
+// with reason Completed for 0, else Failed with reason Error), and any other task pod keeps
+// running (a cancel can then stop it). Both have weight 1, so they win over kwok's fast
+// pod-complete stage (weight 0), which would otherwise complete every pod owned by a Job at once
+// (see crashStage on how kwok picks).
+const taskStages = `apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: localkube-task-pod-exit
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchLabels:
+      ` + TaskSourceLabel + `: TASK
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'DoesNotExist'
+    - key: '.status.phase'
+      operator: 'In'
+      values:
+      - 'Running'
+    - key: '` + taskCommand + `'
+      operator: 'In'
+      values:
+      - 'true'
+  weight: 1
+  steps:
+  - patch:
+      subresource: status
+      root: status
+      template: |
+        {{ $now := Now }}
+        {{ $code := index ( index .spec.containers 0 ).command 2 | trimPrefix "exit " | atoi }}
+        conditions:
+        - lastTransitionTime: {{ $now | Quote }}
+          status: "False"
+          reason: PodCompleted
+          type: Ready
+        - lastTransitionTime: {{ $now | Quote }}
+          status: "False"
+          reason: PodCompleted
+          type: ContainersReady
+        containerStatuses:
+        {{ range .spec.containers }}
+        - image: {{ .image | Quote }}
+          name: {{ .name | Quote }}
+          ready: false
+          started: false
+          restartCount: 0
+          state:
+            terminated:
+              exitCode: {{ $code }}
+              reason: {{ if eq $code 0 }}Completed{{ else }}Error{{ end }}
+              startedAt: {{ $now | Quote }}
+              finishedAt: {{ $now | Quote }}
+        {{ end }}
+        phase: {{ if eq $code 0 }}Succeeded{{ else }}Failed{{ end }}
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: localkube-task-pod-keep-running
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchLabels:
+      ` + TaskSourceLabel + `: TASK
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'DoesNotExist'
+    - key: '.status.phase'
+      operator: 'In'
+      values:
+      - 'Running'
+    - key: '` + taskCommand + `'
+      operator: 'NotIn'
+      values:
+      - 'true'
+  weight: 1
+`

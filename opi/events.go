@@ -57,3 +57,10 @@ type TaskNotifier interface {
 type CrashNotifier interface {
 	InstanceCrashed(ctx context.Context, crash Crash) error
 }
+
+// StagingNotifier delivers staging results.
+//
+//counterfeiter:generate -o ../fakes/staging_notifier.go . StagingNotifier
+type StagingNotifier interface {
+	StagingCompleted(ctx context.Context, completion StagingCompletion) error
+}

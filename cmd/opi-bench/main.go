@@ -47,6 +47,7 @@ type config struct {
 	keep          bool
 	// backend is opi's --backend: the workload kind opi, the floor and the live LIST use.
 	backend string
+	tasks   int
 }
 
 func parseFlags(args []string) (config, error) {
@@ -69,6 +70,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.settle, "settle", 10*time.Second, "pause after the reads before steady RSS is sampled")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work folder (opi and control plane logs)")
 	fs.StringVar(&c.backend, "backend", k8s.WorkloadDeployments, "opi's backend: deployments or statefulsets (the floor and the live LIST use the same kind)")
+	fs.IntVar(&c.tasks, "tasks", 0, "measure tasks instead of LRPs: desire this many tasks, GET /tasks at that count, cancel them")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -149,7 +151,7 @@ func run(ctx context.Context, cfg config) (err error) {
 	cpu0 := readCPU([]int{osPid})
 
 	// Capacity: every node can hold all pods of the run, so placement never limits it.
-	podsPerNode := strconv.Itoa(cfg.n + 100)
+	podsPerNode := strconv.Itoa(cfg.n + cfg.tasks + 100)
 	logf("starting the control plane: %d kwok nodes, controllers at %d/%d requests/s", cfg.nodes, cfg.ctrlQPS, cfg.ctrlBurst)
 	t := time.Now()
 	cluster, err := localkube.Start(ctx, localkube.Options{
@@ -205,6 +207,13 @@ func run(ctx context.Context, cfg config) (err error) {
 	e.rss = startRSS(opi.Pid())
 	defer e.rss.stop()
 
+	if cfg.tasks > 0 {
+		taskRes, err := e.taskPhases(ctx)
+		if err != nil {
+			return err
+		}
+		return reportTasks(cfg, taskRes)
+	}
 	if err := e.phases(ctx); err != nil {
 		return err
 	}

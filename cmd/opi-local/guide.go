@@ -57,11 +57,68 @@ const desireBody = `{
 // updateBody is an UpdateDesiredLRPRequest scaling the example app to three instances.
 const updateBody = `{"guid": "` + exampleGUID + `", "version": "` + exampleVersion + `", "update": {"instances": 3, "annotation": "1700000100.0"}}`
 
-// printGuide tells the user how to drive opi with curl and look at the result with kubectl.
-func printGuide(out io.Writer, base, kubectl, kubeconfig, namespace string) {
+// The staging and task examples of the guide.
+const (
+	exampleStagingGUID = "c0ffee00-1b2c-4d3e-8f4a-5b6c7d8e9f01"
+	exampleTaskGUID    = "7a5b3c1d-2e4f-4a6b-9c8d-0e1f2a3b4c5d"
+)
+
+// stagingBody is a StagingRequest as Cloud Controller sends it for `cf push --docker-image`,
+// with the image and the callback of this run.
+func stagingBody(image, callback string) string {
+	return `{
+  "app_guid": "8a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
+  "app_name": "hello",
+  "staging_guid": "` + exampleStagingGUID + `",
+  "org_guid": "9e8d7c6b-5a49-4382-b1a0-f9e8d7c6b5a4",
+  "org_name": "demo",
+  "space_guid": "2f3e4d5c-6b7a-4988-a7b6-c5d4e3f2a1b0",
+  "space_name": "dev",
+  "environment": [{"name": "VCAP_APPLICATION", "value": "{\"application_name\":\"hello\"}"}],
+  "completion_callback": "` + callback + `",
+  "lifecycle": {"docker_lifecycle": {"image": "` + image + `"}},
+  "memory_mb": 1024,
+  "disk_mb": 4096,
+  "cpu_weight": 50
+}`
+}
+
+// taskBody is a TaskRequest as Cloud Controller sends it for `cf run-task` of a docker app.
+func taskBody(callback string) string {
+	return `{
+  "name": "migrate",
+  "app_guid": "8a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
+  "app_name": "hello",
+  "org_guid": "9e8d7c6b-5a49-4382-b1a0-f9e8d7c6b5a4",
+  "org_name": "demo",
+  "space_guid": "2f3e4d5c-6b7a-4988-a7b6-c5d4e3f2a1b0",
+  "space_name": "dev",
+  "environment": [{"name": "MEMORY_LIMIT", "value": "256m"}],
+  "completion_callback": "` + callback + `",
+  "lifecycle": {"docker_lifecycle": {"image": "busybox", "command": ["/bin/sh", "-c", "exit 0"]}}
+}`
+}
+
+// guide is what printGuide needs to know of the run.
+type guide struct {
+	// Base is opi's URL.
+	Base                string
+	Kubectl, Kubeconfig string
+	Namespace           string
+	CCURL               string
+	CCCA, CCCert, CCKey string
+	// Image is the sample image in the local registry.
+	Image string
+}
+
+// printGuide tells the user how to drive opi with curl, see the callbacks it sends to the
+// Cloud Controller stand-in, and look at the result with kubectl.
+func printGuide(out io.Writer, g guide) {
 	pg := exampleGUID + "-" + exampleVersion
-	app := base + "/apps/" + exampleGUID + "/" + exampleVersion
-	indented := strings.ReplaceAll(desireBody, "\n", "\n  ")
+	app := g.Base + "/apps/" + exampleGUID + "/" + exampleVersion
+	indent := func(s string) string { return strings.ReplaceAll(s, "\n", "\n  ") }
+	stagingCallback := g.CCURL + "/internal/v3/staging/" + exampleStagingGUID + "/build_completed?start=true"
+	taskCallback := g.CCURL + "/internal/v4/tasks/" + exampleTaskGUID + "/completed"
 	fmt.Fprintf(out, `
 opi is ready at %[1]s (apps go to namespace %[2]s)
 
@@ -90,9 +147,24 @@ Try it:
   (pods annotated %[9]s: "true" are simulated as crash-looping: opi passes
   "user_defined_annotations" on to the pods, so desire with that annotation to see CRASHED)
 
+Staging and tasks call back to a Cloud Controller stand-in at %[10]s (mutual TLS).
+Each callback it receives is printed here with a "cc-standin:" prefix; all of them so far:
+  curl -s --cacert %[11]s --cert %[12]s --key %[13]s %[10]s/callbacks
+
+  # stage the sample image %[14]s (cf push --docker-image): 202, then the result goes to the stand-in
+  curl -sS -X POST %[1]s/stage/%[15]s -H 'Content-Type: application/json' -d '%[16]s'
+
+  # run a task (cf run-task), list tasks, get it, cancel it
+  curl -sS -X POST %[1]s/tasks/%[17]s -H 'Content-Type: application/json' -d '%[18]s'
+  curl -sS %[1]s/tasks
+  curl -sS %[1]s/tasks/%[17]s
+  curl -sS -X DELETE %[1]s/tasks/%[17]s
+
 See what opi made:
   %[7]s --kubeconfig %[8]s -n %[2]s get deployments,pods,services,secrets
 
-Ctrl-C stops opi, then the control plane.
-`, base, namespace, pg, indented, app, updateBody, kubectl, kubeconfig, localkube.CrashAnnotation)
+Ctrl-C stops opi, the stand-in, the registry, then the control plane.
+`, g.Base, g.Namespace, pg, indent(desireBody), app, updateBody, g.Kubectl, g.Kubeconfig, localkube.CrashAnnotation,
+		g.CCURL, g.CCCA, g.CCCert, g.CCKey, g.Image, exampleStagingGUID, indent(stagingBody(g.Image, stagingCallback)),
+		exampleTaskGUID, indent(taskBody(taskCallback)))
 }

@@ -37,10 +37,35 @@ var _ = Describe("the printed guide", func() {
 		Expect(*req.Update.Instances).To(Equal(3))
 	})
 
-	It("shows curl for every route and kubectl for what opi made", func() {
+	It("stages the sample image with the keys Cloud Controller sends", func() {
+		var req models.StagingRequest
+		Expect(strictDecode(stagingBody("127.0.0.1:5000/sample/hello:latest", "https://127.0.0.1:9023/cb"), &req)).To(Succeed())
+		Expect(req.StagingGUID).To(Equal(exampleStagingGUID))
+		Expect(req.Lifecycle.DockerLifecycle.Image).To(Equal("127.0.0.1:5000/sample/hello:latest"))
+		Expect(req.CompletionCallback).To(Equal("https://127.0.0.1:9023/cb"))
+		Expect(req.Environment).To(HaveLen(1))
+	})
+
+	It("runs a docker task with the keys Cloud Controller sends", func() {
+		var req map[string]json.RawMessage
+		Expect(json.Unmarshal([]byte(taskBody("https://127.0.0.1:9023/cb")), &req)).To(Succeed())
+		Expect(req).To(HaveLen(10))
+		for _, key := range []string{"name", "app_guid", "app_name", "org_guid", "org_name", "space_guid", "space_name", "environment", "completion_callback", "lifecycle"} {
+			Expect(req).To(HaveKey(key))
+		}
+		Expect(req["lifecycle"]).To(MatchJSON(`{"docker_lifecycle":{"image":"busybox","command":["/bin/sh","-c","exit 0"]}}`))
+		Expect(req["environment"]).To(MatchJSON(`[{"name":"MEMORY_LIMIT","value":"256m"}]`))
+	})
+
+	It("shows curl for every route, the callbacks, and kubectl for what opi made", func() {
 		var out bytes.Buffer
-		printGuide(&out, "http://127.0.0.1:8085", "/bins/kubectl", ".local/kubeconfig", "cf-workloads")
+		printGuide(&out, guide{
+			Base: "http://127.0.0.1:8085", Kubectl: "/bins/kubectl", Kubeconfig: ".local/kubeconfig", Namespace: "cf-workloads",
+			CCURL: "https://127.0.0.1:9023", CCCA: "/run/cc-ca.crt", CCCert: "/run/cc-client.crt", CCKey: "/run/cc-client.key",
+			Image: "127.0.0.1:5000/sample/hello:latest",
+		})
 		app := "http://127.0.0.1:8085/apps/" + exampleGUID + "/" + exampleVersion
+		task := "http://127.0.0.1:8085/tasks/" + exampleTaskGUID
 		Expect(out.String()).To(And(
 			ContainSubstring("curl -sS -X PUT http://127.0.0.1:8085/apps/"+exampleGUID+"-"+exampleVersion+" "),
 			ContainSubstring("curl -sS http://127.0.0.1:8085/apps\n"),
@@ -49,6 +74,16 @@ var _ = Describe("the printed guide", func() {
 			ContainSubstring("curl -sS "+app+"/instances\n"),
 			ContainSubstring("curl -sS -X PUT "+app+"/stop/0\n"),
 			ContainSubstring("curl -sS -X PUT "+app+"/stop\n"),
+			ContainSubstring("curl -s --cacert /run/cc-ca.crt --cert /run/cc-client.crt --key /run/cc-client.key https://127.0.0.1:9023/callbacks\n"),
+			ContainSubstring(`"cc-standin:"`),
+			ContainSubstring("curl -sS -X POST http://127.0.0.1:8085/stage/"+exampleStagingGUID+" "),
+			ContainSubstring(`"completion_callback": "https://127.0.0.1:9023/internal/v3/staging/`+exampleStagingGUID+`/build_completed?start=true"`),
+			ContainSubstring(`"image": "127.0.0.1:5000/sample/hello:latest"`),
+			ContainSubstring("curl -sS -X POST "+task+" "),
+			ContainSubstring(`"completion_callback": "https://127.0.0.1:9023/internal/v4/tasks/`+exampleTaskGUID+`/completed"`),
+			ContainSubstring("curl -sS http://127.0.0.1:8085/tasks\n"),
+			ContainSubstring("curl -sS "+task+"\n"),
+			ContainSubstring("curl -sS -X DELETE "+task+"\n"),
 			ContainSubstring("/bins/kubectl --kubeconfig .local/kubeconfig -n cf-workloads get deployments,pods,services,secrets"),
 		))
 	})

@@ -13,17 +13,21 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/opi-bridge/opi/localkube"
+	"github.com/opi-bridge/opi/testsupport/ccstandin"
+	"github.com/opi-bridge/opi/testsupport/registry"
 )
 
 const usage = `usage:
   opi-local cluster [--kubeconfig-out .local/kubeconfig] [--nodes N] [flags]
       start a control plane, write its kubeconfig, run until Ctrl-C/SIGTERM
   opi-local run [--opi-bin bin/opi] [--listen 127.0.0.1:8085] [--namespace cf-workloads] [--backend deployments] [flags]
-      start a control plane and opi connected to it, run until Ctrl-C/SIGTERM
+      start a control plane, a Cloud Controller stand-in, an image registry with a sample image,
+      and opi connected to them; run until Ctrl-C/SIGTERM
 
 Run "opi-local cluster -h" or "opi-local run -h" for every flag.
 `
@@ -146,19 +150,45 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-
-	fmt.Fprintf(out, "starting %s connect --kubeconfig %s --listen %s --namespace %s --backend %s\n", *opiBin, f.kubeconfigOut, *listen, *namespace, *backend)
-	opi, err := localkube.StartProcess("opi", *opiBin,
-		[]string{"connect", "--kubeconfig", f.kubeconfigOut, "--listen", *listen, "--namespace", *namespace, "--backend", *backend},
-		os.Environ(), out, "")
-	if err != nil {
-		return errors.Join(err, stopCluster(c, f, out))
+	// Everything started from here on is stopped in reverse order on the way out.
+	var stops []func() error
+	stopAll := func() error {
+		var errs []error
+		for i := len(stops) - 1; i >= 0; i-- {
+			errs = append(errs, stops[i]())
+		}
+		return errors.Join(append(errs, stopCluster(c, f, out))...)
 	}
+
+	local, err := startCCAndRegistry(filepath.Join(c.WorkDir(), "cc-standin"), out)
+	if local != nil {
+		stops = append(stops, local.close)
+	}
+	if err != nil {
+		return errors.Join(err, stopAll())
+	}
+
+	opiArgs := []string{"connect", "--kubeconfig", f.kubeconfigOut, "--listen", *listen, "--namespace", *namespace, "--backend", *backend,
+		"--cc-internal-url", local.cc.URL, "--cc-ca", local.cc.CAFile,
+		"--cc-client-cert", local.cc.ClientCertFile, "--cc-client-key", local.cc.ClientKeyFile}
+	fmt.Fprintf(out, "starting %s %s\n", *opiBin, strings.Join(opiArgs, " "))
+	opi, err := localkube.StartProcess("opi", *opiBin, opiArgs, os.Environ(), out, "")
+	if err != nil {
+		return errors.Join(err, stopAll())
+	}
+	stops = append(stops, func() error {
+		fmt.Fprintln(out, "stopping opi...")
+		return opi.Stop()
+	})
 	base := "http://" + *listen
 	if err := waitReady(ctx, base+"/readyz", opi); err != nil {
-		return errors.Join(err, opi.Stop(), stopCluster(c, f, out))
+		return errors.Join(err, stopAll())
 	}
-	printGuide(out, base, filepath.Join(c.BinDir(), "kubectl"), f.kubeconfigOut, *namespace)
+	printGuide(out, guide{
+		Base: base, Kubectl: filepath.Join(c.BinDir(), "kubectl"), Kubeconfig: f.kubeconfigOut, Namespace: *namespace,
+		CCURL: local.cc.URL, CCCA: local.cc.CAFile, CCCert: local.cc.ClientCertFile, CCKey: local.cc.ClientKeyFile,
+		Image: local.image,
+	})
 
 	var runErr error
 	select {
@@ -166,8 +196,43 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 	case <-opi.Done():
 		runErr = fmt.Errorf("opi exited: %v", opi.Err())
 	}
-	fmt.Fprintln(out, "stopping opi...")
-	return errors.Join(runErr, opi.Stop(), stopCluster(c, f, out))
+	return errors.Join(runErr, stopAll())
+}
+
+// localCC is what `make run` starts beside the control plane so that callbacks can be tried:
+// a Cloud Controller stand-in (mutual TLS, certificates in dir) that prints each callback with a
+// "cc-standin:" prefix, and an image registry holding a small sample image for staging.
+type localCC struct {
+	cc       *ccstandin.Server
+	registry *registry.Registry
+	image    string
+}
+
+func startCCAndRegistry(dir string, out io.Writer) (*localCC, error) {
+	standin, err := ccstandin.Start(ccstandin.Options{TLS: true, Dir: dir, Log: out})
+	if err != nil {
+		return nil, fmt.Errorf("starting the cloud controller stand-in: %w", err)
+	}
+	l := &localCC{cc: standin}
+	if l.registry, err = registry.Start(registry.Options{}); err != nil {
+		return l, fmt.Errorf("starting the image registry: %w", err)
+	}
+	l.image, err = l.registry.Push("sample/hello:latest", registry.Image{
+		Cmd: []string{"httpd", "-f", "-p", "8080"}, WorkingDir: "/www", User: "1000", ExposedPorts: []string{"8080/tcp"},
+	})
+	if err != nil {
+		return l, fmt.Errorf("pushing the sample image: %w", err)
+	}
+	fmt.Fprintf(out, "cloud controller stand-in at %s, image registry at %s\n", standin.URL, l.registry.Host)
+	return l, nil
+}
+
+func (l *localCC) close() error {
+	var errs []error
+	if l.registry != nil {
+		errs = append(errs, l.registry.Close())
+	}
+	return errors.Join(append(errs, l.cc.Close())...)
 }
 
 // waitReady polls url until it answers 200, opi exits, ctx ends or two minutes pass.

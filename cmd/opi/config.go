@@ -11,6 +11,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/opi-bridge/opi/bifrost"
 	"github.com/opi-bridge/opi/cc"
 	"github.com/opi-bridge/opi/k8s"
 )
@@ -63,6 +64,19 @@ type Config struct {
 	LeaderElection LeaderElectionConfig `json:"leader_election"`
 	// Workloads is how every app's pods are specified.
 	Workloads WorkloadsConfig `json:"workloads"`
+
+	// TaskDefaults are a task's resources when its request names none (memory: unless its
+	// environment has MEMORY_LIMIT).
+	TaskDefaults TaskDefaultsConfig `json:"task_defaults"`
+	// TaskRetention is how long a task's Job is kept after CC accepted its end (0: at once).
+	TaskRetention Duration `json:"task_retention"`
+}
+
+// TaskDefaultsConfig is the `task_defaults` section.
+type TaskDefaultsConfig struct {
+	MemoryMB  int64 `json:"memory_mb"`
+	DiskMB    int64 `json:"disk_mb"`
+	CPUWeight int32 `json:"cpu_weight"`
 }
 
 // WorkloadsConfig is the `workloads` section: what opi puts into every app's pods.
@@ -162,6 +176,12 @@ func DefaultConfig() Config {
 			MinReady:     Duration{k8s.DefaultMinReady},
 			PodSecurity:  k8s.PodSecurityBaseline,
 		},
+		TaskDefaults: TaskDefaultsConfig{
+			MemoryMB:  bifrost.DefaultTaskDefaults.MemoryMB,
+			DiskMB:    bifrost.DefaultTaskDefaults.DiskMB,
+			CPUWeight: bifrost.DefaultTaskDefaults.CPUWeight,
+		},
+		TaskRetention: Duration{2 * time.Minute},
 		LeaderElection: LeaderElectionConfig{
 			Enabled:       true,
 			LeaseName:     "opi-leader",
@@ -236,6 +256,7 @@ func parseFlags(args []string, cfg *Config) (configPath string, err error) {
 	fs.Var(&cfg.LeaderElection.LeaseDuration, "leader-lease-duration", "how long a leader's Lease lasts without renewal")
 	fs.Var(&cfg.LeaderElection.RenewDeadline, "leader-renew-deadline", "how long the leader keeps trying to renew before it gives up leading")
 	fs.Var(&cfg.LeaderElection.RetryPeriod, "leader-retry-period", "how often replicas try to take or renew the Lease")
+	fs.Var(&cfg.TaskRetention, "task-retention", "how long a task's Job is kept after Cloud Controller accepted its end (0: at once)")
 	if err := fs.Parse(args); err != nil {
 		return "", err
 	}
@@ -299,6 +320,12 @@ func (c Config) Validate() error {
 	if c.CC.DeliveryBound.Duration <= 0 {
 		return fmt.Errorf("cc.delivery_bound must be positive")
 	}
+	if d := c.TaskDefaults; d.MemoryMB < 1 || d.MemoryMB > bifrost.MaxMemoryMB || d.DiskMB < 0 || d.DiskMB > bifrost.MaxDiskMB || d.CPUWeight < 0 || d.CPUWeight > bifrost.MaxCPUWeight {
+		return fmt.Errorf("task_defaults: memory_mb must be 1..%d, disk_mb 0..%d, cpu_weight 0..%d", bifrost.MaxMemoryMB, bifrost.MaxDiskMB, bifrost.MaxCPUWeight)
+	}
+	if c.TaskRetention.Duration < 0 {
+		return fmt.Errorf("task_retention must not be negative")
+	}
 	if le := c.LeaderElection; le.Enabled {
 		if le.LeaseName == "" {
 			return fmt.Errorf("leader_election.lease_name must not be empty")
@@ -344,8 +371,9 @@ func (c Config) backendOptions() k8s.Options {
 		JanitorGrace:    c.JanitorGrace.Duration,
 		ProbeTimeout:    c.Workloads.ProbeTimeout.Duration,
 		// 0 would mean the backend's default: an operator's 0 asks for none.
-		MinReady:    cmp.Or(c.Workloads.MinReady.Duration, -1),
-		PodSecurity: c.Workloads.PodSecurity,
-		Workload:    c.Backend,
+		MinReady:      cmp.Or(c.Workloads.MinReady.Duration, -1),
+		PodSecurity:   c.Workloads.PodSecurity,
+		TaskRetention: c.TaskRetention.Duration,
+		Workload:      c.Backend,
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/opi-bridge/opi/bifrost"
 	"github.com/opi-bridge/opi/cc"
 	"github.com/opi-bridge/opi/handler"
+	"github.com/opi-bridge/opi/imageconfig"
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/metrics"
 )
@@ -118,8 +119,13 @@ func connect(ctx context.Context, cfg Config) error {
 	if err := k8s.EnsureNamespace(startCtx, client, cfg.Namespace, cfg.CreateNamespace); err != nil {
 		return fmt.Errorf("namespace %s: %w", cfg.Namespace, err)
 	}
+	// Rules that depend on the cluster (env names, API versions), logged as found.
+	cluster := k8s.DiscoverCluster(startCtx, client, cfg.Namespace, logger)
 	backendOptions := cfg.backendOptions()
 	backendOptions.CrashNotifier = callbacks
+	backendOptions.ImageReader = &imageconfig.Reader{}
+	backendOptions.StagingNotifier = callbacks
+	backendOptions.TaskNotifier = callbacks
 	backend := k8s.NewBackend(client, logger.Session("k8s"), backendOptions)
 	// The informers (and the janitor) live until opi has shut down, not only as long as the
 	// start-up deadline or the signal: requests in flight at SIGTERM still wait on the caches.
@@ -163,15 +169,20 @@ func connect(ctx context.Context, cfg Config) error {
 	if cfg.DebugListen != "" {
 		go serveDebug(logger, cfg.DebugListen)
 	}
+	tasks := &bifrost.Task{Backend: backend, URLs: ccClient, Rules: bifrost.Rules{StrictEnvNames: !cluster.RelaxedEnvNames}, Defaults: bifrost.TaskDefaults{
+		MemoryMB: cfg.TaskDefaults.MemoryMB, DiskMB: cfg.TaskDefaults.DiskMB, CPUWeight: cfg.TaskDefaults.CPUWeight,
+	}}
 	server := &http.Server{
 		Handler: handler.New(handler.Config{
-			LRP:          &bifrost.LRP{Backend: backend},
+			LRP:          &bifrost.LRP{Backend: backend, Rules: bifrost.Rules{StrictEnvNames: !cluster.RelaxedEnvNames}},
+			Task:         tasks,
 			Readiness:    backend,
 			Logger:       logger.Session("api"),
 			MaxBodyBytes: cfg.MaxBodyBytes,
 			Observer:     m,
 			Metrics:      m.Handler(),
 			WriteTimeout: cfg.WriteTimeout.Duration,
+			Staging:      &bifrost.Staging{Stager: backend, URLs: ccClient},
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}

@@ -1,0 +1,97 @@
+package handler
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"code.cloudfoundry.org/lager/v3"
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/opi-bridge/opi/models"
+)
+
+// TaskBifrost is what the handler needs of the task bifrost.
+//
+//counterfeiter:generate -o ../fakes/task_bifrost.go . TaskBifrost
+type TaskBifrost interface {
+	Desire(ctx context.Context, guid string, req models.TaskRequest) error
+	Get(ctx context.Context, guid string) (*models.TaskResponse, error)
+	List(ctx context.Context) ([]models.TaskResponse, error)
+	Cancel(ctx context.Context, guid string) error
+}
+
+// taskHandler serves the task routes. Their error body is {"message":"..."}, not the LRP
+// routes' {"error":{"message"}}.
+type taskHandler struct {
+	bifrost TaskBifrost
+	logger  lager.Logger
+	maxBody int64
+	// writeTimeout bounds each write, as on the LRP routes.
+	writeTimeout time.Duration
+}
+
+// failTask logs err and writes the task routes' error body with the status its kind deserves.
+func failTask(w http.ResponseWriter, logger lager.Logger, action string, err error) {
+	status := statusFor(err)
+	if status >= http.StatusInternalServerError {
+		logger.Error(action+"-failed", err)
+	} else {
+		logger.Info(action+"-rejected", lager.Data{"status": status, "reason": err.Error()})
+	}
+	writeJSON(w, status, models.MessageResponse{Message: messageFor(status, err)})
+}
+
+func (h *taskHandler) desire(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	guid := ps.ByName("task_guid")
+	logger := h.logger.Session("desire-task", lager.Data{"task-guid": guid})
+	var req models.TaskRequest
+	if rerr := decodeBody(w, r, h.maxBody, &req); rerr != nil {
+		logger.Info("bad-request", lager.Data{"status": rerr.status, "reason": rerr.message})
+		writeJSON(w, rerr.status, models.MessageResponse{Message: rerr.message})
+		return
+	}
+	if err := boundedWrite(r, h.writeTimeout, func(ctx context.Context) error { return h.bifrost.Desire(ctx, guid, req) }); err != nil {
+		failTask(w, logger, "desire", err)
+		return
+	}
+	logger.Info("desired")
+	writeJSON(w, http.StatusAccepted, struct{}{})
+}
+
+func (h *taskHandler) get(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	guid := ps.ByName("task_guid")
+	logger := h.logger.Session("get-task", lager.Data{"task-guid": guid})
+	task, err := h.bifrost.Get(r.Context(), guid)
+	if err != nil {
+		failTask(w, logger, "get", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, task)
+}
+
+func (h *taskHandler) list(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	logger := h.logger.Session("list-tasks")
+	tasks, err := h.bifrost.List(r.Context())
+	if err != nil {
+		failTask(w, logger, "list", err)
+		return
+	}
+	if tasks == nil {
+		tasks = []models.TaskResponse{}
+	}
+	writeJSON(w, http.StatusOK, tasks)
+}
+
+// cancel answers 204 for a task it cancelled (or that had already ended or been cancelled) and
+// 404 for an unknown one: CC's cancel takes both as success, never a 5xx for a repeat.
+func (h *taskHandler) cancel(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	guid := ps.ByName("task_guid")
+	logger := h.logger.Session("cancel-task", lager.Data{"task-guid": guid})
+	if err := boundedWrite(r, h.writeTimeout, func(ctx context.Context) error { return h.bifrost.Cancel(ctx, guid) }); err != nil {
+		failTask(w, logger, "cancel", err)
+		return
+	}
+	logger.Info("cancelled")
+	w.WriteHeader(http.StatusNoContent)
+}

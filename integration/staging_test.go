@@ -1,0 +1,197 @@
+package integration_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/opi-bridge/opi/testsupport/ccstandin"
+	"github.com/opi-bridge/opi/testsupport/registry"
+)
+
+// stagingBody is a docker StagingRequest as CC sends it for `cf push --docker-image`.
+func stagingBody(guid, image, username, password, callback string) string {
+	docker := map[string]any{"image": image}
+	if username != "" {
+		docker["registry_username"] = username
+		docker["registry_password"] = password
+	}
+	body, err := json.Marshal(map[string]any{
+		"app_guid": newGUID(), "app_name": "hello", "staging_guid": guid,
+		"org_guid": newGUID(), "org_name": "demo", "space_guid": newGUID(), "space_name": "dev",
+		"environment":         []map[string]string{{"name": "VCAP_APPLICATION", "value": `{"application_name":"hello"}`}},
+		"completion_callback": callback,
+		"lifecycle":           map[string]any{"docker_lifecycle": docker},
+		"memory_mb":           1024, "disk_mb": 4096, "cpu_weight": 50,
+	})
+	Expect(err).NotTo(HaveOccurred())
+	return string(body)
+}
+
+var _ = Describe("Docker staging", Ordered, func() {
+	const (
+		registryUser     = "stager"
+		registryPassword = "registry-s3cret-pw"
+	)
+	var (
+		o                   *opiServer
+		cc                  *ccstandin.Server
+		public, private     *registry.Registry
+		publicRef, privRef  string
+		expectedExecutionMD string
+	)
+
+	callbackPath := func(guid string) string { return "/internal/v3/staging/" + guid + "/build_completed" }
+	callbackURL := func(guid string) string { return cc.URL + callbackPath(guid) + "?start=true" }
+	stagingRecords := func() []string {
+		list, err := kube.CoreV1().Secrets(o.Namespace).List(context.Background(), metav1.ListOptions{LabelSelector: "opi-bridge.io/source-type=STG"})
+		Expect(err).NotTo(HaveOccurred())
+		var names []string
+		for _, s := range list.Items {
+			names = append(names, s.Name)
+		}
+		return names
+	}
+	// accepted is the body of the one callback CC accepted for guid, once there is one.
+	accepted := func(guid string) string {
+		var body string
+		Eventually(func() int {
+			got := cc.Accepted(callbackPath(guid))
+			if len(got) > 0 {
+				body = string(got[0].Body)
+			}
+			return len(got)
+		}).Should(Equal(1), "opi said:\n%s", o.Logs())
+		return body
+	}
+	stage := func(guid, body string) {
+		status, answer := o.call("POST", "/stage/"+guid, body)
+		Expect(status).To(Equal(http.StatusAccepted), answer)
+		Expect(answer).To(MatchJSON(`{}`))
+	}
+
+	BeforeAll(func() {
+		var err error
+		cc, err = ccstandin.Start(ccstandin.Options{TLS: true, Dir: GinkgoT().TempDir(), Log: GinkgoWriter})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(cc.Close)
+
+		public, err = registry.Start(registry.Options{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(public.Close)
+		private, err = registry.Start(registry.Options{Username: registryUser, Password: registryPassword})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(private.Close)
+
+		image := registry.Image{
+			Cmd: []string{"--port", "8080"}, Entrypoint: []string{"/bin/hello"}, WorkingDir: "/srv", User: "1000",
+			ExposedPorts: []string{"8080/tcp", "9090/udp"},
+		}
+		publicRef, err = public.Push("sample/hello:v1", image)
+		Expect(err).NotTo(HaveOccurred())
+		privRef, err = private.Push("team/secret-app:v1", image)
+		Expect(err).NotTo(HaveOccurred())
+		expectedExecutionMD = `{"cmd":["--port","8080"],"entrypoint":["/bin/hello"],"workdir":"/srv","user":"1000","ports":[{"Port":8080,"Protocol":"tcp"},{"Port":9090,"Protocol":"udp"}]}`
+
+		o = startOpi(newNamespace(),
+			"--cc-ca", cc.CAFile, "--cc-client-cert", cc.ClientCertFile, "--cc-client-key", cc.ClientKeyFile,
+			"--leader-lease-duration", "4s", "--leader-renew-deadline", "3s", "--leader-retry-period", "1s")
+	})
+
+	successBody := func(image string) string {
+		encoded, err := json.Marshal(map[string]any{"result": map[string]any{
+			"lifecycle_type":     "docker",
+			"lifecycle_metadata": map[string]string{"docker_image": image},
+			"process_types":      map[string]string{"web": ""},
+			"execution_metadata": expectedExecutionMD,
+		}})
+		Expect(err).NotTo(HaveOccurred())
+		return string(encoded)
+	}
+
+	It("answers 202, tells CC what the image runs, and keeps nothing once CC has it", func() {
+		guid := newGUID()
+		stage(guid, stagingBody(guid, publicRef, "", "", callbackURL(guid)))
+
+		body := accepted(guid)
+		Expect(body).To(MatchJSON(successBody(publicRef)))
+		var result struct {
+			Result struct {
+				ExecutionMetadata string `json:"execution_metadata"`
+			} `json:"result"`
+		}
+		Expect(json.Unmarshal([]byte(body), &result)).To(Succeed())
+		Expect(result.Result.ExecutionMetadata).To(Equal(expectedExecutionMD))
+		Eventually(stagingRecords).Should(BeEmpty())
+	})
+
+	It("stages a private image with the request's credentials, and never shows them", func() {
+		guid := newGUID()
+		stage(guid, stagingBody(guid, privRef, registryUser, registryPassword, callbackURL(guid)))
+
+		Expect(accepted(guid)).To(MatchJSON(successBody(privRef)))
+		Expect(o.Logs()).NotTo(ContainSubstring(registryPassword))
+	})
+
+	It("tells CC a StagingError when the registry refuses the credentials", func() {
+		guid := newGUID()
+		stage(guid, stagingBody(guid, privRef, registryUser, "wrong-pw", callbackURL(guid)))
+
+		Expect(accepted(guid)).To(MatchJSON(`{"error":{"id":"StagingError","message":"registry refused the credentials for ` + privRef + `"}}`))
+		Eventually(stagingRecords).Should(BeEmpty())
+	})
+
+	It("tells CC a StagingError for an image the registry does not have", func() {
+		guid := newGUID()
+		unknown := public.Host + "/sample/hello:nope"
+		stage(guid, stagingBody(guid, unknown, "", "", callbackURL(guid)))
+
+		Expect(accepted(guid)).To(MatchJSON(`{"error":{"id":"StagingError","message":"image ` + unknown + ` not found"}}`))
+	})
+
+	It("answers a buildpack staging with 400 and writes nothing", func() {
+		guid := newGUID()
+		body := strings.Replace(stagingBody(guid, publicRef, "", "", callbackURL(guid)),
+			`"lifecycle":{"docker_lifecycle":{"image":"`+publicRef+`"}}`,
+			`"lifecycle":{"buildpack_lifecycle":{"buildpacks":["ruby_buildpack"],"stack":"cflinuxfs4"}}`, 1)
+		Expect(body).To(ContainSubstring("buildpack_lifecycle"))
+
+		status, answer := o.call("POST", "/stage/"+guid, body)
+		Expect(status).To(Equal(http.StatusBadRequest))
+		Expect(answer).To(MatchJSON(`{"message":"lifecycle buildpack_lifecycle is not supported: opi stages docker images only (docker_lifecycle)"}`))
+		Expect(stagingRecords()).To(BeEmpty())
+	})
+
+	It("loses nothing when opi is killed between accepting a staging and CC accepting its result", func() {
+		guid := newGUID()
+		cc.FailNext(callbackPath(guid), 1000, http.StatusServiceUnavailable)
+		stage(guid, stagingBody(guid, privRef, registryUser, registryPassword, callbackURL(guid)))
+		Eventually(func() int { return len(cc.CallbacksTo(callbackPath(guid))) }).Should(BeNumerically(">=", 1))
+		Expect(stagingRecords()).To(ConsistOf("staging-" + guid))
+
+		o.kill()
+		cc.FailNext(callbackPath(guid), 0, http.StatusServiceUnavailable)
+		o.start()
+
+		Expect(accepted(guid)).To(MatchJSON(successBody(privRef)))
+		Eventually(stagingRecords).Should(BeEmpty())
+	})
+
+	It("takes a second request for a pending staging as a no-op success", func() {
+		guid := newGUID()
+		cc.FailNext(callbackPath(guid), 1000, http.StatusServiceUnavailable)
+		body := stagingBody(guid, publicRef, "", "", callbackURL(guid))
+		stage(guid, body)
+		stage(guid, body)
+		Expect(stagingRecords()).To(ConsistOf("staging-" + guid))
+
+		cc.FailNext(callbackPath(guid), 0, http.StatusServiceUnavailable)
+		Expect(accepted(guid)).To(MatchJSON(successBody(publicRef)))
+		Eventually(stagingRecords).Should(BeEmpty())
+	})
+})

@@ -1,0 +1,203 @@
+package k8s
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"code.cloudfoundry.org/lager/v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/opi"
+)
+
+// DefaultStagingWorkers is how many stagings the leader works on at once. A worker may wait
+// long on an unresponsive registry or CC (each bounded), so there are a few.
+const DefaultStagingWorkers = 4
+
+// stagingWorker is one leadership term's staging work: an informer on the staging Secrets (only
+// the leader watches them) feeding a workqueue of Secret keys.
+type stagingWorker struct {
+	b        *Backend
+	logger   lager.Logger
+	informer cache.SharedIndexInformer
+	queue    workqueue.TypedRateLimitingInterface[string]
+
+	// settled holds the uids of records whose callback CC has settled but whose deletion the
+	// informer has not shown yet: a record seen again meanwhile (a relist) is only deleted,
+	// never delivered twice.
+	mu      sync.Mutex
+	settled map[types.UID]bool
+}
+
+// runStaging works off every staging record until ctx ends: those left from before a restart or
+// a change of leader, then each new one as the informer sees it.
+func (b *Backend) runStaging(ctx context.Context) {
+	factory := informers.NewSharedInformerFactoryWithOptions(b.client, 0,
+		informers.WithNamespace(b.namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = LabelSourceType + "=" + SourceTypeStaging
+		}),
+	)
+	w := &stagingWorker{
+		b:        b,
+		logger:   b.logger.Session("staging"),
+		informer: factory.Core().V1().Secrets().Informer(),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "staging"}),
+		settled: map[types.UID]bool{},
+	}
+	if err := w.informer.SetTransform(stripManagedFields); err != nil {
+		w.logger.Error("set-transform", err)
+	}
+	enqueue := func(obj any) {
+		if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
+			w.queue.Add(key)
+		}
+	}
+	if _, err := w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: w.forget,
+	}); err != nil {
+		w.logger.Error("add-event-handler", err)
+		return
+	}
+
+	factory.StartWithContext(ctx)
+	defer factory.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), w.informer.HasSynced) {
+		w.queue.ShutDown()
+		return
+	}
+	w.logger.Info("started", lager.Data{"workers": b.stagingWorkers})
+	var wg sync.WaitGroup
+	for range b.stagingWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wait.UntilWithContext(ctx, w.work, time.Second)
+		}()
+	}
+	<-ctx.Done()
+	w.queue.ShutDown()
+	wg.Wait()
+	w.logger.Info("stopped")
+}
+
+// work processes keys until the queue shuts down.
+func (w *stagingWorker) work(ctx context.Context) {
+	for {
+		key, shutdown := w.queue.Get()
+		if shutdown {
+			return
+		}
+		if err := w.process(ctx, key); err != nil {
+			if ctx.Err() == nil {
+				w.logger.Error("process-failed", err, lager.Data{"secret": key})
+			}
+			w.queue.AddRateLimited(key)
+		} else {
+			w.queue.Forget(key)
+		}
+		w.queue.Done(key)
+	}
+}
+
+// process settles one staging: read the image's configuration, tell CC, delete the record. An
+// error means the staging is still owed (the record stays and the key comes back).
+func (w *stagingWorker) process(ctx context.Context, key string) error {
+	obj, exists, err := w.informer.GetIndexer().GetByKey(key)
+	if err != nil || !exists {
+		return err
+	}
+	secret, ok := obj.(*corev1.Secret)
+	if !ok || secret.DeletionTimestamp != nil || secret.Labels[LabelSourceType] != SourceTypeStaging {
+		return nil
+	}
+	logger := w.logger.Session("process", lager.Data{"secret": secret.Name})
+	if w.isSettled(secret.UID) {
+		return w.remove(ctx, logger, secret)
+	}
+	pending, err := stagingFromSecret(secret)
+	if err != nil {
+		// Not one opi wrote whole: nothing can be delivered from it.
+		logger.Error("unusable-record", err)
+		return w.remove(ctx, logger, secret)
+	}
+	logger = logger.WithData(lager.Data{"staging-guid": pending.guid})
+
+	completion := opi.StagingCompletion{
+		StagingGUID: pending.guid,
+		CallbackURL: pending.callbackURL,
+		Image:       pending.image,
+		OwedSince:   pending.acceptedAt,
+	}
+	cfg, err := w.b.imageReader.ReadImageConfig(ctx, pending.image, pending.registry)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return err
+	case err != nil:
+		logger.Info("image-unreadable", lager.Data{"reason": err.Error()})
+		completion.FailureReason = err.Error()
+	default:
+		completion.Config = cfg
+	}
+	if err := w.b.stagingNotifier.StagingCompleted(ctx, completion); err != nil {
+		return err
+	}
+	logger.Info("settled", lager.Data{"failed": completion.Failed()})
+	w.mu.Lock()
+	w.settled[secret.UID] = true
+	w.mu.Unlock()
+	return w.remove(ctx, logger, secret)
+}
+
+// remove deletes the record it was given (not a namesake made since: the uid is a
+// precondition).
+func (w *stagingWorker) remove(ctx context.Context, logger lager.Logger, secret *corev1.Secret) error {
+	err := w.b.client.CoreV1().Secrets(secret.Namespace).Delete(ctx, secret.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &secret.UID},
+	})
+	switch kind := kube.Classify(err); {
+	case err == nil, kind == kube.KindNotFound, kind == kube.KindConflict:
+		// Conflict: the uid differs, so the record settled here is gone already.
+		logger.Info("record-deleted")
+		return nil
+	default:
+		return apiError(err, "delete staging record "+secret.Name)
+	}
+}
+
+func (w *stagingWorker) isSettled(uid types.UID) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.settled[uid]
+}
+
+// forget drops a deleted record's uid from settled.
+func (w *stagingWorker) forget(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	if secret, ok := obj.(*corev1.Secret); ok {
+		w.mu.Lock()
+		delete(w.settled, secret.UID)
+		w.mu.Unlock()
+	}
+}
+
+// stripManagedFields drops what the worker never reads from cached records.
+func stripManagedFields(obj any) (any, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
+}

@@ -1,0 +1,86 @@
+package k8s
+
+import (
+	"context"
+	"fmt"
+
+	"code.cloudfoundry.org/lager/v3"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/opi"
+)
+
+// DesireTask runs the task as a Job, in the order DesireLRP uses, so that a later desire
+// finishes what an interrupted one started:
+//
+//  1. the env Secret (exists → fine);
+//  2. the image pull Secret, with registry credentials (exists → fine);
+//  3. the Job (exists → the desire succeeds and changes nothing);
+//  4. the Secrets made controlled by the Job, so that deleting the Job deletes them.
+//
+// A first desire is exactly: create secrets, [create secrets], create jobs, patch secrets (per
+// Secret).
+func (b *Backend) DesireTask(ctx context.Context, task *opi.Task) error {
+	logger := b.logger.Session("desire-task", lager.Data{"task-guid": task.GUID})
+	if err := b.checkSynced(); err != nil {
+		return err
+	}
+	name := TaskJobName(task.GUID)
+	secrets := b.client.CoreV1().Secrets(b.namespace)
+
+	envSecret := toTaskEnvSecret(task, name, b.namespace)
+	envSeen, _, err := kube.CreateIfAbsent(ctx, secrets, envSecret.DeepCopy())
+	if err != nil {
+		return apiError(err, "create env secret")
+	}
+	var registrySecretObj, registrySeen *corev1.Secret
+	if task.PrivateRegistry != nil {
+		registrySecretObj, err = registrySecret(task.PrivateRegistry, task.Image, registrySecretName(name), b.namespace, taskLabels(task))
+		if err != nil {
+			return err
+		}
+		if registrySeen, _, err = kube.CreateIfAbsent(ctx, secrets, registrySecretObj.DeepCopy()); err != nil {
+			return apiError(err, "create registry secret")
+		}
+	}
+
+	job, created, err := kube.CreateOrGet(ctx, b.client.BatchV1().Jobs(b.namespace),
+		toJob(task, name, b.namespace, b.workload), b.cachedAsJob)
+	if err != nil {
+		return apiError(err, "create job")
+	}
+	if !created && job.Annotations[AnnotationTaskGUID] != task.GUID {
+		return fmt.Errorf("create job: %s exists and does not belong to task %s", name, task.GUID)
+	}
+
+	owner := kube.ControllerRef(job, "batch/v1", "Job")
+	live := b.jobLiveCheck(job)
+	if err := kube.EnsureControlled(ctx, secrets, envSecret, envSeen, owner, live); err != nil {
+		return b.ownershipError(logger, err, "own env secret")
+	}
+	if registrySecretObj != nil {
+		if err := kube.EnsureControlled(ctx, secrets, registrySecretObj, registrySeen, owner, live); err != nil {
+			return b.ownershipError(logger, err, "own registry secret")
+		}
+	}
+	b.waitForJob(ctx, logger, job.Name, job.ResourceVersion, false)
+	logger.Info("desired", lager.Data{"job": job.Name, "created": created})
+	return nil
+}
+
+// jobLiveCheck tells, from the API server, whether j is still the live Job of its name.
+func (b *Backend) jobLiveCheck(j *batchv1.Job) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		current, err := b.client.BatchV1().Jobs(b.namespace).Get(ctx, j.Name, metav1.GetOptions{})
+		if kube.Classify(err) == kube.KindNotFound {
+			return false, nil
+		}
+		if err != nil {
+			return false, apiError(err, "get job")
+		}
+		return current.UID == j.UID && current.DeletionTimestamp == nil, nil
+	}
+}

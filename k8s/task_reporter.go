@@ -1,0 +1,206 @@
+package k8s
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"code.cloudfoundry.org/lager/v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/opi"
+)
+
+const (
+	// taskReporterWorkers deliver task ends at once: a callback CC does not answer is retried
+	// for minutes and must not hold up the others.
+	taskReporterWorkers = 8
+	// reporterRetryBase and reporterRetryMax bound the backoff after a failed report (an API
+	// error, or the notifier stopped by the end of leadership).
+	reporterRetryBase = 500 * time.Millisecond
+	reporterRetryMax  = time.Minute
+)
+
+// runTaskReporter is leader work: it tells CC (the TaskNotifier) about every task whose Job
+// ended or was cancelled and whose end is not yet recorded as reported, records the report on
+// the Job (AnnotationCompletionReported) only once the notifier returned nil, and deletes the
+// Job (background propagation: its pod and Secrets go with it) a retention later. It is driven
+// by the Job informer through a workqueue: registering its handler replays every cached Job, so
+// a new leader or a restarted opi picks up whatever is still owed.
+func (b *Backend) runTaskReporter(ctx context.Context) {
+	logger := b.logger.Session("task-reporter")
+	queue := workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](reporterRetryBase, reporterRetryMax),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "task-reporter"})
+	enqueue := func(obj any) {
+		if j, ok := obj.(*jobRecord); ok && j.ended() && j.DeletionTimestamp == nil {
+			queue.Add(j.Name)
+		}
+	}
+	registration, err := b.jobs.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+	})
+	if err != nil {
+		logger.Error("add-event-handler", err)
+		return
+	}
+	defer func() { _ = b.jobs.RemoveEventHandler(registration) }()
+	go func() {
+		<-ctx.Done()
+		queue.ShutDown()
+	}()
+
+	var wg sync.WaitGroup
+	for range taskReporterWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b.reportNext(ctx, logger, queue) {
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// reportNext handles one queued Job; false once the queue is shut down.
+func (b *Backend) reportNext(ctx context.Context, logger lager.Logger, queue workqueue.TypedRateLimitingInterface[string]) bool {
+	name, shutdown := queue.Get()
+	if shutdown {
+		return false
+	}
+	defer queue.Done(name)
+	after, err := b.reportTask(ctx, logger, name)
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			logger.Error("report-failed", err, lager.Data{"job": name})
+		}
+		queue.AddRateLimited(name)
+	case after > 0:
+		queue.Forget(name)
+		queue.AddAfter(name, after)
+	default:
+		queue.Forget(name)
+	}
+	return true
+}
+
+// reportTask reports the end of the named task's Job if it is still owed, and deletes the Job
+// once its retention has passed; it returns how long until that deletion is due.
+func (b *Backend) reportTask(ctx context.Context, logger lager.Logger, name string) (time.Duration, error) {
+	j, ok := b.cachedJob(name)
+	if !ok || j.DeletionTimestamp != nil || !j.ended() {
+		return 0, nil
+	}
+	logger = logger.WithData(lager.Data{"task-guid": j.taskGUID, "job": name})
+	reported := j.reported
+	if reported == "" {
+		failed, reason, endedAt := j.outcome()
+		if j.failed && j.cancelled == "" {
+			var err error
+			if reason, err = b.podFailureReason(ctx, j, reason); err != nil {
+				return 0, err
+			}
+		}
+		if endedAt.IsZero() {
+			endedAt = time.Now()
+		}
+		completion := opi.TaskCompletion{
+			TaskGUID:      j.taskGUID,
+			CallbackURL:   j.callback,
+			Failed:        failed,
+			FailureReason: reason,
+			OwedSince:     endedAt,
+		}
+		if err := b.taskNotifier.TaskCompleted(ctx, completion); err != nil {
+			return 0, fmt.Errorf("notify task completion: %w", err)
+		}
+		reported = time.Now().UTC().Format(time.RFC3339)
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+			AnnotationCompletionReported: reported,
+			AnnotationTaskFailed:         strconv.FormatBool(failed),
+			AnnotationFailureReason:      reason,
+		}}})
+		if err != nil {
+			return 0, fmt.Errorf("marshal reported patch: %w", err)
+		}
+		patched, err := b.client.BatchV1().Jobs(b.namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+		if kube.Classify(err) == kube.KindNotFound {
+			return 0, nil
+		}
+		if err != nil {
+			// CC was told, the record failed: the next attempt tells CC again (at least once).
+			return 0, apiError(err, "record task completion reported")
+		}
+		// Wait for the cache, so that a later turn of this Job does not take it as still owed.
+		b.waitForJob(ctx, logger, name, patched.ResourceVersion, true)
+		logger.Info("reported", lager.Data{"failed": failed, "failure-reason": reason})
+	}
+
+	reportedAt, err := time.Parse(time.RFC3339, reported)
+	if err != nil {
+		reportedAt = time.Time{} // unreadable: the retention has passed
+	}
+	if left := time.Until(reportedAt.Add(b.taskRetention)); left > 0 {
+		return left, nil
+	}
+	background := metav1.DeletePropagationBackground
+	opts := preconditionUID(j)
+	opts.PropagationPolicy = &background
+	err = b.client.BatchV1().Jobs(b.namespace).Delete(ctx, name, opts)
+	if err != nil && !goneOrChanged(err) {
+		return 0, apiError(err, "delete job")
+	}
+	// Until the cache drops it, a queued turn of this Job would delete it again.
+	b.waitForJob(ctx, logger, name, "", true)
+	logger.Info("deleted")
+	return 0, nil
+}
+
+// podFailureReason is why the failed task's pod failed, from its app container's termination
+// ("Error (exit code 3)"), or the pod's own reason; fallback when neither says. One LIST of the
+// Job's pods (the Job controller labels them with its uid).
+func (b *Backend) podFailureReason(ctx context.Context, j *jobRecord, fallback string) (string, error) {
+	pods, err := b.client.CoreV1().Pods(b.namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: jobControllerUIDLabel + "=" + string(j.UID),
+	})
+	if err != nil {
+		return "", apiError(err, "list task pods")
+	}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		for _, cs := range pod.Status.ContainerStatuses {
+			if cs.Name != ContainerName {
+				continue
+			}
+			t := cs.State.Terminated
+			if t == nil {
+				t = cs.LastTerminationState.Terminated
+			}
+			if t != nil && (t.ExitCode != 0 || t.Reason != "") {
+				return describeExit(t), nil
+			}
+		}
+		if pod.Status.Reason != "" {
+			return pod.Status.Reason, nil
+		}
+	}
+	return fallback, nil
+}
+
+// describeExit is a container's termination in CC's failure_reason: "Error (exit code 3)".
+func describeExit(t *corev1.ContainerStateTerminated) string {
+	if t.Reason == "" {
+		return fmt.Sprintf("exit code %d", t.ExitCode)
+	}
+	return fmt.Sprintf("%s (exit code %d)", t.Reason, t.ExitCode)
+}

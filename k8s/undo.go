@@ -1,0 +1,114 @@
+package k8s
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"code.cloudfoundry.org/lager/v3"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/opi"
+)
+
+// undoTimeout bounds the clean-up after a refusal; it runs even when the request's own deadline
+// has passed, since what it removes would otherwise linger until the janitor's grace.
+const undoTimeout = 10 * time.Second
+
+// desireWrites is what one desire created itself, so that a refusal at a later step can remove
+// exactly that: never an object that existed before, nor one another writer changed since.
+type desireWrites struct {
+	// secrets as their create returned them.
+	secrets []*corev1.Secret
+	// workload (Deployment or StatefulSet), when this desire created it.
+	workload metav1.Object
+	// owned: the secrets were given to deployment (their version changed by that patch).
+	owned bool
+}
+
+// isRefusal says whether err is Kubernetes refusing a write for what it holds rather than
+// failing to carry it out: invalid (422, 400, 413) or forbidden (403: an admission webhook, a
+// quota, a policy). Retrying the same request cannot succeed; CC gets a 400.
+func isRefusal(err error) bool {
+	return kube.Classify(err) == kube.KindInvalid || apierrors.IsForbidden(err)
+}
+
+// refusal is apiError for the writes of a desire or an update, where a 403 is a refusal of the
+// request (opi.ErrInvalid) like a 422, never a 500.
+func refusal(err error, doing string) error {
+	if apierrors.IsForbidden(err) {
+		return fmt.Errorf("%s: %w: %w", doing, opi.ErrInvalid, err)
+	}
+	return apiError(err, doing)
+}
+
+// refused is the answer to a desire whose step failed with raw (wrapped: what to answer).
+// When Kubernetes refused the step, what this desire created is removed first and the answer
+// says so; other failures (unavailable, contention) leave everything for a retry to complete.
+func (b *Backend) refused(ctx context.Context, logger lager.Logger, w *desireWrites, raw, wrapped error) error {
+	if !isRefusal(raw) {
+		return wrapped
+	}
+	removed, err := b.undoDesire(ctx, logger, w)
+	if err != nil {
+		logger.Error("undo-failed", err, lager.Data{"removed": removed})
+		return fmt.Errorf("%w; removing what this desire wrote failed: %w", wrapped, err)
+	}
+	logger.Info("refused-and-undone", lager.Data{"reason": wrapped.Error(), "removed": removed})
+	if len(removed) == 0 {
+		return wrapped
+	}
+	return fmt.Errorf("%w; removed what this desire had written (%s)", wrapped, strings.Join(removed, ", "))
+}
+
+// undoDesire deletes what w records, the workload first (background propagation, as a stop),
+// each delete conditional on the object being the one this desire created: its uid, and, for a
+// Secret not yet given to the Deployment, its version too (another desire of the same LRP may
+// have taken it since; then it is that desire's). It returns what it removed, and waits until
+// the cache no longer holds the Deployment, so that reads after the answer do not list it.
+func (b *Backend) undoDesire(ctx context.Context, logger lager.Logger, w *desireWrites) ([]string, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+	defer cancel()
+	var removed []string
+	var errs []error
+	if d := w.workload; d != nil {
+		background := metav1.DeletePropagationBackground
+		opts := preconditionUID(d)
+		opts.PropagationPolicy = &background
+		switch err := b.kind.delete(ctx, b, d.GetName(), opts); {
+		case err == nil:
+			removed = append(removed, b.kindName()+" "+d.GetName())
+		case !goneOrChanged(err):
+			errs = append(errs, fmt.Errorf("delete %s %s: %w", b.kindName(), d.GetName(), err))
+		}
+	}
+	secrets := b.client.CoreV1().Secrets(b.namespace)
+	for i := len(w.secrets) - 1; i >= 0; i-- {
+		s := w.secrets[i]
+		opts := kube.Unchanged(s)
+		if w.owned {
+			opts = preconditionUID(s)
+		}
+		switch err := secrets.Delete(ctx, s.Name, opts); {
+		case err == nil:
+			removed = append(removed, "secret "+s.Name)
+		case !goneOrChanged(err):
+			errs = append(errs, fmt.Errorf("delete secret %s: %w", s.Name, err))
+		}
+	}
+	if d := w.workload; d != nil {
+		gone := kube.WaitUntil(ctx, cachePollInterval, b.readWaitTimeout, func() bool {
+			cached, ok := b.cachedWorkloadByName(d.GetName())
+			return !ok || cached.UID != d.GetUID()
+		})
+		if !gone {
+			logger.Info("cache-wait-timed-out", lager.Data{"waiting-for": b.kindName() + "-gone", b.kindName(): d.GetName()})
+		}
+	}
+	return removed, errors.Join(errs...)
+}
