@@ -4,15 +4,20 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/opi"
@@ -149,6 +154,34 @@ var _ = Describe("The StatefulSet backend", func() {
 			Expect(err).NotTo(HaveOccurred())
 			Expect(list).To(HaveLen(1))
 			Expect(list[0].ProcessGUID()).To(Equal(lrp.ProcessGUID()))
+		})
+
+		It("removes the StatefulSet and the secret it created when Kubernetes refuses the service", func() {
+			client.PrependReactor("create", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, name, errors.New("exceeded quota"))
+			})
+			err := backend.DesireLRP(ctx, lrp)
+			Expect(err).To(MatchError(opi.ErrInvalid))
+			Expect(err.Error()).To(HaveSuffix("(statefulset " + name + ", secret " + name + "-env)"))
+			Expect(actionsSince(client, before)).To(Equal([]string{
+				"create secrets " + name + "-env",
+				"create statefulsets " + name,
+				"patch secrets " + name + "-env",
+				"create services " + name,
+				"delete statefulsets " + name,
+				"delete secrets " + name + "-env",
+			}))
+			sets, err := client.AppsV1().StatefulSets(namespace).List(ctx, metav1.ListOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(sets.Items).To(BeEmpty())
+		})
+
+		It("refuses before writing a StatefulSet Kubernetes would refuse, naming it", func() {
+			lrp.AppName = strings.Repeat("n", 300<<10)
+			err := backend.DesireLRP(ctx, lrp)
+			Expect(err).To(MatchError(opi.ErrInvalid))
+			Expect(err.Error()).To(ContainSubstring("the statefulset " + k8s.DeploymentName(lrp) + " would break a rule of Kubernetes"))
+			Expect(actionsSince(client, before)).To(BeEmpty())
 		})
 
 		It("changes nothing when the StatefulSet exists (its owned objects are only read)", func() {
