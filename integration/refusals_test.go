@@ -116,6 +116,15 @@ var _ = Describe("Refused before the first write", Ordered, func() {
 		live = newApp()
 		desire(o, live)
 		Eventually(allRunning(o, live)).Should(Equal([]string{"RUNNING", "RUNNING"}))
+		// The workload's controller writes its status once more when the instances have been
+		// Ready for the minimum ready time (10 s); the states compared below start after that.
+		Eventually(func() int32 {
+			w := workloads(ns, live)
+			if len(w) == 0 {
+				return -1
+			}
+			return w[0].Status.AvailableReplicas
+		}, 60*time.Second).Should(BeEquivalentTo(2))
 	})
 
 	It("learnt the cluster's env-name rule at start-up and logged it", func() {
