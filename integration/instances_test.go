@@ -142,7 +142,7 @@ var _ = Describe("Instances that match the pods", func() {
 		// 4 instances: Kubernetes' default strategy (25% unavailable) would take one away at
 		// once; opi's must not. A StatefulSet cannot surge (a second pod of an ordinal would
 		// share its name): it replaces one pod at a time, which is one instance down at most
-		// (ADR 0006).
+		// (ADR 0007).
 		wantFewest := 4
 		if statefulSets() {
 			wantFewest = 3
@@ -159,7 +159,7 @@ var _ = Describe("Instances that match the pods", func() {
 		if statefulSets() {
 			// With parallel pod management the StatefulSet controller replaces every old pod
 			// that is not yet available (Ready for less than the minimum ready time) at once,
-			// outside maxUnavailable (measured, ADR 0006): only a rollout of available
+			// outside maxUnavailable (measured, ADR 0007): only a rollout of available
 			// instances keeps to one at a time.
 			Eventually(func() workloadStatus { return workloads(ns, a)[0].Status }).Should(HaveField("AvailableReplicas", BeEquivalentTo(4)))
 		}

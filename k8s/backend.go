@@ -64,7 +64,7 @@ type Options struct {
 	// that enforce the restricted Pod Security Standard.
 	PodSecurity string
 	// Workload is WorkloadDeployments (default) or WorkloadStatefulSets: the kind of object
-	// that runs each LRP's pods (docs/adr/0006 says which to choose when).
+	// that runs each LRP's pods (docs/adr/0007 says which to choose when).
 	Workload string
 	// ImageReader and StagingNotifier, both set, make the leader work off staging records
 	// (see Stage); StagingWorkers of them at once (default DefaultStagingWorkers).

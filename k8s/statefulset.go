@@ -17,7 +17,7 @@ import (
 // statefulSetKind runs LRPs as StatefulSets (Options.Workload = WorkloadStatefulSets): every
 // instance has a stable ordinal, which is its index in GetInstances, the index StopInstance
 // takes and the app's CF_INSTANCE_INDEX. Everything else (Secrets, Service, budget, names,
-// labels, annotations, the pod template) is the Deployment backend's. docs/adr/0006 compares
+// labels, annotations, the pod template) is the Deployment backend's. docs/adr/0007 compares
 // the two.
 type statefulSetKind struct{}
 

@@ -20,7 +20,7 @@ const (
 	// surge rollouts, an instance index from the pods' rank (ADR 0002), no CF_INSTANCE_INDEX.
 	WorkloadDeployments = "deployments"
 	// WorkloadStatefulSets runs each LRP as a StatefulSet with parallel pod management: the
-	// instance index is the pod's ordinal, passed to the app as CF_INSTANCE_INDEX (ADR 0006).
+	// instance index is the pod's ordinal, passed to the app as CF_INSTANCE_INDEX (ADR 0007).
 	WorkloadStatefulSets = "statefulsets"
 )
 

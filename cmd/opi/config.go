@@ -55,7 +55,7 @@ type Config struct {
 	DebugListen string `json:"debug_listen"`
 
 	// Backend is the Kubernetes object that runs each app's instances: "deployments" (default)
-	// or "statefulsets" (a stable CF_INSTANCE_INDEX per instance; docs/adr/0006).
+	// or "statefulsets" (a stable CF_INSTANCE_INDEX per instance; docs/adr/0007).
 	Backend string `json:"backend"`
 
 	// CC is how opi reaches Cloud Controller's internal API for callbacks.
