@@ -3,10 +3,23 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin
 
-.PHONY: build test unit integration fuzz generate lint kube-bins cluster cluster-down run opi-local
+.PHONY: build image test unit integration fuzz generate lint kube-bins cluster cluster-down run opi-local
+
+# opi --version prints VERSION (default: git describe of the checkout).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+LDFLAGS := -X main.buildVersion=$(VERSION)
 
 build:
-	$(GO) build -o $(BIN)/opi ./cmd/opi
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/opi ./cmd/opi
+
+# The container image, without a container engine: a static opi (the flags are those of
+# cmd/opi-image's test, which shares the build cache) on a minimal base cmd/opi-image writes
+# itself. bin/opi-image.tar is for `docker load` / `podman load`; bin/opi-oci is an OCI image
+# layout (e.g. `skopeo copy oci:bin/opi-oci docker://REGISTRY/opi:TAG`). IMAGE names it.
+IMAGE ?= opi-bridge/opi:$(VERSION)
+image:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/image/opi ./cmd/opi
+	$(GO) run ./cmd/opi-image --binary $(BIN)/image/opi --version $(VERSION) --tag $(IMAGE) --tar $(BIN)/opi-image.tar --layout $(BIN)/opi-oci
 
 # Builds (once, into a per-user cache) the local control plane's binaries and prints their folder.
 kube-bins:
@@ -15,8 +28,11 @@ kube-bins:
 generate:
 	$(GO) generate ./...
 
+# go vet, gofmt, and go.mod/go.sum exactly as `go mod tidy` leaves them (direct dependencies
+# not marked // indirect).
 lint:
 	$(GO) vet ./...
+	$(GO) mod tidy -diff
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 # Unit suites: everything but the suites that start a local control plane; then the fuzz

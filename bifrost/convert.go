@@ -21,27 +21,15 @@ func ConvertDesire(req models.DesireLRPRequest, rules Rules) (*opi.LRP, error) {
 		return nil, invalid("process_guid", "%q does not match guid-version %q", req.ProcessGUID, id.ProcessGUID())
 	}
 
-	docker := req.Lifecycle.DockerLifecycle
-	if docker == nil {
-		if len(req.Lifecycle.BuildpackLifecycle) > 0 && string(req.Lifecycle.BuildpackLifecycle) != "null" {
-			return nil, invalid("lifecycle", "buildpack_lifecycle is not supported: opi runs images only (docker_lifecycle)")
-		}
-		return nil, invalid("lifecycle.docker_lifecycle", "is required")
-	}
-	if err := ValidateImage("lifecycle.docker_lifecycle.image", docker.Image); err != nil {
+	docker, err := dockerImage(req.Lifecycle, "runs")
+	if err != nil {
 		return nil, err
 	}
 
 	if err := checkRange("instances", int64(req.Instances), 0, MaxInstances); err != nil {
 		return nil, err
 	}
-	if err := checkRange("memory_mb", req.MemoryMB, 1, MaxMemoryMB); err != nil {
-		return nil, err
-	}
-	if err := checkRange("disk_mb", req.DiskMB, 0, MaxDiskMB); err != nil {
-		return nil, err
-	}
-	if err := checkRange("cpu_weight", req.CPUWeight, 0, MaxCPUWeight); err != nil {
+	if err := checkResources(req.MemoryMB, 1, req.DiskMB, req.CPUWeight); err != nil {
 		return nil, err
 	}
 	if err := checkRange("health_check_timeout_ms", req.HealthCheckTimeoutMs, 0, 1<<31-1); err != nil {
@@ -81,6 +69,18 @@ func ConvertDesire(req models.DesireLRPRequest, rules Rules) (*opi.LRP, error) {
 	if err := ValidateAnnotations("user_defined_annotations", req.UserDefinedAnnotations); err != nil {
 		return nil, err
 	}
+	egress, err := convertEgressRules(req.EgressRules)
+	if err != nil {
+		return nil, err
+	}
+	placement, err := convertPlacementTags(req.PlacementTags)
+	if err != nil {
+		return nil, err
+	}
+	mounts, err := convertVolumeMounts(req.VolumeMounts)
+	if err != nil {
+		return nil, err
+	}
 
 	lrp := &opi.LRP{
 		LRPIdentifier:          id,
@@ -103,6 +103,9 @@ func ConvertDesire(req models.DesireLRPRequest, rules Rules) (*opi.LRP, error) {
 		Routes:                 routes,
 		LastUpdated:            req.LastUpdated,
 		UserDefinedAnnotations: req.UserDefinedAnnotations,
+		EgressRules:            egress,
+		PlacementTags:          placement,
+		VolumeMounts:           mounts,
 	}
 	if docker.RegistryUsername != "" || docker.RegistryPassword != "" {
 		lrp.PrivateRegistry = &opi.PrivateRegistry{

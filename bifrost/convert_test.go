@@ -25,7 +25,7 @@ func desireBody() string {
 	  "process_type": "web", "app_guid": "app-guid-1", "app_name": "dora",
 	  "space_guid": "space-guid-1", "space_name": "dev", "organization_guid": "org-guid-1", "organization_name": "acme",
 	  "environment": {"VCAP_SERVICES": "{\"db\":[{\"credentials\":{\"password\":\"s3cret\"}}]}", "PORT": "8080", "spring.profiles.active": "cloud", "a:b": "c"},
-	  "egress_rules": [{"protocol": "tcp", "destinations": ["10.0.0.0/8"]}, {"Protocol": "udp"}],
+	  "egress_rules": [{"protocol": "tcp", "destinations": ["10.0.0.0/8"]}, {"protocol": "udp", "destinations": ["1.1.1.1"], "portRange": {"start": 53, "end": 54}}],
 	  "placement_tags": ["iso-1"],
 	  "instances": 3, "memory_mb": 256, "disk_mb": 1024, "cpu_weight": 100,
 	  "health_check_type": "http", "health_check_http_endpoint": "/health",

@@ -50,32 +50,21 @@ func ConvertStaging(stagingGUID string, req models.StagingRequest, urls URLCheck
 	if req.StagingGUID != "" && req.StagingGUID != stagingGUID {
 		return nil, invalid("staging_guid", "%q does not match the path's %q", req.StagingGUID, stagingGUID)
 	}
-	docker := req.Lifecycle.DockerLifecycle
-	if docker == nil {
-		if len(req.Lifecycle.BuildpackLifecycle) > 0 && string(req.Lifecycle.BuildpackLifecycle) != "null" {
-			return nil, invalid("lifecycle", "buildpack_lifecycle is not supported: opi stages docker images only (docker_lifecycle)")
-		}
-		return nil, invalid("lifecycle.docker_lifecycle", "is required")
-	}
-	if err := checkImageReference("lifecycle.docker_lifecycle.image", docker.Image); err != nil {
+	docker, err := dockerImage(req.Lifecycle, "stages")
+	if err != nil {
 		return nil, err
+	}
+	// The registry client's parser too: it reads the image's config here.
+	if _, err := name.ParseReference(docker.Image); err != nil {
+		return nil, invalid("lifecycle.docker_lifecycle.image", "%q is not a valid image reference", docker.Image)
 	}
 	if (docker.RegistryUsername == "") != (docker.RegistryPassword == "") {
 		return nil, invalid("lifecycle.docker_lifecycle", "registry_username and registry_password go together")
 	}
-	if req.CompletionCallback == "" {
-		return nil, invalid("completion_callback", "is required")
-	}
-	if err := urls.CheckURL(req.CompletionCallback); err != nil {
-		return nil, invalid("completion_callback", "cannot be used: %v", err)
-	}
-	if err := checkRange("memory_mb", req.MemoryMB, 0, MaxMemoryMB); err != nil {
+	if err := checkCallback(req.CompletionCallback, urls); err != nil {
 		return nil, err
 	}
-	if err := checkRange("disk_mb", req.DiskMB, 0, MaxDiskMB); err != nil {
-		return nil, err
-	}
-	if err := checkRange("cpu_weight", req.CPUWeight, 0, MaxCPUWeight); err != nil {
+	if err := checkResources(req.MemoryMB, 0, req.DiskMB, req.CPUWeight); err != nil {
 		return nil, err
 	}
 	for i, env := range req.Environment {
@@ -103,20 +92,6 @@ func ConvertStaging(stagingGUID string, req models.StagingRequest, urls URLCheck
 		}
 	}
 	return staging, nil
-}
-
-// checkImageReference checks that image is an image reference a registry client can read
-// (registry, repository, tag or digest; the registry and tag may be implied).
-func checkImageReference(field, image string) error {
-	// The kubelet's parser first: the staged image is what CC will desire and Kubernetes pull.
-	if err := ValidateImage(field, image); err != nil {
-		return err
-	}
-	// Then the registry client's, which reads the image's config here.
-	if _, err := name.ParseReference(image); err != nil {
-		return invalid(field, "%q is not a valid image reference", image)
-	}
-	return nil
 }
 
 // dockerLifecycle and webProcess are what a docker staging result always says.

@@ -92,20 +92,11 @@ func (t *Task) ConvertTask(guid string, req models.TaskRequest) (*opi.Task, erro
 	if err := ValidateLabelValue("task_guid", guid); err != nil {
 		return nil, err
 	}
-	if req.CompletionCallback == "" {
-		return nil, invalid("completion_callback", "is required")
+	if err := checkCallback(req.CompletionCallback, t.URLs); err != nil {
+		return nil, err
 	}
-	if err := t.URLs.CheckURL(req.CompletionCallback); err != nil {
-		return nil, invalid("completion_callback", "%s", err.Error())
-	}
-	docker := req.Lifecycle.DockerLifecycle
-	if docker == nil {
-		if len(req.Lifecycle.BuildpackLifecycle) > 0 && string(req.Lifecycle.BuildpackLifecycle) != "null" {
-			return nil, invalid("lifecycle", "buildpack_lifecycle is not supported: opi runs images only (docker_lifecycle)")
-		}
-		return nil, invalid("lifecycle.docker_lifecycle", "is required")
-	}
-	if err := ValidateImage("lifecycle.docker_lifecycle.image", docker.Image); err != nil {
+	docker, err := dockerImage(req.Lifecycle, "runs")
+	if err != nil {
 		return nil, err
 	}
 
@@ -120,13 +111,7 @@ func (t *Task) ConvertTask(guid string, req models.TaskRequest) (*opi.Task, erro
 		return nil, err
 	}
 
-	if err := checkRange("memory_mb", req.MemoryMB, 0, MaxMemoryMB); err != nil {
-		return nil, err
-	}
-	if err := checkRange("disk_mb", req.DiskMB, 0, MaxDiskMB); err != nil {
-		return nil, err
-	}
-	if err := checkRange("cpu_weight", req.CPUWeight, 0, MaxCPUWeight); err != nil {
+	if err := checkResources(req.MemoryMB, 0, req.DiskMB, req.CPUWeight); err != nil {
 		return nil, err
 	}
 	memoryMB := req.MemoryMB

@@ -112,3 +112,44 @@ func convertRoutes(field string, routes models.Routes) ([]opi.Route, error) {
 	}
 	return out, nil
 }
+
+// dockerImage is the request's docker lifecycle with its image checked as the kubelet parses it:
+// a buildpack lifecycle (droplets, which opi cannot host) or none at all is refused; doing says
+// what opi does with images, for the refusal ("runs", "stages").
+func dockerImage(lifecycle models.Lifecycle, doing string) (*models.DockerLifecycle, error) {
+	docker := lifecycle.DockerLifecycle
+	if docker == nil {
+		if len(lifecycle.BuildpackLifecycle) > 0 && string(lifecycle.BuildpackLifecycle) != "null" {
+			return nil, invalid("lifecycle", "buildpack_lifecycle is not supported: opi %s docker images only (docker_lifecycle)", doing)
+		}
+		return nil, invalid("lifecycle.docker_lifecycle", "is required")
+	}
+	if err := ValidateImage("lifecycle.docker_lifecycle.image", docker.Image); err != nil {
+		return nil, err
+	}
+	return docker, nil
+}
+
+// checkCallback checks a completion_callback before anything is written: present, and a URL
+// opi's CC client can post to.
+func checkCallback(callback string, urls URLChecker) error {
+	if callback == "" {
+		return invalid("completion_callback", "is required")
+	}
+	if err := urls.CheckURL(callback); err != nil {
+		return invalid("completion_callback", "cannot be used: %v", err)
+	}
+	return nil
+}
+
+// checkResources checks memory (at least minMemoryMB), disk and cpu weight against the
+// contract's bounds.
+func checkResources(memoryMB, minMemoryMB, diskMB, cpuWeight int64) error {
+	if err := checkRange("memory_mb", memoryMB, minMemoryMB, MaxMemoryMB); err != nil {
+		return err
+	}
+	if err := checkRange("disk_mb", diskMB, 0, MaxDiskMB); err != nil {
+		return err
+	}
+	return checkRange("cpu_weight", cpuWeight, 0, MaxCPUWeight)
+}

@@ -5,6 +5,7 @@ package handler
 import (
 	"context"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"code.cloudfoundry.org/lager/v3"
@@ -19,9 +20,11 @@ import (
 // DefaultMaxBodyBytes is the request body limit when none is configured: 10 MiB.
 const DefaultMaxBodyBytes = 10 << 20
 
-// DefaultWriteTimeout bounds a write's backend calls when none is configured: within CC's 60 s
-// receive timeout, so CC gets a 503 rather than a broken connection.
-const DefaultWriteTimeout = 30 * time.Second
+// DefaultWriteTimeout bounds a write's backend calls when none is configured: below CC's own
+// 60 s receive timeout, so CC gets a 503 rather than a broken connection, and above what a busy
+// API server takes to allocate a Service IP (seen: over 20 s at thousands of Services). It is
+// the one definition of this default: opi's config refers to it.
+const DefaultWriteTimeout = 50 * time.Second
 
 // readyTimeout bounds a readiness check, so that a hung API server makes /readyz answer 503
 // rather than hang.
@@ -74,8 +77,92 @@ type Config struct {
 	Staging StagingBifrost
 }
 
-// New returns the router with every route of the contract.
-func New(cfg Config) http.Handler {
+// Route is one registered route: its method and its httprouter path pattern (":name" for a
+// path parameter).
+type Route struct {
+	Method string
+	Path   string
+}
+
+// Router is an httprouter that records every route it is given, however it is given (Handle,
+// Handler, GET, ...), so that a test can hold the API description (openapi.yaml) against what
+// is really served.
+type Router struct {
+	*httprouter.Router
+	routes []Route
+}
+
+// Routes lists the routes the router serves, in registration order.
+func (r *Router) Routes() []Route { return append([]Route(nil), r.routes...) }
+
+// Handle registers and records a route.
+func (r *Router) Handle(method, path string, h httprouter.Handle) {
+	r.Router.Handle(method, path, h)
+	r.routes = append(r.routes, Route{Method: method, Path: path})
+}
+
+// Handler registers and records a route served by an http.Handler.
+func (r *Router) Handler(method, path string, h http.Handler) {
+	r.Router.Handler(method, path, h) // the embedded Handle: recorded once, here
+	r.routes = append(r.routes, Route{Method: method, Path: path})
+}
+
+// HandlerFunc registers and records a route served by an http.HandlerFunc.
+func (r *Router) HandlerFunc(method, path string, h http.HandlerFunc) { r.Handler(method, path, h) }
+
+// GET registers and records a GET route.
+func (r *Router) GET(path string, h httprouter.Handle) { r.Handle(http.MethodGet, path, h) }
+
+// POST registers and records a POST route.
+func (r *Router) POST(path string, h httprouter.Handle) { r.Handle(http.MethodPost, path, h) }
+
+// PUT registers and records a PUT route.
+func (r *Router) PUT(path string, h httprouter.Handle) { r.Handle(http.MethodPut, path, h) }
+
+// DELETE registers and records a DELETE route.
+func (r *Router) DELETE(path string, h httprouter.Handle) { r.Handle(http.MethodDelete, path, h) }
+
+// PATCH registers and records a PATCH route.
+func (r *Router) PATCH(path string, h httprouter.Handle) { r.Handle(http.MethodPatch, path, h) }
+
+// newRouter is a recording httprouter with the contract's 404/405/panic answers.
+func newRouter(logger lager.Logger) *Router {
+	r := &Router{Router: httprouter.New()}
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
+	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		writeError(w, http.StatusNotFound, "no route for "+req.Method+" "+req.URL.Path)
+	})
+	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		writeError(w, http.StatusMethodNotAllowed, "method "+req.Method+" is not allowed on "+req.URL.Path)
+	})
+	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, v any) {
+		logger.Error("panic", nil, lager.Data{"method": req.Method, "path": req.URL.Path, "panic": v})
+		writeError(w, http.StatusInternalServerError, "internal error")
+	}
+	return r
+}
+
+// servePprof serves Go's profiles: the index, every named profile (heap, goroutine, allocs, ...),
+// and the CPU profile, trace, symbol and cmdline endpoints.
+func servePprof(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	switch ps.ByName("name") {
+	case "/profile":
+		pprof.Profile(w, r)
+	case "/trace":
+		pprof.Trace(w, r)
+	case "/symbol":
+		pprof.Symbol(w, r)
+	case "/cmdline":
+		pprof.Cmdline(w, r)
+	default:
+		pprof.Index(w, r) // it reads the profile's name from the path
+	}
+}
+
+// New returns the router with every route of the contract, plus health, metrics and the API
+// description.
+func New(cfg Config) *Router {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -85,7 +172,7 @@ func New(cfg Config) http.Handler {
 	lrp := &lrpHandler{bifrost: cfg.LRP, logger: cfg.Logger, maxBody: cfg.MaxBodyBytes, writeTimeout: cfg.WriteTimeout}
 	health := &healthHandler{readiness: cfg.Readiness, logger: cfg.Logger}
 
-	r := httprouter.New()
+	r := newRouter(cfg.Logger)
 	route := func(method, path string, handle httprouter.Handle) {
 		r.Handle(method, path, observe(cfg.Observer, method+" "+path, handle))
 	}
@@ -115,18 +202,34 @@ func New(cfg Config) http.Handler {
 
 	r.GET("/healthz", health.live)
 	r.GET("/readyz", health.ready)
+	r.GET("/openapi.json", serveOpenAPI)
+	return r
+}
 
-	r.RedirectTrailingSlash = false
-	r.RedirectFixedPath = false
-	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		writeError(w, http.StatusNotFound, "no route for "+req.Method+" "+req.URL.Path)
-	})
-	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		writeError(w, http.StatusMethodNotAllowed, "method "+req.Method+" is not allowed on "+req.URL.Path)
-	})
-	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, v any) {
-		cfg.Logger.Error("panic", nil, lager.Data{"method": req.Method, "path": req.URL.Path, "panic": v})
-		writeError(w, http.StatusInternalServerError, "internal error")
+// OpsConfig is what NewOps needs.
+type OpsConfig struct {
+	Readiness ReadinessChecker
+	Logger    lager.Logger
+	// Metrics, when set, is served at GET /metrics.
+	Metrics http.Handler
+	// Pprof serves Go's profiles under /debug/pprof/.
+	Pprof bool
+}
+
+// NewOps returns the operations router: health, readiness, metrics, the API description and,
+// when asked, pprof. It is served on its own plaintext listener, so that kubelet probes and
+// Prometheus reach it without the client certificate the API demands.
+func NewOps(cfg OpsConfig) *Router {
+	r := newRouter(cfg.Logger)
+	health := &healthHandler{readiness: cfg.Readiness, logger: cfg.Logger}
+	r.GET("/healthz", health.live)
+	r.GET("/readyz", health.ready)
+	r.GET("/openapi.json", serveOpenAPI)
+	if cfg.Metrics != nil {
+		r.Handler(http.MethodGet, "/metrics", cfg.Metrics)
+	}
+	if cfg.Pprof {
+		r.GET("/debug/pprof/*name", servePprof)
 	}
 	return r
 }
@@ -168,8 +271,10 @@ func (h *healthHandler) ready(w http.ResponseWriter, r *http.Request, _ httprout
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
 	if err := h.readiness.Ready(ctx); err != nil {
+		// The reason goes to the log only: /readyz is open to anyone who reaches the ops
+		// listener, and an error's text can name internal hosts and objects.
 		h.logger.Info("not-ready", lager.Data{"reason": err.Error()})
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": err.Error()})
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready"})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

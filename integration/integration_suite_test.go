@@ -63,7 +63,21 @@ var _ = BeforeSuite(func() {
 		}
 	})
 	kube = cluster.Clientset()
+	installGatewayAPI()
 })
+
+// installGatewayAPI installs the Gateway API's standard CRDs (GatewayClass, Gateway,
+// HTTPRoute) from the Go module opi builds against, as an operator would from its release.
+func installGatewayAPI() {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api").Output()
+	Expect(err).NotTo(HaveOccurred())
+	dir := filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "standard")
+	for _, kind := range []string{"gatewayclasses", "gateways", "httproutes"} {
+		kubectl("apply", "--server-side", "-f", filepath.Join(dir, "gateway.networking.k8s.io_"+kind+".yaml"))
+	}
+	kubectl("wait", "--for", "condition=established", "--timeout", "60s",
+		"crd/gatewayclasses.gateway.networking.k8s.io", "crd/gateways.gateway.networking.k8s.io", "crd/httproutes.gateway.networking.k8s.io")
+}
 
 // opiServer is one running opi binary.
 type opiServer struct {
@@ -73,6 +87,8 @@ type opiServer struct {
 	args      []string
 	// client talks to opi; http.DefaultClient unless opi serves TLS.
 	client *http.Client
+	// env, when set, is opi's whole environment (else it inherits the suite's).
+	env []string
 }
 
 func (o *opiServer) httpClient() *http.Client {
@@ -121,7 +137,9 @@ func restrictedKubeconfig(ns string) string {
 
 func (o *opiServer) start() {
 	var err error
-	o.session, err = gexec.Start(exec.Command(opiBin, o.args...), gbytes.NewBuffer(), GinkgoWriter)
+	cmd := exec.Command(opiBin, o.args...)
+	cmd.Env = o.env
+	o.session, err = gexec.Start(cmd, gbytes.NewBuffer(), GinkgoWriter)
 	Expect(err).NotTo(HaveOccurred())
 	Eventually(func() int {
 		resp, err := o.httpClient().Get(o.URL + "/readyz")

@@ -1,6 +1,7 @@
 // Package k8s is the Kubernetes backend of opi: it runs each LRP as a Deployment or, with
-// Options.Workload, a StatefulSet (with its env in a Secret, an optional image pull Secret, a
-// Service and a disruption budget) in one namespace and answers reads from informer caches. It implements opi.LRPBackend; see opi/README.md for what it creates.
+// Options.Workload, a StatefulSet (with its env in a Secret, an optional image pull Secret and
+// the hooks' objects) in one namespace and answers reads from informer caches. It implements
+// opi.LRPBackend; see k8s/README.md for what it creates.
 package k8s
 
 import (
@@ -19,6 +20,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/opi"
@@ -43,6 +46,17 @@ type Options struct {
 	// JanitorGrace is the age a leftover must reach before the janitor deletes it
 	// (default DefaultJanitorGrace).
 	JanitorGrace time.Duration
+
+	// Routing says how routes reach apps (Ingress, Gateway API HTTPRoutes, or nothing).
+	Routing RoutingOptions
+	// Gateway is the Gateway API client; needed for RoutingGateway only.
+	Gateway gateway.Interface
+	// NetworkPolicy configures container-to-container isolation.
+	NetworkPolicy NetworkPolicyOptions
+	// Placement configures isolation segments (placement tags).
+	Placement PlacementOptions
+	// HeadlessServices gives LRP Services no cluster IP (see docs/adr).
+	HeadlessServices bool
 	// CrashNotifier, when set, is told about every crash of an LRP instance, once (leader
 	// work, see crash.go); nil reports no crashes.
 	CrashNotifier opi.CrashNotifier
@@ -94,12 +108,22 @@ func (o Options) Validate() error {
 	if o.ProbeTimeout < 0 {
 		return errors.New("probe timeout must not be negative")
 	}
+	switch o.Routing.Mode {
+	case "", RoutingNone, RoutingIngress:
+	case RoutingGateway:
+		if o.Routing.GatewayName == "" {
+			return errors.New("routing gateway needs the gateway's name")
+		}
+	default:
+		return fmt.Errorf("routing %q is not one of %s, %s, %s", o.Routing.Mode, RoutingIngress, RoutingGateway, RoutingNone)
+	}
 	return nil
 }
 
 // Backend runs LRPs on Kubernetes. Create it with NewBackend and Start it before use.
 type Backend struct {
 	client          kubernetes.Interface
+	gateway         gateway.Interface
 	logger          lager.Logger
 	namespace       string
 	readWaitTimeout time.Duration
@@ -120,6 +144,8 @@ type Backend struct {
 	started atomic.Bool
 	synced  atomic.Bool
 
+	// hooks are the concerns that react to an LRP's events (hooks.go).
+	hooks           []hook
 	imageReader     opi.ImageReader
 	stagingNotifier opi.StagingNotifier
 	stagingWorkers  int
@@ -154,6 +180,7 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 	}
 	b := &Backend{
 		client:          client,
+		gateway:         opts.Gateway,
 		logger:          logger.Session("k8s-backend", lager.Data{"namespace": opts.Namespace}),
 		namespace:       opts.Namespace,
 		readWaitTimeout: opts.ReadWaitTimeout,
@@ -177,6 +204,7 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 	if b.taskNotifier != nil {
 		b.addLeaderWork("task-reporter", b.runTaskReporter)
 	}
+	b.registerHooks(opts)
 	if b.janitorPeriod > 0 {
 		b.addLeaderWork("janitor", b.runJanitor)
 	}
@@ -189,8 +217,9 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 	return b
 }
 
-// Start runs the namespace's workload (Deployment or StatefulSet) and Pod informers (only objects with opi's source
-// label) until ctx ends, and waits, bounded by ctx, until their caches are synced. Reads are
+// Start runs the namespace's workload (Deployment or StatefulSet) and Pod informers (only
+// objects with opi's source label) until ctx ends, waits, bounded by ctx, until their caches are
+// synced, and lets every hook make its namespace-wide objects (the baseline network policy). Reads are
 // served from these caches only. Background work (the janitor, the reporters) is not started
 // here: see RunLeaderWork.
 func (b *Backend) Start(ctx context.Context) error {
@@ -201,6 +230,11 @@ func (b *Backend) Start(ctx context.Context) error {
 	b.factory.StartWithContext(ctx)
 	if err := b.factory.WaitForCacheSyncWithContext(ctx).AsError(); err != nil {
 		return fmt.Errorf("sync informer caches: %w: %w", opi.ErrUnavailable, err)
+	}
+	for _, h := range b.hooks {
+		if err := h.started(ctx); err != nil {
+			return apiError(err, "start "+h.hookName())
+		}
 	}
 	b.synced.Store(true)
 	logger.Info("caches-synced")

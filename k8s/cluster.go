@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 )
 
 // probeEnvName is an env name only the relaxed rule accepts (Kubernetes 1.32 on, or with
@@ -92,7 +93,7 @@ func envProbe(namespace string) *appsv1.Deployment {
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "opi-env-name-probe", Namespace: namespace, Labels: labels},
 		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr(int32(0)),
+			Replicas: ptr.To(int32(0)),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/opi"
 )
@@ -164,13 +165,13 @@ func toDeployment(lrp *opi.LRP, name, namespace string, w workloadSpec) *appsv1.
 		Spec: appsv1.DeploymentSpec{
 			Replicas:             &replicas,
 			Selector:             &metav1.LabelSelector{MatchLabels: selectorLabels(lrp.LRPIdentifier)},
-			RevisionHistoryLimit: ptr(int32(revisionHistoryLimit)),
+			RevisionHistoryLimit: ptr.To(int32(revisionHistoryLimit)),
 			MinReadySeconds:      w.minReadySeconds,
 			Strategy: appsv1.DeploymentStrategy{
 				Type: appsv1.RollingUpdateDeploymentStrategyType,
 				RollingUpdate: &appsv1.RollingUpdateDeployment{
-					MaxSurge:       ptr(intstr.FromInt32(1)),
-					MaxUnavailable: ptr(intstr.FromInt32(0)),
+					MaxSurge:       ptr.To(intstr.FromInt32(1)),
+					MaxUnavailable: ptr.To(intstr.FromInt32(0)),
 				},
 			},
 			Template: podTemplate(lrp, name, w),
@@ -236,11 +237,11 @@ func podSpec(c corev1.Container, pullSecrets []corev1.LocalObjectReference, leve
 	return corev1.PodSpec{
 		Containers:                    []corev1.Container{c},
 		ImagePullSecrets:              pullSecrets,
-		TerminationGracePeriodSeconds: ptr(int64(terminationGracePeriodSeconds)),
-		AutomountServiceAccountToken:  ptr(false),
+		TerminationGracePeriodSeconds: ptr.To(int64(terminationGracePeriodSeconds)),
+		AutomountServiceAccountToken:  ptr.To(false),
 		// With thousands of apps in one namespace, service links would put
 		// thousands of variables into every container.
-		EnableServiceLinks: ptr(false),
+		EnableServiceLinks: ptr.To(false),
 		SecurityContext:    podSecurityContext(level),
 	}
 }
@@ -261,7 +262,7 @@ func toContainer(lrp *opi.LRP, name string, w workloadSpec) corev1.Container {
 		LivenessProbe:  liveness,
 		ReadinessProbe: readiness,
 		SecurityContext: &corev1.SecurityContext{
-			AllowPrivilegeEscalation: ptr(false),
+			AllowPrivilegeEscalation: ptr.To(false),
 			Capabilities:             capabilities(w.podSecurity, lrp.Ports),
 		},
 	}
@@ -318,7 +319,7 @@ func podSecurityContext(level string) *corev1.PodSecurityContext {
 		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 	}
 	if level == PodSecurityRestricted {
-		sc.RunAsNonRoot = ptr(true)
+		sc.RunAsNonRoot = ptr.To(true)
 	}
 	return sc
 }
@@ -482,5 +483,3 @@ func sortLRPs(lrps []*opi.LRP) {
 		return lrps[i].Version < lrps[j].Version
 	})
 }
-
-func ptr[T any](v T) *T { return &v }

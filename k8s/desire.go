@@ -20,25 +20,30 @@ import (
 //
 //  1. the env Secret (exists → fine);
 //  2. the image pull Secret, when the LRP has registry credentials (exists → fine);
-//  3. the workload, a Deployment or StatefulSet (exists → the desire succeeds and changes
-//     nothing); "Deployment" below stands for either;
+//  3. the workload, a Deployment or StatefulSet, shaped by the hooks (exists → the desire
+//     changes nothing of it); "Deployment" below stands for either;
 //  4. the Secrets made controlled by the Deployment;
-//  5. the Service, controlled by the Deployment, when the LRP has ports (exists → fine);
-//  6. the PodDisruptionBudget, controlled by the Deployment, when the LRP has 2 or more
-//     instances (exists → fine).
+//  5. every hook's objects (the Service, routing objects, egress policy, PodDisruptionBudget:
+//     see hooks.go), each created controlled by the Deployment (exists → made controlled,
+//     content left).
 //
 // Nothing is read before it is created, so a first desire costs one call per object plus one
 // owner patch per Secret. Steps 4 and 5 use kube.EnsureControlled, so that a desire racing a
 // stop and another desire of the same LRP never leaves the live Deployment without its Secret
-// or Service: one holding a Deployment that the stop deleted meanwhile gives up there.
+// or a hook's object: one holding a Deployment that the stop deleted meanwhile gives up there.
 //
-// Before step 1 the objects are checked against the API server's rules (preflight): a desire
+// Before step 1 every hook checks the LRP (an isolation segment, volume claims, routes it
+// cannot serve) and the objects are checked against the API server's rules (preflight): a desire
 // Kubernetes would refuse writes nothing. A refusal that no check can foresee (an admission
 // webhook, a quota) at a later step undoes what this desire created (see undoDesire) and is
 // answered as opi.ErrInvalid with Kubernetes' reason.
 func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 	logger := b.logger.Session("desire-lrp", lager.Data{"process-guid": lrp.ProcessGUID()})
 	if err := b.checkSynced(); err != nil {
+		return err
+	}
+	if err := b.checkHooks(ctx, lrp); err != nil {
+		logger.Info("refused-before-writing", lager.Data{"reason": err.Error()})
 		return err
 	}
 	name := DeploymentName(lrp)
@@ -55,6 +60,7 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 		checked = append(checked, registrySecret)
 	}
 	deploymentWanted := b.kind.build(lrp, name, b.namespace, b.workload)
+	b.shapeWorkload(lrp, deploymentWanted)
 	var serviceMeta *metav1.ObjectMeta
 	if len(lrp.Ports) > 0 {
 		serviceMeta = &toService(lrp, name, b.namespace, metav1.OwnerReference{APIVersion: "apps/v1", Kind: b.kind.kind(), Name: name, UID: "preflight"}).ObjectMeta
@@ -109,23 +115,10 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 	}
 	undo.owned = true
 
-	if len(lrp.Ports) > 0 {
-		services := b.client.CoreV1().Services(b.namespace)
-		service := toService(lrp, name, b.namespace, owner)
-		_, serviceCreated, err := kube.CreateIfAbsent(ctx, services, service.DeepCopy())
-		if err != nil {
-			return b.refused(ctx, logger, &undo, err, refusal(err, "create service"))
-		}
-		if !serviceCreated {
-			if err := kube.EnsureControlled(ctx, services, service, nil, owner, live); err != nil {
-				return b.refused(ctx, logger, &undo, err, b.ownershipError(logger, err, "own service"))
-			}
-		}
-	}
-
-	if lrp.Instances >= minBudgetInstances {
-		if err := b.ensureDisruptionBudget(ctx, logger, lrp, name, owner, live); err != nil {
-			return err
+	target := hookTarget{lrp: lrp, name: deployment.GetName(), namespace: b.namespace, owner: owner, live: live}
+	for _, h := range b.hooks {
+		if err := h.desired(ctx, target); err != nil {
+			return b.refused(ctx, logger, &undo, err, b.hookError(logger, err, h.hookName()))
 		}
 	}
 

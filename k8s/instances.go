@@ -82,7 +82,7 @@ func instanceState(pod *corev1.Pod) (state string, since int64, placement, reaso
 	}
 	if scheduled := podCondition(pod, corev1.PodScheduled); scheduled != nil &&
 		scheduled.Status == corev1.ConditionFalse && scheduled.Reason == corev1.PodReasonUnschedulable {
-		return opi.InstanceUnclaimed, created, placementError(scheduled.Message), ""
+		return opi.InstanceUnclaimed, created, placementError(scheduled.Message, pod.Labels[LabelPlacementTag]), ""
 	}
 	return opi.InstanceClaimed, created, "", ""
 }
@@ -164,9 +164,12 @@ func withMessage(text, message string) string {
 	return text + ": " + message
 }
 
-// placementError words the scheduler's reason the way Diego does, which CC shows.
-func placementError(message string) string {
+// placementError words the scheduler's reason the way Diego does, which CC shows. tag is the
+// pod's isolation segment, if any.
+func placementError(message, tag string) string {
 	switch {
+	case tag != "" && strings.Contains(message, "node affinity/selector"):
+		return placementTagError(tag)
 	case strings.Contains(message, "Insufficient memory"):
 		return "Insufficient resources: memory"
 	case strings.Contains(message, "Insufficient cpu"):

@@ -14,6 +14,9 @@ import (
 	"github.com/opi-bridge/opi/opi"
 )
 
+// DefaultJanitorPeriod is how often the janitor looks for leftovers when none is configured.
+const DefaultJanitorPeriod = time.Minute
+
 // DefaultJanitorGrace is how old a leftover must be before the janitor removes it: far longer
 // than any desire takes, so it never races one in flight.
 const DefaultJanitorGrace = 5 * time.Minute
@@ -37,8 +40,9 @@ func (b *Backend) runJanitor(ctx context.Context) {
 // Services that no object controls, older than the grace period, whose LRP has no Deployment,
 // are deleted. An unowned Secret whose LRP's Deployment does exist (opi killed before it set
 // the owner) is given that owner instead, so that stopping the LRP removes it, and a
-// Deployment older than the grace that lacks its Service (opi killed before the last step)
-// gets it. Failures are logged; the next sweep tries again. Only object names are logged,
+// Deployment older than the grace that lacks a hook's object (its Service, routing objects,
+// egress policy: opi killed before the last step) gets it (each hook lists its objects once
+// per sweep, see hook.missing). Failures are logged; the next sweep tries again. Only object names are logged,
 // never their content.
 func (b *Backend) Sweep(ctx context.Context) {
 	logger := b.logger.Session("sweep")
@@ -62,11 +66,9 @@ func (b *Backend) Sweep(ctx context.Context) {
 	}
 
 	services := b.client.CoreV1().Services(b.namespace)
-	have := map[string]bool{}
 	err = kube.ListPages(ctx, selector, services.List, func(page *corev1.ServiceList) error {
 		for i := range page.Items {
 			s := &page.Items[i]
-			have[s.Name] = true
 			if _, stale := b.leftover(ctx, logger, s, cutoff); !stale {
 				continue
 			}
@@ -78,9 +80,15 @@ func (b *Backend) Sweep(ctx context.Context) {
 	})
 	if err != nil {
 		logger.Error("list-services", err)
-		return
 	}
-	b.completeServices(ctx, logger, have, cutoff)
+
+	var old []*workloadRecord
+	for _, d := range b.cachedWorkloads() {
+		if d.DeletionTimestamp == nil && d.CreationTimestamp.Time.Before(cutoff) && d.lrpKey() != "" {
+			old = append(old, d)
+		}
+	}
+	b.completeHooks(ctx, logger, old)
 }
 
 // sweepSecret gives an unowned Secret of a running LRP its Deployment, or deletes a leftover.
@@ -105,27 +113,6 @@ func (b *Backend) sweepSecret(ctx context.Context, logger lager.Logger, s *corev
 		if deleteAsListed(ctx, logger, secrets.Delete, s, "delete-secret") {
 			logger.Info("deleted-leftover-secret", lager.Data{"secret": s.Name})
 		}
-	}
-}
-
-// completeServices creates the Service of every Deployment with ports, older than cutoff,
-// that has none (opi killed between creating the Deployment and its Service: CC lists the LRP,
-// so it never desires it again). have names the namespace's opi Services.
-func (b *Backend) completeServices(ctx context.Context, logger lager.Logger, have map[string]bool, cutoff time.Time) {
-	for _, d := range b.cachedWorkloads() {
-		if have[d.Name] || d.DeletionTimestamp != nil || !d.CreationTimestamp.Time.Before(cutoff) || d.lrpKey() == "" {
-			continue
-		}
-		lrp := d.lrp()
-		if len(lrp.Ports) == 0 {
-			continue
-		}
-		service := toService(lrp, d.Name, b.namespace, b.controllerRef(d))
-		if _, _, err := kube.CreateIfAbsent(ctx, b.client.CoreV1().Services(b.namespace), service); err != nil {
-			logger.Error("create-missing-service", err, lager.Data{"service": d.Name})
-			continue
-		}
-		logger.Info("created-missing-service", lager.Data{"service": d.Name})
 	}
 }
 

@@ -178,7 +178,7 @@ var _ = Describe("The janitor", func() {
 			Expect(got.Spec).To(Equal(want.Spec))
 			Expect(got.Labels).To(Equal(want.Labels))
 			Expect(metav1.IsControlledBy(got, getDeployment(client, name))).To(BeTrue())
-			Expect(string(logger.Buffer().Contents())).To(ContainSubstring("created-missing-service"))
+			Expect(string(logger.Buffer().Contents())).To(ContainSubstring(`"hook":"service"`))
 		})
 
 		It("leaves a young Deployment's Service to the desire making it", func() {

@@ -36,6 +36,8 @@ type workloadRecord struct {
 	// opi's annotations, as written by toDeployment.
 	processType, appName, spaceGUID, spaceName, orgGUID, orgName string
 	lastUpdated, routesJSON, healthCheckJSON                     string
+	// egressJSON is AnnotationEgressRules, "" without rules.
+	egressJSON string
 
 	// The app container's image, command (as written: $ escaped), ports and resources.
 	image            string
@@ -43,7 +45,6 @@ type workloadRecord struct {
 	ports            []int32
 	memoryMB, diskMB int64
 	cpuWeight        int32
-	hasCPU           bool
 	// userAnnotations are the pod template's annotations (CC's user-defined annotations).
 	userAnnotations map[string]string
 }
@@ -90,6 +91,7 @@ func workloadRecordOf(meta *metav1.ObjectMeta, replicas *int32, template *corev1
 		lastUpdated:     ann[AnnotationLastUpdated],
 		routesJSON:      ann[AnnotationRoutes],
 		healthCheckJSON: ann[AnnotationHealthCheck],
+		egressJSON:      ann[AnnotationEgressRules],
 		userAnnotations: template.Annotations,
 	}
 	if r.processType == "" {
@@ -120,7 +122,6 @@ func workloadRecordOf(meta *metav1.ObjectMeta, replicas *int32, template *corev1
 		if q, ok := c.Resources.Requests[corev1.ResourceCPU]; ok {
 			// Inverse of resources(); weights below 1 read back as 1 (the 10m floor).
 			r.cpuWeight = int32(min(q.MilliValue()/10, math.MaxInt32))
-			r.hasCPU = true
 		}
 	}
 	return r
@@ -201,6 +202,7 @@ func (r *workloadRecord) lrp() *opi.LRP {
 			lrp.Routes = append(lrp.Routes, opi.Route{Hostname: rt.Hostname, Port: rt.Port})
 		}
 	}
+	lrp.EgressRules = parseEgressAnnotation(r.egressJSON)
 	var health healthCheckJSON
 	if err := json.Unmarshal([]byte(r.healthCheckJSON), &health); err == nil {
 		lrp.Health = opi.HealthCheck{

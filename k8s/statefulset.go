@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/opi"
@@ -124,11 +125,11 @@ func toStatefulSet(lrp *opi.LRP, name, namespace string, w workloadSpec) *appsv1
 			Selector:             &metav1.LabelSelector{MatchLabels: selectorLabels(lrp.LRPIdentifier)},
 			Template:             podTemplate(lrp, name, w),
 			PodManagementPolicy:  appsv1.ParallelPodManagement,
-			RevisionHistoryLimit: ptr(int32(revisionHistoryLimit)),
+			RevisionHistoryLimit: ptr.To(int32(revisionHistoryLimit)),
 			MinReadySeconds:      w.minReadySeconds,
 			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{
 				Type:          appsv1.RollingUpdateStatefulSetStrategyType,
-				RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{MaxUnavailable: ptr(intstr.FromInt32(1))},
+				RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{MaxUnavailable: ptr.To(intstr.FromInt32(1))},
 			},
 		},
 	}

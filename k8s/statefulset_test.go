@@ -269,8 +269,8 @@ var _ = Describe("The StatefulSet backend", func() {
 				Image:     ptrTo("busybox:1.37"),
 			})).To(Succeed())
 			Expect(actionsSince(client, before)).To(Equal([]string{
+				"delete poddisruptionbudgets " + name, // the budget hook, before the patch
 				"patch statefulsets " + name,
-				"delete poddisruptionbudgets " + name,
 			}))
 			s := getStatefulSet(client, name)
 			Expect(*s.Spec.Replicas).To(BeEquivalentTo(1))

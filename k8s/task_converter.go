@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/opi"
 )
@@ -86,7 +87,7 @@ func toJob(task *opi.Task, name, namespace string, w workloadSpec) *batchv1.Job 
 		Env:       containerEnvFor(task.Env, nil, envSecretName(name), false),
 		Resources: resourcesFor(task.MemoryMB, task.DiskMB, task.CPUWeight),
 		SecurityContext: &corev1.SecurityContext{
-			AllowPrivilegeEscalation: ptr(false),
+			AllowPrivilegeEscalation: ptr.To(false),
 			Capabilities:             capabilities(w.podSecurity, nil),
 		},
 	}
@@ -116,9 +117,9 @@ func toJob(task *opi.Task, name, namespace string, w workloadSpec) *batchv1.Job 
 			},
 		},
 		Spec: batchv1.JobSpec{
-			Parallelism:  ptr(int32(1)),
-			Completions:  ptr(int32(1)),
-			BackoffLimit: ptr(int32(0)),
+			Parallelism:  ptr.To(int32(1)),
+			Completions:  ptr.To(int32(1)),
+			BackoffLimit: ptr.To(int32(0)),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec:       spec,

@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 
 	"code.cloudfoundry.org/lager/v3"
+	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/opi"
 )
 
 // UpdateLRP changes the LRP's instance count, annotation, routes and image with one strategic
-// merge patch of just those fields, and keeps its PodDisruptionBudget in step with the instance
-// count (scaleDisruptionBudget). A patch carries no resourceVersion and sets absolute values,
+// merge patch of just those fields. The hooks act first (routing objects for new routes, the
+// PodDisruptionBudget for a new instance count) and the patch, which carries CC's last_updated
+// token, last: an update interrupted between them leaves the old token, so CC's sync sends it
+// again and it completes. A patch carries no resourceVersion and sets absolute values,
 // so concurrent writers (CC's workers, the Deployment controller writing status) cannot make
 // it conflict, and the cache, which keeps only what reads need of a Deployment, is enough to
 // decide what changed. An update that changes nothing makes no write.
@@ -33,16 +36,19 @@ func (b *Backend) UpdateLRP(ctx context.Context, id opi.LRPIdentifier, update op
 		logger.Info("refused-before-writing", lager.Data{"reason": err.Error()})
 		return err
 	}
+	before := current.lrp()
+	after := applyUpdate(before, update)
+	if err := b.checkHooks(ctx, after); err != nil {
+		return err
+	}
+	if err := b.runUpdatedHooks(ctx, logger, b.targetOf(current, after), before, update); err != nil {
+		return err
+	}
 	// One patch: a refusal (422, or 403 from a webhook) changes nothing, so there is nothing to
 	// undo.
 	updated, err := b.kind.patch(ctx, b, current.Name, patch)
 	if err != nil {
 		return refusal(err, "update "+b.kindName())
-	}
-	if update.Instances != nil {
-		if err := b.scaleDisruptionBudget(ctx, logger, current, *update.Instances); err != nil {
-			return err
-		}
 	}
 	b.waitForWorkload(ctx, logger, updated.GetName(), updated.GetResourceVersion(), true)
 	logger.Info("updated", lager.Data{b.kindName(): current.Name})
@@ -100,7 +106,7 @@ func updatePatch(d *workloadRecord, update opi.LRPUpdate) ([]byte, bool) {
 	var p deploymentPatch
 	changed := false
 	if update.Instances != nil {
-		p.Spec = &patchSpec{Replicas: ptr(*update.Instances)}
+		p.Spec = &patchSpec{Replicas: ptr.To(*update.Instances)}
 		changed = changed || d.replicas != *update.Instances
 	}
 	setAnnotation := func(key, value, current string) {
@@ -128,4 +134,22 @@ func updatePatch(d *workloadRecord, update opi.LRPUpdate) ([]byte, bool) {
 	}
 	body, _ := json.Marshal(p) // strings and ints always marshal
 	return body, true
+}
+
+// applyUpdate is a copy of lrp with update's fields applied.
+func applyUpdate(lrp *opi.LRP, update opi.LRPUpdate) *opi.LRP {
+	out := *lrp
+	if update.Instances != nil {
+		out.Instances = *update.Instances
+	}
+	if update.Routes != nil {
+		out.Routes = *update.Routes
+	}
+	if update.Annotation != nil {
+		out.LastUpdated = *update.Annotation
+	}
+	if update.Image != nil {
+		out.Image = *update.Image
+	}
+	return &out
 }

@@ -46,8 +46,8 @@ var _ = Describe("UpdateLRP", func() {
 	It("changes replicas, the annotation, routes and image with one update", func() {
 		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, update)).To(Succeed())
 		Expect(actionsSince(client, before)).To(Equal([]string{
-			"patch deployments " + name,
 			"create poddisruptionbudgets " + name, // made by the desire: found, kept
+			"patch deployments " + name,           // the hooks act first, the patch with the token last
 		}))
 
 		d := getDeployment(client, name)
@@ -83,19 +83,19 @@ var _ = Describe("UpdateLRP", func() {
 		It("is removed below 2 instances and made again from 2, owned by the deployment", func() {
 			Expect(budgets()).To(Equal([]string{name}))
 
-			Expect(scale(1)).To(Equal([]string{"patch deployments " + name, "delete poddisruptionbudgets " + name}))
+			Expect(scale(1)).To(Equal([]string{"delete poddisruptionbudgets " + name, "patch deployments " + name}))
 			Expect(budgets()).To(BeEmpty())
 
 			Expect(scale(0)).To(Equal([]string{"patch deployments " + name}), "nothing to delete")
 
-			Expect(scale(3)).To(Equal([]string{"patch deployments " + name, "create poddisruptionbudgets " + name}))
+			Expect(scale(3)).To(Equal([]string{"create poddisruptionbudgets " + name, "patch deployments " + name}))
 			Expect(budgets()).To(Equal([]string{name}))
 			pdb, err := client.PolicyV1().PodDisruptionBudgets(namespace).Get(ctx, name, metav1.GetOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(metav1.IsControlledBy(pdb, getDeployment(client, name))).To(BeTrue())
 			Expect(pdb.Spec.MaxUnavailable.IntValue()).To(Equal(1))
 
-			Expect(scale(5)).To(Equal([]string{"patch deployments " + name, "create poddisruptionbudgets " + name}),
+			Expect(scale(5)).To(Equal([]string{"create poddisruptionbudgets " + name, "patch deployments " + name}),
 				"maxUnavailable 1 holds at any count: the budget is only looked for")
 		})
 

@@ -22,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -307,34 +308,32 @@ func (c *Cluster) run(name string, args ...string) (*process, error) {
 // waitFor polls cond until it holds, the timeout passes, ctx ends or proc exits; failures name
 // proc and carry its last output lines, since that is where the reason usually is.
 func (c *Cluster) waitFor(ctx context.Context, timeout time.Duration, what string, proc *process, cond func(context.Context) (bool, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	var lastErr error
-	for {
+	var lastErr, exited error
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		callCtx, callCancel := context.WithTimeout(ctx, 5*time.Second)
 		ok, err := cond(callCtx)
 		callCancel()
 		if ok {
-			return nil
+			return true, nil
 		}
 		if err != nil {
 			lastErr = err
 		}
 		if p := c.exitedComponent(proc); p != nil {
-			return fmt.Errorf("waiting for %s: %s", what, p.describe())
+			exited = fmt.Errorf("waiting for %s: %s", what, p.describe())
+			return false, exited
 		}
-		select {
-		case <-proc.done:
-			return fmt.Errorf("waiting for %s: %s", what, proc.describe())
-		case <-ctx.Done():
-			if lastErr != nil {
-				return fmt.Errorf("waiting for %s: %w (last error: %v); %s", what, ctx.Err(), lastErr, proc.describe())
-			}
-			return fmt.Errorf("waiting for %s: %w; %s", what, ctx.Err(), proc.describe())
-		case <-tick.C:
-		}
+		return false, nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case exited != nil:
+		return exited
+	case lastErr != nil:
+		return fmt.Errorf("waiting for %s: %w (last error: %v); %s", what, err, lastErr, proc.describe())
+	default:
+		return fmt.Errorf("waiting for %s: %w; %s", what, err, proc.describe())
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // stopTimeout is how long a process gets to exit after SIGTERM before it is killed.
@@ -234,30 +236,38 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 // WaitHTTP polls url every 200 ms until it answers 200 OK. It fails when the process exits
 // first, when ctx ends or when timeout passes, saying which and the last answer.
 func (p *Process) WaitHTTP(ctx context.Context, url string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	client := &http.Client{Timeout: 2 * time.Second}
 	last := "no answer"
-	for {
+	errExited := errors.New("the process exited")
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if resp, err := client.Do(req); err != nil {
 			last = err.Error()
 		} else {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return nil
+				return true, nil
 			}
 			last = resp.Status
 		}
 		select {
 		case <-p.Done():
-			return fmt.Errorf("the process exited (%v)", p.Err())
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last answer: %s)", ctx.Err(), last)
-		case <-time.After(200 * time.Millisecond):
+			return false, errExited
+		default:
+			return false, nil
 		}
+	})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errExited):
+		return fmt.Errorf("the process exited (%v)", p.Err())
+	case ctx.Err() != nil || wait.Interrupted(err):
+		return fmt.Errorf("%w (last answer: %s)", err, last)
+	default:
+		return err
 	}
 }

@@ -45,24 +45,7 @@ spec:
       template: |
         {{ $now := Now }}
         {{ $pod := .metadata }}
-        {{ $names := list }}
-        {{ range .spec.containers }}{{ $names = append $names .name }}{{ end }}
-        {{ $unready := printf "containers with unready status: [%s]" ( join " " $names ) }}
-        conditions:
-        - lastTransitionTime: {{ $now | Quote }}
-          status: "True"
-          type: Initialized
-        - lastTransitionTime: {{ $now | Quote }}
-          message: {{ $unready | Quote }}
-          reason: ContainersNotReady
-          status: "False"
-          type: Ready
-        - lastTransitionTime: {{ $now | Quote }}
-          message: {{ $unready | Quote }}
-          reason: ContainersNotReady
-          status: "False"
-          type: ContainersReady
-        containerStatuses:
+` + unreadyConditions + `        containerStatuses:
         {{ range .spec.containers }}
         - image: {{ .image | Quote }}
           name: {{ .name | Quote }}
@@ -80,15 +63,7 @@ spec:
               startedAt: {{ $now | Quote }}
               finishedAt: {{ $now | Quote }}
         {{ end }}
-        {{ $hostIPs := NodeIPsWith .spec.nodeName }}
-        {{ with $hostIPs }}
-        hostIP: {{ index . 0 | Quote }}
-        hostIPs:
-        {{ range . }}
-        - ip: {{ . | Quote }}
-        {{ end }}
-        {{ end }}
-        {{ $podIPs := PodIPsWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) ( or .metadata.name "" ) ( or .metadata.namespace "" ) }}
+` + hostIPsStatus + `        {{ $podIPs := PodIPsWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) ( or .metadata.name "" ) ( or .metadata.namespace "" ) }}
         {{ with $podIPs }}
         podIP: {{ index . 0 | Quote }}
         podIPs:
@@ -139,24 +114,7 @@ spec:
       root: status
       template: |
         {{ $now := Now }}
-        {{ $names := list }}
-        {{ range .spec.containers }}{{ $names = append $names .name }}{{ end }}
-        {{ $unready := printf "containers with unready status: [%s]" ( join " " $names ) }}
-        conditions:
-        - lastTransitionTime: {{ $now | Quote }}
-          status: "True"
-          type: Initialized
-        - lastTransitionTime: {{ $now | Quote }}
-          message: {{ $unready | Quote }}
-          reason: ContainersNotReady
-          status: "False"
-          type: Ready
-        - lastTransitionTime: {{ $now | Quote }}
-          message: {{ $unready | Quote }}
-          reason: ContainersNotReady
-          status: "False"
-          type: ContainersReady
-        containerStatuses:
+` + unreadyConditions + `        containerStatuses:
         {{ range .spec.containers }}
         - image: {{ .image | Quote }}
           name: {{ .name | Quote }}
@@ -168,15 +126,7 @@ spec:
               reason: ImagePullBackOff
               message: {{ printf "Back-off pulling image %q" .image | Quote }}
         {{ end }}
-        {{ $hostIPs := NodeIPsWith .spec.nodeName }}
-        {{ with $hostIPs }}
-        hostIP: {{ index . 0 | Quote }}
-        hostIPs:
-        {{ range . }}
-        - ip: {{ . | Quote }}
-        {{ end }}
-        {{ end }}
-        phase: Running
+` + hostIPsStatus + `        phase: Running
         startTime: {{ $now | Quote }}
 `
 
@@ -272,3 +222,37 @@ spec:
       - 'true'
   weight: 1
 `
+
+// The parts of the stages' status templates that every one writes alike (each a whole number
+// of template lines, indented for a stage's status patch).
+const (
+	// unreadyConditions: the pod's conditions while its containers are not ready (needs $now).
+	unreadyConditions = `        {{ $names := list }}
+        {{ range .spec.containers }}{{ $names = append $names .name }}{{ end }}
+        {{ $unready := printf "containers with unready status: [%s]" ( join " " $names ) }}
+        conditions:
+        - lastTransitionTime: {{ $now | Quote }}
+          status: "True"
+          type: Initialized
+        - lastTransitionTime: {{ $now | Quote }}
+          message: {{ $unready | Quote }}
+          reason: ContainersNotReady
+          status: "False"
+          type: Ready
+        - lastTransitionTime: {{ $now | Quote }}
+          message: {{ $unready | Quote }}
+          reason: ContainersNotReady
+          status: "False"
+          type: ContainersReady
+`
+	// hostIPsStatus: the pod's host IPs, those of its node as kwok knows them.
+	hostIPsStatus = `        {{ $hostIPs := NodeIPsWith .spec.nodeName }}
+        {{ with $hostIPs }}
+        hostIP: {{ index . 0 | Quote }}
+        hostIPs:
+        {{ range . }}
+        - ip: {{ . | Quote }}
+        {{ end }}
+        {{ end }}
+`
+)

@@ -5,8 +5,8 @@ package models
 import "encoding/json"
 
 // DesireLRPRequest is the body of PUT /apps/{process_guid}. Keys CC sends that opi has no use
-// for (egress rules, placement tags, volume mounts, the old namespace key) are decoded loosely
-// or ignored, never rejected.
+// for (the old namespace key) are ignored, never rejected; egress rules are decoded loosely
+// (CC has sent snake_case and camelCase keys) and read by bifrost.
 type DesireLRPRequest struct {
 	GUID                    string            `json:"guid"`
 	Version                 string            `json:"version"`

@@ -47,6 +47,14 @@ type LRP struct {
 	// UserDefinedAnnotations are the app's own annotations, passed to its instances.
 	UserDefinedAnnotations map[string]string
 
+	// EgressRules are the app's application security groups: where its instances may connect.
+	// None means no egress at all (beyond what the platform allows every app).
+	EgressRules []EgressRule
+	// PlacementTags name the isolation segment the instances must run in (at most one).
+	PlacementTags []string
+	// VolumeMounts are service volumes mounted into every instance.
+	VolumeMounts []VolumeMount
+
 	// Read-only facts a backend reports back on reads; ignored on desire.
 	ModificationTag ModificationTag
 }
@@ -81,6 +89,40 @@ type HealthCheck struct {
 type Route struct {
 	Hostname string
 	Port     int32
+}
+
+// Egress rule protocols, as CC names them.
+const (
+	ProtocolTCP  = "tcp"
+	ProtocolUDP  = "udp"
+	ProtocolICMP = "icmp"
+	ProtocolAll  = "all"
+)
+
+// EgressRule allows connections from the app to Destinations. Ports apply to tcp and udp
+// only; no ports means every port.
+type EgressRule struct {
+	// Protocol is one of the Protocol* constants.
+	Protocol string
+	// Destinations are CIDRs (a single address is a /32 or /128; CC's "a-b" ranges arrive
+	// already split into the CIDRs that cover them exactly).
+	Destinations []string
+	Ports        []PortRange
+	// ICMPType and ICMPCode narrow an icmp rule (-1: any).
+	ICMPType int32
+	ICMPCode int32
+}
+
+// PortRange is Start..End, both included; a single port has Start == End.
+type PortRange struct {
+	Start int32
+	End   int32
+}
+
+// VolumeMount mounts the volume VolumeID at MountDir (an absolute path) in every instance.
+type VolumeMount struct {
+	VolumeID string
+	MountDir string
 }
 
 // ModificationTag changes whenever the backend's record of an LRP changes.

@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -48,6 +49,7 @@ type config struct {
 	// backend is opi's --backend: the workload kind opi, the floor and the live LIST use.
 	backend string
 	tasks   int
+	opiArgs string
 }
 
 func parseFlags(args []string) (config, error) {
@@ -71,6 +73,7 @@ func parseFlags(args []string) (config, error) {
 	fs.BoolVar(&c.keep, "keep", false, "keep the work folder (opi and control plane logs)")
 	fs.StringVar(&c.backend, "backend", k8s.WorkloadDeployments, "opi's backend: deployments or statefulsets (the floor and the live LIST use the same kind)")
 	fs.IntVar(&c.tasks, "tasks", 0, "measure tasks instead of LRPs: desire this many tasks, GET /tasks at that count, cancel them")
+	fs.StringVar(&c.opiArgs, "opi-args", "", "more flags for opi, space-separated (e.g. \"--routing=none --headless-services\")")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -181,10 +184,10 @@ func run(ctx context.Context, cfg config) (err error) {
 		return err
 	}
 	logf("starting opi on %s (namespace %s)", addr, opiNamespace)
-	opi, err := localkube.StartProcess("opi", opiBin, []string{
+	opi, err := localkube.StartProcess("opi", opiBin, append([]string{
 		"connect", "--kubeconfig", cluster.Kubeconfig(), "--listen", addr, "--namespace", opiNamespace,
 		"--kube-qps", strconv.Itoa(cfg.qps), "--kube-burst", strconv.Itoa(cfg.burst), "--backend", cfg.backend,
-	}, os.Environ(), nil, filepath.Join(workDir, "opi.log"))
+	}, strings.Fields(cfg.opiArgs)...), os.Environ(), nil, filepath.Join(workDir, "opi.log"))
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/opi-bridge/opi/k8s"
@@ -404,7 +405,10 @@ func (e *env) captureTemplate(ctx context.Context, admin kubernetes.Interface) (
 	secret := corev1.Secret{ObjectMeta: clean(s.ObjectMeta), Type: s.Type, Data: s.Data}
 	v := services.Items[0]
 	service := corev1.Service{ObjectMeta: clean(v.ObjectMeta), Spec: v.Spec}
-	service.Spec.ClusterIP, service.Spec.ClusterIPs = "", nil
+	if service.Spec.ClusterIP != corev1.ClusterIPNone {
+		// An allocated address is the API server's to choose; a headless Service keeps None.
+		service.Spec.ClusterIP, service.Spec.ClusterIPs = "", nil
+	}
 	t := &template{app: a, name: name, deployment: workloads[0].json}
 	for _, x := range []struct {
 		obj any
@@ -910,27 +914,26 @@ func deleteNamespace(ctx context.Context, c kubernetes.Interface, ns string, tim
 	return nil
 }
 
-// poll calls cond every second until it holds, the timeout passes or ctx ends.
+// poll calls cond every second until it holds, the timeout passes or ctx ends. An error from
+// cond does not stop the polling; the last one is reported if the timeout passes.
 func poll(ctx context.Context, timeout time.Duration, cond func() (bool, error)) error {
-	deadline := time.Now().Add(timeout)
 	var lastErr error
-	for {
+	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(context.Context) (bool, error) {
 		ok, err := cond()
-		if ok {
-			return nil
-		}
 		if err != nil {
 			lastErr = err
 		}
-		if time.Now().After(deadline) {
-			if lastErr != nil {
-				return fmt.Errorf("timed out after %s (last error: %w)", timeout, lastErr)
-			}
-			return fmt.Errorf("timed out after %s", timeout)
-		}
-		if err := sleep(ctx, time.Second); err != nil {
-			return err
-		}
+		return ok, nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case lastErr != nil:
+		return fmt.Errorf("timed out after %s (last error: %w)", timeout, lastErr)
+	default:
+		return fmt.Errorf("timed out after %s", timeout)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/opi-bridge/opi/k8s"
@@ -32,15 +33,14 @@ type final struct {
 // Deployment).
 func settle(ctx context.Context, d *driver, kube kubernetes.Interface, timeout time.Duration) final {
 	start := time.Now()
-	deadline := start.Add(timeout)
-	for {
-		f := compare(ctx, d, kube)
-		if len(f.Mismatches) == 0 || time.Now().After(deadline) || ctx.Err() != nil {
-			f.SettledSeconds = time.Since(start).Seconds()
-			return f
-		}
-		time.Sleep(time.Second)
-	}
+	var f final
+	// compare gets ctx, not the poll's context: its last round must not be cut by the timeout.
+	_ = wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(context.Context) (bool, error) {
+		f = compare(ctx, d, kube)
+		return len(f.Mismatches) == 0, nil
+	})
+	f.SettledSeconds = time.Since(start).Seconds()
+	return f
 }
 
 type wantApp struct {

@@ -161,7 +161,7 @@ Each callback it receives is printed here with a "cc-standin:" prefix; all of th
   curl -sS -X DELETE %[1]s/tasks/%[17]s
 
 See what opi made:
-  %[7]s --kubeconfig %[8]s -n %[2]s get deployments,pods,services,secrets
+  %[7]s --kubeconfig %[8]s -n %[2]s get deployments,pods,services,secrets,ingresses,networkpolicies
 
 Ctrl-C stops opi, the stand-in, the registry, then the control plane.
 `, g.Base, g.Namespace, pg, indent(desireBody), app, updateBody, g.Kubectl, g.Kubeconfig, localkube.CrashAnnotation,

@@ -84,7 +84,7 @@ var _ = Describe("the printed guide", func() {
 			ContainSubstring("curl -sS http://127.0.0.1:8085/tasks\n"),
 			ContainSubstring("curl -sS "+task+"\n"),
 			ContainSubstring("curl -sS -X DELETE "+task+"\n"),
-			ContainSubstring("/bins/kubectl --kubeconfig .local/kubeconfig -n cf-workloads get deployments,pods,services,secrets"),
+			ContainSubstring("/bins/kubectl --kubeconfig .local/kubeconfig -n cf-workloads get deployments,pods,services,secrets,ingresses,networkpolicies"),
 		))
 	})
 })

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/opi-bridge/opi/localkube"
 	"github.com/opi-bridge/opi/testsupport/ccstandin"
 	"github.com/opi-bridge/opi/testsupport/registry"
@@ -237,16 +239,13 @@ func (l *localCC) close() error {
 
 // waitReady polls url until it answers 200, opi exits, ctx ends or two minutes pass.
 func waitReady(ctx context.Context, url string, opi *localkube.Process) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
 	client := &http.Client{Timeout: 2 * time.Second}
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
 	last := "no answer yet"
-	for {
+	errExited := errors.New("opi exited")
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
-			return fmt.Errorf("making the readiness request: %w", err)
+			return false, fmt.Errorf("making the readiness request: %w", err)
 		}
 		if resp, err := client.Do(req); err != nil {
 			last = err.Error()
@@ -254,17 +253,26 @@ func waitReady(ctx context.Context, url string, opi *localkube.Process) error {
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return nil
+				return true, nil
 			}
 			last = fmt.Sprintf("%s: %s", resp.Status, body)
 		}
 		select {
 		case <-opi.Done():
-			return fmt.Errorf("waiting for opi to be ready: opi exited: %v", opi.Err())
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for GET %s to answer 200: %w (last: %s)", url, ctx.Err(), last)
-		case <-tick.C:
+			return false, errExited
+		default:
+			return false, nil
 		}
+	})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errExited):
+		return fmt.Errorf("waiting for opi to be ready: opi exited: %v", opi.Err())
+	case wait.Interrupted(err):
+		return fmt.Errorf("waiting for GET %s to answer 200: %w (last: %s)", url, err, last)
+	default:
+		return err
 	}
 }
 

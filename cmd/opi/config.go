@@ -13,6 +13,7 @@ import (
 
 	"github.com/opi-bridge/opi/bifrost"
 	"github.com/opi-bridge/opi/cc"
+	"github.com/opi-bridge/opi/handler"
 	"github.com/opi-bridge/opi/k8s"
 )
 
@@ -20,27 +21,15 @@ import (
 type Config struct {
 	// Listen is the address of the OPI API.
 	Listen string `json:"listen"`
-	// Kubeconfig is the cluster to run apps on; else $KUBECONFIG, else in-cluster config.
-	Kubeconfig string `json:"kubeconfig"`
-	// Namespace is where apps run.
-	Namespace string `json:"namespace"`
-	// CreateNamespace lets opi create Namespace when it is missing.
-	CreateNamespace bool `json:"create_namespace"`
+	// KubernetesConfig is the backend's section, `kubernetes:` in the file. It is embedded so
+	// that its fields read as cfg.Namespace and so on; its JSON name nests it in the file.
+	KubernetesConfig `json:"kubernetes"`
 	// MaxBodyBytes bounds request bodies (413 beyond it).
 	MaxBodyBytes int64 `json:"max_body_bytes"`
-	// KubeQPS and KubeBurst rate-limit opi's own API server requests.
-	KubeQPS   float32 `json:"kube_qps"`
-	KubeBurst int     `json:"kube_burst"`
-	// ReadWaitTimeout bounds how long a write waits for opi's cache to reflect it.
-	ReadWaitTimeout Duration `json:"read_wait_timeout"`
 	// ShutdownTimeout bounds how long in-flight requests may finish after SIGTERM.
 	ShutdownTimeout Duration `json:"shutdown_timeout"`
 	// WriteTimeout bounds a write's Kubernetes calls; past it the write answers 503.
 	WriteTimeout Duration `json:"write_timeout"`
-	// JanitorPeriod is how often leftovers of desires that never completed are looked for
-	// (0 disables the janitor); JanitorGrace is how old they must be to be deleted.
-	JanitorPeriod Duration `json:"janitor_period"`
-	JanitorGrace  Duration `json:"janitor_grace"`
 	// LogLevel is debug, info, error or fatal.
 	LogLevel string `json:"log_level"`
 	// TLSCert and TLSKey are the server's certificate and key (PEM). With them opi serves TLS 1.2+.
@@ -51,8 +40,12 @@ type Config struct {
 	TLSClientCA string `json:"tls_client_ca"`
 	// Plaintext allows serving without TLS on a non-loopback address.
 	Plaintext bool `json:"plaintext"`
-	// DebugListen, when set, serves Go's pprof profiles there (a loopback address only).
-	DebugListen string `json:"debug_listen"`
+	// OpsListen, when set, is the operations listener's address: plain HTTP serving /healthz,
+	// /readyz, /metrics and /openapi.json (and pprof with Pprof), for kubelet probes and
+	// Prometheus, which have no client certificate for the API's mutual TLS.
+	OpsListen string `json:"ops_listen"`
+	// Pprof serves Go's profiles under /debug/pprof/ on the operations listener.
+	Pprof bool `json:"pprof"`
 
 	// Backend is the Kubernetes object that runs each app's instances: "deployments" (default)
 	// or "statefulsets" (a stable CF_INSTANCE_INDEX per instance; docs/adr/0007).
@@ -91,6 +84,28 @@ type WorkloadsConfig struct {
 	// capabilities) or "restricted" (non-root, all capabilities dropped), for namespaces that
 	// enforce the restricted Pod Security Standard.
 	PodSecurity string `json:"pod_security"`
+}
+
+// KubernetesConfig is the `kubernetes` section: the Kubernetes backend's settings.
+type KubernetesConfig struct {
+	// Kubeconfig is the cluster to run apps on; else $KUBECONFIG, else in-cluster config.
+	Kubeconfig string `json:"kubeconfig"`
+	// Namespace is where apps run.
+	Namespace string `json:"namespace"`
+	// CreateNamespace lets opi create Namespace when it is missing.
+	CreateNamespace bool `json:"create_namespace"`
+	// KubeQPS and KubeBurst rate-limit opi's own API server requests.
+	KubeQPS   float32 `json:"kube_qps"`
+	KubeBurst int     `json:"kube_burst"`
+	// ReadWaitTimeout bounds how long a write waits for opi's cache to reflect it.
+	ReadWaitTimeout Duration `json:"read_wait_timeout"`
+	// JanitorPeriod is how often leftovers of desires that never completed are looked for
+	// (0 disables the janitor); JanitorGrace is how old they must be to be deleted.
+	JanitorPeriod Duration `json:"janitor_period"`
+	JanitorGrace  Duration `json:"janitor_grace"`
+	// AppNetworkConfig (routing, network policies, placement, service shape) is inlined: its
+	// keys sit in the kubernetes section.
+	AppNetworkConfig
 }
 
 // CCConfig is the `cc` section: Cloud Controller's internal API, where opi sends task
@@ -154,23 +169,24 @@ func (d *Duration) Set(s string) error {
 // DefaultConfig is what opi runs with when nothing is configured.
 func DefaultConfig() Config {
 	return Config{
-		Listen:          "127.0.0.1:8085",
-		Namespace:       "cf-workloads",
-		CreateNamespace: true,
-		MaxBodyBytes:    10 << 20,
-		// client-go's own 5 QPS / 10 burst would throttle CC's 50 concurrent workers.
-		KubeQPS:         200,
-		KubeBurst:       400,
-		ReadWaitTimeout: Duration{5 * time.Second},
+		Listen: "127.0.0.1:8085",
+		KubernetesConfig: KubernetesConfig{
+			Namespace:       "cf-workloads",
+			CreateNamespace: true,
+			// client-go's own 5 QPS / 10 burst would throttle CC's 50 concurrent workers.
+			KubeQPS:          200,
+			KubeBurst:        400,
+			ReadWaitTimeout:  Duration{k8s.DefaultReadWaitTimeout},
+			JanitorPeriod:    Duration{k8s.DefaultJanitorPeriod},
+			JanitorGrace:     Duration{k8s.DefaultJanitorGrace},
+			AppNetworkConfig: defaultAppNetworkConfig(),
+		},
+		MaxBodyBytes:    handler.DefaultMaxBodyBytes,
 		ShutdownTimeout: Duration{15 * time.Second},
-		// Below CC's own 60 s receive timeout, above what a busy API server takes to allocate a
-		// Service IP (seen: over 20 s at thousands of Services).
-		WriteTimeout:  Duration{50 * time.Second},
-		JanitorPeriod: Duration{time.Minute},
-		JanitorGrace:  Duration{5 * time.Minute},
-		LogLevel:      "info",
-		Backend:       k8s.WorkloadDeployments,
-		CC:            CCConfig{DeliveryBound: Duration{cc.DefaultDeliveryBound}},
+		WriteTimeout:    Duration{handler.DefaultWriteTimeout},
+		LogLevel:        "info",
+		Backend:         k8s.WorkloadDeployments,
+		CC:              CCConfig{DeliveryBound: Duration{cc.DefaultDeliveryBound}},
 		Workloads: WorkloadsConfig{
 			ProbeTimeout: Duration{k8s.DefaultProbeTimeout},
 			MinReady:     Duration{k8s.DefaultMinReady},
@@ -241,7 +257,8 @@ func parseFlags(args []string, cfg *Config) (configPath string, err error) {
 	fs.StringVar(&cfg.TLSKey, "tls-key", cfg.TLSKey, "server private key (PEM)")
 	fs.StringVar(&cfg.TLSClientCA, "tls-client-ca", cfg.TLSClientCA, "CA (PEM) that client certificates must be signed by (mutual TLS)")
 	fs.BoolVar(&cfg.Plaintext, "plaintext", cfg.Plaintext, "allow plain HTTP on a non-loopback address")
-	fs.StringVar(&cfg.DebugListen, "debug-listen", cfg.DebugListen, "serve Go's pprof profiles on this loopback address")
+	fs.StringVar(&cfg.OpsListen, "ops-listen", cfg.OpsListen, "address of the plaintext operations listener (/healthz, /readyz, /metrics)")
+	fs.BoolVar(&cfg.Pprof, "pprof", cfg.Pprof, "serve Go's pprof profiles on the operations listener")
 	fs.StringVar(&cfg.CC.InternalURL, "cc-internal-url", cfg.CC.InternalURL, "Cloud Controller's internal API base URL (crash reports)")
 	fs.StringVar(&cfg.CC.ClientCert, "cc-client-cert", cfg.CC.ClientCert, "client certificate (PEM) for Cloud Controller's mutual TLS")
 	fs.StringVar(&cfg.CC.ClientKey, "cc-client-key", cfg.CC.ClientKey, "client key (PEM) for Cloud Controller's mutual TLS")
@@ -257,6 +274,7 @@ func parseFlags(args []string, cfg *Config) (configPath string, err error) {
 	fs.Var(&cfg.LeaderElection.RenewDeadline, "leader-renew-deadline", "how long the leader keeps trying to renew before it gives up leading")
 	fs.Var(&cfg.LeaderElection.RetryPeriod, "leader-retry-period", "how often replicas try to take or renew the Lease")
 	fs.Var(&cfg.TaskRetention, "task-retention", "how long a task's Job is kept after Cloud Controller accepted its end (0: at once)")
+	cfg.AppNetworkConfig.bindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return "", err
 	}
@@ -284,11 +302,13 @@ func (c Config) Validate() error {
 	if err != nil {
 		return fmt.Errorf("listen %q: %w", c.Listen, err)
 	}
-	if c.DebugListen != "" {
-		debugHost, _, err := net.SplitHostPort(c.DebugListen)
-		if err != nil || !isLoopback(debugHost) {
-			return fmt.Errorf("debug_listen %q must be a loopback address", c.DebugListen)
+	if c.OpsListen != "" {
+		if _, _, err := net.SplitHostPort(c.OpsListen); err != nil {
+			return fmt.Errorf("ops_listen %q: %w", c.OpsListen, err)
 		}
+	}
+	if c.Pprof && c.OpsListen == "" {
+		return fmt.Errorf("pprof needs ops_listen: profiles are served on the operations listener")
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return fmt.Errorf("tls_cert and tls_key go together")
@@ -300,19 +320,19 @@ func (c Config) Validate() error {
 		return fmt.Errorf("refusing to serve plain HTTP on %s: give --tls-cert and --tls-key (and --tls-client-ca for mutual TLS), listen on a loopback address, or opt in with --plaintext", c.Listen)
 	}
 	if c.Namespace == "" {
-		return fmt.Errorf("namespace must not be empty")
+		return fmt.Errorf("kubernetes.namespace must not be empty")
 	}
 	if c.MaxBodyBytes <= 0 {
 		return fmt.Errorf("max_body_bytes must be positive")
 	}
 	if c.KubeQPS <= 0 || c.KubeBurst <= 0 {
-		return fmt.Errorf("kube_qps and kube_burst must be positive")
+		return fmt.Errorf("kubernetes.kube_qps and kubernetes.kube_burst must be positive")
 	}
 	if c.WriteTimeout.Duration <= 0 {
 		return fmt.Errorf("write_timeout must be positive")
 	}
 	if c.JanitorPeriod.Duration < 0 || c.JanitorGrace.Duration <= 0 {
-		return fmt.Errorf("janitor_period must not be negative and janitor_grace must be positive")
+		return fmt.Errorf("kubernetes.janitor_period must not be negative and kubernetes.janitor_grace must be positive")
 	}
 	if (c.CC.ClientCert == "") != (c.CC.ClientKey == "") {
 		return fmt.Errorf("cc.client_cert and cc.client_key go together")
@@ -333,6 +353,9 @@ func (c Config) Validate() error {
 		if le.RetryPeriod.Duration <= 0 || le.RenewDeadline.Duration <= le.RetryPeriod.Duration || le.LeaseDuration.Duration <= le.RenewDeadline.Duration {
 			return fmt.Errorf("leader_election needs 0 < retry_period < renew_deadline < lease_duration")
 		}
+	}
+	if err := c.AppNetworkConfig.validate(); err != nil {
+		return err
 	}
 	if w := c.Workloads; w.ProbeTimeout.Duration <= 0 || w.MinReady.Duration < 0 {
 		return fmt.Errorf("workloads.probe_timeout must be positive and workloads.min_ready not negative")
@@ -364,7 +387,7 @@ func isLoopback(host string) bool {
 
 // backendOptions are the Kubernetes backend's options from the configuration.
 func (c Config) backendOptions() k8s.Options {
-	return k8s.Options{
+	opts := k8s.Options{
 		Namespace:       c.Namespace,
 		ReadWaitTimeout: c.ReadWaitTimeout.Duration,
 		JanitorPeriod:   c.JanitorPeriod.Duration,
@@ -376,4 +399,6 @@ func (c Config) backendOptions() k8s.Options {
 		TaskRetention: c.TaskRetention.Duration,
 		Workload:      c.Backend,
 	}
+	c.AppNetworkConfig.applyTo(&opts)
+	return opts
 }

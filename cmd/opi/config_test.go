@@ -29,7 +29,7 @@ var _ = Describe("LoadConfig", func() {
 	})
 
 	It("reads the file, and flags override it", func() {
-		path := writeConfig("listen: 127.0.0.1:9000\nnamespace: from-file\nkubeconfig: /k\nread_wait_timeout: 2s\nmax_body_bytes: 100\n")
+		path := writeConfig("listen: 127.0.0.1:9000\nkubernetes:\n  namespace: from-file\n  kubeconfig: /k\n  read_wait_timeout: 2s\nmax_body_bytes: 100\n")
 		cfg, err := LoadConfig([]string{"--config", path, "--namespace", "from-flag"})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(cfg.Listen).To(Equal("127.0.0.1:9000"))
@@ -37,6 +37,28 @@ var _ = Describe("LoadConfig", func() {
 		Expect(cfg.Kubeconfig).To(Equal("/k"))
 		Expect(cfg.ReadWaitTimeout.Duration).To(Equal(2 * time.Second))
 		Expect(cfg.MaxBodyBytes).To(BeEquivalentTo(100))
+	})
+
+	It("reads the backend's settings from their kubernetes section", func() {
+		path := writeConfig("kubernetes:\n  namespace: apps\n  create_namespace: false\n  kube_qps: 7\n  kube_burst: 9\n  janitor_period: 3s\n  janitor_grace: 4s\n")
+		cfg, err := LoadConfig([]string{"--config", path})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cfg.KubernetesConfig).To(Equal(KubernetesConfig{
+			Namespace: "apps", KubeQPS: 7, KubeBurst: 9,
+			ReadWaitTimeout: Duration{5 * time.Second},
+			JanitorPeriod:   Duration{3 * time.Second}, JanitorGrace: Duration{4 * time.Second},
+			AppNetworkConfig: defaultAppNetworkConfig(),
+		}))
+	})
+
+	It("reads the manifests' config files", func() {
+		for _, path := range []string{"../../deploy/kustomize/base/opi.yml", "../../deploy/kustomize/overlays/cf/opi.yml"} {
+			cfg, err := LoadConfig([]string{"--config", path})
+			Expect(err).NotTo(HaveOccurred(), path)
+			Expect(cfg.Namespace).To(Equal("cf-workloads"), path)
+			Expect(cfg.CreateNamespace).To(BeFalse(), path)
+			Expect(cfg.OpsListen).To(Equal("0.0.0.0:8086"), path)
+		}
 	})
 
 	It("falls back to $KUBECONFIG", func() {
@@ -55,14 +77,14 @@ var _ = Describe("LoadConfig", func() {
 			Expect(err).To(MatchError(ContainSubstring(message)))
 		},
 		Entry("unknown key", nil, "namspace: x\n", "unknown field"),
-		Entry("bad duration", nil, "read_wait_timeout: soon\n", `invalid duration "soon"`),
+		Entry("bad duration", nil, "kubernetes:\n  read_wait_timeout: soon\n", `invalid duration "soon"`),
 		Entry("bad listen", []string{"--listen", "nope"}, "", "listen"),
 		Entry("plaintext off loopback", []string{"--listen", "0.0.0.0:8085"}, "", "refusing to serve plain HTTP"),
 		Entry("cert without key", []string{"--tls-cert", "c.pem"}, "", "tls_cert and tls_key go together"),
 		Entry("client CA without cert", []string{"--tls-client-ca", "ca.pem"}, "", "tls_client_ca needs"),
 		Entry("bad log level", []string{"--log-level", "loud"}, "", "log_level"),
 		Entry("empty namespace", []string{"--namespace", ""}, "", "namespace"),
-		Entry("debug listener off loopback", []string{"--debug-listen", "0.0.0.0:6060"}, "", "debug_listen"),
+		Entry("pprof without an operations listener", []string{"--pprof"}, "", "pprof needs ops_listen"),
 	)
 
 	It("allows plain HTTP off loopback only when asked", func() {

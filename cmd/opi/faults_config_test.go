@@ -10,7 +10,7 @@ import (
 var _ = Describe("LoadConfig of the fault settings", func() {
 	BeforeEach(func() { GinkgoT().Setenv("KUBECONFIG", "") })
 
-	It("bounds writes at 30 s and sweeps leftovers every minute after 5 minutes by default", func() {
+	It("bounds writes at 50 s and sweeps leftovers every minute after 5 minutes by default", func() {
 		cfg, err := LoadConfig(nil)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(cfg.WriteTimeout.Duration).To(Equal(50 * time.Second))

@@ -5,14 +5,13 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"syscall"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/opi-bridge/opi/bifrost"
 	"github.com/opi-bridge/opi/cc"
@@ -34,11 +34,16 @@ import (
 const defaultGCPercent = 25
 
 const usage = `usage: opi connect [--config FILE] [--listen ADDR] [--kubeconfig PATH] [--namespace NS] [flags]
+       opi --version
 
 Serves Cloud Controller's OPI API and runs its apps on Kubernetes. "opi connect -h" lists the flags.
 `
 
 func main() {
+	if len(os.Args) == 2 && (os.Args[1] == "--version" || os.Args[1] == "version") {
+		fmt.Println("opi " + version())
+		return
+	}
 	if len(os.Args) < 2 || os.Args[1] != "connect" {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
@@ -62,22 +67,49 @@ func main() {
 	}
 }
 
-func newLogger(level string) lager.Logger {
-	logger := lager.NewLogger("opi")
-	minLevel, _ := lager.LogLevelFromString(level)
-	logger.RegisterSink(lager.NewWriterSink(os.Stdout, minLevel))
-	return logger
-}
+// serviceAccountDir is where Kubernetes mounts a pod's service-account token and CA.
+const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 func kubeConfig(path string) (*rest.Config, error) {
 	if path != "" {
 		return clientcmd.BuildConfigFromFlags("", path)
 	}
-	return rest.InClusterConfig()
+	return inClusterConfig(os.Getenv("OPI_SERVICEACCOUNT_DIR"))
+}
+
+// inClusterConfig is client-go's in-cluster configuration (the API server from
+// KUBERNETES_SERVICE_HOST and _PORT, the service account's token and CA), read from dir instead
+// of the fixed path client-go reads. The integration suite runs opi as a process, not in a pod,
+// and has no way to write to that path: OPI_SERVICEACCOUNT_DIR lets it exercise this code path
+// with a token and CA it writes itself. In a pod it is unset and the standard path is used.
+func inClusterConfig(dir string) (*rest.Config, error) {
+	if dir == "" || dir == serviceAccountDir {
+		return rest.InClusterConfig()
+	}
+	host, port := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")
+	if host == "" || port == "" {
+		return nil, rest.ErrNotInCluster
+	}
+	tokenFile, caFile := filepath.Join(dir, "token"), filepath.Join(dir, "ca.crt")
+	if _, err := os.Stat(tokenFile); err != nil {
+		return nil, fmt.Errorf("service account token: %w", err)
+	}
+	if _, err := os.Stat(caFile); err != nil {
+		return nil, fmt.Errorf("service account ca: %w", err)
+	}
+	return &rest.Config{
+		Host:            "https://" + net.JoinHostPort(host, port),
+		TLSClientConfig: rest.TLSClientConfig{CAFile: caFile},
+		// A file, not its contents: client-go rereads it, as the kubelet rotates the token.
+		BearerTokenFile: tokenFile,
+	}, nil
 }
 
 func connect(ctx context.Context, cfg Config) error {
-	logger := newLogger(cfg.LogLevel)
+	logger, err := newLogger(os.Stdout, cfg.LogLevel)
+	if err != nil {
+		return err
+	}
 
 	restConfig, err := kubeConfig(cfg.Kubeconfig)
 	if err != nil {
@@ -126,6 +158,17 @@ func connect(ctx context.Context, cfg Config) error {
 	backendOptions.ImageReader = &imageconfig.Reader{}
 	backendOptions.StagingNotifier = callbacks
 	backendOptions.TaskNotifier = callbacks
+	if cfg.Routing == k8s.RoutingGateway {
+		// Gateway API objects are JSON only (CRDs): this client keeps the default content type.
+		gwConfig := rest.CopyConfig(restConfig)
+		gwConfig.ContentType, gwConfig.AcceptContentTypes = "", ""
+		if backendOptions.Gateway, err = gateway.NewForConfig(gwConfig); err != nil {
+			return fmt.Errorf("make gateway api client: %w", err)
+		}
+	}
+	if cfg.NetworkPolicies && len(cfg.Routers) == 0 {
+		logger.Info("no-routers", lager.Data{"note": "network policies are on and no router is configured: apps accept no connections"})
+	}
 	backend := k8s.NewBackend(client, logger.Session("k8s"), backendOptions)
 	// The informers (and the janitor) live until opi has shut down, not only as long as the
 	// start-up deadline or the signal: requests in flight at SIGTERM still wait on the caches.
@@ -155,9 +198,13 @@ func connect(ctx context.Context, cfg Config) error {
 		}
 	}()
 
-	tlsConfig, err := serverTLS(cfg)
-	if err != nil {
-		return err
+	var tlsConfig *tls.Config
+	if cfg.TLSCert != "" {
+		reloader, err := newCertReloader(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA, logger.Session("tls"))
+		if err != nil {
+			return err
+		}
+		tlsConfig = reloader.TLSConfig()
 	}
 	listener, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -166,33 +213,45 @@ func connect(ctx context.Context, cfg Config) error {
 	if tlsConfig != nil {
 		listener = tls.NewListener(listener, tlsConfig)
 	}
-	if cfg.DebugListen != "" {
-		go serveDebug(logger, cfg.DebugListen)
-	}
 	tasks := &bifrost.Task{Backend: backend, URLs: ccClient, Rules: bifrost.Rules{StrictEnvNames: !cluster.RelaxedEnvNames}, Defaults: bifrost.TaskDefaults{
 		MemoryMB: cfg.TaskDefaults.MemoryMB, DiskMB: cfg.TaskDefaults.DiskMB, CPUWeight: cfg.TaskDefaults.CPUWeight,
 	}}
-	server := &http.Server{
-		Handler: handler.New(handler.Config{
-			LRP:          &bifrost.LRP{Backend: backend, Rules: bifrost.Rules{StrictEnvNames: !cluster.RelaxedEnvNames}},
-			Task:         tasks,
-			Readiness:    backend,
-			Logger:       logger.Session("api"),
-			MaxBodyBytes: cfg.MaxBodyBytes,
-			Observer:     m,
-			Metrics:      m.Handler(),
-			WriteTimeout: cfg.WriteTimeout.Duration,
-			Staging:      &bifrost.Staging{Stager: backend, URLs: ccClient},
-		}),
-		ReadHeaderTimeout: 10 * time.Second,
+	server := newServer(handler.New(handler.Config{
+		LRP:          &bifrost.LRP{Backend: backend, Rules: bifrost.Rules{StrictEnvNames: !cluster.RelaxedEnvNames}},
+		Task:         tasks,
+		Readiness:    backend,
+		Logger:       logger.Session("api"),
+		MaxBodyBytes: cfg.MaxBodyBytes,
+		Observer:     m,
+		Metrics:      m.Handler(),
+		WriteTimeout: cfg.WriteTimeout.Duration,
+		Staging:      &bifrost.Staging{Stager: backend, URLs: ccClient},
+	}), cfg.WriteTimeout.Duration)
+	servers := []*http.Server{server}
+	served := make(chan error, 2)
+	go func() { served <- server.Serve(listener) }()
+
+	if cfg.OpsListen != "" {
+		opsListener, err := net.Listen("tcp", cfg.OpsListen)
+		if err != nil {
+			return fmt.Errorf("listen on %s: %w", cfg.OpsListen, err)
+		}
+		ops := newServer(handler.NewOps(handler.OpsConfig{
+			Readiness: backend, Logger: logger.Session("ops"), Metrics: m.Handler(), Pprof: cfg.Pprof,
+		}), cfg.WriteTimeout.Duration)
+		// pprof's CPU profile and trace stream for as long as asked (?seconds=N).
+		if cfg.Pprof {
+			ops.WriteTimeout = 0
+		}
+		servers = append(servers, ops)
+		go func() { served <- ops.Serve(opsListener) }()
+		logger.Info("ops-listening", lager.Data{"listen": opsListener.Addr().String(), "pprof": cfg.Pprof})
 	}
 	logger.Info("started", lager.Data{
 		"listen": listener.Addr().String(), "namespace": cfg.Namespace,
-		"tls": tlsConfig != nil, "mutual-tls": cfg.TLSClientCA != "",
+		"tls": tlsConfig != nil, "mutual-tls": cfg.TLSClientCA != "", "version": version(),
 	})
 
-	served := make(chan error, 1)
-	go func() { served <- server.Serve(listener) }()
 	select {
 	case err := <-served:
 		return fmt.Errorf("serve: %w", err)
@@ -202,48 +261,35 @@ func connect(ctx context.Context, cfg Config) error {
 	logger.Info("stopping", lager.Data{"timeout": cfg.ShutdownTimeout.String()})
 	shutdownCtx, cancelShutdown := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.Duration)
 	defer cancelShutdown()
-	if err := server.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("shut down: %w", err)
+	for _, server := range servers {
+		if err := server.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("shut down: %w", err)
+		}
 	}
 	logger.Info("stopped")
 	return nil
 }
 
-// serverTLS is the TLS configuration of the API: nil for plain HTTP, else TLS 1.2 or newer,
-// requiring a client certificate signed by the client CA when one is configured.
-func serverTLS(cfg Config) (*tls.Config, error) {
-	if cfg.TLSCert == "" {
-		return nil, nil
-	}
-	cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
-	if err != nil {
-		return nil, fmt.Errorf("load tls certificate: %w", err)
-	}
-	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
-	if cfg.TLSClientCA != "" {
-		pem, err := os.ReadFile(cfg.TLSClientCA)
-		if err != nil {
-			return nil, fmt.Errorf("read tls client ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls client ca %s holds no PEM certificate", cfg.TLSClientCA)
-		}
-		tlsConfig.ClientCAs = pool
-		tlsConfig.ClientAuth = tls.RequireAndVerifyClientCert
-	}
-	return tlsConfig, nil
-}
+// Bounds on slow clients. CC sends a request in one go: its headers and a body of at most
+// max_body_bytes arrive in seconds, and its keep-alive connections idle between sync rounds.
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = 30 * time.Second
+	idleTimeout       = 2 * time.Minute
+	// writeSlack is what an answer may take past the write timeout: a write that reached its
+	// deadline still answers 503, and GET /apps streams megabytes at thousands of apps.
+	writeSlack = 30 * time.Second
+)
 
-// serveDebug serves Go's pprof profiles on a loopback address, for operators chasing memory
-// or CPU.
-func serveDebug(logger lager.Logger, addr string) {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	logger.Info("debug-listening", lager.Data{"address": addr})
-	server := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	if err := server.ListenAndServe(); err != nil {
-		logger.Error("debug-server-failed", err)
+// newServer is an HTTP server for h that bounds slow clients. Its WriteTimeout (counted from
+// the end of the request's headers) covers the write timeout of the handler's backend calls
+// plus writeSlack, so that it never cuts an answer the handler still means to give.
+func newServer(h http.Handler, writeTimeout time.Duration) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout + writeSlack,
+		IdleTimeout:       idleTimeout,
 	}
 }

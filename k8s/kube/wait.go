@@ -4,6 +4,8 @@ import (
 	"context"
 	"strconv"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Observed reports whether a cache that holds an object at resource version cached has seen
@@ -19,23 +21,10 @@ func Observed(cached, want string) bool {
 }
 
 // WaitUntil checks cond now and then every interval until it holds, timeout passes or ctx
-// ends. It reports whether cond held.
+// ends. It reports whether cond held (looking once more at the end).
 func WaitUntil(ctx context.Context, interval, timeout time.Duration, cond func() bool) bool {
-	if cond() {
-		return true
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	ticker := time.NewTicker(interval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return cond()
-		case <-ticker.C:
-			if cond() {
-				return true
-			}
-		}
-	}
+	err := wait.PollUntilContextTimeout(ctx, interval, timeout, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	})
+	return err == nil || cond()
 }

@@ -1,0 +1,275 @@
+package integration_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gbytes"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/opi-bridge/opi/testsupport/pki"
+)
+
+// The manifests' namespace: the overlay is applied as it is in the repository.
+const deployNamespace = "cf-workloads"
+
+var _ = Describe("Deploying with the manifests", Ordered, func() {
+	var (
+		dir            string
+		ca             *pki.CA
+		serverPair     pki.Pair
+		clientTLS      *http.Client
+		configFile     string
+		serviceAccount string // a folder with the service account's token and the cluster's CA
+	)
+
+	BeforeAll(func() {
+		ctx := context.Background()
+		DeferCleanup(func() {
+			_ = kube.CoreV1().Namespaces().Delete(context.Background(), deployNamespace, metav1.DeleteOptions{})
+		})
+		kubectl("apply", "--server-side", "-k", "../deploy/kustomize/overlays/cf")
+
+		// The Secrets the overlay mounts, as an operator creates them (README: "TLS, step by step").
+		dir = GinkgoT().TempDir()
+		var err error
+		ca, err = pki.NewCA("opi-deploy-test")
+		Expect(err).NotTo(HaveOccurred())
+		serverPair, err = ca.Server("opi", "opi.cf-workloads.svc")
+		Expect(err).NotTo(HaveOccurred())
+		ccClient, err := ca.Client("opi-to-cc")
+		Expect(err).NotTo(HaveOccurred())
+		for name, pair := range map[string]pki.Pair{"opi-tls": serverPair, "opi-cc": ccClient} {
+			_, err := kube.CoreV1().Secrets(deployNamespace).Create(ctx, &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Name: name},
+				Data:       map[string][]byte{"tls.crt": pair.CertPEM, "tls.key": pair.KeyPEM, "ca.crt": ca.CertPEM},
+			}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+		}
+
+		// CC's side of the mutual TLS.
+		cc, err := ca.Client("cloud-controller")
+		Expect(err).NotTo(HaveOccurred())
+		cert, err := tls.X509KeyPair(cc.CertPEM, cc.KeyPEM)
+		Expect(err).NotTo(HaveOccurred())
+		roots := x509.NewCertPool()
+		roots.AppendCertsFromPEM(ca.CertPEM)
+		clientTLS = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{cert}},
+		}}
+
+		// The config file as the pods see it: the ConfigMap's opi.yml.
+		out := kubectl("-n", deployNamespace, "get", "deployment", "opi", "-o", "jsonpath={.spec.template.spec.volumes[?(@.name=='config')].configMap.name}")
+		cm, err := kube.CoreV1().ConfigMaps(deployNamespace).Get(ctx, out, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		configFile = writeFile(dir, "opi.yml", []byte(cm.Data["opi.yml"]))
+
+		// What the kubelet mounts at /var/run/secrets/kubernetes.io/serviceaccount.
+		serviceAccount = filepath.Join(dir, "serviceaccount")
+		Expect(os.Mkdir(serviceAccount, 0o700)).To(Succeed())
+		expiry := int64(3600)
+		token, err := kube.CoreV1().ServiceAccounts(deployNamespace).CreateToken(ctx, "opi",
+			&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		writeFile(serviceAccount, "token", []byte(token.Status.Token))
+		writeFile(serviceAccount, "ca.crt", cluster.RestConfig().CAData)
+		writeFile(serviceAccount, "namespace", []byte(deployNamespace))
+	})
+
+	It("creates the objects of the base and the overlay", func() {
+		ctx := context.Background()
+		_, err := kube.CoreV1().Namespaces().Get(ctx, deployNamespace, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = kube.CoreV1().ServiceAccounts(deployNamespace).Get(ctx, "opi", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+
+		// The Role is deploy/rbac.yaml's, rule for rule.
+		role, err := kube.RbacV1().Roles(deployNamespace).Get(ctx, "opi", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(role.Rules).To(Equal(rbacRules()))
+		binding, err := kube.RbacV1().RoleBindings(deployNamespace).Get(ctx, "opi", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(binding.RoleRef.Name).To(Equal("opi"))
+		Expect(binding.Subjects).To(ConsistOf(rbacv1.Subject{Kind: "ServiceAccount", Name: "opi", Namespace: deployNamespace}))
+
+		d, err := kube.AppsV1().Deployments(deployNamespace).Get(ctx, "opi", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(*d.Spec.Replicas).To(BeEquivalentTo(2))
+		pod := d.Spec.Template.Spec
+		Expect(pod.ServiceAccountName).To(Equal("opi"))
+		Expect(*pod.SecurityContext.RunAsNonRoot).To(BeTrue())
+		Expect(pod.Containers).To(HaveLen(1))
+		c := pod.Containers[0]
+		Expect(c.Image).To(Equal("opi-bridge/opi:latest"))
+		Expect(c.Args).To(Equal([]string{"--config", "/etc/opi/opi.yml"}))
+		Expect(c.LivenessProbe.HTTPGet.Path).To(Equal("/healthz"))
+		Expect(c.LivenessProbe.HTTPGet.Port).To(Equal(intstr.FromString("ops")))
+		Expect(c.ReadinessProbe.HTTPGet.Path).To(Equal("/readyz"))
+		Expect(c.ReadinessProbe.HTTPGet.Port).To(Equal(intstr.FromString("ops")))
+		Expect(c.Resources.Requests).To(HaveKey(corev1.ResourceMemory))
+		Expect(c.Resources.Limits).To(HaveKey(corev1.ResourceMemory))
+		Expect(*c.SecurityContext.ReadOnlyRootFilesystem).To(BeTrue())
+		Expect(*c.SecurityContext.AllowPrivilegeEscalation).To(BeFalse())
+		Expect(c.SecurityContext.Capabilities.Drop).To(ConsistOf(corev1.Capability("ALL")))
+		var secrets []string
+		for _, v := range pod.Volumes {
+			if v.Secret != nil {
+				secrets = append(secrets, v.Secret.SecretName)
+			}
+		}
+		Expect(secrets).To(ConsistOf("opi-tls", "opi-cc"))
+
+		pdb, err := kube.PolicyV1().PodDisruptionBudgets(deployNamespace).Get(ctx, "opi", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(pdb.Spec.MinAvailable.IntValue()).To(Equal(1))
+		Expect(pdb.Spec.Selector.MatchLabels).To(Equal(d.Spec.Selector.MatchLabels))
+
+		svc, err := kube.CoreV1().Services(deployNamespace).Get(ctx, "opi", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(svc.Spec.Selector).To(Equal(d.Spec.Selector.MatchLabels))
+		var ports []string
+		for _, p := range svc.Spec.Ports {
+			ports = append(ports, p.Name+"="+p.TargetPort.String())
+		}
+		Expect(ports).To(ConsistOf("api=api", "ops=ops"))
+
+		Expect(os.ReadFile(configFile)).To(ContainSubstring("internal_url:"))
+	})
+
+	// startInCluster runs opi as its pod would: the ConfigMap's config file, in-cluster
+	// configuration from a service-account folder and KUBERNETES_SERVICE_*, and so with only
+	// the Role's rights. Listen addresses and file paths are the pod's, moved to loopback and
+	// to the test's folder by flags.
+	startInCluster := func(extra ...string) (*opiServer, string) {
+		apiServer, err := url.Parse(cluster.Server())
+		Expect(err).NotTo(HaveOccurred())
+		host, port, err := net.SplitHostPort(apiServer.Host)
+		Expect(err).NotTo(HaveOccurred())
+		var env []string
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "KUBECONFIG=") {
+				env = append(env, kv)
+			}
+		}
+		env = append(env, "KUBERNETES_SERVICE_HOST="+host, "KUBERNETES_SERVICE_PORT="+port, "OPI_SERVICEACCOUNT_DIR="+serviceAccount)
+
+		tlsDir := GinkgoT().TempDir()
+		certFile, keyFile, err := serverPair.Write(tlsDir, "server")
+		Expect(err).NotTo(HaveOccurred())
+		caFile, err := ca.WriteCert(tlsDir, "ca")
+		Expect(err).NotTo(HaveOccurred())
+		addr, opsAddr := freeAddr(), freeAddr()
+		o := &opiServer{
+			URL: "https://" + addr, Namespace: deployNamespace, client: clientTLS, env: env,
+			args: append([]string{"connect", "--config", configFile, "--listen", addr, "--ops-listen", opsAddr,
+				"--tls-cert", certFile, "--tls-key", keyFile, "--tls-client-ca", caFile,
+				"--cc-client-cert", certFile, "--cc-client-key", keyFile, "--cc-ca", caFile,
+				"--leader-lease-duration", "4s", "--leader-renew-deadline", "3s", "--leader-retry-period", "1s",
+				"--backend", testBackend}, extra...),
+		}
+		o.start()
+		return o, "http://" + opsAddr
+	}
+
+	It("runs opi with the in-cluster configuration and only the Role's rights", func() {
+		o, ops := startInCluster()
+		DeferCleanup(o.stop)
+
+		// Probes and Prometheus need no client certificate on the ops listener...
+		for _, path := range []string{"/healthz", "/readyz", "/metrics", "/openapi.json"} {
+			resp, err := http.Get(ops + path)
+			Expect(err).NotTo(HaveOccurred())
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			Expect(resp.StatusCode).To(Equal(http.StatusOK), path)
+			if path == "/metrics" {
+				Expect(string(body)).To(ContainSubstring("opi_"))
+			}
+		}
+		// ...while the API demands one.
+		_, err := (&http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}).Get(o.URL + "/apps")
+		Expect(err).To(HaveOccurred())
+
+		a := newApp()
+		desire(o, a)
+		Expect(workloads(deployNamespace, a)).To(HaveLen(1))
+		status, body := o.call("GET", "/apps", "")
+		Expect(status).To(Equal(http.StatusOK))
+		Expect(body).To(ContainSubstring(a.processGUID()))
+		status, _ = o.call("PUT", a.path()+"/stop", "")
+		Expect(status).To(Equal(http.StatusOK))
+
+		Expect(o.Logs()).NotTo(ContainSubstring("forbidden"))
+	})
+
+	It("with two replicas: both serve, one holds the Lease and does the background work, and the other takes over when it dies", func() {
+		ctx := context.Background()
+		first, _ := startInCluster("--janitor-period", "1s")
+		DeferCleanup(first.stop)
+		Eventually(first.session.Out).Should(gbytes.Say(`leader-election.leading"`))
+		second, _ := startInCluster("--janitor-period", "1s")
+		DeferCleanup(second.stop)
+
+		// Both serve, and a write on one is seen by the other once its watch delivers it.
+		a := newApp()
+		desire(first, a)
+		Eventually(func() string { _, body := second.call("GET", "/apps", ""); return body }).Should(ContainSubstring(a.processGUID()))
+
+		holder := func() string {
+			lease, err := kube.CoordinationV1().Leases(deployNamespace).Get(ctx, "opi-leader", metav1.GetOptions{})
+			if err != nil || lease.Spec.HolderIdentity == nil {
+				return ""
+			}
+			return *lease.Spec.HolderIdentity
+		}
+		leader := holder()
+		Expect(leader).NotTo(BeEmpty())
+		Expect(first.Logs()).To(ContainSubstring(leader))
+		Eventually(first.Logs).Should(ContainSubstring("janitor.started"))
+		Eventually(second.Logs).Should(ContainSubstring(`leader-election.following"`))
+		Expect(second.Logs()).NotTo(ContainSubstring(`leader-election.leading"`))
+		Expect(second.Logs()).NotTo(ContainSubstring("janitor.started"))
+
+		// The leader dies without giving up the Lease: the other takes it once it expires, and
+		// with it the janitor.
+		first.kill()
+		first.session = nil // nothing left to stop
+		Eventually(holder, 30*time.Second).ShouldNot(Or(Equal(leader), BeEmpty()))
+		Expect(second.Logs()).To(ContainSubstring(holder()))
+		Eventually(second.Logs, 30*time.Second).Should(ContainSubstring("janitor.started"))
+
+		status, body := second.call("GET", a.path(), "")
+		Expect(status).To(Equal(http.StatusOK), body)
+	})
+})
+
+// rbacRules are the Role's rules in deploy/rbac.yaml.
+func rbacRules() []rbacv1.PolicyRule {
+	data, err := os.ReadFile("../deploy/rbac.yaml")
+	Expect(err).NotTo(HaveOccurred())
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		var role rbacv1.Role
+		Expect(yaml.Unmarshal([]byte(doc), &role)).To(Succeed())
+		if role.Kind == "Role" {
+			return role.Rules
+		}
+	}
+	Fail("deploy/rbac.yaml holds no Role")
+	return nil
+}

@@ -1,0 +1,219 @@
+package integration_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sort"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/opi-bridge/opi/models"
+)
+
+// kubectlJSON runs kubectl get ... -o json and decodes what it printed into out.
+func kubectlJSON(out any, args ...string) {
+	ExpectWithOffset(1, json.Unmarshal([]byte(kubectl(append(args, "-o", "json")...)), out)).To(Succeed())
+}
+
+// ingressHosts is host → "path→service:port" of the app's Ingresses, as kubectl shows them.
+func ingressHosts(ns string, a *app) map[string][]string {
+	var list networkingv1.IngressList
+	kubectlJSON(&list, "get", "ingresses", "-n", ns, "-l", selector(a))
+	out := map[string][]string{}
+	for _, ing := range list.Items {
+		for _, rule := range ing.Spec.Rules {
+			for _, p := range rule.HTTP.Paths {
+				out[rule.Host] = append(out[rule.Host], p.Path+"→"+p.Backend.Service.Name+":"+itoa(p.Backend.Service.Port.Number))
+			}
+		}
+	}
+	return out
+}
+
+func itoa(n int32) string { b, _ := json.Marshal(n); return string(b) }
+
+func updateRoutes(o *opiServer, a *app, routes string) {
+	status, body := o.call("POST", "/apps/"+a.processGUID(), `{"guid":"`+a.guid+`","version":"`+a.version+`","update":{
+		"annotation":"1700000000.5","routes":{"cf-router":`+routes+`}}}`)
+	ExpectWithOffset(1, status).To(Equal(http.StatusOK), body)
+}
+
+func stop(o *opiServer, a *app) {
+	status, body := o.call("PUT", a.path()+"/stop", "")
+	ExpectWithOffset(1, status).To(Equal(http.StatusOK), body)
+}
+
+var _ = Describe("Routing, isolation and placement hooks", func() {
+	var (
+		ns string
+		a  *app
+	)
+
+	BeforeEach(func() {
+		ns = newNamespace()
+		a = newApp()
+		a.instances = 1
+	})
+
+	It("routes with an Ingress per app: after desire, after a route update, gone after stop; other apps untouched", func() {
+		o := startOpi(ns, "--routing", "ingress", "--ingress-class", "nginx")
+		other := newApp()
+		other.instances = 1
+		desire(o, other)
+		desire(o, a)
+		svc := workloads(ns, a)[0].Name
+
+		Expect(ingressHosts(ns, a)).To(Equal(map[string][]string{"dora.example.com": {"/→" + svc + ":8080"}}))
+		var ing networkingv1.IngressList
+		kubectlJSON(&ing, "get", "ingresses", "-n", ns, "-l", selector(a))
+		Expect(*ing.Items[0].Spec.IngressClassName).To(Equal("nginx"))
+		Expect(ing.Items[0].OwnerReferences).To(ConsistOf(HaveField("Name", svc)))
+
+		updateRoutes(o, a, `[{"hostname":"new.example.com","port":8080},{"hostname":"new.example.com/api","port":8080},{"hostnames":["b.example.com"],"port":8080}]`)
+		Expect(ingressHosts(ns, a)).To(Equal(map[string][]string{
+			"new.example.com": {"/→" + svc + ":8080", "/api→" + svc + ":8080"},
+			"b.example.com":   {"/→" + svc + ":8080"},
+		}))
+		Expect(ingressHosts(ns, other)).To(HaveKey("dora.example.com"), "the other app keeps its route")
+
+		stop(o, a)
+		Eventually(func() map[string][]string { return ingressHosts(ns, a) }).Should(BeEmpty())
+		Expect(ingressHosts(ns, other)).To(HaveLen(1))
+	})
+
+	It("has the janitor recreate an app's Ingress and egress policy deleted behind opi's back", func() {
+		o := startOpi(ns, "--janitor-period", "1s", "--janitor-grace", "2s", "--leader-election=false")
+		a.extra = map[string]any{"egress_rules": []any{map[string]any{"protocol": "all", "destinations": []any{"10.0.0.0/8"}}}}
+		desire(o, a)
+		name := workloads(ns, a)[0].Name
+		kubectl("delete", "ingress", name, "-n", ns)
+		kubectl("delete", "networkpolicy", name, "-n", ns)
+		Eventually(func() map[string][]string { return ingressHosts(ns, a) }).Should(HaveKey("dora.example.com"))
+		Eventually(func() []networkingv1.NetworkPolicy {
+			var list networkingv1.NetworkPolicyList
+			kubectlJSON(&list, "get", "networkpolicies", "-n", ns, "-l", selector(a))
+			return list.Items
+		}).Should(ConsistOf(HaveField("Spec.Egress", HaveLen(1))))
+	})
+
+	It("routes with HTTPRoutes attached to the operator's Gateway: after desire, after a route update, gone after stop", func() {
+		o := startOpi(ns, "--routing", "gateway", "--gateway-namespace", "gateways", "--gateway-name", "cf")
+		desire(o, a)
+		svc := workloads(ns, a)[0].Name
+		hosts := func() []string {
+			var list gatewayv1.HTTPRouteList
+			kubectlJSON(&list, "get", "httproutes", "-n", ns, "-l", selector(a))
+			out := []string{}
+			for _, r := range list.Items {
+				ExpectWithOffset(1, r.Spec.ParentRefs).To(ConsistOf(And(HaveField("Name", gatewayv1.ObjectName("cf")), HaveField("Namespace", HaveValue(BeEquivalentTo("gateways"))))))
+				ExpectWithOffset(1, r.Spec.Rules[0].BackendRefs[0].Name).To(BeEquivalentTo(svc))
+				ExpectWithOffset(1, r.OwnerReferences).To(ConsistOf(HaveField("Name", svc)))
+				for _, h := range r.Spec.Hostnames {
+					out = append(out, string(h))
+				}
+			}
+			sort.Strings(out)
+			return out
+		}
+		Expect(hosts()).To(Equal([]string{"dora.example.com"}))
+
+		updateRoutes(o, a, `[{"hostname":"a.example.com","port":8080},{"hostname":"b.example.com","port":8080}]`)
+		Expect(hosts()).To(Equal([]string{"a.example.com", "b.example.com"}))
+
+		stop(o, a)
+		Eventually(hosts).Should(BeEmpty())
+	})
+
+	It("isolates apps with NetworkPolicies: a baseline for all, an egress policy for an app with egress rules", func() {
+		o := startOpi(ns, "--router", "ingress-nginx:app=ingress")
+		plain := newApp()
+		plain.instances = 1
+		desire(o, plain)
+		a.extra = map[string]any{"egress_rules": []any{
+			map[string]any{"protocol": "tcp", "destinations": []any{"10.0.0.1-10.0.0.6"}, "ports": []any{443}},
+			map[string]any{"protocol": "udp", "destinations": []any{"8.8.8.8"}, "portRange": map[string]any{"start": 53, "end": 54}},
+			map[string]any{"protocol": "all", "destinations": []any{"192.168.0.0/16"}},
+		}}
+		desire(o, a)
+
+		var baseline networkingv1.NetworkPolicy
+		kubectlJSON(&baseline, "get", "networkpolicy", "opi-apps", "-n", ns)
+		Expect(baseline.Spec.PodSelector.MatchLabels).To(Equal(map[string]string{"opi-bridge.io/source-type": "APP"}))
+		Expect(baseline.Spec.Ingress).To(HaveLen(1))
+		Expect(baseline.Spec.Ingress[0].From[0].NamespaceSelector.MatchLabels).To(Equal(map[string]string{"kubernetes.io/metadata.name": "ingress-nginx"}))
+		Expect(baseline.Spec.Ingress[0].From[0].PodSelector.MatchLabels).To(Equal(map[string]string{"app": "ingress"}))
+		Expect(baseline.Spec.Egress).To(HaveLen(1), "DNS only")
+
+		var mine networkingv1.NetworkPolicyList
+		kubectlJSON(&mine, "get", "networkpolicies", "-n", ns, "-l", selector(plain))
+		Expect(mine.Items).To(BeEmpty(), "an app without egress rules has no policy of its own")
+
+		kubectlJSON(&mine, "get", "networkpolicies", "-n", ns, "-l", selector(a))
+		Expect(mine.Items).To(HaveLen(1))
+		egress := mine.Items[0].Spec.Egress
+		Expect(egress).To(HaveLen(3))
+		var cidrs []string
+		for _, to := range egress[0].To {
+			cidrs = append(cidrs, to.IPBlock.CIDR)
+		}
+		Expect(cidrs).To(Equal([]string{"10.0.0.1/32", "10.0.0.2/31", "10.0.0.4/31", "10.0.0.6/32"}))
+		Expect(egress[0].Ports[0].Port.IntValue()).To(Equal(443))
+		Expect(*egress[1].Ports[0].Protocol).To(Equal(corev1.ProtocolUDP))
+		Expect(*egress[1].Ports[0].EndPort).To(BeEquivalentTo(54))
+		Expect(egress[2].Ports).To(BeEmpty(), "all: every protocol and port")
+		Expect(mine.Items[0].OwnerReferences).To(ConsistOf(HaveField("Name", workloads(ns, a)[0].Name)))
+	})
+
+	It("refuses an icmp egress rule with a 400 and writes nothing", func() {
+		o := startOpi(ns)
+		a.extra = map[string]any{"egress_rules": []any{map[string]any{"protocol": "icmp", "destinations": []any{"0.0.0.0/0"}, "icmp_info": map[string]any{"type": 0, "code": 0}}}}
+		status, body := o.call("PUT", "/apps/"+a.processGUID(), a.body())
+		Expect(status).To(Equal(http.StatusBadRequest))
+		Expect(body).To(ContainSubstring("icmp"))
+		Expect(ownedObjects(ns, a)).To(BeZero())
+	})
+
+	It("places an app of an isolation segment on its nodes: node selector and toleration, UNCLAIMED while the segment has none", func() {
+		o := startOpi(ns)
+		a.extra = map[string]any{"placement_tags": []string{"iso-1"}}
+		desire(o, a)
+		spec := workloads(ns, a)[0].Spec.Template.Spec
+		Expect(spec.NodeSelector).To(Equal(map[string]string{"cloudfoundry.org/isolation-segment": "iso-1"}))
+		Expect(spec.Tolerations).To(ContainElement(corev1.Toleration{Key: "cloudfoundry.org/isolation-segment", Operator: corev1.TolerationOpEqual, Value: "iso-1", Effect: corev1.TaintEffectNoSchedule}))
+		Eventually(func() []models.Instance { return instances(o, a).Instances }).Should(ConsistOf(
+			And(HaveField("State", "UNCLAIMED"), HaveField("PlacementError", `found no compatible cell with placement tag "iso-1"`))))
+	})
+
+	It("mounts the claim a volume id names, and refuses a mount whose claim does not exist", func() {
+		o := startOpi(ns)
+		claim := &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: "vol-1", Namespace: ns},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+			},
+		}
+		_, err := kube.CoreV1().PersistentVolumeClaims(ns).Create(context.Background(), claim, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+
+		a.extra = map[string]any{"volume_mounts": []any{map[string]any{"volume_id": "vol-1", "mount_dir": "/var/vcap/data/vol"}}}
+		desire(o, a)
+		spec := workloads(ns, a)[0].Spec.Template.Spec
+		Expect(spec.Volumes).To(ConsistOf(HaveField("VolumeSource.PersistentVolumeClaim.ClaimName", "vol-1")))
+		Expect(spec.Containers[0].VolumeMounts).To(ConsistOf(HaveField("MountPath", "/var/vcap/data/vol")))
+
+		missing := newApp()
+		missing.extra = map[string]any{"volume_mounts": []any{map[string]any{"volume_id": "no-such-claim", "mount_dir": "/data"}}}
+		status, body := o.call("PUT", "/apps/"+missing.processGUID(), missing.body())
+		Expect(status).To(Equal(http.StatusBadRequest))
+		Expect(body).To(ContainSubstring(`no PersistentVolumeClaim \"no-such-claim\"`))
+		Expect(ownedObjects(ns, missing)).To(BeZero())
+	})
+})

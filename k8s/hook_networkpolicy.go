@@ -1,0 +1,255 @@
+package k8s
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+
+	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/opi"
+)
+
+// BaselinePolicyName names the namespace-wide NetworkPolicy that isolates every app.
+const BaselinePolicyName = "opi-apps"
+
+// AnnotationEgressRules is JSON of the LRP's egress rules, on its Deployment: the janitor
+// rebuilds a missing egress policy from it. Rules are destinations and ports, not secrets.
+const AnnotationEgressRules = annotationPrefix + "egress-rules"
+
+// NetworkPolicyOptions configure container-to-container isolation.
+type NetworkPolicyOptions struct {
+	// Enabled makes opi keep NetworkPolicies; without it apps are not isolated.
+	Enabled bool
+	// Routers are who may connect to apps: pods of a namespace (all of them when PodLabels is
+	// empty). No router: apps accept no connections at all.
+	Routers []PolicyPeer
+	// DNSNamespace, when set, lets every app reach port 53 (udp and tcp) of the pods there.
+	DNSNamespace string
+}
+
+// PolicyPeer names pods by their namespace's name and, optionally, their labels.
+type PolicyPeer struct {
+	Namespace string
+	PodLabels map[string]string
+}
+
+// networkPolicyHook keeps Cloud Foundry's isolation: apps accept connections only from the
+// routers the operator names, never from other apps, and reach only what their egress rules
+// (application security groups) allow.
+//
+//   - started (once per start): the namespace-wide policy BaselinePolicyName selects every app
+//     pod, allows ingress from the routers only and egress to DNS only (when configured);
+//     created, or rewritten when the configuration changed. It belongs to no LRP: it stays as
+//     long as the namespace.
+//   - shape: the Deployment carries the rules (AnnotationEgressRules), whether or not policies
+//     are on, so that turning them on later gives older apps theirs through the janitor;
+//   - check: an icmp rule is refused (NetworkPolicy filters tcp, udp and sctp only; a rule of
+//     protocol all allows icmp too);
+//   - desired: an LRP with egress rules gets a policy named like its Deployment, selecting its
+//     pods, allowing egress to its rules' destinations and ports; controlled by the Deployment.
+//     Policies add up, so the baseline's DNS and this are both allowed. An LRP without rules
+//     has no policy of its own (and no egress beyond DNS);
+//   - missing: Deployments with rules and no policy.
+//
+// The local control plane runs no network plugin: policies are checked as objects there.
+type networkPolicyHook struct {
+	noHook
+	client    kubernetes.Interface
+	namespace string
+	opts      NetworkPolicyOptions
+}
+
+func newNetworkPolicyHook(client kubernetes.Interface, namespace string, opts NetworkPolicyOptions) hook {
+	return &networkPolicyHook{client: client, namespace: namespace, opts: opts}
+}
+
+func (h *networkPolicyHook) hookName() string { return "network-policy" }
+
+func (h *networkPolicyHook) started(ctx context.Context) error {
+	if !h.opts.Enabled {
+		return nil
+	}
+	policies := h.client.NetworkingV1().NetworkPolicies(h.namespace)
+	want := h.baseline()
+	if _, created, err := kube.CreateIfAbsent(ctx, policies, want.DeepCopy()); err != nil || created {
+		return wrapHookErr(err, "create baseline network policy")
+	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		current, err := policies.Get(ctx, want.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if equality.Semantic.DeepEqual(current.Spec, want.Spec) {
+			return nil
+		}
+		current.Spec = want.Spec
+		_, err = policies.Update(ctx, current, metav1.UpdateOptions{})
+		return err
+	})
+	return wrapHookErr(err, "update baseline network policy")
+}
+
+func (h *networkPolicyHook) baseline() *networkingv1.NetworkPolicy {
+	p := &networkingv1.NetworkPolicy{}
+	p.Name, p.Namespace = BaselinePolicyName, h.namespace
+	p.Labels = map[string]string{LabelManagedBy: ManagedByOPI}
+	p.Spec.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{LabelSourceType: SourceTypeApp}}
+	p.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}
+	// Ingress and Egress stay non-nil and empty without routers or DNS: nothing allowed.
+	p.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{}
+	p.Spec.Egress = []networkingv1.NetworkPolicyEgressRule{}
+	if len(h.opts.Routers) > 0 {
+		rule := networkingv1.NetworkPolicyIngressRule{}
+		for _, r := range h.opts.Routers {
+			rule.From = append(rule.From, namespacePeer(r.Namespace, r.PodLabels))
+		}
+		p.Spec.Ingress = append(p.Spec.Ingress, rule)
+	}
+	if h.opts.DNSNamespace != "" {
+		dns := intstr.FromInt32(53)
+		p.Spec.Egress = append(p.Spec.Egress, networkingv1.NetworkPolicyEgressRule{
+			To: []networkingv1.NetworkPolicyPeer{namespacePeer(h.opts.DNSNamespace, nil)},
+			Ports: []networkingv1.NetworkPolicyPort{
+				{Protocol: ptr.To(corev1.ProtocolUDP), Port: &dns},
+				{Protocol: ptr.To(corev1.ProtocolTCP), Port: &dns},
+			},
+		})
+	}
+	return p
+}
+
+// namespacePeer selects the pods of the namespace named ns (by the label Kubernetes sets on
+// every namespace), all of them or those with podLabels.
+func namespacePeer(ns string, podLabels map[string]string) networkingv1.NetworkPolicyPeer {
+	peer := networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{
+		MatchLabels: map[string]string{corev1.LabelMetadataName: ns},
+	}}
+	if len(podLabels) > 0 {
+		peer.PodSelector = &metav1.LabelSelector{MatchLabels: podLabels}
+	}
+	return peer
+}
+
+func (h *networkPolicyHook) shape(lrp *opi.LRP, meta *metav1.ObjectMeta, template *corev1.PodTemplateSpec) {
+	if len(lrp.EgressRules) == 0 {
+		return
+	}
+	meta.Annotations[AnnotationEgressRules] = egressAnnotation(lrp.EgressRules)
+}
+
+func (h *networkPolicyHook) check(_ context.Context, lrp *opi.LRP) error {
+	if !h.opts.Enabled {
+		return nil
+	}
+	for i, r := range lrp.EgressRules {
+		if r.Protocol == opi.ProtocolICMP {
+			return fmt.Errorf("%w: egress_rules[%d]: icmp rules cannot be kept: Kubernetes NetworkPolicies filter tcp, udp and sctp only (a rule of protocol all allows icmp)", opi.ErrInvalid, i)
+		}
+	}
+	return nil
+}
+
+func (h *networkPolicyHook) desired(ctx context.Context, t hookTarget) error {
+	if !h.opts.Enabled || len(t.lrp.EgressRules) == 0 {
+		return nil
+	}
+	_, err := ensureOwned(ctx, h.client.NetworkingV1().NetworkPolicies(h.namespace), toEgressPolicy(t), t)
+	return wrapHookErr(err, "create network policy")
+}
+
+func (h *networkPolicyHook) missing(ctx context.Context, deployments []*workloadRecord) ([]*workloadRecord, error) {
+	if !h.opts.Enabled {
+		return nil, nil
+	}
+	have := map[string]bool{}
+	err := kube.ListPages(ctx, appSelector(), h.client.NetworkingV1().NetworkPolicies(h.namespace).List, func(page *networkingv1.NetworkPolicyList) error {
+		for i := range page.Items {
+			have[page.Items[i].Name] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return deploymentsWithout(deployments, func(d *workloadRecord) bool {
+		return d.egressJSON == "" || have[d.Name]
+	}), nil
+}
+
+// toEgressPolicy is the LRP's egress policy: one egress rule per egress rule of the LRP.
+func toEgressPolicy(t hookTarget) *networkingv1.NetworkPolicy {
+	p := &networkingv1.NetworkPolicy{}
+	p.Name, p.Namespace, p.Labels = t.name, t.namespace, lrpLabels(t.lrp)
+	p.Spec.PodSelector = metav1.LabelSelector{MatchLabels: selectorLabels(t.lrp.LRPIdentifier)}
+	p.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
+	for _, r := range t.lrp.EgressRules {
+		rule := networkingv1.NetworkPolicyEgressRule{}
+		for _, cidr := range r.Destinations {
+			rule.To = append(rule.To, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: cidr}})
+		}
+		var protocol corev1.Protocol
+		switch r.Protocol {
+		case opi.ProtocolTCP:
+			protocol = corev1.ProtocolTCP
+		case opi.ProtocolUDP:
+			protocol = corev1.ProtocolUDP
+		default:
+			// all: no ports, so every protocol and port. (icmp never gets here: check.)
+			p.Spec.Egress = append(p.Spec.Egress, rule)
+			continue
+		}
+		if len(r.Ports) == 0 {
+			rule.Ports = []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(protocol)}}
+		}
+		for _, pr := range r.Ports {
+			port := intstr.FromInt32(pr.Start)
+			np := networkingv1.NetworkPolicyPort{Protocol: ptr.To(protocol), Port: &port}
+			if pr.End > pr.Start {
+				np.EndPort = ptr.To(pr.End)
+			}
+			rule.Ports = append(rule.Ports, np)
+		}
+		p.Spec.Egress = append(p.Spec.Egress, rule)
+	}
+	return p
+}
+
+// egressRuleJSON is one rule in AnnotationEgressRules.
+type egressRuleJSON struct {
+	Protocol     string          `json:"protocol"`
+	Destinations []string        `json:"destinations"`
+	Ports        []opi.PortRange `json:"ports,omitempty"`
+	ICMPType     int32           `json:"icmp_type"`
+	ICMPCode     int32           `json:"icmp_code"`
+}
+
+func egressAnnotation(rules []opi.EgressRule) string {
+	out := make([]egressRuleJSON, 0, len(rules))
+	for _, r := range rules {
+		out = append(out, egressRuleJSON{Protocol: r.Protocol, Destinations: r.Destinations, Ports: r.Ports, ICMPType: r.ICMPType, ICMPCode: r.ICMPCode})
+	}
+	b, _ := json.Marshal(out) // strings and ints always marshal
+	return string(b)
+}
+
+// parseEgressAnnotation reads AnnotationEgressRules back (nil when absent or unreadable).
+func parseEgressAnnotation(s string) []opi.EgressRule {
+	var in []egressRuleJSON
+	if s == "" || json.Unmarshal([]byte(s), &in) != nil {
+		return nil
+	}
+	out := make([]opi.EgressRule, 0, len(in))
+	for _, r := range in {
+		out = append(out, opi.EgressRule{Protocol: r.Protocol, Destinations: r.Destinations, Ports: r.Ports, ICMPType: r.ICMPType, ICMPCode: r.ICMPCode})
+	}
+	return out
+}

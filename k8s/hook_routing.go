@@ -1,0 +1,364 @@
+package k8s
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
+	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/opi"
+)
+
+// Routing modes: how an LRP's cf-router routes reach its Service.
+const (
+	// RoutingIngress makes one networking.k8s.io/v1 Ingress per LRP.
+	RoutingIngress = "ingress"
+	// RoutingGateway makes Gateway API HTTPRoutes attached to an operator-named Gateway.
+	RoutingGateway = "gateway"
+	// RoutingNone makes no routing objects (routes are only recorded on the Deployment).
+	RoutingNone = "none"
+)
+
+// RoutingOptions configure the routing hook.
+type RoutingOptions struct {
+	// Mode is RoutingIngress, RoutingGateway or RoutingNone ("" is none).
+	Mode string
+	// IngressClass is the Ingresses' spec.ingressClassName ("": the cluster's default class).
+	IngressClass string
+	// GatewayNamespace and GatewayName name the Gateway HTTPRoutes attach to; the Gateway must
+	// allow routes from the apps' namespace.
+	GatewayNamespace string
+	GatewayName      string
+}
+
+// routingHook turns an LRP's routes into routing objects that send each hostname (and path)
+// to the LRP's Service port the route names.
+//
+//   - ingress mode: one Ingress named like the Deployment, one rule per hostname, one Prefix
+//     path per route of that hostname (a route "example.com/docs" is host example.com, path
+//     /docs; without a path, /), each to the Service port of the route;
+//   - gateway mode: one HTTPRoute per hostname, named <deployment>-<first 8 hex digits of the
+//     hostname's sha256>, with one PathPrefix rule per path of that hostname;
+//
+// Either is controlled by the Deployment. In gateway mode, Start checks that the cluster serves
+// HTTPRoutes. Two LRPs (the old and the new version during a
+// rolling deploy) may share a hostname: each has its own objects, and the ingress controller
+// or Gateway balances across both. Events:
+//
+//   - check: every hostname must be a DNS name (a leading "*." allowed), every path plain,
+//     every port one of the LRP's, and one hostname+path must not go to two ports;
+//   - desired: create the objects (exists: made controlled, content left);
+//   - updated (routes changed): objects for the new routes are created or rewritten, those of
+//     hostnames no longer routed deleted (the Ingress when no route is left; HTTPRoutes of the
+//     LRP listed by its labels, one LIST); the objects of other LRPs are never touched;
+//   - missing: Deployments with routes whose objects are absent.
+//
+// tcp-router and other routers' routes never reach the backend (bifrost reads cf-router only,
+// as the contract says unknown routers are ignored).
+type routingHook struct {
+	noHook
+	client    kubernetes.Interface
+	gateway   gateway.Interface
+	namespace string
+	opts      RoutingOptions
+}
+
+func newRoutingHook(client kubernetes.Interface, gw gateway.Interface, namespace string, opts RoutingOptions) hook {
+	if opts.Mode == "" || opts.Mode == RoutingNone {
+		return &namedNoHook{name: "routing"}
+	}
+	if opts.GatewayNamespace == "" {
+		opts.GatewayNamespace = namespace
+	}
+	return &routingHook{client: client, gateway: gw, namespace: namespace, opts: opts}
+}
+
+// namedNoHook stands for a concern that is switched off.
+type namedNoHook struct {
+	noHook
+	name string
+}
+
+func (h *namedNoHook) hookName() string { return h.name }
+
+func (h *routingHook) hookName() string { return "routing" }
+
+// started checks, in gateway mode, that the cluster serves HTTPRoutes (one LIST of at most one
+// object): without the Gateway API CRDs every desire with a route would fail.
+func (h *routingHook) started(ctx context.Context) error {
+	if h.opts.Mode != RoutingGateway {
+		return nil
+	}
+	if h.gateway == nil {
+		return errors.New("routing: gateway needs a Gateway API client (Options.Gateway)")
+	}
+	_, err := h.gateway.GatewayV1().HTTPRoutes(h.namespace).List(ctx, metav1.ListOptions{Limit: 1})
+	if kube.Classify(err) == kube.KindNotFound {
+		return fmt.Errorf("routing: gateway needs the Gateway API's HTTPRoute (gateway.networking.k8s.io/v1) installed in the cluster: %w", err)
+	}
+	return wrapHookErr(err, "list httproutes")
+}
+
+// routeTarget is one route split into what routing objects match on.
+type routeTarget struct {
+	host, path string
+	port       int32
+}
+
+// splitRoute splits "host/path" into host and path ("/" without one).
+func splitRoute(r opi.Route) routeTarget {
+	host, path, _ := strings.Cut(r.Hostname, "/")
+	return routeTarget{host: strings.ToLower(host), path: "/" + path, port: r.Port}
+}
+
+func (h *routingHook) check(_ context.Context, lrp *opi.LRP) error {
+	seen := map[string]int32{}
+	for _, r := range lrp.Routes {
+		t := splitRoute(r)
+		if errs := hostErrors(t.host); len(errs) > 0 {
+			return fmt.Errorf("%w: route %q: hostname %q is not a DNS name: %s", opi.ErrInvalid, r.Hostname, t.host, strings.Join(errs, "; "))
+		}
+		if !plainPath(t.path) {
+			return fmt.Errorf("%w: route %q: path %q may hold only letters, digits and -._~!$&'()*+,;=:@%%/, with no empty, . or .. segment", opi.ErrInvalid, r.Hostname, t.path)
+		}
+		if !slices.Contains(lrp.Ports, r.Port) {
+			return fmt.Errorf("%w: route %q: port %d is not one of the lrp's ports %v", opi.ErrInvalid, r.Hostname, r.Port, lrp.Ports)
+		}
+		key := t.host + t.path
+		if p, ok := seen[key]; ok && p != r.Port {
+			return fmt.Errorf("%w: route %q goes to two ports, %d and %d", opi.ErrInvalid, r.Hostname, p, r.Port)
+		}
+		seen[key] = r.Port
+	}
+	return nil
+}
+
+// hostErrors checks a hostname as Ingress and HTTPRoute hosts are checked.
+func hostErrors(host string) []string {
+	if rest, ok := strings.CutPrefix(host, "*."); ok {
+		return validation.IsWildcardDNS1123Subdomain("*." + rest)
+	}
+	return validation.IsDNS1123Subdomain(host)
+}
+
+// plainPath accepts what Ingress Prefix paths and HTTPRoute PathPrefix values both take.
+func plainPath(p string) bool {
+	if p == "/" {
+		return true
+	}
+	for _, seg := range strings.Split(strings.TrimSuffix(p[1:], "/"), "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return false
+		}
+		for _, c := range seg {
+			ok := (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strings.ContainsRune("-._~!$&'()*+,;=:@%", c)
+			if !ok {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (h *routingHook) desired(ctx context.Context, t hookTarget) error {
+	if len(t.lrp.Routes) == 0 {
+		return nil
+	}
+	if h.opts.Mode == RoutingIngress {
+		_, err := ensureOwned(ctx, h.client.NetworkingV1().Ingresses(h.namespace), h.toIngress(t), t)
+		return wrapHookErr(err, "create ingress")
+	}
+	routes := h.gateway.GatewayV1().HTTPRoutes(h.namespace)
+	for _, r := range h.toHTTPRoutes(t) {
+		if _, err := ensureOwned(ctx, routes, r, t); err != nil {
+			return wrapHookErr(err, "create httproute")
+		}
+	}
+	return nil
+}
+
+func (h *routingHook) updated(ctx context.Context, t hookTarget, _ *opi.LRP, update opi.LRPUpdate) error {
+	if update.Routes == nil {
+		return nil
+	}
+	if h.opts.Mode == RoutingIngress {
+		ingresses := h.client.NetworkingV1().Ingresses(h.namespace)
+		if len(t.lrp.Routes) == 0 {
+			return wrapHookErr(deleteIfPresent(ctx, ingresses.Delete, t.name), "delete ingress")
+		}
+		err := syncOwned(ctx, ingresses, h.toIngress(t), t, func(current, want *networkingv1.Ingress) bool {
+			if equality.Semantic.DeepEqual(current.Spec, want.Spec) {
+				return false
+			}
+			current.Spec = want.Spec
+			return true
+		})
+		return wrapHookErr(err, "update ingress")
+	}
+	routes := h.gateway.GatewayV1().HTTPRoutes(h.namespace)
+	keep := map[string]bool{}
+	for _, r := range h.toHTTPRoutes(t) {
+		keep[r.Name] = true
+		err := syncOwned(ctx, routes, r, t, func(current, want *gatewayv1.HTTPRoute) bool {
+			if equality.Semantic.DeepEqual(current.Spec, want.Spec) {
+				return false
+			}
+			current.Spec = want.Spec
+			return true
+		})
+		if err != nil {
+			return wrapHookErr(err, "update httproute")
+		}
+	}
+	// The HTTPRoutes of hostnames no longer routed: listed by the LRP's labels, not named from
+	// the cache's routes, which may lag a concurrent update.
+	list, err := routes.List(ctx, metav1.ListOptions{LabelSelector: lrpSelector(t.lrp.LRPIdentifier)})
+	if err != nil {
+		return wrapHookErr(err, "list httproutes")
+	}
+	for i := range list.Items {
+		r := &list.Items[i]
+		if !keep[r.Name] && metav1.IsControlledBy(r, ownerMeta(t.owner)) {
+			if err := deleteAsListedErr(ctx, routes.Delete, r); err != nil {
+				return wrapHookErr(err, "delete httproute")
+			}
+		}
+	}
+	return nil
+}
+
+func (h *routingHook) missing(ctx context.Context, deployments []*workloadRecord) ([]*workloadRecord, error) {
+	have := map[string]bool{}
+	var err error
+	if h.opts.Mode == RoutingIngress {
+		err = kube.ListPages(ctx, appSelector(), h.client.NetworkingV1().Ingresses(h.namespace).List, func(page *networkingv1.IngressList) error {
+			for i := range page.Items {
+				have[page.Items[i].Name] = true
+			}
+			return nil
+		})
+	} else {
+		err = kube.ListPages(ctx, appSelector(), h.gateway.GatewayV1().HTTPRoutes(h.namespace).List, func(page *gatewayv1.HTTPRouteList) error {
+			for i := range page.Items {
+				have[page.Items[i].Name] = true
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		return nil, err
+	}
+	return deploymentsWithout(deployments, func(d *workloadRecord) bool {
+		if d.routesJSON == "" || d.routesJSON == "[]" {
+			return true
+		}
+		if h.opts.Mode == RoutingIngress {
+			return have[d.Name]
+		}
+		for _, host := range routeHosts(d.lrp().Routes) {
+			if !have[httpRouteName(d.Name, host)] {
+				return false
+			}
+		}
+		return true
+	}), nil
+}
+
+// routeHosts is the distinct hostnames of routes, sorted.
+func routeHosts(routes []opi.Route) []string {
+	var hosts []string
+	for _, r := range routes {
+		hosts = append(hosts, splitRoute(r).host)
+	}
+	slices.Sort(hosts)
+	return slices.Compact(hosts)
+}
+
+// pathsOf is the routes of host as path → port, in path order.
+func pathsOf(routes []opi.Route, host string) []routeTarget {
+	var out []routeTarget
+	for _, r := range routes {
+		if t := splitRoute(r); t.host == host && !slices.ContainsFunc(out, func(o routeTarget) bool { return o.path == t.path }) {
+			out = append(out, t)
+		}
+	}
+	slices.SortFunc(out, func(a, b routeTarget) int { return strings.Compare(a.path, b.path) })
+	return out
+}
+
+func (h *routingHook) toIngress(t hookTarget) *networkingv1.Ingress {
+	prefix := networkingv1.PathTypePrefix
+	ing := &networkingv1.Ingress{}
+	ing.Name, ing.Namespace, ing.Labels = t.name, t.namespace, lrpLabels(t.lrp)
+	if h.opts.IngressClass != "" {
+		ing.Spec.IngressClassName = ptr.To(h.opts.IngressClass)
+	}
+	for _, host := range routeHosts(t.lrp.Routes) {
+		rule := networkingv1.IngressRule{Host: host, IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{}}}
+		for _, p := range pathsOf(t.lrp.Routes, host) {
+			rule.HTTP.Paths = append(rule.HTTP.Paths, networkingv1.HTTPIngressPath{
+				Path:     p.path,
+				PathType: &prefix,
+				Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
+					Name: t.name,
+					Port: networkingv1.ServiceBackendPort{Number: p.port},
+				}},
+			})
+		}
+		ing.Spec.Rules = append(ing.Spec.Rules, rule)
+	}
+	return ing
+}
+
+// httpRouteName names the HTTPRoute of one hostname of an LRP.
+func httpRouteName(deployment, host string) string {
+	sum := sha256.Sum256([]byte(host))
+	return deployment + "-" + hex.EncodeToString(sum[:])[:8]
+}
+
+func (h *routingHook) toHTTPRoutes(t hookTarget) []*gatewayv1.HTTPRoute {
+	var out []*gatewayv1.HTTPRoute
+	for _, host := range routeHosts(t.lrp.Routes) {
+		r := &gatewayv1.HTTPRoute{}
+		r.Name, r.Namespace, r.Labels = httpRouteName(t.name, host), t.namespace, lrpLabels(t.lrp)
+		r.Spec.ParentRefs = []gatewayv1.ParentReference{{
+			Group:     ptr.To(gatewayv1.Group(gatewayv1.GroupName)),
+			Kind:      ptr.To(gatewayv1.Kind("Gateway")),
+			Namespace: ptr.To(gatewayv1.Namespace(h.opts.GatewayNamespace)),
+			Name:      gatewayv1.ObjectName(h.opts.GatewayName),
+		}}
+		r.Spec.Hostnames = []gatewayv1.Hostname{gatewayv1.Hostname(host)}
+		for _, p := range pathsOf(t.lrp.Routes, host) {
+			r.Spec.Rules = append(r.Spec.Rules, gatewayv1.HTTPRouteRule{
+				Matches: []gatewayv1.HTTPRouteMatch{{Path: &gatewayv1.HTTPPathMatch{
+					Type:  ptr.To(gatewayv1.PathMatchPathPrefix),
+					Value: ptr.To(p.path),
+				}}},
+				BackendRefs: []gatewayv1.HTTPBackendRef{{BackendRef: gatewayv1.BackendRef{
+					BackendObjectReference: gatewayv1.BackendObjectReference{
+						Group: ptr.To(gatewayv1.Group("")),
+						Kind:  ptr.To(gatewayv1.Kind("Service")),
+						Name:  gatewayv1.ObjectName(t.name),
+						Port:  ptr.To(p.port),
+					},
+					Weight: ptr.To(int32(1)),
+				}}},
+			})
+		}
+		out = append(out, r)
+	}
+	return out
+}

@@ -1,0 +1,56 @@
+package k8s
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/opi-bridge/opi/k8s/kube"
+)
+
+// serviceHook gives an LRP with ports a Service named like its Deployment, one port per LRP
+// port, controlled by the Deployment. Routing objects point at it.
+//
+//   - desired: create the Service (exists: made controlled by the Deployment if it is not);
+//   - updated: nothing (ports only change with a new version);
+//   - missing: Deployments with ports and no Service.
+type serviceHook struct {
+	noHook
+	client    kubernetes.Interface
+	namespace string
+	// headless services get no cluster IP (see docs/adr/0006-headless-services.md).
+	headless bool
+}
+
+func (h *serviceHook) hookName() string { return "service" }
+
+func (h *serviceHook) desired(ctx context.Context, t hookTarget) error {
+	if len(t.lrp.Ports) == 0 {
+		return nil
+	}
+	service := toService(t.lrp, t.name, t.namespace, t.owner)
+	if h.headless {
+		service.Spec.ClusterIP = corev1.ClusterIPNone
+	}
+	if _, err := ensureOwned(ctx, h.client.CoreV1().Services(h.namespace), service, t); err != nil {
+		return wrapHookErr(err, "create service")
+	}
+	return nil
+}
+
+func (h *serviceHook) missing(ctx context.Context, deployments []*workloadRecord) ([]*workloadRecord, error) {
+	have := map[string]bool{}
+	err := kube.ListPages(ctx, appSelector(), h.client.CoreV1().Services(h.namespace).List, func(page *corev1.ServiceList) error {
+		for i := range page.Items {
+			have[page.Items[i].Name] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return deploymentsWithout(deployments, func(d *workloadRecord) bool {
+		return len(d.ports) == 0 || have[d.Name]
+	}), nil
+}

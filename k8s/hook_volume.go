@@ -1,0 +1,65 @@
+package k8s
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/opi"
+)
+
+// volumeHook mounts an LRP's volume_mounts: the volume id names a PersistentVolumeClaim of the
+// apps' namespace (as the prior bridge did), mounted read-write at mount_dir.
+//
+//   - check: each volume id must be a claim name, and the claim must exist (one GET per
+//     mount, only for LRPs with mounts): a mount that cannot be served is a 400 saying which
+//     and why, never dropped;
+//   - shape: one pod volume per mount (vol-<i>, from the claim) and its mount in the app's
+//     container.
+//
+// It owns no objects: the claims belong to whoever provisioned the volume (a volume service
+// broker) and outlive the LRP.
+type volumeHook struct {
+	noHook
+	client    kubernetes.Interface
+	namespace string
+}
+
+func (h *volumeHook) hookName() string { return "volume" }
+
+func (h *volumeHook) check(ctx context.Context, lrp *opi.LRP) error {
+	for i, m := range lrp.VolumeMounts {
+		if errs := validation.IsDNS1123Subdomain(m.VolumeID); len(errs) > 0 {
+			return fmt.Errorf("%w: volume_mounts[%d]: volume id %q cannot name a PersistentVolumeClaim: %v", opi.ErrInvalid, i, m.VolumeID, errs)
+		}
+		_, err := h.client.CoreV1().PersistentVolumeClaims(h.namespace).Get(ctx, m.VolumeID, metav1.GetOptions{})
+		switch {
+		case err == nil:
+		case kube.Classify(err) == kube.KindNotFound:
+			return fmt.Errorf("%w: volume_mounts[%d]: no PersistentVolumeClaim %q in namespace %q to mount at %s", opi.ErrInvalid, i, m.VolumeID, h.namespace, m.MountDir)
+		default:
+			return apiError(err, "get persistent volume claim")
+		}
+	}
+	return nil
+}
+
+func (h *volumeHook) shape(lrp *opi.LRP, meta *metav1.ObjectMeta, template *corev1.PodTemplateSpec) {
+	spec := &template.Spec
+	c := appContainer(spec)
+	for i, m := range lrp.VolumeMounts {
+		name := fmt.Sprintf("vol-%d", i)
+		spec.Volumes = append(spec.Volumes, corev1.Volume{
+			Name: name,
+			VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
+				ClaimName: m.VolumeID,
+			}},
+		})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: name, MountPath: m.MountDir})
+	}
+}

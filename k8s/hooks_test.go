@@ -1,0 +1,554 @@
+package k8s_test
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"code.cloudfoundry.org/lager/v3/lagertest"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayfake "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/fake"
+
+	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/opi"
+)
+
+// gatewayActions describes the gateway client's actions, watches excluded.
+func gatewayActions(gw *gatewayfake.Clientset) []string {
+	var out []string
+	for _, a := range gw.Actions() {
+		if a.GetVerb() != "watch" {
+			out = append(out, describe(a))
+		}
+	}
+	return out
+}
+
+var _ = Describe("Hooks", func() {
+	var (
+		ctx    context.Context
+		client *fake.Clientset
+		lrp    *opi.LRP
+		name   string
+	)
+
+	BeforeEach(func() {
+		ctx = context.Background()
+		client = newClient()
+		lrp = sampleLRP()
+		name = k8s.DeploymentName(lrp)
+	})
+
+	owned := func(obj metav1.Object) {
+		ExpectWithOffset(1, metav1.IsControlledBy(obj, getDeployment(client, name))).To(BeTrue(), "controlled by the deployment")
+	}
+
+	Describe("routing: ingress", func() {
+		var backend *k8s.Backend
+		BeforeEach(func() {
+			backend = startBackendWith(client, k8s.Options{Routing: k8s.RoutingOptions{Mode: k8s.RoutingIngress, IngressClass: "nginx"}})
+			lrp.Routes = []opi.Route{
+				{Hostname: "app.example.com", Port: 8080},
+				{Hostname: "app.example.com/admin", Port: 9090},
+				{Hostname: "other.example.com", Port: 8080},
+			}
+		})
+
+		getIngress := func() *networkingv1.Ingress {
+			ing, err := client.NetworkingV1().Ingresses(namespace).Get(ctx, name, metav1.GetOptions{})
+			ExpectWithOffset(1, err).NotTo(HaveOccurred())
+			return ing
+		}
+		path := func(p string, port int32) networkingv1.HTTPIngressPath {
+			return networkingv1.HTTPIngressPath{
+				Path: p, PathType: ptrTo(networkingv1.PathTypePrefix),
+				Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
+					Name: name, Port: networkingv1.ServiceBackendPort{Number: port},
+				}},
+			}
+		}
+
+		It("creates one Ingress after the Service: a rule per hostname, a path per route, owned by the Deployment", func() {
+			before := len(client.Actions())
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			Expect(actionsSince(client, before)).To(Equal([]string{
+				"create secrets " + name + "-env",
+				"create deployments " + name,
+				"patch secrets " + name + "-env",
+				"create services " + name,
+				"create ingresses " + name,
+				"create poddisruptionbudgets " + name,
+			}))
+			ing := getIngress()
+			owned(ing)
+			Expect(ing.Labels).To(HaveKeyWithValue(k8s.LabelGUID, lrp.GUID))
+			Expect(ing.Spec.IngressClassName).To(Equal(ptrTo("nginx")))
+			Expect(ing.Spec.Rules).To(Equal([]networkingv1.IngressRule{
+				{Host: "app.example.com", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+					Paths: []networkingv1.HTTPIngressPath{path("/", 8080), path("/admin", 9090)},
+				}}},
+				{Host: "other.example.com", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+					Paths: []networkingv1.HTTPIngressPath{path("/", 8080)},
+				}}},
+			}))
+		})
+
+		It("makes no Ingress for an LRP without routes", func() {
+			lrp.Routes = nil
+			before := len(client.Actions())
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			Expect(actionsSince(client, before)).NotTo(ContainElement(HavePrefix("create ingresses")))
+		})
+
+		It("rewrites the Ingress on a route update to match exactly, and deletes it when no route is left", func() {
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			before := len(client.Actions())
+			routes := []opi.Route{{Hostname: "new.example.com", Port: 8080}}
+			Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Routes: &routes})).To(Succeed())
+			Expect(actionsSince(client, before)).To(Equal([]string{
+				"get ingresses " + name,
+				"update ingresses " + name,
+				"patch deployments " + name,
+			}))
+			Expect(getIngress().Spec.Rules).To(Equal([]networkingv1.IngressRule{
+				{Host: "new.example.com", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+					Paths: []networkingv1.HTTPIngressPath{path("/", 8080)},
+				}}},
+			}))
+			owned(getIngress())
+
+			before = len(client.Actions())
+			none := []opi.Route{}
+			Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Routes: &none})).To(Succeed())
+			Expect(actionsSince(client, before)).To(Equal([]string{
+				"delete ingresses " + name,
+				"patch deployments " + name,
+			}))
+		})
+
+		It("creates the Ingress on a route update of an LRP that had none", func() {
+			lrp.Routes = nil
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			routes := []opi.Route{{Hostname: "app.example.com", Port: 8080}}
+			Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Routes: &routes})).To(Succeed())
+			owned(getIngress())
+		})
+
+		It("leaves the Ingress alone on an update without routes", func() {
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			before := len(client.Actions())
+			Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Instances: ptrTo(int32(5))})).To(Succeed())
+			Expect(actionsSince(client, before)).To(Equal([]string{"create poddisruptionbudgets " + name, "patch deployments " + name}))
+		})
+
+		DescribeTable("refuses routes it cannot serve, before anything is written",
+			func(route opi.Route, message string) {
+				lrp.Routes = []opi.Route{{Hostname: "ok.example.com", Port: 8080}, route}
+				before := len(client.Actions())
+				err := backend.DesireLRP(ctx, lrp)
+				Expect(errors.Is(err, opi.ErrInvalid)).To(BeTrue(), "%v", err)
+				Expect(err.Error()).To(ContainSubstring(message))
+				Expect(actionsSince(client, before)).To(BeEmpty())
+			},
+			Entry("a hostname that is not a DNS name", opi.Route{Hostname: "bad_host.example.com", Port: 8080}, "is not a DNS name"),
+			Entry("a path with an empty segment", opi.Route{Hostname: "a.example.com//x", Port: 8080}, "path"),
+			Entry("a port the LRP does not have", opi.Route{Hostname: "a.example.com", Port: 7070}, "is not one of the lrp's ports"),
+			Entry("one hostname to two ports", opi.Route{Hostname: "ok.example.com", Port: 9090}, "goes to two ports"),
+		)
+
+		It("refuses a route update it cannot serve, writing nothing", func() {
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			before := len(client.Actions())
+			routes := []opi.Route{{Hostname: "x.example.com", Port: 1}}
+			Expect(errors.Is(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Routes: &routes}), opi.ErrInvalid)).To(BeTrue())
+			Expect(actionsSince(client, before)).To(BeEmpty())
+		})
+
+		It("accepts a wildcard hostname", func() {
+			lrp.Routes = []opi.Route{{Hostname: "*.apps.example.com", Port: 8080}}
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			Expect(getIngress().Spec.Rules[0].Host).To(Equal("*.apps.example.com"))
+		})
+
+		It("completes a desire that ended before the Ingress: the next desire creates it", func() {
+			client.PrependReactor("create", "ingresses", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, errors.New("connection refused")
+			})
+			Expect(backend.DesireLRP(ctx, lrp)).NotTo(Succeed())
+			client.ReactionChain = client.ReactionChain[1:]
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			owned(getIngress())
+		})
+	})
+
+	Describe("service", func() {
+		It("gives a headless Service no cluster IP, and otherwise the same Service", func() {
+			backend := startBackendWith(client, k8s.Options{HeadlessServices: true})
+			before := len(client.Actions())
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			Expect(actionsSince(client, before)).To(ContainElement("create services " + name))
+			svc := getService(client, name)
+			owned(svc)
+			Expect(svc.Spec.ClusterIP).To(Equal(corev1.ClusterIPNone))
+			Expect(svc.Spec.Ports).To(HaveLen(2))
+			Expect(svc.Spec.Selector).To(Equal(map[string]string{k8s.LabelGUID: lrp.GUID, k8s.LabelVersion: lrp.Version}))
+		})
+	})
+
+	DescribeTable("Options.Validate checks the routing mode",
+		func(routing k8s.RoutingOptions, message string) {
+			err := k8s.Options{Routing: routing}.Validate()
+			if message == "" {
+				Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			Expect(err).To(MatchError(ContainSubstring(message)))
+		},
+		Entry("none", k8s.RoutingOptions{}, ""),
+		Entry("ingress", k8s.RoutingOptions{Mode: "ingress"}, ""),
+		Entry("gateway with a name", k8s.RoutingOptions{Mode: "gateway", GatewayName: "cf"}, ""),
+		Entry("gateway without a name", k8s.RoutingOptions{Mode: "gateway"}, "needs the gateway's name"),
+		Entry("unknown", k8s.RoutingOptions{Mode: "istio"}, `routing "istio" is not one of`),
+	)
+
+	Describe("the janitor, for hooks", func() {
+		It("creates the missing Ingress of a Deployment older than the grace", func() {
+			backend := startBackendWith(client, k8s.Options{JanitorGrace: time.Minute, Routing: k8s.RoutingOptions{Mode: k8s.RoutingIngress}})
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			Expect(client.NetworkingV1().Ingresses(namespace).Delete(ctx, name, metav1.DeleteOptions{})).To(Succeed())
+			before := len(client.Actions())
+			backend.Sweep(ctx)
+			Expect(actionsSince(client, before)).To(Equal([]string{
+				"list secrets", "list services", "list services", "list ingresses", "create ingresses " + name,
+				"list poddisruptionbudgets",
+			}))
+			ing, err := client.NetworkingV1().Ingresses(namespace).Get(ctx, name, metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			owned(ing)
+		})
+	})
+
+	Describe("routing: gateway", func() {
+		var (
+			backend *k8s.Backend
+			gw      *gatewayfake.Clientset
+		)
+		BeforeEach(func() {
+			gw = gatewayfake.NewClientset()
+			backend = startBackendWith(client, k8s.Options{
+				Gateway: gw,
+				Routing: k8s.RoutingOptions{Mode: k8s.RoutingGateway, GatewayNamespace: "gateways", GatewayName: "cf"},
+			})
+			Expect(gatewayActions(gw)).To(Equal([]string{"list httproutes"}), "start checks that HTTPRoutes are served")
+			gw.ClearActions()
+			lrp.Routes = []opi.Route{{Hostname: "app.example.com", Port: 8080}, {Hostname: "app.example.com/admin", Port: 9090}, {Hostname: "b.example.com", Port: 8080}}
+		})
+
+		routes := func() map[string]gatewayv1.HTTPRoute {
+			list, err := gw.GatewayV1().HTTPRoutes(namespace).List(ctx, metav1.ListOptions{})
+			ExpectWithOffset(1, err).NotTo(HaveOccurred())
+			out := map[string]gatewayv1.HTTPRoute{}
+			for _, r := range list.Items {
+				out[string(r.Spec.Hostnames[0])] = r
+			}
+			return out
+		}
+		rule := func(path string, port int32) gatewayv1.HTTPRouteRule {
+			return gatewayv1.HTTPRouteRule{
+				Matches: []gatewayv1.HTTPRouteMatch{{Path: &gatewayv1.HTTPPathMatch{Type: ptrTo(gatewayv1.PathMatchPathPrefix), Value: ptrTo(path)}}},
+				BackendRefs: []gatewayv1.HTTPBackendRef{{BackendRef: gatewayv1.BackendRef{
+					BackendObjectReference: gatewayv1.BackendObjectReference{
+						Group: ptrTo(gatewayv1.Group("")), Kind: ptrTo(gatewayv1.Kind("Service")),
+						Name: gatewayv1.ObjectName(name), Port: ptrTo(port),
+					},
+					Weight: ptrTo(int32(1)),
+				}}},
+			}
+		}
+
+		It("creates one HTTPRoute per hostname attached to the Gateway, a rule per path, owned by the Deployment", func() {
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			Expect(gatewayActions(gw)).To(HaveLen(2))
+			Expect(gatewayActions(gw)).To(HaveEach(HavePrefix("create httproutes " + name + "-")))
+			got := routes()
+			Expect(got).To(HaveLen(2))
+			app := got["app.example.com"]
+			owned(&app)
+			Expect(app.Spec.ParentRefs).To(Equal([]gatewayv1.ParentReference{{
+				Group: ptrTo(gatewayv1.Group("gateway.networking.k8s.io")), Kind: ptrTo(gatewayv1.Kind("Gateway")),
+				Namespace: ptrTo(gatewayv1.Namespace("gateways")), Name: "cf",
+			}}))
+			Expect(app.Spec.Rules).To(Equal([]gatewayv1.HTTPRouteRule{rule("/", 8080), rule("/admin", 9090)}))
+			Expect(got["b.example.com"].Spec.Rules).To(Equal([]gatewayv1.HTTPRouteRule{rule("/", 8080)}))
+		})
+
+		It("on a route update keeps, adds and deletes HTTPRoutes to match exactly", func() {
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			kept := routes()["b.example.com"]
+			gw.ClearActions()
+			update := []opi.Route{{Hostname: "b.example.com", Port: 8080}, {Hostname: "c.example.com", Port: 9090}}
+			Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Routes: &update})).To(Succeed())
+			Expect(gatewayActions(gw)).To(HaveExactElements(
+				"get httproutes "+kept.Name,
+				HavePrefix("get httproutes "+name+"-"),
+				HavePrefix("create httproutes "+name+"-"),
+				"list httproutes",
+				HavePrefix("delete httproutes "+name+"-"),
+			), "the unchanged one is not rewritten")
+			got := routes()
+			Expect(got).To(HaveLen(2))
+			Expect(got).To(HaveKey("c.example.com"))
+			Expect(got["c.example.com"].Spec.Rules).To(Equal([]gatewayv1.HTTPRouteRule{rule("/", 9090)}))
+		})
+
+		It("refuses to start where the cluster does not serve HTTPRoutes", func() {
+			missing := gatewayfake.NewClientset()
+			missing.PrependReactor("list", "httproutes", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: "gateway.networking.k8s.io", Resource: "httproutes"}, "")
+			})
+			b := k8s.NewBackend(newClient(), lagertest.NewTestLogger("k8s"), k8s.Options{
+				Namespace: namespace, Gateway: missing,
+				Routing: k8s.RoutingOptions{Mode: k8s.RoutingGateway, GatewayName: "cf"},
+			})
+			startCtx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			Expect(b.Start(startCtx)).To(MatchError(ContainSubstring("needs the Gateway API's HTTPRoute")))
+		})
+
+		It("lets two LRPs share a hostname: each has its own HTTPRoute", func() {
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			next := sampleLRP()
+			next.Version = "next"
+			next.Routes = []opi.Route{{Hostname: "app.example.com", Port: 8080}}
+			Expect(backend.DesireLRP(ctx, next)).To(Succeed())
+			list, err := gw.GatewayV1().HTTPRoutes(namespace).List(ctx, metav1.ListOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(list.Items).To(HaveLen(3))
+
+			// The old version loses the hostname; the new one keeps its HTTPRoute.
+			none := []opi.Route{}
+			Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Routes: &none})).To(Succeed())
+			list, err = gw.GatewayV1().HTTPRoutes(namespace).List(ctx, metav1.ListOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(list.Items).To(ConsistOf(HaveField("Spec.Hostnames", ConsistOf(gatewayv1.Hostname("app.example.com")))))
+			Expect(list.Items[0].Labels).To(HaveKeyWithValue(k8s.LabelVersion, "next"))
+		})
+	})
+
+	Describe("network policies", func() {
+		var backend *k8s.Backend
+		opts := k8s.Options{JanitorGrace: time.Minute, NetworkPolicy: k8s.NetworkPolicyOptions{
+			Enabled:      true,
+			Routers:      []k8s.PolicyPeer{{Namespace: "ingress-nginx", PodLabels: map[string]string{"app": "ingress"}}},
+			DNSNamespace: "kube-system",
+		}}
+		JustBeforeEach(func() {
+			backend = startBackendWith(client, opts)
+		})
+
+		It("keeps the namespace-wide baseline: ingress from the routers only, egress to DNS only", func() {
+			p, err := client.NetworkingV1().NetworkPolicies(namespace).Get(ctx, k8s.BaselinePolicyName, metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			dns := intstr.FromInt32(53)
+			Expect(p.Spec).To(Equal(networkingv1.NetworkPolicySpec{
+				PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{k8s.LabelSourceType: "APP"}},
+				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+				Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{
+					NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "ingress-nginx"}},
+					PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": "ingress"}},
+				}}}},
+				Egress: []networkingv1.NetworkPolicyEgressRule{{
+					To: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "kube-system"}}}},
+					Ports: []networkingv1.NetworkPolicyPort{
+						{Protocol: ptrTo(corev1.ProtocolUDP), Port: &dns},
+						{Protocol: ptrTo(corev1.ProtocolTCP), Port: &dns},
+					},
+				}},
+			}))
+		})
+
+		Context("when a baseline of another configuration exists", func() {
+			BeforeEach(func() {
+				old := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: k8s.BaselinePolicyName, Namespace: namespace}}
+				old.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}
+				client = newClient(old)
+			})
+			It("rewrites it when it starts", func() {
+				Expect(actionsSince(client, 0)).To(ContainElement("update networkpolicies " + k8s.BaselinePolicyName))
+				p, err := client.NetworkingV1().NetworkPolicies(namespace).Get(ctx, k8s.BaselinePolicyName, metav1.GetOptions{})
+				Expect(err).NotTo(HaveOccurred())
+				Expect(p.Spec.PolicyTypes).To(HaveLen(2))
+				Expect(p.Spec.Ingress).To(HaveLen(1))
+			})
+		})
+
+		It("gives an LRP without egress rules no policy of its own", func() {
+			before := len(client.Actions())
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			Expect(actionsSince(client, before)).NotTo(ContainElement(HavePrefix("create networkpolicies")))
+		})
+
+		It("gives an LRP with egress rules a policy of exactly them, owned by the Deployment", func() {
+			lrp.EgressRules = []opi.EgressRule{
+				{Protocol: "tcp", Destinations: []string{"10.0.0.0/8"}, Ports: []opi.PortRange{{Start: 443, End: 443}, {Start: 8000, End: 8080}}},
+				{Protocol: "udp", Destinations: []string{"1.1.1.1/32"}},
+				{Protocol: "all", Destinations: []string{"192.168.0.0/16", "2001:db8::/32"}},
+			}
+			before := len(client.Actions())
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			Expect(actionsSince(client, before)).To(Equal([]string{
+				"create secrets " + name + "-env",
+				"create deployments " + name,
+				"patch secrets " + name + "-env",
+				"create services " + name,
+				"create networkpolicies " + name,
+				"create poddisruptionbudgets " + name,
+			}))
+			p, err := client.NetworkingV1().NetworkPolicies(namespace).Get(ctx, name, metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			owned(p)
+			p443, p8000 := intstr.FromInt32(443), intstr.FromInt32(8000)
+			block := func(cidr string) networkingv1.NetworkPolicyPeer {
+				return networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: cidr}}
+			}
+			Expect(p.Spec).To(Equal(networkingv1.NetworkPolicySpec{
+				PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{k8s.LabelGUID: lrp.GUID, k8s.LabelVersion: lrp.Version}},
+				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+				Egress: []networkingv1.NetworkPolicyEgressRule{
+					{To: []networkingv1.NetworkPolicyPeer{block("10.0.0.0/8")}, Ports: []networkingv1.NetworkPolicyPort{
+						{Protocol: ptrTo(corev1.ProtocolTCP), Port: &p443},
+						{Protocol: ptrTo(corev1.ProtocolTCP), Port: &p8000, EndPort: ptrTo(int32(8080))},
+					}},
+					{To: []networkingv1.NetworkPolicyPeer{block("1.1.1.1/32")}, Ports: []networkingv1.NetworkPolicyPort{{Protocol: ptrTo(corev1.ProtocolUDP)}}},
+					{To: []networkingv1.NetworkPolicyPeer{block("192.168.0.0/16"), block("2001:db8::/32")}},
+				},
+			}))
+			Expect(getDeployment(client, name).Annotations).To(HaveKey(k8s.AnnotationEgressRules))
+		})
+
+		It("refuses an icmp rule, writing nothing", func() {
+			lrp.EgressRules = []opi.EgressRule{{Protocol: "icmp", Destinations: []string{"0.0.0.0/0"}, ICMPType: -1, ICMPCode: -1}}
+			before := len(client.Actions())
+			err := backend.DesireLRP(ctx, lrp)
+			Expect(errors.Is(err, opi.ErrInvalid)).To(BeTrue())
+			Expect(err.Error()).To(ContainSubstring("icmp"))
+			Expect(actionsSince(client, before)).To(BeEmpty())
+		})
+
+		It("has the janitor rebuild a missing policy from the Deployment", func() {
+			b := backend
+			lrp.EgressRules = []opi.EgressRule{{Protocol: "all", Destinations: []string{"10.0.0.0/8"}}}
+			Expect(b.DesireLRP(ctx, lrp)).To(Succeed())
+			want, err := client.NetworkingV1().NetworkPolicies(namespace).Get(ctx, name, metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(client.NetworkingV1().NetworkPolicies(namespace).Delete(ctx, name, metav1.DeleteOptions{})).To(Succeed())
+			b.Sweep(ctx)
+			got, err := client.NetworkingV1().NetworkPolicies(namespace).Get(ctx, name, metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(got.Spec).To(Equal(want.Spec))
+		})
+	})
+
+	Describe("placement", func() {
+		It("puts an LRP with a placement tag on its segment's nodes and tolerates their taint", func() {
+			backend := startBackendWith(client, k8s.Options{Placement: k8s.PlacementOptions{NodeLabel: "seg", TaintKey: "seg-taint"}})
+			lrp.PlacementTags = []string{"iso-1"}
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			d := getDeployment(client, name)
+			spec := d.Spec.Template.Spec
+			Expect(spec.NodeSelector).To(Equal(map[string]string{"seg": "iso-1"}))
+			Expect(d.Spec.Template.Labels).To(HaveKeyWithValue(k8s.LabelPlacementTag, "iso-1"))
+			Expect(d.Labels).NotTo(HaveKey(k8s.LabelPlacementTag), "only the pods carry it")
+			got, err := backend.GetLRP(ctx, lrp.LRPIdentifier)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(got.UserDefinedAnnotations).To(Equal(lrp.UserDefinedAnnotations))
+			Expect(spec.Tolerations).To(Equal([]corev1.Toleration{{Key: "seg-taint", Operator: corev1.TolerationOpEqual, Value: "iso-1", Effect: corev1.TaintEffectNoSchedule}}))
+		})
+
+		It("uses the default label and no toleration without a taint key, and nothing without tags", func() {
+			backend := startBackendWith(client, k8s.Options{})
+			lrp.PlacementTags = []string{"iso-1"}
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			spec := getDeployment(client, name).Spec.Template.Spec
+			Expect(spec.NodeSelector).To(Equal(map[string]string{k8s.DefaultPlacementKey: "iso-1"}))
+			Expect(spec.Tolerations).To(BeEmpty())
+
+			plain := sampleLRP()
+			plain.Version = "plain"
+			Expect(backend.DesireLRP(ctx, plain)).To(Succeed())
+			Expect(getDeployment(client, k8s.DeploymentName(plain)).Spec.Template.Spec.NodeSelector).To(BeEmpty())
+		})
+
+		It("reads an instance its segment cannot place as UNCLAIMED with Diego's placement tag error", func() {
+			backend := startBackendWith(client, k8s.Options{})
+			lrp.PlacementTags = []string{"iso-1"}
+			lrp.Instances = 1
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			pod := newPod(lrp, "pod", time.Now(), corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
+				Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+				Message: "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.",
+			}}})
+			pod.Labels[k8s.LabelPlacementTag] = "iso-1"
+			createPod(client, pod)
+			Eventually(func() []*opi.Instance {
+				got, err := backend.GetInstances(ctx, lrp.LRPIdentifier)
+				Expect(err).NotTo(HaveOccurred())
+				return got
+			}).Should(ConsistOf(HaveField("PlacementError", `found no compatible cell with placement tag "iso-1"`)))
+		})
+
+		It("refuses two segments, writing nothing", func() {
+			backend := startBackendWith(client, k8s.Options{})
+			lrp.PlacementTags = []string{"a", "b"}
+			before := len(client.Actions())
+			Expect(errors.Is(backend.DesireLRP(ctx, lrp), opi.ErrInvalid)).To(BeTrue())
+			Expect(actionsSince(client, before)).To(BeEmpty())
+		})
+	})
+
+	Describe("volume mounts", func() {
+		var backend *k8s.Backend
+		BeforeEach(func() {
+			client = newClient(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "vol-guid-1", Namespace: namespace}})
+			backend = startBackendWith(client, k8s.Options{})
+		})
+
+		It("mounts the claim the volume id names at mount_dir", func() {
+			lrp.VolumeMounts = []opi.VolumeMount{{VolumeID: "vol-guid-1", MountDir: "/var/data"}}
+			before := len(client.Actions())
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			Expect(actionsSince(client, before)[0]).To(Equal("get persistentvolumeclaims vol-guid-1"))
+			spec := getDeployment(client, name).Spec.Template.Spec
+			Expect(spec.Volumes).To(Equal([]corev1.Volume{{Name: "vol-0", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "vol-guid-1"},
+			}}}))
+			Expect(spec.Containers[0].VolumeMounts).To(Equal([]corev1.VolumeMount{{Name: "vol-0", MountPath: "/var/data"}}))
+		})
+
+		DescribeTable("refuses a mount it cannot serve, writing nothing",
+			func(id, message string) {
+				lrp.VolumeMounts = []opi.VolumeMount{{VolumeID: id, MountDir: "/var/data"}}
+				before := len(client.Actions())
+				err := backend.DesireLRP(ctx, lrp)
+				Expect(errors.Is(err, opi.ErrInvalid)).To(BeTrue())
+				Expect(err.Error()).To(ContainSubstring(message))
+				for _, a := range actionsSince(client, before) {
+					Expect(a).To(HavePrefix("get "))
+				}
+			},
+			Entry("no such claim", "missing-claim", `no PersistentVolumeClaim "missing-claim"`),
+			Entry("an id that cannot name a claim", "Vol_1", "cannot name a PersistentVolumeClaim"),
+		)
+	})
+})
