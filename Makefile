@@ -50,9 +50,16 @@ fuzz:
 	  done; \
 	done
 
-# Suites on a real local control plane (built on first use): localkube's own, then opi's.
+# Suites on a real local control plane (built on first use): localkube's own, then opi's once
+# per backend (OPI_TEST_BACKEND; INTEGRATION_BACKENDS=statefulsets runs one).
+INTEGRATION_BACKENDS ?= deployments statefulsets
+GINKGO_INTEGRATION := $(GO) tool ginkgo --succinct=false --fail-on-pending --fail-on-empty --keep-going --timeout=45m
 integration: kube-bins
-	$(GO) tool ginkgo --succinct=false --fail-on-pending --fail-on-empty --keep-going --timeout=45m localkube integration
+	$(GINKGO_INTEGRATION) localkube
+	@set -e; for b in $(INTEGRATION_BACKENDS); do \
+	  echo "== integration suite, backend $$b"; \
+	  OPI_TEST_BACKEND=$$b $(GINKGO_INTEGRATION) integration; \
+	done
 
 test: unit integration
 
@@ -112,15 +119,17 @@ run: build opi-local kube-bins
 # --- Benchmark (see docs/benchmarks.md) ---
 # One run on a fresh local control plane: desire N apps through opi and with client-go, reads at
 # N, stop; prints a markdown table and a JSON line. RECORD=1 appends the run to
-# docs/benchmarks.md. BENCH_FLAGS passes more flags (bin/opi-bench -h lists them).
+# docs/benchmarks.md. BACKEND=statefulsets benchmarks the StatefulSet backend (the floor and the
+# live LIST then use StatefulSets too). BENCH_FLAGS passes more flags (bin/opi-bench -h lists them).
 N ?= 300
+BACKEND ?= deployments
 RECORD ?=
 BENCH_FLAGS ?=
 
 .PHONY: bench
 bench: build
 	$(GO) build -o $(BIN)/opi-bench ./cmd/opi-bench
-	$(BIN)/opi-bench -n $(N) -opi-bin $(BIN)/opi $(if $(RECORD),-record docs/benchmarks.md) $(BENCH_FLAGS)
+	$(BIN)/opi-bench -n $(N) -backend $(BACKEND) -opi-bin $(BIN)/opi $(if $(RECORD),-record docs/benchmarks.md) $(BENCH_FLAGS)
 
 # Tasks instead of LRPs: TASKS task desires, GET /tasks at TASKS (with opi's API requests per
 # call), cancels. `make bench-tasks TASKS=1000 RECORD=1` records a run.

@@ -180,7 +180,8 @@ var _ = Describe("Deploying with the manifests", Ordered, func() {
 			args: append([]string{"connect", "--config", configFile, "--listen", addr, "--ops-listen", opsAddr,
 				"--tls-cert", certFile, "--tls-key", keyFile, "--tls-client-ca", caFile,
 				"--cc-client-cert", certFile, "--cc-client-key", keyFile, "--cc-ca", caFile,
-				"--leader-lease-duration", "4s", "--leader-renew-deadline", "3s", "--leader-retry-period", "1s"}, extra...),
+				"--leader-lease-duration", "4s", "--leader-renew-deadline", "3s", "--leader-retry-period", "1s",
+				"--backend", testBackend}, extra...),
 		}
 		o.start()
 		return o, "http://" + opsAddr
@@ -207,7 +208,7 @@ var _ = Describe("Deploying with the manifests", Ordered, func() {
 
 		a := newApp()
 		desire(o, a)
-		Expect(deployments(deployNamespace, a)).To(HaveLen(1))
+		Expect(workloads(deployNamespace, a)).To(HaveLen(1))
 		status, body := o.call("GET", "/apps", "")
 		Expect(status).To(Equal(http.StatusOK))
 		Expect(body).To(ContainSubstring(a.processGUID()))

@@ -18,7 +18,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gexec"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -89,7 +88,8 @@ func leftoverSecret(client kubernetes.Interface, ns string, a *app) *corev1.Secr
 }
 
 // namespaceState is what opi made in ns, checked for completeness: per LRP (guid/version)
-// its Deployments, and every Secret and Service that no live Deployment of its LRP controls.
+// its Deployments (or StatefulSets), and every Secret and Service that no live one of its LRP
+// controls.
 type namespaceState struct {
 	Deployments map[string][]string // process guid → deployment names
 	Replicas    map[string]int32
@@ -102,8 +102,7 @@ type namespaceState struct {
 func stateOf(client kubernetes.Interface, ns string) namespaceState {
 	ctx := context.Background()
 	opts := metav1.ListOptions{LabelSelector: "opi-bridge.io/source-type=APP"}
-	ds, err := client.AppsV1().Deployments(ns).List(ctx, opts)
-	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	ds := listWorkloads(client, ns, opts)
 	secrets, err := client.CoreV1().Secrets(ns).List(ctx, opts)
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	services, err := client.CoreV1().Services(ns).List(ctx, opts)
@@ -112,9 +111,9 @@ func stateOf(client kubernetes.Interface, ns string) namespaceState {
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 
 	st := namespaceState{Deployments: map[string][]string{}, Replicas: map[string]int32{}, Annotations: map[string]string{}}
-	live := map[string]*appsv1.Deployment{} // uid → deployment
-	for i := range ds.Items {
-		d := &ds.Items[i]
+	live := map[string]*workload{} // uid → deployment or statefulset
+	for i := range ds {
+		d := &ds[i]
 		if d.DeletionTimestamp != nil {
 			continue
 		}
@@ -300,7 +299,7 @@ var _ = Describe("Faults", func() {
 			Expect(listed(o)).NotTo(HaveKey(a.processGUID()))
 
 			desire(o, a)
-			d := deployments(ns, a)
+			d := workloads(ns, a)
 			Expect(d).To(HaveLen(1))
 			secret, err := kube.CoreV1().Secrets(ns).Get(context.Background(), deploymentName(a)+"-env", metav1.GetOptions{})
 			Expect(err).NotTo(HaveOccurred())
@@ -428,7 +427,7 @@ var _ = Describe("Faults", func() {
 			Expect(string(answer)).To(MatchJSON(`{}`))
 
 			Eventually(o.session, 20*time.Second).Should(gexec.Exit(0))
-			Expect(deployments(ns, a)).To(HaveLen(1))
+			Expect(workloads(ns, a)).To(HaveLen(1))
 			Expect(stateOf(kube, ns).Incomplete).To(BeEmpty())
 		})
 

@@ -69,7 +69,7 @@ var _ = Describe("Routing, isolation and placement hooks", func() {
 		other.instances = 1
 		desire(o, other)
 		desire(o, a)
-		svc := deployments(ns, a)[0].Name
+		svc := workloads(ns, a)[0].Name
 
 		Expect(ingressHosts(ns, a)).To(Equal(map[string][]string{"dora.example.com": {"/→" + svc + ":8080"}}))
 		var ing networkingv1.IngressList
@@ -93,7 +93,7 @@ var _ = Describe("Routing, isolation and placement hooks", func() {
 		o := startOpi(ns, "--janitor-period", "1s", "--janitor-grace", "2s", "--leader-election=false")
 		a.extra = map[string]any{"egress_rules": []any{map[string]any{"protocol": "all", "destinations": []any{"10.0.0.0/8"}}}}
 		desire(o, a)
-		name := deployments(ns, a)[0].Name
+		name := workloads(ns, a)[0].Name
 		kubectl("delete", "ingress", name, "-n", ns)
 		kubectl("delete", "networkpolicy", name, "-n", ns)
 		Eventually(func() map[string][]string { return ingressHosts(ns, a) }).Should(HaveKey("dora.example.com"))
@@ -107,7 +107,7 @@ var _ = Describe("Routing, isolation and placement hooks", func() {
 	It("routes with HTTPRoutes attached to the operator's Gateway: after desire, after a route update, gone after stop", func() {
 		o := startOpi(ns, "--routing", "gateway", "--gateway-namespace", "gateways", "--gateway-name", "cf")
 		desire(o, a)
-		svc := deployments(ns, a)[0].Name
+		svc := workloads(ns, a)[0].Name
 		hosts := func() []string {
 			var list gatewayv1.HTTPRouteList
 			kubectlJSON(&list, "get", "httproutes", "-n", ns, "-l", selector(a))
@@ -169,7 +169,7 @@ var _ = Describe("Routing, isolation and placement hooks", func() {
 		Expect(*egress[1].Ports[0].Protocol).To(Equal(corev1.ProtocolUDP))
 		Expect(*egress[1].Ports[0].EndPort).To(BeEquivalentTo(54))
 		Expect(egress[2].Ports).To(BeEmpty(), "all: every protocol and port")
-		Expect(mine.Items[0].OwnerReferences).To(ConsistOf(HaveField("Name", deployments(ns, a)[0].Name)))
+		Expect(mine.Items[0].OwnerReferences).To(ConsistOf(HaveField("Name", workloads(ns, a)[0].Name)))
 	})
 
 	It("refuses an icmp egress rule with a 400 and writes nothing", func() {
@@ -185,7 +185,7 @@ var _ = Describe("Routing, isolation and placement hooks", func() {
 		o := startOpi(ns)
 		a.extra = map[string]any{"placement_tags": []string{"iso-1"}}
 		desire(o, a)
-		spec := deployments(ns, a)[0].Spec.Template.Spec
+		spec := workloads(ns, a)[0].Spec.Template.Spec
 		Expect(spec.NodeSelector).To(Equal(map[string]string{"cloudfoundry.org/isolation-segment": "iso-1"}))
 		Expect(spec.Tolerations).To(ContainElement(corev1.Toleration{Key: "cloudfoundry.org/isolation-segment", Operator: corev1.TolerationOpEqual, Value: "iso-1", Effect: corev1.TaintEffectNoSchedule}))
 		Eventually(func() []models.Instance { return instances(o, a).Instances }).Should(ConsistOf(
@@ -206,7 +206,7 @@ var _ = Describe("Routing, isolation and placement hooks", func() {
 
 		a.extra = map[string]any{"volume_mounts": []any{map[string]any{"volume_id": "vol-1", "mount_dir": "/var/vcap/data/vol"}}}
 		desire(o, a)
-		spec := deployments(ns, a)[0].Spec.Template.Spec
+		spec := workloads(ns, a)[0].Spec.Template.Spec
 		Expect(spec.Volumes).To(ConsistOf(HaveField("VolumeSource.PersistentVolumeClaim.ClaimName", "vol-1")))
 		Expect(spec.Containers[0].VolumeMounts).To(ConsistOf(HaveField("MountPath", "/var/vcap/data/vol")))
 

@@ -109,10 +109,11 @@ func startOpi(ns string, extraArgs ...string) *opiServer {
 	return startOpiWith(kubeconfig, ns, append([]string{"--create-namespace=false"}, extraArgs...)...)
 }
 
-// startOpiWith runs `opi connect` with the given kubeconfig and waits until it is ready.
+// startOpiWith runs `opi connect` with the given kubeconfig and the suite's backend
+// (OPI_TEST_BACKEND) and waits until it is ready.
 func startOpiWith(kubeconfig, ns string, extraArgs ...string) *opiServer {
 	addr := freeAddr()
-	args := append([]string{"connect", "--kubeconfig", kubeconfig, "--listen", addr, "--namespace", ns}, extraArgs...)
+	args := append([]string{"connect", "--kubeconfig", kubeconfig, "--listen", addr, "--namespace", ns, "--backend", testBackend}, extraArgs...)
 	o := &opiServer{URL: "http://" + addr, Namespace: ns, args: args}
 	o.start()
 	DeferCleanup(o.stop)

@@ -10,7 +10,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -81,22 +80,20 @@ func selector(a *app) string {
 	return "opi-bridge.io/guid=" + a.guid + ",opi-bridge.io/version=" + a.version
 }
 
-func deployments(ns string, a *app) []appsv1.Deployment {
-	list, err := kube.AppsV1().Deployments(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector(a)})
-	ExpectWithOffset(1, err).NotTo(HaveOccurred())
-	return list.Items
-}
-
 func pods(ns string, a *app) []corev1.Pod {
 	list, err := kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector(a)})
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	return list.Items
 }
 
-// livePodNames are the pods not being deleted, by creation time then name (opi's index order).
+// livePodNames are the pods not being deleted, in opi's index order: by creation time then
+// name (Deployments), by ordinal (StatefulSets).
 func livePodNames(ns string, a *app) []string {
 	ps := pods(ns, a)
 	sort.Slice(ps, func(i, j int) bool {
+		if statefulSets() {
+			return ordinal(&ps[i]) < ordinal(&ps[j])
+		}
 		if !ps[i].CreationTimestamp.Equal(&ps[j].CreationTimestamp) {
 			return ps[i].CreationTimestamp.Before(&ps[j].CreationTimestamp)
 		}
@@ -115,9 +112,12 @@ func livePodNames(ns string, a *app) []string {
 func ownedObjects(ns string, a *app) int {
 	ctx := context.Background()
 	opts := metav1.ListOptions{LabelSelector: selector(a)}
-	n := len(deployments(ns, a)) + len(pods(ns, a))
+	n := len(workloads(ns, a)) + len(pods(ns, a))
 	rs, err := kube.AppsV1().ReplicaSets(ns).List(ctx, opts)
 	Expect(err).NotTo(HaveOccurred())
+	revisions, err := kube.AppsV1().ControllerRevisions(ns).List(ctx, opts)
+	Expect(err).NotTo(HaveOccurred())
+	n += len(revisions.Items)
 	secrets, err := kube.CoreV1().Secrets(ns).List(ctx, opts)
 	Expect(err).NotTo(HaveOccurred())
 	services, err := kube.CoreV1().Services(ns).List(ctx, opts)
@@ -139,8 +139,8 @@ func snapshot(ns string, a *app) appState {
 	ctx := context.Background()
 	opts := metav1.ListOptions{LabelSelector: selector(a)}
 	var st appState
-	for _, d := range deployments(ns, a) {
-		spec, err := json.Marshal(d.Spec)
+	for _, d := range workloads(ns, a) {
+		spec, err := json.Marshal(d.rawSpec)
 		Expect(err).NotTo(HaveOccurred())
 		st.Deployments = append(st.Deployments, fmt.Sprintf("%s gen=%d labels=%v annotations=%v spec=%s", d.Name, d.Generation, d.Labels, d.Annotations, spec))
 	}
@@ -170,7 +170,7 @@ var _ = Describe("LRPs on Kubernetes", func() {
 		a = newApp()
 	})
 
-	It("runs a desired app as a Deployment with its Secret and Service, and reports it to CC", func() {
+	It("runs a desired app as a Deployment (or StatefulSet) with its Secret and Service, and reports it to CC", func() {
 		desire(o, a)
 
 		By("listing it at once, annotation byte for byte, in Diego's shape")
@@ -203,7 +203,7 @@ var _ = Describe("LRPs on Kubernetes", func() {
 		Expect(got.DesiredLRP.Routes).To(Equal(map[string][]models.Route{"cf-router": {{Hostname: "dora.example.com", Port: 8080}}}))
 
 		By("holding one Deployment with CF's labels and annotations and no secret in them")
-		ds := deployments(ns, a)
+		ds := workloads(ns, a)
 		Expect(ds).To(HaveLen(1))
 		d := ds[0]
 		Expect(len(d.Name)).To(BeNumerically("<=", 63))
@@ -284,14 +284,14 @@ var _ = Describe("LRPs on Kubernetes", func() {
 		}
 
 		By("showing the same to an operator's kubectl")
-		// The Deployment controller writes its status a moment after the pods turn ready.
+		// The workload's controller writes its status a moment after the pods turn ready.
 		Eventually(func() string {
-			return kubectl("-n", ns, "get", "deployments", "-l", selector(a), "-o", "jsonpath={.items[*].status.readyReplicas}")
+			return kubectl("-n", ns, "get", workloadResource(), "-l", selector(a), "-o", "jsonpath={.items[*].status.readyReplicas}")
 		}).Should(Equal("2"))
 
 		By("writing no secret value into any label or annotation, and none into opi's logs")
 		Expect(o.Logs()).NotTo(ContainSubstring("marked-secret-value"))
-		all := kubectl("-n", ns, "get", "deployments,replicasets,pods,services", "-o", "json")
+		all := kubectl("-n", ns, "get", "deployments,statefulsets,replicasets,controllerrevisions,pods,services", "-o", "json")
 		Expect(all).NotTo(ContainSubstring("marked-secret-value"))
 	})
 
@@ -300,7 +300,7 @@ var _ = Describe("LRPs on Kubernetes", func() {
 		before := snapshot(ns, a)
 		desire(o, a)
 		desire(o, a)
-		Expect(deployments(ns, a)).To(HaveLen(1))
+		Expect(workloads(ns, a)).To(HaveLen(1))
 		Expect(snapshot(ns, a)).To(Equal(before))
 	})
 
@@ -324,11 +324,11 @@ var _ = Describe("LRPs on Kubernetes", func() {
 		Expect(got.DesiredLRP.Routes["cf-router"]).To(Equal([]models.Route{{Hostname: "new.example.com", Port: 8080}}))
 
 		Eventually(allRunning(o, a)).Should(Equal(running(4)))
-		Expect(*deployments(ns, a)[0].Spec.Replicas).To(BeEquivalentTo(4))
+		Expect(*workloads(ns, a)[0].Spec.Replicas).To(BeEquivalentTo(4))
 
 		status, _ = o.call("POST", "/apps/"+a.processGUID(), fixture.UpdateLRP(a.guid, a.version, map[string]any{"image": "cloudfoundry/dora:v2"}).JSON())
 		Expect(status).To(Equal(http.StatusOK))
-		Expect(deployments(ns, a)[0].Spec.Template.Spec.Containers[0].Image).To(Equal("cloudfoundry/dora:v2"))
+		Expect(workloads(ns, a)[0].Spec.Template.Spec.Containers[0].Image).To(Equal("cloudfoundry/dora:v2"))
 		Eventually(allRunning(o, a)).Should(Equal(running(4)))
 	})
 
@@ -346,17 +346,29 @@ var _ = Describe("LRPs on Kubernetes", func() {
 		Expect(body).To(MatchJSON(`{"process_guid":"` + a.processGUID() + `","instances":[],"error":"failed to get instances for app: not found"}`))
 	})
 
-	It("stops exactly the instance CC names and the Deployment brings it back RUNNING", func() {
+	It("stops exactly the instance CC names and the workload brings it back RUNNING", func() {
 		desire(o, a)
 		Eventually(allRunning(o, a)).Should(Equal(running(2)))
-		before := livePodNames(ns, a)
+		// By uid: a StatefulSet's replacement has the stopped pod's name.
+		liveUIDs := func() []string {
+			byName := map[string]string{}
+			for _, p := range pods(ns, a) {
+				byName[p.Name] = string(p.UID)
+			}
+			out := []string{}
+			for _, name := range livePodNames(ns, a) {
+				out = append(out, byName[name])
+			}
+			return out
+		}
+		before := liveUIDs()
 		Expect(before).To(HaveLen(2))
 
 		status, body := o.call("PUT", a.path()+"/stop/1", "")
 		Expect(status).To(Equal(http.StatusOK), body)
 		Expect(body).To(MatchJSON(`{}`))
 
-		Eventually(func() []string { return livePodNames(ns, a) }).Should(And(HaveLen(2), ContainElement(before[0]), Not(ContainElement(before[1]))))
+		Eventually(liveUIDs).Should(And(HaveLen(2), ContainElement(before[0]), Not(ContainElement(before[1]))))
 		Eventually(allRunning(o, a)).Should(Equal(running(2)))
 
 		By("rejecting indexes outside 0..instances-1 and unknown apps")
@@ -372,7 +384,7 @@ var _ = Describe("LRPs on Kubernetes", func() {
 	It("stops an app: gone from reads at once, every owned object removed, re-stop succeeds", func() {
 		desire(o, a)
 		Eventually(allRunning(o, a)).Should(Equal(running(2)))
-		Expect(ownedObjects(ns, a)).To(BeNumerically(">=", 6)) // deployment, replicaset, 2 pods, secret, service
+		Expect(ownedObjects(ns, a)).To(BeNumerically(">=", 6)) // workload, replicaset or revision, 2 pods, secret, service
 
 		status, body := o.call("PUT", a.path()+"/stop", "")
 		Expect(status).To(Equal(http.StatusOK), body)
@@ -416,7 +428,7 @@ var _ = Describe("LRPs on Kubernetes", func() {
 			fixture.DockerLifecycle("registry.example.com/team/dora:v1", []string{"/bin/sh", "-c", "./dora"}),
 			"robot", "marked-registry-password")}
 		desire(o, a)
-		d := deployments(ns, a)[0]
+		d := workloads(ns, a)[0]
 		Expect(d.Spec.Template.Spec.ImagePullSecrets).To(HaveLen(1))
 		Expect(d.Spec.Template.Spec.Containers[0].Command).To(Equal([]string{"/bin/sh", "-c", "./dora"}))
 		pull, err := kube.CoreV1().Secrets(ns).Get(context.Background(), d.Spec.Template.Spec.ImagePullSecrets[0].Name, metav1.GetOptions{})
@@ -430,7 +442,7 @@ var _ = Describe("LRPs on Kubernetes", func() {
 		Expect(cfg.Auths["registry.example.com"].Password).To(Equal("marked-registry-password"))
 		Expect(pull.OwnerReferences).To(ContainElement(HaveField("UID", d.UID)))
 		Expect(o.Logs()).NotTo(ContainSubstring("marked-registry-password"))
-		Expect(kubectl("-n", ns, "get", "deployments,pods", "-o", "json")).NotTo(ContainSubstring("marked-registry-password"))
+		Expect(kubectl("-n", ns, "get", "deployments,statefulsets,pods", "-o", "json")).NotTo(ContainSubstring("marked-registry-password"))
 	})
 
 	It("creates no Service for a process without ports", func() {
@@ -439,7 +451,7 @@ var _ = Describe("LRPs on Kubernetes", func() {
 		services, err := kube.CoreV1().Services(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector(a)})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(services.Items).To(BeEmpty())
-		c := deployments(ns, a)[0].Spec.Template.Spec.Containers[0]
+		c := workloads(ns, a)[0].Spec.Template.Spec.Containers[0]
 		Expect(c.StartupProbe).To(BeNil())
 		Expect(c.LivenessProbe).To(BeNil())
 		Eventually(allRunning(o, a)).Should(Equal(running(2)))

@@ -68,8 +68,12 @@ var _ = Describe("Least privilege", func() {
 			return strings.TrimSpace(string(out))
 		}
 		Expect(canI("create", "deployments", "-n", ns)).To(Equal("yes"))
+		Expect(canI("create", "statefulsets", "-n", ns)).To(Equal("yes"))
+		Expect(canI("update", "statefulsets", "--subresource", "finalizers", "-n", ns)).To(Equal("yes"))
+		Expect(canI("update", "statefulsets", "-n", ns)).To(Equal("no"))
 		Expect(canI("delete", "pods", "-n", ns)).To(Equal("yes"))
 		Expect(canI("create", "deployments", "-n", "default")).To(Equal("no"))
+		Expect(canI("create", "statefulsets", "-n", "default")).To(Equal("no"))
 		Expect(canI("get", "secrets", "-n", "kube-system")).To(Equal("no"))
 		Expect(canI("create", "namespaces")).To(Equal("no"))
 		Expect(canI("list", "nodes")).To(Equal("no"))

@@ -44,6 +44,12 @@ func objectVersions(ns string) map[string]string {
 	replicaSets, err := kube.AppsV1().ReplicaSets(ns).List(ctx, all)
 	Expect(err).NotTo(HaveOccurred())
 	add("replicaset", metas(replicaSets.Items))
+	statefulSets, err := kube.AppsV1().StatefulSets(ns).List(ctx, all)
+	Expect(err).NotTo(HaveOccurred())
+	add("statefulset", metas(statefulSets.Items))
+	revisions, err := kube.AppsV1().ControllerRevisions(ns).List(ctx, all)
+	Expect(err).NotTo(HaveOccurred())
+	add("controllerrevision", metas(revisions.Items))
 	slices, err := kube.DiscoveryV1().EndpointSlices(ns).List(ctx, all)
 	Expect(err).NotTo(HaveOccurred())
 	add("endpointslice", metas(slices.Items))
@@ -111,6 +117,15 @@ var _ = Describe("Refused before the first write", Ordered, func() {
 		live = newApp()
 		desire(o, live)
 		Eventually(allRunning(o, live)).Should(Equal([]string{"RUNNING", "RUNNING"}))
+		// The workload's controller writes its status once more when the instances have been
+		// Ready for the minimum ready time (10 s); the states compared below start after that.
+		Eventually(func() int32 {
+			w := workloads(ns, live)
+			if len(w) == 0 {
+				return -1
+			}
+			return w[0].Status.AvailableReplicas
+		}, 60*time.Second).Should(BeEquivalentTo(2))
 	})
 
 	It("learnt the cluster's env-name rule at start-up and logged it", func() {
@@ -204,10 +219,10 @@ var _ = Describe("Refused before the first write", Ordered, func() {
 		message := errorMessage(answer)
 		Expect(message).To(ContainSubstring("create service: invalid: "))
 		Expect(message).To(ContainSubstring("exceeded quota"))
-		Expect(message).To(ContainSubstring("removed what this desire had written (deployment "))
-		Expect(deployments(ns, a)).To(BeEmpty(), "gone before the answer")
-		// The Deployment controller may have made a ReplicaSet and pods in the moment the
-		// Deployment lived; the garbage collector removes them.
+		Expect(message).To(ContainSubstring("removed what this desire had written (" + strings.TrimSuffix(workloadResource(), "s") + " "))
+		Expect(workloads(ns, a)).To(BeEmpty(), "gone before the answer")
+		// The workload's controller may have made a ReplicaSet (or a ControllerRevision) and pods
+		// in the moment the workload lived; the garbage collector removes them.
 		Eventually(func() map[string]string { return objectVersions(ns) }).Should(Equal(before))
 
 		status, body := o.call("GET", "/apps", "")

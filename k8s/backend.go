@@ -1,6 +1,7 @@
-// Package k8s is the Kubernetes backend of opi: it runs each LRP as a Deployment (with its env
-// in a Secret, an optional image pull Secret and a Service) in one namespace and answers reads
-// from informer caches. It implements opi.LRPBackend; see k8s/README.md for what it creates.
+// Package k8s is the Kubernetes backend of opi: it runs each LRP as a Deployment or, with
+// Options.Workload, a StatefulSet (with its env in a Secret, an optional image pull Secret and
+// the hooks' objects) in one namespace and answers reads from informer caches. It implements
+// opi.LRPBackend; see k8s/README.md for what it creates.
 package k8s
 
 import (
@@ -76,6 +77,9 @@ type Options struct {
 	// PodSecurity is PodSecurityBaseline (default) or PodSecurityRestricted, for namespaces
 	// that enforce the restricted Pod Security Standard.
 	PodSecurity string
+	// Workload is WorkloadDeployments (default) or WorkloadStatefulSets: the kind of object
+	// that runs each LRP's pods (docs/adr/0007 says which to choose when).
+	Workload string
 	// ImageReader and StagingNotifier, both set, make the leader work off staging records
 	// (see Stage); StagingWorkers of them at once (default DefaultStagingWorkers).
 	ImageReader     opi.ImageReader
@@ -95,6 +99,11 @@ func (o Options) Validate() error {
 	case "", PodSecurityBaseline, PodSecurityRestricted:
 	default:
 		return fmt.Errorf("pod security %q is not one of %s, %s", o.PodSecurity, PodSecurityBaseline, PodSecurityRestricted)
+	}
+	switch o.Workload {
+	case "", WorkloadDeployments, WorkloadStatefulSets:
+	default:
+		return fmt.Errorf("backend %q is not one of %s, %s", o.Workload, WorkloadDeployments, WorkloadStatefulSets)
 	}
 	if o.ProbeTimeout < 0 {
 		return errors.New("probe timeout must not be negative")
@@ -121,11 +130,13 @@ type Backend struct {
 	janitorPeriod   time.Duration
 	janitorGrace    time.Duration
 	workload        workloadSpec
+	// kind is the object that runs an LRP's pods (Deployment or StatefulSet).
+	kind workloadKind
 
-	factory     informers.SharedInformerFactory
-	deployments cache.SharedIndexInformer
-	pods        cache.SharedIndexInformer
-	jobs        cache.SharedIndexInformer
+	factory   informers.SharedInformerFactory
+	workloads cache.SharedIndexInformer
+	pods      cache.SharedIndexInformer
+	jobs      cache.SharedIndexInformer
 
 	taskNotifier  opi.TaskNotifier
 	taskRetention time.Duration
@@ -179,7 +190,9 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 			probeTimeoutSeconds: wholeSeconds(opts.ProbeTimeout),
 			minReadySeconds:     wholeSeconds(opts.MinReady),
 			podSecurity:         cmp.Or(opts.PodSecurity, PodSecurityBaseline),
+			instanceIndexEnv:    opts.Workload == WorkloadStatefulSets,
 		},
+		kind:            newWorkloadKind(opts.Workload),
 		imageReader:     opts.ImageReader,
 		stagingNotifier: opts.StagingNotifier,
 		stagingWorkers:  opts.StagingWorkers,
@@ -204,9 +217,9 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 	return b
 }
 
-// Start runs the namespace's Deployment and Pod informers (only objects with opi's source
-// label) until ctx ends, waits, bounded by ctx, until their caches are synced, and lets every
-// hook make its namespace-wide objects (the baseline network policy). Reads are
+// Start runs the namespace's workload (Deployment or StatefulSet) and Pod informers (only
+// objects with opi's source label) until ctx ends, waits, bounded by ctx, until their caches are
+// synced, and lets every hook make its namespace-wide objects (the baseline network policy). Reads are
 // served from these caches only. Background work (the janitor, the reporters) is not started
 // here: see RunLeaderWork.
 func (b *Backend) Start(ctx context.Context) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	"code.cloudfoundry.org/lager/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,7 +16,7 @@ import (
 	"github.com/opi-bridge/opi/opi"
 )
 
-// lrpIndex indexes Deployments and Pods by "<guid>/<version>" from their labels, so a read by
+// lrpIndex indexes workloads and pods by "<guid>/<version>" from their labels, so a read by
 // LRP identifier does not depend on the object's name (which also carries app/space names).
 const lrpIndex = "lrp"
 
@@ -38,32 +39,32 @@ func (b *Backend) newInformers() {
 			o.LabelSelector = LabelSourceType + "=" + SourceTypeApp
 		}),
 	)
-	b.deployments = b.factory.Apps().V1().Deployments().Informer()
+	b.workloads = b.kind.informer(b.factory)
 	b.pods = b.factory.Core().V1().Pods().Informer()
-	for name, informer := range map[string]cache.SharedIndexInformer{"deployments": b.deployments, "pods": b.pods} {
+	for name, informer := range map[string]cache.SharedIndexInformer{"workloads": b.workloads, "pods": b.pods} {
 		// Neither call fails on an informer that has not started.
 		if err := informer.AddIndexers(cache.Indexers{lrpIndex: indexByLRP}); err != nil {
 			b.logger.Error("add-indexer", err, lager.Data{"informer": name})
 		}
 	}
-	if err := b.deployments.SetTransform(recordDeployment); err != nil {
-		b.logger.Error("set-transform", err, lager.Data{"informer": "deployments"})
+	if err := b.workloads.SetTransform(recordWorkload); err != nil {
+		b.logger.Error("set-transform", err, lager.Data{"informer": "workloads"})
 	}
 	if err := b.pods.SetTransform(recordPod); err != nil {
 		b.logger.Error("set-transform", err, lager.Data{"informer": "pods"})
 	}
 }
 
-// cachedDeployment is the LRP's Deployment as the cache holds it (shared: do not modify), nil
+// cachedWorkload is the LRP's workload as the cache holds it (shared: do not modify), nil
 // when absent or being deleted.
-func (b *Backend) cachedDeployment(id opi.LRPIdentifier) *deploymentRecord {
-	objs, err := b.deployments.GetIndexer().ByIndex(lrpIndex, lrpIndexKey(id))
+func (b *Backend) cachedWorkload(id opi.LRPIdentifier) *workloadRecord {
+	objs, err := b.workloads.GetIndexer().ByIndex(lrpIndex, lrpIndexKey(id))
 	if err != nil {
 		return nil
 	}
-	var found *deploymentRecord
+	var found *workloadRecord
 	for _, obj := range objs {
-		d, ok := obj.(*deploymentRecord)
+		d, ok := obj.(*workloadRecord)
 		if !ok || d.DeletionTimestamp != nil {
 			continue
 		}
@@ -74,22 +75,22 @@ func (b *Backend) cachedDeployment(id opi.LRPIdentifier) *deploymentRecord {
 	return found
 }
 
-// cachedDeploymentByName is the named Deployment as the cache holds it.
-func (b *Backend) cachedDeploymentByName(name string) (*deploymentRecord, bool) {
-	obj, exists, err := b.deployments.GetIndexer().GetByKey(b.namespace + "/" + name)
+// cachedWorkloadByName is the named workload as the cache holds it.
+func (b *Backend) cachedWorkloadByName(name string) (*workloadRecord, bool) {
+	obj, exists, err := b.workloads.GetIndexer().GetByKey(b.namespace + "/" + name)
 	if err != nil || !exists {
 		return nil, false
 	}
-	d, ok := obj.(*deploymentRecord)
+	d, ok := obj.(*workloadRecord)
 	return d, ok
 }
 
-// cachedDeployments are every Deployment the cache holds (shared: do not modify).
-func (b *Backend) cachedDeployments() []*deploymentRecord {
-	objs := b.deployments.GetIndexer().List()
-	out := make([]*deploymentRecord, 0, len(objs))
+// cachedWorkloads are every workload the cache holds (shared: do not modify).
+func (b *Backend) cachedWorkloads() []*workloadRecord {
+	objs := b.workloads.GetIndexer().List()
+	out := make([]*workloadRecord, 0, len(objs))
 	for _, obj := range objs {
-		if d, ok := obj.(*deploymentRecord); ok {
+		if d, ok := obj.(*workloadRecord); ok {
 			out = append(out, d)
 		}
 	}
@@ -111,7 +112,12 @@ func (b *Backend) cachedPods(id opi.LRPIdentifier) []*podRecord {
 	return pods
 }
 
-// instancePods are the pods that report the LRP's instances, at most its desired count, in
+// instancePods are the pods that report the LRP's instances (see workloadKind.instancePods).
+func (b *Backend) instancePods(pods []*podRecord, w *workloadRecord) []*podRecord {
+	return b.kind.instancePods(pods, w)
+}
+
+// rankedPods are the pods that report a Deployment's instances, at most its desired count, in
 // index order (ADR 0002). A pod that cannot serve never hides or displaces one that can:
 //   - terminating pods are left out;
 //   - failed pods (evicted, shut down: the ReplicaSet leaves them and starts a replacement) are
@@ -124,7 +130,7 @@ func (b *Backend) cachedPods(id opi.LRPIdentifier) []*podRecord {
 //
 // The kept pods are then ranked by creation time, then name, so an index stays with its pod
 // while the set of pods does not change.
-func instancePods(pods []*podRecord, d *deploymentRecord) []*podRecord {
+func rankedPods(pods []*podRecord, d *workloadRecord) []*podRecord {
 	replicas := int(d.replicas)
 	live := make([]*podRecord, 0, len(pods))
 	var failed []*podRecord
@@ -175,22 +181,20 @@ func createdBefore(a, b *podRecord) bool {
 	return a.Name < b.Name
 }
 
-// findDeployment is the LRP's live Deployment: from the cache, or, when the cache does not
+// findWorkload is the LRP's live workload: from the cache, or, when the cache does not
 // have it (yet), from one label-selected LIST, since the name cannot be derived from the
 // identifier alone. ErrNotFound when neither has it.
-func (b *Backend) findDeployment(ctx context.Context, id opi.LRPIdentifier) (*deploymentRecord, error) {
-	if d := b.cachedDeployment(id); d != nil {
+func (b *Backend) findWorkload(ctx context.Context, id opi.LRPIdentifier) (*workloadRecord, error) {
+	if d := b.cachedWorkload(id); d != nil {
 		return d, nil
 	}
-	list, err := b.client.AppsV1().Deployments(b.namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: lrpSelector(id),
-	})
+	list, err := b.kind.list(ctx, b, metav1.ListOptions{LabelSelector: lrpSelector(id)})
 	if err != nil {
-		return nil, apiError(err, "list deployments")
+		return nil, apiError(err, "list "+strings.ToLower(b.kind.kind())+"s")
 	}
-	for i := range list.Items {
-		if list.Items[i].DeletionTimestamp == nil {
-			return deploymentRecordOf(&list.Items[i]), nil
+	for _, w := range list {
+		if w.DeletionTimestamp == nil {
+			return w, nil
 		}
 	}
 	return nil, notFound(id)
@@ -204,11 +208,11 @@ func notFound(id opi.LRPIdentifier) error {
 // The waits below make a write visible to reads of this backend before it returns. They are
 // bounded by readWaitTimeout; a wait that times out is logged and the write still succeeds.
 
-// waitForDeployment waits until the cache holds Deployment name at resourceVersion rv or
+// waitForWorkload waits until the cache holds workload name at resourceVersion rv or
 // newer; with goneOK, also until it is gone (deleted meanwhile).
-func (b *Backend) waitForDeployment(ctx context.Context, logger lager.Logger, name, rv string, goneOK bool) {
+func (b *Backend) waitForWorkload(ctx context.Context, logger lager.Logger, name, rv string, goneOK bool) {
 	ok := kube.WaitUntil(ctx, cachePollInterval, b.readWaitTimeout, func() bool {
-		d, exists := b.cachedDeploymentByName(name)
+		d, exists := b.cachedWorkloadByName(name)
 		if !exists {
 			return goneOK
 		}
@@ -219,10 +223,10 @@ func (b *Backend) waitForDeployment(ctx context.Context, logger lager.Logger, na
 	}
 }
 
-// waitForNoDeployment waits until the cache has no live Deployment of the LRP.
-func (b *Backend) waitForNoDeployment(ctx context.Context, logger lager.Logger, id opi.LRPIdentifier) {
+// waitForNoWorkload waits until the cache has no live workload of the LRP.
+func (b *Backend) waitForNoWorkload(ctx context.Context, logger lager.Logger, id opi.LRPIdentifier) {
 	ok := kube.WaitUntil(ctx, cachePollInterval, b.readWaitTimeout, func() bool {
-		return b.cachedDeployment(id) == nil
+		return b.cachedWorkload(id) == nil
 	})
 	if !ok {
 		logger.Info("cache-wait-timed-out", lager.Data{"waiting-for": "deployment-gone"})

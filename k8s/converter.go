@@ -57,7 +57,7 @@ type healthCheckJSON struct {
 }
 
 // toEnvSecret holds the LRP's whole environment (values may carry credentials).
-func toEnvSecret(lrp *opi.LRP, name, namespace string) *corev1.Secret {
+func toEnvSecret(lrp *opi.LRP, name, namespace string, w workloadSpec) *corev1.Secret {
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      envSecretName(name),
@@ -65,7 +65,7 @@ func toEnvSecret(lrp *opi.LRP, name, namespace string) *corev1.Secret {
 			Labels:    lrpLabels(lrp),
 		},
 		Type: corev1.SecretTypeOpaque,
-		Data: envSecretData(lrp),
+		Data: envSecretData(lrp, w.instanceIndexEnv),
 	}
 }
 
@@ -145,6 +145,9 @@ type workloadSpec struct {
 	minReadySeconds int32
 	// podSecurity is PodSecurityBaseline or PodSecurityRestricted.
 	podSecurity string
+	// instanceIndexEnv sets CF_INSTANCE_INDEX from the pod's ordinal (StatefulSets only: a
+	// Deployment's pod cannot know its index, ADR 0003).
+	instanceIndexEnv bool
 }
 
 // toDeployment is the LRP's workload. Everything CC may read back is in labels, annotations or
@@ -156,47 +159,9 @@ type workloadSpec struct {
 // Ready once its container started: minReadySeconds is then what stops a rollout from replacing
 // running instances with ones that crash at once.
 func toDeployment(lrp *opi.LRP, name, namespace string, w workloadSpec) *appsv1.Deployment {
-	labels := lrpLabels(lrp)
-	routesJSON := routesAnnotation(lrp.Routes)
-	healthJSON, _ := json.Marshal(healthCheckJSON{
-		Type:           lrp.Health.Type,
-		Endpoint:       lrp.Health.Endpoint,
-		TimeoutMs:      lrp.Health.TimeoutMs,
-		StartTimeoutMs: lrp.Health.StartTimeoutMs,
-	})
-
-	var templateAnnotations map[string]string
-	if len(lrp.UserDefinedAnnotations) > 0 {
-		templateAnnotations = make(map[string]string, len(lrp.UserDefinedAnnotations))
-		for k, v := range lrp.UserDefinedAnnotations {
-			templateAnnotations[k] = v
-		}
-	}
-
-	var pullSecrets []corev1.LocalObjectReference
-	if lrp.PrivateRegistry != nil {
-		pullSecrets = []corev1.LocalObjectReference{{Name: registrySecretName(name)}}
-	}
-
 	replicas := lrp.Instances
 	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      name,
-			Namespace: namespace,
-			Labels:    labels,
-			Annotations: map[string]string{
-				AnnotationProcessGUID: lrp.ProcessGUID(),
-				AnnotationLastUpdated: lrp.LastUpdated,
-				AnnotationProcessType: lrp.ProcessType,
-				AnnotationAppName:     lrp.AppName,
-				AnnotationSpaceName:   lrp.SpaceName,
-				AnnotationSpaceGUID:   lrp.SpaceGUID,
-				AnnotationOrgName:     lrp.OrganizationName,
-				AnnotationOrgGUID:     lrp.OrganizationGUID,
-				AnnotationRoutes:      routesJSON,
-				AnnotationHealthCheck: string(healthJSON),
-			},
-		},
+		ObjectMeta: workloadMeta(lrp, name, namespace),
 		Spec: appsv1.DeploymentSpec{
 			Replicas:             &replicas,
 			Selector:             &metav1.LabelSelector{MatchLabels: selectorLabels(lrp.LRPIdentifier)},
@@ -209,14 +174,60 @@ func toDeployment(lrp *opi.LRP, name, namespace string, w workloadSpec) *appsv1.
 					MaxUnavailable: ptr.To(intstr.FromInt32(0)),
 				},
 			},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{
-					Labels:      labels,
-					Annotations: templateAnnotations,
-				},
-				Spec: podSpec(toContainer(lrp, name, w), pullSecrets, w.podSecurity),
-			},
+			Template: podTemplate(lrp, name, w),
 		},
+	}
+}
+
+// workloadMeta is the workload's name, labels and opi's annotations: everything CC may read
+// back but the pod template (see workloadRecordOf), the same for every workload kind.
+func workloadMeta(lrp *opi.LRP, name, namespace string) metav1.ObjectMeta {
+	healthJSON, _ := json.Marshal(healthCheckJSON{
+		Type:           lrp.Health.Type,
+		Endpoint:       lrp.Health.Endpoint,
+		TimeoutMs:      lrp.Health.TimeoutMs,
+		StartTimeoutMs: lrp.Health.StartTimeoutMs,
+	})
+	return metav1.ObjectMeta{
+		Name:      name,
+		Namespace: namespace,
+		Labels:    lrpLabels(lrp),
+		Annotations: map[string]string{
+			AnnotationProcessGUID: lrp.ProcessGUID(),
+			AnnotationLastUpdated: lrp.LastUpdated,
+			AnnotationProcessType: lrp.ProcessType,
+			AnnotationAppName:     lrp.AppName,
+			AnnotationSpaceName:   lrp.SpaceName,
+			AnnotationSpaceGUID:   lrp.SpaceGUID,
+			AnnotationOrgName:     lrp.OrganizationName,
+			AnnotationOrgGUID:     lrp.OrganizationGUID,
+			AnnotationRoutes:      routesAnnotation(lrp.Routes),
+			AnnotationHealthCheck: string(healthJSON),
+		},
+	}
+}
+
+// podTemplate is the LRP's pod template, the same for every workload kind (but the
+// CF_INSTANCE_INDEX variable, see workloadSpec.instanceIndexEnv).
+func podTemplate(lrp *opi.LRP, name string, w workloadSpec) corev1.PodTemplateSpec {
+	var templateAnnotations map[string]string
+	if len(lrp.UserDefinedAnnotations) > 0 {
+		templateAnnotations = make(map[string]string, len(lrp.UserDefinedAnnotations))
+		for k, v := range lrp.UserDefinedAnnotations {
+			templateAnnotations[k] = v
+		}
+	}
+
+	var pullSecrets []corev1.LocalObjectReference
+	if lrp.PrivateRegistry != nil {
+		pullSecrets = []corev1.LocalObjectReference{{Name: registrySecretName(name)}}
+	}
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{
+			Labels:      lrpLabels(lrp),
+			Annotations: templateAnnotations,
+		},
+		Spec: podSpec(toContainer(lrp, name, w), pullSecrets, w.podSecurity),
 	}
 }
 
@@ -244,7 +255,7 @@ func toContainer(lrp *opi.LRP, name string, w workloadSpec) corev1.Container {
 	c := corev1.Container{
 		Name:           ContainerName,
 		Image:          lrp.Image,
-		Env:            containerEnv(lrp, envSecretName(name)),
+		Env:            containerEnv(lrp, envSecretName(name), w.instanceIndexEnv),
 		Ports:          ports,
 		Resources:      resources(lrp),
 		StartupProbe:   startup,

@@ -113,11 +113,16 @@ func terminationDescription(reason string, code int32) string {
 // instanceIndex is the pod's index as GetInstances reports it (instancePods). A pod that
 // GetInstances does not report (terminating, surplus, or its Deployment gone) gets the rank it
 // has among its LRP's live pods by creation time, then name.
+//
+// With StatefulSets a pod's index is its ordinal, reported or not.
 func (b *Backend) instanceIndex(pod *podRecord) int32 {
+	if b.kind.indexedByOrdinal() && pod.ordinal >= 0 {
+		return pod.ordinal
+	}
 	pods := b.cachedPods(pod.id())
-	if d := b.cachedDeployment(pod.id()); d != nil {
-		for i, p := range instancePods(pods, d) {
-			if p.UID == pod.UID {
+	if d := b.cachedWorkload(pod.id()); d != nil {
+		for i, p := range b.instancePods(pods, d) {
+			if p != nil && p.UID == pod.UID {
 				return int32(i)
 			}
 		}

@@ -47,6 +47,8 @@ var _ = Describe("Crash reports", func() {
 		DeferCleanup(stop)
 		return stop
 	}
+	// workload is the backend's Options.Workload ("": Deployments).
+	var workload string
 	// start makes and starts a backend reporting to notifier and leads with it; the returned
 	// function stops leading (the informers run on until the spec ends).
 	start := func() func() {
@@ -54,6 +56,7 @@ var _ = Describe("Crash reports", func() {
 		DeferCleanup(cancel)
 		backend = k8s.NewBackend(client, lagertest.NewTestLogger("k8s"), k8s.Options{
 			Namespace: namespace, ReadWaitTimeout: 2 * time.Second, CrashNotifier: notifier,
+			Workload: workload,
 		})
 		Expect(backend.Start(startCtx)).To(Succeed())
 		return lead(backend)
@@ -114,6 +117,20 @@ var _ = Describe("Crash reports", func() {
 		client = newClient()
 		notifier = new(fakes.FakeCrashNotifier)
 		lrp = sampleLRP()
+		workload = ""
+	})
+
+	It("with StatefulSets, reports a crash at the pod's ordinal, not its rank by creation time", func() {
+		workload = k8s.WorkloadStatefulSets
+		start()
+		lrp.Instances = 3
+		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+		first := statefulPod(lrp, 2, t0, corev1.PodStatus{Phase: corev1.PodRunning,
+			ContainerStatuses: []corev1.ContainerStatus{waitingAfter(1, 1, "Error", crashedAt)}})
+		createPod(client, first)
+		createPod(client, statefulPod(lrp, 0, t0.Add(time.Minute), corev1.PodStatus{Phase: corev1.PodPending}))
+
+		Eventually(reports).Should(Equal([]opi.Crash{crash(first.Name, 2, 2, 1, "Error (exit code 1)", crashedAt)}))
 	})
 
 	It("reports a crash once, marks the pod, and reports the next crash with its higher count", func() {

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"code.cloudfoundry.org/lager/v3"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,7 +20,8 @@ import (
 //
 //  1. the env Secret (exists → fine);
 //  2. the image pull Secret, when the LRP has registry credentials (exists → fine);
-//  3. the Deployment, shaped by the hooks (exists → the desire changes nothing of it);
+//  3. the workload, a Deployment or StatefulSet, shaped by the hooks (exists → the desire
+//     changes nothing of it); "Deployment" below stands for either;
 //  4. the Secrets made controlled by the Deployment;
 //  5. every hook's objects (the Service, routing objects, egress policy, PodDisruptionBudget:
 //     see hooks.go), each created controlled by the Deployment (exists → made controlled,
@@ -48,7 +49,7 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 	name := DeploymentName(lrp)
 	secrets := b.client.CoreV1().Secrets(b.namespace)
 
-	envSecret := toEnvSecret(lrp, name, b.namespace)
+	envSecret := toEnvSecret(lrp, name, b.namespace, b.workload)
 	var registrySecret, registrySeen *corev1.Secret
 	checked := []*corev1.Secret{envSecret}
 	if lrp.PrivateRegistry != nil {
@@ -58,11 +59,11 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 		}
 		checked = append(checked, registrySecret)
 	}
-	deploymentWanted := toDeployment(lrp, name, b.namespace, b.workload)
-	b.shapeDeployment(lrp, deploymentWanted)
+	deploymentWanted := b.kind.build(lrp, name, b.namespace, b.workload)
+	b.shapeWorkload(lrp, deploymentWanted)
 	var serviceMeta *metav1.ObjectMeta
 	if len(lrp.Ports) > 0 {
-		serviceMeta = &toService(lrp, name, b.namespace, metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: name, UID: "preflight"}).ObjectMeta
+		serviceMeta = &toService(lrp, name, b.namespace, metav1.OwnerReference{APIVersion: "apps/v1", Kind: b.kind.kind(), Name: name, UID: "preflight"}).ObjectMeta
 	}
 	if err := preflight(checked, deploymentWanted, serviceMeta); err != nil {
 		logger.Info("refused-before-writing", lager.Data{"reason": err.Error()})
@@ -88,22 +89,21 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 		}
 	}
 
-	deployment, created, err := kube.CreateOrGet(ctx, b.client.AppsV1().Deployments(b.namespace),
-		deploymentWanted, b.cachedAsDeployment)
+	deployment, created, err := b.kind.create(ctx, b, deploymentWanted)
 	if err != nil {
-		return b.refused(ctx, logger, &undo, err, refusal(err, "create deployment"))
+		return b.refused(ctx, logger, &undo, err, refusal(err, "create "+b.kindName()))
 	}
 	if !created {
-		if err := checkSameLRP(deployment, lrp.LRPIdentifier); err != nil {
+		if err := b.checkSameLRP(deployment, lrp.LRPIdentifier); err != nil {
 			return err
 		}
 		// The LRP existed: what this desire made completes it and is its now.
 		undo = desireWrites{}
 	} else {
-		undo.deployment = deployment
+		undo.workload = deployment
 	}
 
-	owner := ownerRef(deployment)
+	owner := b.controllerRef(deployment)
 	live := b.liveCheck(deployment)
 	if err := kube.EnsureControlled(ctx, secrets, envSecret, envSeen, owner, live); err != nil {
 		return b.refused(ctx, logger, &undo, err, b.ownershipError(logger, err, "own env secret"))
@@ -115,39 +115,29 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 	}
 	undo.owned = true
 
-	target := hookTarget{lrp: lrp, name: deployment.Name, namespace: b.namespace, owner: owner, live: live}
+	target := hookTarget{lrp: lrp, name: deployment.GetName(), namespace: b.namespace, owner: owner, live: live}
 	for _, h := range b.hooks {
 		if err := h.desired(ctx, target); err != nil {
 			return b.refused(ctx, logger, &undo, err, b.hookError(logger, err, h.hookName()))
 		}
 	}
 
-	b.waitForDeployment(ctx, logger, deployment.Name, deployment.ResourceVersion, false)
-	logger.Info("desired", lager.Data{"deployment": deployment.Name, "created": created})
+	b.waitForWorkload(ctx, logger, deployment.GetName(), deployment.GetResourceVersion(), false)
+	logger.Info("desired", lager.Data{b.kindName(): deployment.GetName(), "created": created})
 	return nil
 }
 
-// cachedAsDeployment is the named Deployment from the cache, as what a desire needs of one
-// that exists.
-func (b *Backend) cachedAsDeployment(name string) (*appsv1.Deployment, bool) {
-	r, ok := b.cachedDeploymentByName(name)
-	if !ok {
-		return nil, false
-	}
-	return r.asDeployment(), true
-}
-
-// liveCheck tells, from the API server, whether d is still the live Deployment of its name.
+// liveCheck tells, from the API server, whether d is still the live workload of its name.
 func (b *Backend) liveCheck(d metav1.Object) func(context.Context) (bool, error) {
 	return func(ctx context.Context) (bool, error) {
-		current, err := b.client.AppsV1().Deployments(b.namespace).Get(ctx, d.GetName(), metav1.GetOptions{})
+		current, err := b.kind.get(ctx, b, d.GetName())
 		if kube.Classify(err) == kube.KindNotFound {
 			return false, nil
 		}
 		if err != nil {
-			return false, apiError(err, "get deployment")
+			return false, apiError(err, "get "+b.kindName())
 		}
-		return current.UID == d.GetUID() && current.DeletionTimestamp == nil, nil
+		return current.GetUID() == d.GetUID() && current.GetDeletionTimestamp() == nil, nil
 	}
 }
 
@@ -167,14 +157,17 @@ func (b *Backend) ownershipError(logger lager.Logger, err error, what string) er
 	return fmt.Errorf("%s: %w: %w", what, opi.ErrUnavailable, err)
 }
 
-// checkSameLRP guards against touching a Deployment of the same name that is not this LRP's,
+// checkSameLRP guards against touching a workload of the same name that is not this LRP's,
 // or one that is going away.
-func checkSameLRP(d *appsv1.Deployment, id opi.LRPIdentifier) error {
-	if d.Labels[LabelGUID] != id.GUID || d.Labels[LabelVersion] != id.Version {
-		return fmt.Errorf("create deployment: %s exists and does not belong to this lrp", d.Name)
+func (b *Backend) checkSameLRP(d metav1.Object, id opi.LRPIdentifier) error {
+	if d.GetLabels()[LabelGUID] != id.GUID || d.GetLabels()[LabelVersion] != id.Version {
+		return fmt.Errorf("create %s: %s exists and does not belong to this lrp", b.kindName(), d.GetName())
 	}
-	if d.DeletionTimestamp != nil {
-		return fmt.Errorf("create deployment: %w: %s is being deleted, retry later", opi.ErrUnavailable, d.Name)
+	if d.GetDeletionTimestamp() != nil {
+		return fmt.Errorf("create %s: %w: %s is being deleted, retry later", b.kindName(), opi.ErrUnavailable, d.GetName())
 	}
 	return nil
 }
+
+// kindName is the workload kind in lower case, for messages and log keys ("deployment").
+func (b *Backend) kindName() string { return strings.ToLower(b.kind.kind()) }

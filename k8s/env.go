@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -54,11 +55,15 @@ const (
 	envInstancePort       = "CF_INSTANCE_PORT"
 	envInstanceAddr       = "CF_INSTANCE_ADDR"
 	envInstancePorts      = "CF_INSTANCE_PORTS"
+	envInstanceIndex      = "CF_INSTANCE_INDEX"
 )
 
 // platformEnv are the CF_INSTANCE_* variables. The downward-API ones come first: Kubernetes
 // expands $(VAR) in a value only for variables defined earlier in the list.
-func platformEnv(ports []int32) []corev1.EnvVar {
+//
+// With index (StatefulSets), CF_INSTANCE_INDEX is the pod's ordinal, from the pod-index label
+// the StatefulSet controller puts on each pod: it is the index GetInstances reports.
+func platformEnv(ports []int32, index bool) []corev1.EnvVar {
 	fieldRef := func(name, path string) corev1.EnvVar {
 		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{
 			FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: path},
@@ -68,6 +73,9 @@ func platformEnv(ports []int32) []corev1.EnvVar {
 		fieldRef(envInstanceGUID, "metadata.uid"),
 		fieldRef(envInstanceIP, "status.hostIP"),
 		fieldRef(envInstanceInternalIP, "status.podIP"),
+	}
+	if index {
+		env = append(env, fieldRef(envInstanceIndex, "metadata.labels['"+appsv1.PodIndexLabel+"']"))
 	}
 	if len(ports) == 0 {
 		return env
@@ -91,12 +99,13 @@ func platformEnv(ports []int32) []corev1.EnvVar {
 
 // userEnvNames are the LRP's env names that reach the Secret, sorted: all but those the
 // platform overrides.
-func userEnvNames(lrp *opi.LRP) []string { return envNames(lrp.Env, lrp.Ports) }
+func userEnvNames(lrp *opi.LRP, index bool) []string { return envNames(lrp.Env, lrp.Ports, index) }
 
-// envNames are the names of env that reach the Secret of a workload with ports, sorted.
-func envNames(env map[string]string, ports []int32) []string {
+// envNames are the names of env that reach the Secret of a workload with ports (and with
+// index, CF_INSTANCE_INDEX), sorted.
+func envNames(env map[string]string, ports []int32, index bool) []string {
 	platform := map[string]bool{}
-	for _, e := range platformEnv(ports) {
+	for _, e := range platformEnv(ports, index) {
 		platform[e.Name] = true
 	}
 	names := make([]string, 0, len(env))
@@ -112,13 +121,13 @@ func envNames(env map[string]string, ports []int32) []string {
 // containerEnv is the container's env: one secretKeyRef per app variable, by name, then the
 // platform's variables. Values read from a Secret are never $(VAR)-expanded by Kubernetes, so
 // app values reach the app unchanged.
-func containerEnv(lrp *opi.LRP, secretName string) []corev1.EnvVar {
-	return containerEnvFor(lrp.Env, lrp.Ports, secretName)
+func containerEnv(lrp *opi.LRP, secretName string, index bool) []corev1.EnvVar {
+	return containerEnvFor(lrp.Env, lrp.Ports, secretName, index)
 }
 
 // containerEnvFor is containerEnv for any workload (LRP or task).
-func containerEnvFor(appEnv map[string]string, ports []int32, secretName string) []corev1.EnvVar {
-	names := envNames(appEnv, ports)
+func containerEnvFor(appEnv map[string]string, ports []int32, secretName string, index bool) []corev1.EnvVar {
+	names := envNames(appEnv, ports, index)
 	env := make([]corev1.EnvVar, 0, len(names)+6)
 	for _, name := range names {
 		env = append(env, corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{
@@ -128,15 +137,17 @@ func containerEnvFor(appEnv map[string]string, ports []int32, secretName string)
 			},
 		}})
 	}
-	return append(env, platformEnv(ports)...)
+	return append(env, platformEnv(ports, index)...)
 }
 
 // envSecretData is the content of the env Secret.
-func envSecretData(lrp *opi.LRP) map[string][]byte { return envSecretDataFor(lrp.Env, lrp.Ports) }
+func envSecretData(lrp *opi.LRP, index bool) map[string][]byte {
+	return envSecretDataFor(lrp.Env, lrp.Ports, index)
+}
 
 // envSecretDataFor is envSecretData for any workload (LRP or task).
-func envSecretDataFor(env map[string]string, ports []int32) map[string][]byte {
-	names := envNames(env, ports)
+func envSecretDataFor(env map[string]string, ports []int32, index bool) map[string][]byte {
+	names := envNames(env, ports, index)
 	data := make(map[string][]byte, len(names))
 	for _, name := range names {
 		data[envKey(name)] = []byte(env[name])

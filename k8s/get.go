@@ -6,13 +6,13 @@ import (
 	"github.com/opi-bridge/opi/opi"
 )
 
-// GetLRP reads the LRP from the Deployment cache, by its guid and version labels (no API
+// GetLRP reads the LRP from the workload cache, by its guid and version labels (no API
 // call). ErrNotFound when absent or being stopped.
 func (b *Backend) GetLRP(_ context.Context, id opi.LRPIdentifier) (*opi.LRP, error) {
 	if err := b.checkSynced(); err != nil {
 		return nil, err
 	}
-	d := b.cachedDeployment(id)
+	d := b.cachedWorkload(id)
 	if d == nil {
 		return nil, notFound(id)
 	}

@@ -66,7 +66,7 @@ func (h *disruptionHook) updated(ctx context.Context, t hookTarget, before *opi.
 	return nil
 }
 
-func (h *disruptionHook) missing(ctx context.Context, deployments []*deploymentRecord) ([]*deploymentRecord, error) {
+func (h *disruptionHook) missing(ctx context.Context, deployments []*workloadRecord) ([]*workloadRecord, error) {
 	have := map[string]bool{}
 	err := kube.ListPages(ctx, appSelector(), h.client.PolicyV1().PodDisruptionBudgets(h.namespace).List, func(page *policyv1.PodDisruptionBudgetList) error {
 		for i := range page.Items {
@@ -77,7 +77,7 @@ func (h *disruptionHook) missing(ctx context.Context, deployments []*deploymentR
 	if err != nil {
 		return nil, err
 	}
-	return deploymentsWithout(deployments, func(d *deploymentRecord) bool {
+	return deploymentsWithout(deployments, func(d *workloadRecord) bool {
 		return d.replicas < minBudgetInstances || have[d.Name]
 	}), nil
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -140,11 +139,11 @@ func namespacePeer(ns string, podLabels map[string]string) networkingv1.NetworkP
 	return peer
 }
 
-func (h *networkPolicyHook) shape(lrp *opi.LRP, d *appsv1.Deployment) {
+func (h *networkPolicyHook) shape(lrp *opi.LRP, meta *metav1.ObjectMeta, template *corev1.PodTemplateSpec) {
 	if len(lrp.EgressRules) == 0 {
 		return
 	}
-	d.Annotations[AnnotationEgressRules] = egressAnnotation(lrp.EgressRules)
+	meta.Annotations[AnnotationEgressRules] = egressAnnotation(lrp.EgressRules)
 }
 
 func (h *networkPolicyHook) check(_ context.Context, lrp *opi.LRP) error {
@@ -167,7 +166,7 @@ func (h *networkPolicyHook) desired(ctx context.Context, t hookTarget) error {
 	return wrapHookErr(err, "create network policy")
 }
 
-func (h *networkPolicyHook) missing(ctx context.Context, deployments []*deploymentRecord) ([]*deploymentRecord, error) {
+func (h *networkPolicyHook) missing(ctx context.Context, deployments []*workloadRecord) ([]*workloadRecord, error) {
 	if !h.opts.Enabled {
 		return nil, nil
 	}
@@ -181,7 +180,7 @@ func (h *networkPolicyHook) missing(ctx context.Context, deployments []*deployme
 	if err != nil {
 		return nil, err
 	}
-	return deploymentsWithout(deployments, func(d *deploymentRecord) bool {
+	return deploymentsWithout(deployments, func(d *workloadRecord) bool {
 		return d.egressJSON == "" || have[d.Name]
 	}), nil
 }

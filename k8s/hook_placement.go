@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/opi-bridge/opi/opi"
@@ -60,7 +60,7 @@ func (h *placementHook) check(_ context.Context, lrp *opi.LRP) error {
 	return nil
 }
 
-func (h *placementHook) shape(lrp *opi.LRP, d *appsv1.Deployment) {
+func (h *placementHook) shape(lrp *opi.LRP, meta *metav1.ObjectMeta, template *corev1.PodTemplateSpec) {
 	if len(lrp.PlacementTags) == 0 {
 		return
 	}
@@ -70,13 +70,13 @@ func (h *placementHook) shape(lrp *opi.LRP, d *appsv1.Deployment) {
 		label = DefaultPlacementKey
 	}
 	// A copy: the template may share its labels map with the Deployment.
-	labels := make(map[string]string, len(d.Spec.Template.Labels)+1)
-	for k, v := range d.Spec.Template.Labels {
+	labels := make(map[string]string, len(template.Labels)+1)
+	for k, v := range template.Labels {
 		labels[k] = v
 	}
 	labels[LabelPlacementTag] = tag
-	d.Spec.Template.Labels = labels
-	spec := &d.Spec.Template.Spec
+	template.Labels = labels
+	spec := &template.Spec
 	if spec.NodeSelector == nil {
 		spec.NodeSelector = map[string]string{}
 	}

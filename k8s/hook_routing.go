@@ -240,7 +240,7 @@ func (h *routingHook) updated(ctx context.Context, t hookTarget, _ *opi.LRP, upd
 	return nil
 }
 
-func (h *routingHook) missing(ctx context.Context, deployments []*deploymentRecord) ([]*deploymentRecord, error) {
+func (h *routingHook) missing(ctx context.Context, deployments []*workloadRecord) ([]*workloadRecord, error) {
 	have := map[string]bool{}
 	var err error
 	if h.opts.Mode == RoutingIngress {
@@ -261,7 +261,7 @@ func (h *routingHook) missing(ctx context.Context, deployments []*deploymentReco
 	if err != nil {
 		return nil, err
 	}
-	return deploymentsWithout(deployments, func(d *deploymentRecord) bool {
+	return deploymentsWithout(deployments, func(d *workloadRecord) bool {
 		if d.routesJSON == "" || d.routesJSON == "[]" {
 			return true
 		}

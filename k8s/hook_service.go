@@ -39,7 +39,7 @@ func (h *serviceHook) desired(ctx context.Context, t hookTarget) error {
 	return nil
 }
 
-func (h *serviceHook) missing(ctx context.Context, deployments []*deploymentRecord) ([]*deploymentRecord, error) {
+func (h *serviceHook) missing(ctx context.Context, deployments []*workloadRecord) ([]*workloadRecord, error) {
 	have := map[string]bool{}
 	err := kube.ListPages(ctx, appSelector(), h.client.CoreV1().Services(h.namespace).List, func(page *corev1.ServiceList) error {
 		for i := range page.Items {
@@ -50,7 +50,7 @@ func (h *serviceHook) missing(ctx context.Context, deployments []*deploymentReco
 	if err != nil {
 		return nil, err
 	}
-	return deploymentsWithout(deployments, func(d *deploymentRecord) bool {
+	return deploymentsWithout(deployments, func(d *workloadRecord) bool {
 		return len(d.ports) == 0 || have[d.Name]
 	}), nil
 }

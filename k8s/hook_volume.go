@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -50,8 +49,8 @@ func (h *volumeHook) check(ctx context.Context, lrp *opi.LRP) error {
 	return nil
 }
 
-func (h *volumeHook) shape(lrp *opi.LRP, d *appsv1.Deployment) {
-	spec := &d.Spec.Template.Spec
+func (h *volumeHook) shape(lrp *opi.LRP, meta *metav1.ObjectMeta, template *corev1.PodTemplateSpec) {
+	spec := &template.Spec
 	c := appContainer(spec)
 	for i, m := range lrp.VolumeMounts {
 		name := fmt.Sprintf("vol-%d", i)

@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"code.cloudfoundry.org/lager/v3"
-	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -45,10 +45,10 @@ type hook interface {
 	hookName() string
 	started(ctx context.Context) error
 	check(ctx context.Context, lrp *opi.LRP) error
-	shape(lrp *opi.LRP, d *appsv1.Deployment)
+	shape(lrp *opi.LRP, meta *metav1.ObjectMeta, template *corev1.PodTemplateSpec)
 	desired(ctx context.Context, t hookTarget) error
 	updated(ctx context.Context, t hookTarget, before *opi.LRP, update opi.LRPUpdate) error
-	missing(ctx context.Context, deployments []*deploymentRecord) ([]*deploymentRecord, error)
+	missing(ctx context.Context, deployments []*workloadRecord) ([]*workloadRecord, error)
 }
 
 // hookTarget is the LRP a hook acts on, with its Deployment.
@@ -68,11 +68,11 @@ type hookTarget struct {
 // noHook is the hook that reacts to nothing; hooks embed it.
 type noHook struct{}
 
-func (noHook) started(context.Context) error             { return nil }
-func (noHook) check(context.Context, *opi.LRP) error     { return nil }
-func (noHook) shape(*opi.LRP, *appsv1.Deployment)        {}
-func (noHook) desired(context.Context, hookTarget) error { return nil }
-func (noHook) missing(context.Context, []*deploymentRecord) ([]*deploymentRecord, error) {
+func (noHook) started(context.Context) error                               { return nil }
+func (noHook) check(context.Context, *opi.LRP) error                       { return nil }
+func (noHook) shape(*opi.LRP, *metav1.ObjectMeta, *corev1.PodTemplateSpec) {}
+func (noHook) desired(context.Context, hookTarget) error                   { return nil }
+func (noHook) missing(context.Context, []*workloadRecord) ([]*workloadRecord, error) {
 	return nil, nil
 }
 func (noHook) updated(context.Context, hookTarget, *opi.LRP, opi.LRPUpdate) error {
@@ -101,10 +101,11 @@ func (b *Backend) checkHooks(ctx context.Context, lrp *opi.LRP) error {
 	return nil
 }
 
-// shapeDeployment lets every hook add to the Deployment before it is created.
-func (b *Backend) shapeDeployment(lrp *opi.LRP, d *appsv1.Deployment) {
+// shapeWorkload lets every hook add to the workload (its metadata and pod template, the same
+// for Deployments and StatefulSets) before it is created.
+func (b *Backend) shapeWorkload(lrp *opi.LRP, w workloadObject) {
 	for _, h := range b.hooks {
-		h.shape(lrp, d)
+		h.shape(lrp, w.meta, w.template)
 	}
 }
 
@@ -134,19 +135,14 @@ func (b *Backend) hookError(logger lager.Logger, err error, hook string) error {
 }
 
 // targetOf is the hook target of a cached Deployment, for updates and the janitor.
-func (b *Backend) targetOf(d *deploymentRecord, lrp *opi.LRP) hookTarget {
+func (b *Backend) targetOf(d *workloadRecord, lrp *opi.LRP) hookTarget {
 	return hookTarget{
 		lrp:       lrp,
 		name:      d.Name,
 		namespace: b.namespace,
-		owner:     ownerRef(d),
+		owner:     b.controllerRef(d),
 		live:      b.liveCheck(d),
 	}
-}
-
-// ownerRef is the controller reference to a Deployment.
-func ownerRef(d metav1.Object) metav1.OwnerReference {
-	return kube.ControllerRef(d, "apps/v1", "Deployment")
 }
 
 // ensureOwned makes want exist controlled by t's Deployment: one create when it is absent (a
@@ -246,7 +242,7 @@ func deepCopy[T any](obj T) T {
 
 // completeHooks is the janitor's part for hooks: each hook names the Deployments (older than
 // cutoff) whose objects it misses, and creates them. Failures are logged.
-func (b *Backend) completeHooks(ctx context.Context, logger lager.Logger, old []*deploymentRecord) {
+func (b *Backend) completeHooks(ctx context.Context, logger lager.Logger, old []*workloadRecord) {
 	if len(old) == 0 {
 		return
 	}
@@ -289,8 +285,8 @@ func appSelector() metav1.ListOptions {
 }
 
 // deploymentsWithout is the Deployments for which complete is false.
-func deploymentsWithout(deployments []*deploymentRecord, complete func(*deploymentRecord) bool) []*deploymentRecord {
-	var out []*deploymentRecord
+func deploymentsWithout(deployments []*workloadRecord, complete func(*workloadRecord) bool) []*workloadRecord {
+	var out []*workloadRecord
 	for _, d := range deployments {
 		if !complete(d) {
 			out = append(out, d)

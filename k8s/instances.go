@@ -39,14 +39,16 @@ func (b *Backend) GetInstances(_ context.Context, id opi.LRPIdentifier) ([]*opi.
 	if err := b.checkSynced(); err != nil {
 		return nil, err
 	}
-	deployment := b.cachedDeployment(id)
+	deployment := b.cachedWorkload(id)
 	if deployment == nil {
 		return nil, notFound(id)
 	}
-	pods := instancePods(b.cachedPods(id), deployment)
+	pods := b.instancePods(b.cachedPods(id), deployment)
 	instances := make([]*opi.Instance, 0, len(pods))
 	for i, pod := range pods {
-		instances = append(instances, pod.instance(int32(i)))
+		if pod != nil {
+			instances = append(instances, pod.instance(int32(i)))
+		}
 	}
 	return instances, nil
 }

@@ -82,8 +82,8 @@ func (b *Backend) Sweep(ctx context.Context) {
 		logger.Error("list-services", err)
 	}
 
-	var old []*deploymentRecord
-	for _, d := range b.cachedDeployments() {
+	var old []*workloadRecord
+	for _, d := range b.cachedWorkloads() {
 		if d.DeletionTimestamp == nil && d.CreationTimestamp.Time.Before(cutoff) && d.lrpKey() != "" {
 			old = append(old, d)
 		}
@@ -104,7 +104,7 @@ func (b *Backend) sweepSecret(ctx context.Context, logger lager.Logger, s *corev
 		if live, err := b.liveCheck(deployment)(ctx); err != nil || !live {
 			return
 		}
-		if _, err := kube.SetOwner(ctx, secrets, s.Name, s.ResourceVersion, kube.ControllerRef(deployment, "apps/v1", "Deployment")); err != nil {
+		if _, err := kube.SetOwner(ctx, secrets, s.Name, s.ResourceVersion, b.controllerRef(deployment)); err != nil {
 			logger.Error("adopt-secret", err, lager.Data{"secret": s.Name})
 			return
 		}
@@ -120,7 +120,7 @@ func (b *Backend) sweepSecret(ctx context.Context, logger lager.Logger, s *corev
 // Deployment when there is one, else whether the object is older than cutoff (and so a
 // leftover to delete). Controlled objects, and objects whose LRP cannot be checked, are
 // neither.
-func (b *Backend) leftover(ctx context.Context, logger lager.Logger, obj metav1.Object, cutoff time.Time) (*deploymentRecord, bool) {
+func (b *Backend) leftover(ctx context.Context, logger lager.Logger, obj metav1.Object, cutoff time.Time) (*workloadRecord, bool) {
 	if metav1.GetControllerOf(obj) != nil || obj.GetDeletionTimestamp() != nil {
 		return nil, false
 	}
@@ -130,7 +130,7 @@ func (b *Backend) leftover(ctx context.Context, logger lager.Logger, obj metav1.
 	}
 	// The cache first; an object the cache does not have is confirmed absent by the API, since
 	// a desire in flight may have just created it.
-	deployment, err := b.findDeployment(ctx, id)
+	deployment, err := b.findWorkload(ctx, id)
 	if err == nil {
 		return deployment, false
 	}

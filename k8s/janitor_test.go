@@ -226,6 +226,37 @@ var _ = Describe("The janitor", func() {
 		})
 	})
 
+	Describe("Sweep with StatefulSets", func() {
+		BeforeEach(func() {
+			backend = start(k8s.Options{JanitorGrace: time.Minute, Workload: k8s.WorkloadStatefulSets})
+		})
+
+		It("gives an unowned Secret its StatefulSet as owner and makes a missing Service, owned by it", func() {
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			secret := getSecret(client, name+"-env")
+			secret.OwnerReferences = nil
+			secret.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Hour))
+			_, err := client.CoreV1().Secrets(namespace).Update(ctx, secret, metav1.UpdateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(client.CoreV1().Services(namespace).Delete(ctx, name, metav1.DeleteOptions{})).To(Succeed())
+			// The service check needs the StatefulSet older than the grace.
+			set := getStatefulSet(client, name)
+			set.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Hour))
+			_, err = client.AppsV1().StatefulSets(namespace).Update(ctx, set, metav1.UpdateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			// Sweep until the cache has seen the older StatefulSet (each sweep is idempotent).
+			Eventually(func() bool {
+				backend.Sweep(ctx)
+				return serviceExists(name)
+			}).Should(BeTrue())
+
+			set = getStatefulSet(client, name)
+			Expect(metav1.IsControlledBy(getSecret(client, name+"-env"), set)).To(BeTrue())
+			Expect(metav1.IsControlledBy(getService(client, name), set)).To(BeTrue())
+			Expect(getService(client, name).OwnerReferences[0].Kind).To(Equal("StatefulSet"))
+		})
+	})
+
 	It("sweeps every period while it runs as leader work, and not once that stops", func() {
 		leftoverSecret(lrp, time.Hour)
 		b := start(k8s.Options{JanitorPeriod: 50 * time.Millisecond, JanitorGrace: time.Minute})

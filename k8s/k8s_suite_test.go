@@ -76,7 +76,7 @@ func newClient(objects ...runtime.Object) *fake.Clientset {
 				m.SetUID(types.UID(fmt.Sprintf("uid-%d", next)))
 			}
 			m.SetGeneration(1)
-		} else if _, ok := obj.(*appsv1.Deployment); ok {
+		} else if isWorkload(obj) {
 			m.SetGeneration(m.GetGeneration() + 1)
 		}
 		m.SetResourceVersion(strconv.Itoa(next))
@@ -120,12 +120,24 @@ func newClient(objects ...runtime.Object) *fake.Clientset {
 		if d, ok := obj.(*appsv1.Deployment); ok && !equality.Semantic.DeepEqual(d.Spec, current.(*appsv1.Deployment).Spec) {
 			d.Generation++
 		}
+		if s, ok := obj.(*appsv1.StatefulSet); ok && !equality.Semantic.DeepEqual(s.Spec, current.(*appsv1.StatefulSet).Spec) {
+			s.Generation++
+		}
 		if err := client.Tracker().Update(pa.GetResource(), obj, pa.GetNamespace()); err != nil {
 			return true, nil, err
 		}
 		return true, obj, nil
 	})
 	return client
+}
+
+// isWorkload says obj is a Deployment or StatefulSet (whose spec changes bump the generation).
+func isWorkload(obj runtime.Object) bool {
+	switch obj.(type) {
+	case *appsv1.Deployment, *appsv1.StatefulSet:
+		return true
+	}
+	return false
 }
 
 // startBackend starts a backend on client and returns once its informers list and watch, so

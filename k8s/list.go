@@ -7,7 +7,7 @@ import (
 	"github.com/opi-bridge/opi/opi"
 )
 
-// ListLRPs returns every LRP whose Deployment the cache holds and which is not being deleted,
+// ListLRPs returns every LRP whose workload the cache holds and which is not being deleted,
 // ordered by guid and version, with its scheduling fields only (see schedulingLRP). It makes
 // no API call. The LRPs are shared between calls: callers must not modify them.
 //
@@ -19,7 +19,7 @@ func (b *Backend) ListLRPs(_ context.Context) ([]*opi.LRP, error) {
 	if err := b.checkSynced(); err != nil {
 		return nil, err
 	}
-	deployments := b.cachedDeployments()
+	deployments := b.cachedWorkloads()
 	live := deployments[:0]
 	for _, d := range deployments {
 		if d.DeletionTimestamp == nil && d.lrpKey() != "" {
@@ -39,7 +39,7 @@ type listCache struct {
 
 // get returns the scheduling LRPs of records, reusing the last list when the records are the
 // same.
-func (c *listCache) get(records []*deploymentRecord) []*opi.LRP {
+func (c *listCache) get(records []*workloadRecord) []*opi.LRP {
 	fp := fingerprint(records)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -58,7 +58,7 @@ func (c *listCache) get(records []*deploymentRecord) []*opi.LRP {
 // fingerprint sums a hash of each record's sequence number. Records are never changed (a
 // changed Deployment gets a new record with a new number), so any created, changed or deleted
 // Deployment changes the sum, whatever the order the cache lists them in.
-func fingerprint(records []*deploymentRecord) uint64 {
+func fingerprint(records []*workloadRecord) uint64 {
 	var sum uint64
 	for _, d := range records {
 		sum += mix(d.seq)

@@ -60,7 +60,8 @@ const (
 	maxPrefixLen = maxNameLen - hashLen - 1
 )
 
-// DeploymentName is the deterministic name of the LRP's Deployment (and Service): a readable
+// DeploymentName is the deterministic name of the LRP's workload, Deployment or StatefulSet
+// (and of its Service and budget; the Secrets add suffixes): a readable
 // prefix from the app and space names, then the first 10 hex digits of the sha256 of the
 // process guid, so a repeated desire of the same LRP hits "already exists". The result is a
 // DNS-1035 label of at most 45 chars.

@@ -3,7 +3,6 @@ package k8s
 import (
 	"fmt"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,7 +25,7 @@ const maxObjectBytes = 1 << 20
 // annotations, say, made too large by a long app name or many routes), so that a desire
 // Kubernetes would refuse halfway is refused whole. serviceMeta is the Service's metadata, if
 // the LRP gets one.
-func preflight(secrets []*corev1.Secret, d *appsv1.Deployment, serviceMeta *metav1.ObjectMeta) error {
+func preflight(secrets []*corev1.Secret, w workloadObject, serviceMeta *metav1.ObjectMeta) error {
 	for _, s := range secrets {
 		errs := apimachineryvalidation.ValidateObjectMeta(&s.ObjectMeta, true, apimachineryvalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
 		total := 0
@@ -44,14 +43,14 @@ func preflight(secrets []*corev1.Secret, d *appsv1.Deployment, serviceMeta *meta
 		}
 	}
 
-	errs := apimachineryvalidation.ValidateObjectMeta(&d.ObjectMeta, true, apimachineryvalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
+	errs := apimachineryvalidation.ValidateObjectMeta(w.meta, true, apimachineryvalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
 	template := field.NewPath("spec", "template", "metadata")
-	errs = append(errs, metav1validation.ValidateLabels(d.Spec.Template.Labels, template.Child("labels"))...)
-	errs = append(errs, apimachineryvalidation.ValidateAnnotations(d.Spec.Template.Annotations, template.Child("annotations"))...)
-	if size := d.Size(); size > maxObjectBytes {
+	errs = append(errs, metav1validation.ValidateLabels(w.template.Labels, template.Child("labels"))...)
+	errs = append(errs, apimachineryvalidation.ValidateAnnotations(w.template.Annotations, template.Child("annotations"))...)
+	if size := w.size(); size > maxObjectBytes {
 		errs = append(errs, field.TooLong(field.NewPath("(encoded object)"), "", maxObjectBytes))
 	}
-	if err := refusedObject("deployment", d.Name, errs); err != nil {
+	if err := refusedObject(w.kind, w.meta.Name, errs); err != nil {
 		return err
 	}
 
@@ -64,9 +63,10 @@ func preflight(secrets []*corev1.Secret, d *appsv1.Deployment, serviceMeta *meta
 	return nil
 }
 
-// preflightUpdate checks the Deployment's annotations as an update would leave them: the
-// annotations opi keeps (rebuilt from the cache's record) with the update's applied.
-func preflightUpdate(d *deploymentRecord, id opi.LRPIdentifier, changed map[string]string) error {
+// preflightUpdate checks the workload's annotations as an update would leave them: the
+// annotations opi keeps (rebuilt from the cache's record) with the update's applied. kind names
+// the workload in the refusal ("deployment").
+func preflightUpdate(d *workloadRecord, id opi.LRPIdentifier, changed map[string]string, kind string) error {
 	annotations := map[string]string{
 		AnnotationProcessGUID: id.ProcessGUID(),
 		AnnotationLastUpdated: d.lastUpdated,
@@ -82,7 +82,7 @@ func preflightUpdate(d *deploymentRecord, id opi.LRPIdentifier, changed map[stri
 	for k, v := range changed {
 		annotations[k] = v
 	}
-	return refusedObject("deployment", d.Name, apimachineryvalidation.ValidateAnnotations(annotations, field.NewPath("metadata", "annotations")))
+	return refusedObject(kind, d.Name, apimachineryvalidation.ValidateAnnotations(annotations, field.NewPath("metadata", "annotations")))
 }
 
 // refusedObject is nil without errors, else an opi.ErrInvalid naming the object and the first

@@ -3,6 +3,7 @@ package k8s
 import (
 	"encoding/json"
 	"math"
+	"strconv"
 	"sync/atomic"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -19,8 +20,9 @@ import (
 // ObjectMeta with identity, version and timestamps only (no labels or annotations), so the
 // informer's key functions work on them.
 
-// deploymentRecord is an LRP's Deployment as the cache holds it. Shared: do not modify.
-type deploymentRecord struct {
+// workloadRecord is an LRP's workload (Deployment or StatefulSet) as the cache holds it.
+// Shared: do not modify.
+type workloadRecord struct {
 	metav1.ObjectMeta
 	lrpRef
 	// seq numbers records in the order they were made: a new one for every version of a
@@ -50,28 +52,32 @@ type deploymentRecord struct {
 // recordSeq numbers deployment records.
 var recordSeq atomic.Uint64
 
-// recordDeployment is the Deployment informer's transform. Anything not a Deployment (a record
-// already, a tombstone) passes unchanged.
-func recordDeployment(obj any) (any, error) {
-	d, ok := obj.(*appsv1.Deployment)
-	if !ok {
-		return obj, nil
+// recordWorkload is the workload informer's transform (Deployments or StatefulSets). Anything
+// else (a record already, a tombstone) passes unchanged.
+func recordWorkload(obj any) (any, error) {
+	switch w := obj.(type) {
+	case *appsv1.Deployment:
+		return workloadRecordOf(&w.ObjectMeta, w.Spec.Replicas, &w.Spec.Template), nil
+	case *appsv1.StatefulSet:
+		return workloadRecordOf(&w.ObjectMeta, w.Spec.Replicas, &w.Spec.Template), nil
 	}
-	return deploymentRecordOf(d), nil
+	return obj, nil
 }
 
-func deploymentRecordOf(d *appsv1.Deployment) *deploymentRecord {
-	labels, ann := d.Labels, d.Annotations
-	r := &deploymentRecord{
+// workloadRecordOf is the record of a Deployment or StatefulSet: both keep what CC reads back
+// in the same places (labels, annotations, replicas, the pod template).
+func workloadRecordOf(meta *metav1.ObjectMeta, replicas *int32, template *corev1.PodTemplateSpec) *workloadRecord {
+	labels, ann := meta.Labels, meta.Annotations
+	r := &workloadRecord{
 		seq: recordSeq.Add(1),
 		ObjectMeta: metav1.ObjectMeta{
-			Name:              d.Name,
-			Namespace:         d.Namespace,
-			UID:               d.UID,
-			ResourceVersion:   d.ResourceVersion,
-			Generation:        d.Generation,
-			CreationTimestamp: d.CreationTimestamp,
-			DeletionTimestamp: d.DeletionTimestamp,
+			Name:              meta.Name,
+			Namespace:         meta.Namespace,
+			UID:               meta.UID,
+			ResourceVersion:   meta.ResourceVersion,
+			Generation:        meta.Generation,
+			CreationTimestamp: meta.CreationTimestamp,
+			DeletionTimestamp: meta.DeletionTimestamp,
 		},
 		lrpRef:          lrpRefOf(labels),
 		appGUID:         labels[LabelAppGUID],
@@ -86,18 +92,18 @@ func deploymentRecordOf(d *appsv1.Deployment) *deploymentRecord {
 		routesJSON:      ann[AnnotationRoutes],
 		healthCheckJSON: ann[AnnotationHealthCheck],
 		egressJSON:      ann[AnnotationEgressRules],
-		userAnnotations: d.Spec.Template.Annotations,
+		userAnnotations: template.Annotations,
 	}
 	if r.processType == "" {
 		r.processType = labels[LabelProcessType]
 	}
-	if d.Spec.Replicas != nil {
-		r.replicas = *d.Spec.Replicas
+	if replicas != nil {
+		r.replicas = *replicas
 	}
 	if len(r.userAnnotations) == 0 {
 		r.userAnnotations = nil
 	}
-	if c := appContainer(&d.Spec.Template.Spec); c != nil {
+	if c := appContainer(&template.Spec); c != nil {
 		r.image = c.Image
 		r.command = c.Command
 		if len(c.Ports) > 0 {
@@ -142,27 +148,33 @@ func (l lrpRef) lrpKey() string {
 	return lrpIndexKey(l.id())
 }
 
-// asDeployment is the record as a Deployment with its identity, version and opi's guid and
-// version labels: what a write needs of an existing Deployment (owner references, the same-LRP
-// check).
-func (r *deploymentRecord) asDeployment() *appsv1.Deployment {
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:              r.Name,
-			Namespace:         r.Namespace,
-			UID:               r.UID,
-			ResourceVersion:   r.ResourceVersion,
-			Generation:        r.Generation,
-			CreationTimestamp: r.CreationTimestamp,
-			DeletionTimestamp: r.DeletionTimestamp,
-			Labels:            map[string]string{LabelGUID: r.guid, LabelVersion: r.version},
-		},
-		Spec: appsv1.DeploymentSpec{Replicas: &r.replicas},
+// meta is the record's identity, version and opi's guid and version labels: what a write
+// needs of an existing workload (owner references, the same-LRP check).
+func (r *workloadRecord) meta() metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name:              r.Name,
+		Namespace:         r.Namespace,
+		UID:               r.UID,
+		ResourceVersion:   r.ResourceVersion,
+		Generation:        r.Generation,
+		CreationTimestamp: r.CreationTimestamp,
+		DeletionTimestamp: r.DeletionTimestamp,
+		Labels:            map[string]string{LabelGUID: r.guid, LabelVersion: r.version},
 	}
 }
 
-// lrp recovers the LRP from its Deployment. Env and registry credentials are not read back.
-func (r *deploymentRecord) lrp() *opi.LRP {
+// asDeployment is the record as a Deployment (see meta).
+func (r *workloadRecord) asDeployment() *appsv1.Deployment {
+	return &appsv1.Deployment{ObjectMeta: r.meta(), Spec: appsv1.DeploymentSpec{Replicas: &r.replicas}}
+}
+
+// asStatefulSet is the record as a StatefulSet (see meta).
+func (r *workloadRecord) asStatefulSet() *appsv1.StatefulSet {
+	return &appsv1.StatefulSet{ObjectMeta: r.meta(), Spec: appsv1.StatefulSetSpec{Replicas: &r.replicas}}
+}
+
+// lrp recovers the LRP from its workload. Env and registry credentials are not read back.
+func (r *workloadRecord) lrp() *opi.LRP {
 	lrp := &opi.LRP{
 		LRPIdentifier:    r.id(),
 		ProcessType:      r.processType,
@@ -212,7 +224,7 @@ func (r *deploymentRecord) lrp() *opi.LRP {
 // schedulingLRP is only what a list carries: identity, app guid, instances, memory and disk,
 // LastUpdated and the modification tag. CC lists every app every 30 seconds; parsing routes and
 // health checks of thousands of apps for it would be waste.
-func (r *deploymentRecord) schedulingLRP() *opi.LRP {
+func (r *workloadRecord) schedulingLRP() *opi.LRP {
 	return &opi.LRP{
 		LRPIdentifier:   r.id(),
 		AppGUID:         r.appGUID,
@@ -242,6 +254,8 @@ type podRecord struct {
 	// image is the app container's image: a pod whose image is not its Deployment's is of an
 	// older template (see superseded).
 	image string
+	// ordinal is a StatefulSet pod's ordinal (its pod-index label), -1 for other pods.
+	ordinal int32
 }
 
 // recordPod is the pod informer's transform.
@@ -272,13 +286,28 @@ func recordPod(obj any) (any, error) {
 		crashReason:    reason,
 		terminal:       p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded,
 		image:          image,
+		ordinal:        podOrdinal(p.Labels),
 	}, nil
+}
+
+// podOrdinal is the StatefulSet controller's pod-index label as a number, -1 when absent or
+// not a number.
+func podOrdinal(labels map[string]string) int32 {
+	v, ok := labels[appsv1.PodIndexLabel]
+	if !ok {
+		return -1
+	}
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || n < 0 {
+		return -1
+	}
+	return int32(n)
 }
 
 // superseded says the pod is of an older pod template than its Deployment's, as during a
 // rollout: the image is the only template field opi changes after a desire (UpdateLRP), so it
 // tells the templates apart without caching ReplicaSets for their pod-template-hash.
-func (r *podRecord) superseded(d *deploymentRecord) bool {
+func (r *podRecord) superseded(d *workloadRecord) bool {
 	return r.image != "" && d.image != "" && r.image != d.image
 }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/opi-bridge/opi/opi"
 )
 
-// StopLRP deletes the LRP's Deployment with background propagation: the garbage collector then
+// StopLRP deletes the LRP's workload (Deployment or StatefulSet) with background propagation: the garbage collector then
 // removes its ReplicaSets and pods and the Secrets and Service it owns; one API call. When there
 // is no Deployment, Secrets and a Service of the LRP that nothing owns (left by a desire
 // interrupted before its Deployment) are looked for and deleted, best effort; leftovers beside a
@@ -23,22 +23,22 @@ func (b *Backend) StopLRP(ctx context.Context, id opi.LRPIdentifier) error {
 	if err := b.checkSynced(); err != nil {
 		return err
 	}
-	deployment, err := b.findDeployment(ctx, id)
+	deployment, err := b.findWorkload(ctx, id)
 	if err != nil && !errors.Is(err, opi.ErrNotFound) {
 		return err
 	}
 	if deployment != nil {
 		background := metav1.DeletePropagationBackground
-		err := b.client.AppsV1().Deployments(b.namespace).Delete(ctx, deployment.Name, metav1.DeleteOptions{
+		err := b.kind.delete(ctx, b, deployment.Name, metav1.DeleteOptions{
 			PropagationPolicy: &background,
 		})
 		if err != nil && kube.Classify(err) != kube.KindNotFound {
-			return apiError(err, "delete deployment")
+			return apiError(err, "delete "+b.kindName())
 		}
 	} else {
 		b.deleteUnowned(ctx, logger, id)
 	}
-	b.waitForNoDeployment(ctx, logger, id)
+	b.waitForNoWorkload(ctx, logger, id)
 	logger.Info("stopped")
 	return nil
 }
@@ -97,15 +97,15 @@ func preconditionUID(obj metav1.Object) metav1.DeleteOptions {
 	return metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
 }
 
-// StopInstance deletes the pod reported at index (instancePods at this moment); the
-// Deployment replaces it. ErrNotFound when the cache has no such LRP, ErrInvalid for an index
-// outside 0..instances-1; no pod at a valid index is success.
+// StopInstance deletes the pod reported at index (instancePods at this moment); the workload
+// replaces it (a StatefulSet under the same name). ErrNotFound when the cache has no such LRP,
+// ErrInvalid for an index outside 0..instances-1; no pod at a valid index is success.
 func (b *Backend) StopInstance(ctx context.Context, id opi.LRPIdentifier, index int32) error {
 	logger := b.logger.Session("stop-instance", lager.Data{"process-guid": id.ProcessGUID(), "index": index})
 	if err := b.checkSynced(); err != nil {
 		return err
 	}
-	deployment := b.cachedDeployment(id)
+	deployment := b.cachedWorkload(id)
 	if deployment == nil {
 		return notFound(id)
 	}
@@ -116,8 +116,8 @@ func (b *Backend) StopInstance(ctx context.Context, id opi.LRPIdentifier, index 
 		}
 		return fmt.Errorf("%w: instance index %d out of range 0..%d", opi.ErrInvalid, index, replicas-1)
 	}
-	pods := instancePods(b.cachedPods(id), deployment)
-	if int(index) >= len(pods) {
+	pods := b.instancePods(b.cachedPods(id), deployment)
+	if int(index) >= len(pods) || pods[index] == nil {
 		logger.Info("no-pod-at-index")
 		return nil
 	}

@@ -73,7 +73,7 @@ func toTaskEnvSecret(task *opi.Task, name, namespace string) *corev1.Secret {
 			Labels:    taskLabels(task),
 		},
 		Type: corev1.SecretTypeOpaque,
-		Data: envSecretDataFor(task.Env, nil),
+		Data: envSecretDataFor(task.Env, nil, false),
 	}
 }
 
@@ -84,7 +84,7 @@ func toJob(task *opi.Task, name, namespace string, w workloadSpec) *batchv1.Job 
 	c := corev1.Container{
 		Name:      ContainerName,
 		Image:     task.Image,
-		Env:       containerEnvFor(task.Env, nil, envSecretName(name)),
+		Env:       containerEnvFor(task.Env, nil, envSecretName(name), false),
 		Resources: resourcesFor(task.MemoryMB, task.DiskMB, task.CPUWeight),
 		SecurityContext: &corev1.SecurityContext{
 			AllowPrivilegeEscalation: ptr.To(false),

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"code.cloudfoundry.org/lager/v3"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,8 +25,8 @@ const undoTimeout = 10 * time.Second
 type desireWrites struct {
 	// secrets as their create returned them.
 	secrets []*corev1.Secret
-	// deployment, when this desire created it.
-	deployment *appsv1.Deployment
+	// workload (Deployment or StatefulSet), when this desire created it.
+	workload metav1.Object
 	// owned: the secrets were given to deployment (their version changed by that patch).
 	owned bool
 }
@@ -67,7 +66,7 @@ func (b *Backend) refused(ctx context.Context, logger lager.Logger, w *desireWri
 	return fmt.Errorf("%w; removed what this desire had written (%s)", wrapped, strings.Join(removed, ", "))
 }
 
-// undoDesire deletes what w records, the Deployment first (background propagation, as a stop),
+// undoDesire deletes what w records, the workload first (background propagation, as a stop),
 // each delete conditional on the object being the one this desire created: its uid, and, for a
 // Secret not yet given to the Deployment, its version too (another desire of the same LRP may
 // have taken it since; then it is that desire's). It returns what it removed, and waits until
@@ -77,15 +76,15 @@ func (b *Backend) undoDesire(ctx context.Context, logger lager.Logger, w *desire
 	defer cancel()
 	var removed []string
 	var errs []error
-	if d := w.deployment; d != nil {
+	if d := w.workload; d != nil {
 		background := metav1.DeletePropagationBackground
 		opts := preconditionUID(d)
 		opts.PropagationPolicy = &background
-		switch err := b.client.AppsV1().Deployments(b.namespace).Delete(ctx, d.Name, opts); {
+		switch err := b.kind.delete(ctx, b, d.GetName(), opts); {
 		case err == nil:
-			removed = append(removed, "deployment "+d.Name)
+			removed = append(removed, b.kindName()+" "+d.GetName())
 		case !goneOrChanged(err):
-			errs = append(errs, fmt.Errorf("delete deployment %s: %w", d.Name, err))
+			errs = append(errs, fmt.Errorf("delete %s %s: %w", b.kindName(), d.GetName(), err))
 		}
 	}
 	secrets := b.client.CoreV1().Secrets(b.namespace)
@@ -102,13 +101,13 @@ func (b *Backend) undoDesire(ctx context.Context, logger lager.Logger, w *desire
 			errs = append(errs, fmt.Errorf("delete secret %s: %w", s.Name, err))
 		}
 	}
-	if d := w.deployment; d != nil {
+	if d := w.workload; d != nil {
 		gone := kube.WaitUntil(ctx, cachePollInterval, b.readWaitTimeout, func() bool {
-			cached, ok := b.cachedDeploymentByName(d.Name)
-			return !ok || cached.UID != d.UID
+			cached, ok := b.cachedWorkloadByName(d.GetName())
+			return !ok || cached.UID != d.GetUID()
 		})
 		if !gone {
-			logger.Info("cache-wait-timed-out", lager.Data{"waiting-for": "deployment-gone", "deployment": d.Name})
+			logger.Info("cache-wait-timed-out", lager.Data{"waiting-for": b.kindName() + "-gone", b.kindName(): d.GetName()})
 		}
 	}
 	return removed, errors.Join(errs...)

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 
 	"code.cloudfoundry.org/lager/v3"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/opi"
@@ -25,16 +23,16 @@ func (b *Backend) UpdateLRP(ctx context.Context, id opi.LRPIdentifier, update op
 	if err := b.checkSynced(); err != nil {
 		return err
 	}
-	current, err := b.findDeployment(ctx, id)
+	current, err := b.findWorkload(ctx, id)
 	if err != nil {
 		return err
 	}
 	patch, changed := updatePatch(current, update)
 	if !changed {
-		logger.Info("unchanged", lager.Data{"deployment": current.Name})
+		logger.Info("unchanged", lager.Data{b.kindName(): current.Name})
 		return nil
 	}
-	if err := preflightUpdate(current, id, updateAnnotations(update)); err != nil {
+	if err := preflightUpdate(current, id, updateAnnotations(update), b.kindName()); err != nil {
 		logger.Info("refused-before-writing", lager.Data{"reason": err.Error()})
 		return err
 	}
@@ -48,16 +46,17 @@ func (b *Backend) UpdateLRP(ctx context.Context, id opi.LRPIdentifier, update op
 	}
 	// One patch: a refusal (422, or 403 from a webhook) changes nothing, so there is nothing to
 	// undo.
-	updated, err := b.client.AppsV1().Deployments(b.namespace).Patch(ctx, current.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	updated, err := b.kind.patch(ctx, b, current.Name, patch)
 	if err != nil {
-		return refusal(err, "update deployment")
+		return refusal(err, "update "+b.kindName())
 	}
-	b.waitForDeployment(ctx, logger, updated.Name, updated.ResourceVersion, true)
-	logger.Info("updated", lager.Data{"deployment": current.Name})
+	b.waitForWorkload(ctx, logger, updated.GetName(), updated.GetResourceVersion(), true)
+	logger.Info("updated", lager.Data{b.kindName(): current.Name})
 	return nil
 }
 
-// deploymentPatch is the part of a Deployment an update may change.
+// deploymentPatch is the part of a workload (Deployment or StatefulSet: the same fields) an
+// update may change.
 type deploymentPatch struct {
 	Metadata *patchMetadata `json:"metadata,omitempty"`
 	Spec     *patchSpec     `json:"spec,omitempty"`
@@ -103,7 +102,7 @@ func updateAnnotations(update opi.LRPUpdate) map[string]string {
 // d: d comes from the cache and may lag a concurrent update, and CC's update must land whole
 // (instances and annotation from the same request), never mixed with another. Only an update
 // that changes nothing at all is skipped.
-func updatePatch(d *deploymentRecord, update opi.LRPUpdate) ([]byte, bool) {
+func updatePatch(d *workloadRecord, update opi.LRPUpdate) ([]byte, bool) {
 	var p deploymentPatch
 	changed := false
 	if update.Instances != nil {

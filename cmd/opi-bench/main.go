@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/localkube"
 )
 
@@ -45,8 +46,10 @@ type config struct {
 	instanceCalls int
 	settle        time.Duration
 	keep          bool
-	tasks         int
-	opiArgs       string
+	// backend is opi's --backend: the workload kind opi, the floor and the live LIST use.
+	backend string
+	tasks   int
+	opiArgs string
 }
 
 func parseFlags(args []string) (config, error) {
@@ -68,6 +71,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.instanceCalls, "instance-calls", 200, "sequential instances calls, at 10 apps and at n")
 	fs.DurationVar(&c.settle, "settle", 10*time.Second, "pause after the reads before steady RSS is sampled")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work folder (opi and control plane logs)")
+	fs.StringVar(&c.backend, "backend", k8s.WorkloadDeployments, "opi's backend: deployments or statefulsets (the floor and the live LIST use the same kind)")
 	fs.IntVar(&c.tasks, "tasks", 0, "measure tasks instead of LRPs: desire this many tasks, GET /tasks at that count, cancel them")
 	fs.StringVar(&c.opiArgs, "opi-args", "", "more flags for opi, space-separated (e.g. \"--routing=none --headless-services\")")
 	if err := fs.Parse(args); err != nil {
@@ -76,6 +80,9 @@ func parseFlags(args []string) (config, error) {
 	seqCalls, noteFlag = c.seqReads, c.note
 	if c.n < 2*warmApps {
 		return c, fmt.Errorf("-n must be at least %d", 2*warmApps)
+	}
+	if c.backend != k8s.WorkloadDeployments && c.backend != k8s.WorkloadStatefulSets {
+		return c, fmt.Errorf("-backend %q is not one of %s, %s", c.backend, k8s.WorkloadDeployments, k8s.WorkloadStatefulSets)
 	}
 	if c.concurrency < 1 || c.burstWorkers < 1 || c.burstCalls < 1 || c.seqReads < 1 || c.instanceCalls < 1 {
 		return c, errors.New("concurrency, reads and calls must be positive")
@@ -179,7 +186,7 @@ func run(ctx context.Context, cfg config) (err error) {
 	logf("starting opi on %s (namespace %s)", addr, opiNamespace)
 	opi, err := localkube.StartProcess("opi", opiBin, append([]string{
 		"connect", "--kubeconfig", cluster.Kubeconfig(), "--listen", addr, "--namespace", opiNamespace,
-		"--kube-qps", strconv.Itoa(cfg.qps), "--kube-burst", strconv.Itoa(cfg.burst),
+		"--kube-qps", strconv.Itoa(cfg.qps), "--kube-burst", strconv.Itoa(cfg.burst), "--backend", cfg.backend,
 	}, strings.Fields(cfg.opiArgs)...), os.Environ(), nil, filepath.Join(workDir, "opi.log"))
 	if err != nil {
 		return err

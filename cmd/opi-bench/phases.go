@@ -240,7 +240,7 @@ func (e *env) phases(ctx context.Context) error {
 	if res.List, err = e.listPhase(ctx, listClient); err != nil {
 		return err
 	}
-	logf("live LIST of %d Deployments: p50 %.1f ms, p99 %.1f ms; burst p50 %.1f ms p99 %.1f ms",
+	logf("live LIST of %d workloads: p50 %.1f ms, p99 %.1f ms; burst p50 %.1f ms p99 %.1f ms",
 		cfg.n, res.List.P50, res.List.P99, res.List.BurstP50, res.List.BurstP99)
 
 	// 7. Steady memory after the reads.
@@ -365,7 +365,7 @@ func (e *env) captureTemplate(ctx context.Context, admin kubernetes.Interface) (
 	if err != nil {
 		return nil, err
 	}
-	deployments, err := admin.AppsV1().Deployments(opiNamespace).List(ctx, sel)
+	workloads, err := listWorkloadJSON(ctx, admin, e.cfg.backend, opiNamespace, sel)
 	if err != nil {
 		return nil, err
 	}
@@ -373,32 +373,27 @@ func (e *env) captureTemplate(ctx context.Context, admin kubernetes.Interface) (
 	if err != nil {
 		return nil, err
 	}
-	if len(secrets.Items) != 1 || len(deployments.Items) != 1 || len(services.Items) != 1 {
-		return nil, fmt.Errorf("the template app has %d secrets, %d deployments, %d services; the floor expects 1 of each",
-			len(secrets.Items), len(deployments.Items), len(services.Items))
+	if len(secrets.Items) != 1 || len(workloads) != 1 || len(services.Items) != 1 {
+		return nil, fmt.Errorf("the template app has %d secrets, %d workloads, %d services; the floor expects 1 of each",
+			len(secrets.Items), len(workloads), len(services.Items))
 	}
 	name := a.deploymentName()
-	if deployments.Items[0].Name != name {
-		return nil, fmt.Errorf("opi named the template deployment %s, k8s.DeploymentName says %s", deployments.Items[0].Name, name)
-	}
-	clean := func(m metav1.ObjectMeta) metav1.ObjectMeta {
-		return metav1.ObjectMeta{Name: m.Name, Labels: m.Labels, Annotations: m.Annotations}
+	if workloads[0].name != name {
+		return nil, fmt.Errorf("opi named the template workload %s, k8s.DeploymentName says %s", workloads[0].name, name)
 	}
 	s := secrets.Items[0]
 	secret := corev1.Secret{ObjectMeta: clean(s.ObjectMeta), Type: s.Type, Data: s.Data}
-	d := deployments.Items[0]
-	deployment := appsv1.Deployment{ObjectMeta: clean(d.ObjectMeta), Spec: d.Spec}
 	v := services.Items[0]
 	service := corev1.Service{ObjectMeta: clean(v.ObjectMeta), Spec: v.Spec}
 	if service.Spec.ClusterIP != corev1.ClusterIPNone {
 		// An allocated address is the API server's to choose; a headless Service keeps None.
 		service.Spec.ClusterIP, service.Spec.ClusterIPs = "", nil
 	}
-	t := &template{app: a, name: name}
+	t := &template{app: a, name: name, deployment: workloads[0].json}
 	for _, x := range []struct {
 		obj any
 		out *string
-	}{{&secret, &t.secret}, {&deployment, &t.deployment}, {&service, &t.service}} {
+	}{{&secret, &t.secret}, {&service, &t.service}} {
 		b, err := json.Marshal(x.obj)
 		if err != nil {
 			return nil, err
@@ -431,23 +426,94 @@ func (e *env) captureTemplate(ctx context.Context, admin kubernetes.Interface) (
 }
 
 // objects are the template's objects for app a, in namespace ns.
-func (t *template) objects(a app, ns string) (*corev1.Secret, *appsv1.Deployment, *corev1.Service, error) {
+// The workload is JSON (a Deployment or StatefulSet, as the backend makes), with ns set in it.
+func (t *template) objects(a app, ns string) (*corev1.Secret, []byte, *corev1.Service, error) {
 	r := strings.NewReplacer(t.name, a.deploymentName(), t.app.guid, a.guid, t.app.version, a.version)
 	var (
 		s corev1.Secret
-		d appsv1.Deployment
 		v corev1.Service
 	)
 	for _, x := range []struct {
 		in  string
 		out any
-	}{{t.secret, &s}, {t.deployment, &d}, {t.service, &v}} {
+	}{{t.secret, &s}, {t.service, &v}} {
 		if err := json.Unmarshal([]byte(r.Replace(x.in)), x.out); err != nil {
 			return nil, nil, nil, err
 		}
 	}
-	s.Namespace, d.Namespace, v.Namespace = ns, ns, ns
-	return &s, &d, &v, nil
+	s.Namespace, v.Namespace = ns, ns
+	return &s, []byte(r.Replace(t.deployment)), &v, nil
+}
+
+// clean is the metadata a template keeps: name, labels, annotations.
+func clean(m metav1.ObjectMeta) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: m.Name, Labels: m.Labels, Annotations: m.Annotations}
+}
+
+// workloadJSON is a workload as a template keeps it.
+type workloadJSON struct{ name, json string }
+
+// listWorkloadJSON lists the backend's workloads (Deployments or StatefulSets) as templates.
+func listWorkloadJSON(ctx context.Context, client kubernetes.Interface, backend, ns string, opts metav1.ListOptions) ([]workloadJSON, error) {
+	var objs []any
+	if backend == k8s.WorkloadStatefulSets {
+		list, err := client.AppsV1().StatefulSets(ns).List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range list.Items {
+			objs = append(objs, appsv1.StatefulSet{ObjectMeta: clean(s.ObjectMeta), Spec: s.Spec})
+		}
+	} else {
+		list, err := client.AppsV1().Deployments(ns).List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range list.Items {
+			objs = append(objs, appsv1.Deployment{ObjectMeta: clean(d.ObjectMeta), Spec: d.Spec})
+		}
+	}
+	out := make([]workloadJSON, 0, len(objs))
+	for _, o := range objs {
+		b, err := json.Marshal(o)
+		if err != nil {
+			return nil, err
+		}
+		var m struct {
+			Metadata metav1.ObjectMeta `json:"metadata"`
+		}
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, err
+		}
+		out = append(out, workloadJSON{name: m.Metadata.Name, json: string(b)})
+	}
+	return out, nil
+}
+
+// workloadKind is the Kubernetes kind of the backend's workloads.
+func workloadKind(backend string) string {
+	if backend == k8s.WorkloadStatefulSets {
+		return "StatefulSet"
+	}
+	return "Deployment"
+}
+
+// createWorkload creates the workload JSON of the backend's kind in ns, as the floor does.
+func createWorkload(ctx context.Context, client kubernetes.Interface, backend, ns string, body []byte) (metav1.Object, error) {
+	if backend == k8s.WorkloadStatefulSets {
+		var s appsv1.StatefulSet
+		if err := json.Unmarshal(body, &s); err != nil {
+			return nil, err
+		}
+		s.Namespace = ns
+		return client.AppsV1().StatefulSets(ns).Create(ctx, &s, metav1.CreateOptions{})
+	}
+	var d appsv1.Deployment
+	if err := json.Unmarshal(body, &d); err != nil {
+		return nil, err
+	}
+	d.Namespace = ns
+	return client.AppsV1().Deployments(ns).Create(ctx, &d, metav1.CreateOptions{})
 }
 
 // floorBatch creates, per app, what opi's desire creates, in opi's order and with opi's calls:
@@ -456,7 +522,6 @@ func (t *template) objects(a app, ns string) (*corev1.Secret, *appsv1.Deployment
 // returns each call's latency, to show which write dominates.
 func (e *env) floorBatch(ctx context.Context, client kubernetes.Interface, t *template, count int) (phase, [][4]time.Duration, error) {
 	secrets := client.CoreV1().Secrets(floorNamespace)
-	deployments := client.AppsV1().Deployments(floorNamespace)
 	services := client.CoreV1().Services(floorNamespace)
 	steps := make([][4]time.Duration, count)
 	p, err := timed(ctx, count, e.cfg.concurrency, func(ctx context.Context, i int) (time.Duration, error) {
@@ -470,12 +535,12 @@ func (e *env) floorBatch(ctx context.Context, client kubernetes.Interface, t *te
 			return 0, fmt.Errorf("create secret: %w", err)
 		}
 		t1 := time.Now()
-		created, err := deployments.Create(ctx, d, metav1.CreateOptions{})
+		created, err := createWorkload(ctx, client, e.cfg.backend, floorNamespace, d)
 		if err != nil {
-			return 0, fmt.Errorf("create deployment: %w", err)
+			return 0, fmt.Errorf("create %s: %w", strings.ToLower(workloadKind(e.cfg.backend)), err)
 		}
 		t2 := time.Now()
-		owner := kube.ControllerRef(created, "apps/v1", "Deployment")
+		owner := kube.ControllerRef(created, "apps/v1", workloadKind(e.cfg.backend))
 		if _, err := kube.SetOwner(ctx, secrets, s.Name, createdSecret.ResourceVersion, owner); err != nil {
 			return 0, fmt.Errorf("set secret owner: %w", err)
 		}
@@ -494,7 +559,7 @@ func (e *env) floorBatch(ctx context.Context, client kubernetes.Interface, t *te
 // stepPercentiles are the p50 and p99 of each of the floor's calls.
 func stepPercentiles(steps [][4]time.Duration) []step {
 	var out []step
-	for k, name := range []string{"create secret", "create deployment", "patch secret owner", "create service"} {
+	for k, name := range []string{"create secret", "create workload", "patch secret owner", "create service"} {
 		var ds []time.Duration
 		for _, st := range steps {
 			if st[k] > 0 {
@@ -647,19 +712,29 @@ func (e *env) appsPhase(ctx context.Context) (reads, error) {
 	return e.readPhases(ctx, r, one)
 }
 
-// listPhase is the cacheless baseline: a live LIST of the Deployments in opi's namespace, as
+// listPhase is the cacheless baseline: a live LIST of the workloads in opi's namespace, as
 // often and in the same pattern as GET /apps.
 func (e *env) listPhase(ctx context.Context, client kubernetes.Interface) (reads, error) {
 	var r reads
 	one := func(ctx context.Context) (time.Duration, error) {
 		start := time.Now()
-		list, err := client.AppsV1().Deployments(opiNamespace).List(ctx, metav1.ListOptions{})
-		took := time.Since(start)
-		if err != nil {
-			return 0, err
+		var items int
+		if e.cfg.backend == k8s.WorkloadStatefulSets {
+			list, err := client.AppsV1().StatefulSets(opiNamespace).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return 0, err
+			}
+			items = len(list.Items)
+		} else {
+			list, err := client.AppsV1().Deployments(opiNamespace).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return 0, err
+			}
+			items = len(list.Items)
 		}
-		if len(list.Items) != e.cfg.n {
-			return 0, fmt.Errorf("LIST returned %d deployments, want %d", len(list.Items), e.cfg.n)
+		took := time.Since(start)
+		if items != e.cfg.n {
+			return 0, fmt.Errorf("LIST returned %d workloads, want %d", items, e.cfg.n)
 		}
 		return took, nil
 	}

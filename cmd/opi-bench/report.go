@@ -27,6 +27,7 @@ const (
 type results struct {
 	Date        string  `json:"date"`
 	N           int     `json:"n"`
+	Backend     string  `json:"backend"`
 	Desired     int     `json:"desired_per_phase"`
 	Concurrency int     `json:"concurrency"`
 	Batch       int     `json:"batch"`
@@ -102,7 +103,7 @@ type machine struct {
 
 func newResults(cfg config) *results {
 	r := &results{
-		Date: time.Now().UTC().Format("2006-01-02 15:04 UTC"), N: cfg.n, Desired: cfg.n - warmApps,
+		Date: time.Now().UTC().Format("2006-01-02 15:04 UTC"), N: cfg.n, Backend: cfg.backend, Desired: cfg.n - warmApps,
 		Concurrency: cfg.concurrency, KubeQPS: cfg.qps, KubeBurst: cfg.burst,
 		CtrlQPS: cfg.ctrlQPS, CtrlBurst: cfg.ctrlBurst, Nodes: cfg.nodes,
 	}
@@ -251,7 +252,7 @@ func (r *results) table() string {
 	row("API server requests per desire (opi)", fmt.Sprintf("%.2f (%s)", r.DesireAPIPerApp, verbs(r.DesireAPI)), "", "")
 	row(fmt.Sprintf("GET /apps at N (%d sequential, then %d concurrent)", r.Apps.Calls-burstCount(r.Apps), burstCount(r.Apps)),
 		fmt.Sprintf("p50 %.2f ms, p99 %.2f ms; burst p50 %.2f ms, p99 %.2f ms; %s", r.Apps.P50, r.Apps.P99, r.Apps.BurstP50, r.Apps.BurstP99, size(r.Apps.Bytes)), "", "")
-	row("live LIST of the N Deployments (client-go, protobuf)",
+	row(fmt.Sprintf("live LIST of the N %s (client-go, protobuf)", workloadKind(r.Backend)+"s"),
 		fmt.Sprintf("p50 %.1f ms, p99 %.1f ms; burst p50 %.1f ms, p99 %.1f ms", r.List.P50, r.List.P99, r.List.BurstP50, r.List.BurstP99), "", "")
 	row("**LIST p50 / GET /apps p50**", fmt.Sprintf("**%.1f ×** (p99: %.1f ×)", r.ListSpeedup, ratio(r.List.P99, r.Apps.P99)),
 		fmt.Sprintf("≥ %.0f × (at %d apps)", targetListSpeedup, targetN), met(c[1].ok))
@@ -313,7 +314,7 @@ func (r *results) jsonLine() (string, error) {
 // record appends the run to a markdown file: date, N, machine, the table, notes.
 func record(path string, r *results, table, line string) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n## %s — N = %d\n\n", r.Date, r.N)
+	fmt.Fprintf(&b, "\n## %s — N = %d, backend %s\n\n", r.Date, r.N, r.Backend)
 	m := r.Machine
 	fmt.Fprintf(&b, "Machine: %d CPUs (%s), %.0f GiB RAM; %s; Kubernetes %s and kwok %s (tools/kube/go.mod). "+
 		"Load average %s at the start, %s at the end. Controllers at %d/%d requests/s, opi and the floor client at %d/%d; %d kwok nodes.\n\n",

@@ -27,7 +27,7 @@ import (
 const usage = `usage:
   opi-local cluster [--kubeconfig-out .local/kubeconfig] [--nodes N] [flags]
       start a control plane, write its kubeconfig, run until Ctrl-C/SIGTERM
-  opi-local run [--opi-bin bin/opi] [--listen 127.0.0.1:8085] [--namespace cf-workloads] [flags]
+  opi-local run [--opi-bin bin/opi] [--listen 127.0.0.1:8085] [--namespace cf-workloads] [--backend deployments] [flags]
       start a control plane, a Cloud Controller stand-in, an image registry with a sample image,
       and opi connected to them; run until Ctrl-C/SIGTERM
 
@@ -140,6 +140,7 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 	opiBin := fs.String("opi-bin", "bin/opi", "the opi binary to run (make build makes it)")
 	listen := fs.String("listen", "127.0.0.1:8085", "address opi listens on")
 	namespace := fs.String("namespace", "cf-workloads", "namespace opi puts the apps in")
+	backend := fs.String("backend", "deployments", "opi's backend: deployments or statefulsets (passed to opi as --backend)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -169,7 +170,7 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 		return errors.Join(err, stopAll())
 	}
 
-	opiArgs := []string{"connect", "--kubeconfig", f.kubeconfigOut, "--listen", *listen, "--namespace", *namespace,
+	opiArgs := []string{"connect", "--kubeconfig", f.kubeconfigOut, "--listen", *listen, "--namespace", *namespace, "--backend", *backend,
 		"--cc-internal-url", local.cc.URL, "--cc-ca", local.cc.CAFile,
 		"--cc-client-cert", local.cc.ClientCertFile, "--cc-client-key", local.cc.ClientKeyFile}
 	fmt.Fprintf(out, "starting %s %s\n", *opiBin, strings.Join(opiArgs, " "))

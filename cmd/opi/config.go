@@ -47,6 +47,10 @@ type Config struct {
 	// Pprof serves Go's profiles under /debug/pprof/ on the operations listener.
 	Pprof bool `json:"pprof"`
 
+	// Backend is the Kubernetes object that runs each app's instances: "deployments" (default)
+	// or "statefulsets" (a stable CF_INSTANCE_INDEX per instance; docs/adr/0007).
+	Backend string `json:"backend"`
+
 	// CC is how opi reaches Cloud Controller's internal API for callbacks.
 	CC CCConfig `json:"cc"`
 	// LeaderElection decides which replica does the background work (janitor, reporters).
@@ -181,6 +185,7 @@ func DefaultConfig() Config {
 		ShutdownTimeout: Duration{15 * time.Second},
 		WriteTimeout:    Duration{handler.DefaultWriteTimeout},
 		LogLevel:        "info",
+		Backend:         k8s.WorkloadDeployments,
 		CC:              CCConfig{DeliveryBound: Duration{cc.DefaultDeliveryBound}},
 		Workloads: WorkloadsConfig{
 			ProbeTimeout: Duration{k8s.DefaultProbeTimeout},
@@ -263,6 +268,7 @@ func parseFlags(args []string, cfg *Config) (configPath string, err error) {
 	fs.Var(&cfg.Workloads.ProbeTimeout, "probe-timeout", "how long each single health check of an instance may take")
 	fs.Var(&cfg.Workloads.MinReady, "min-ready", "how long a new instance must stay Ready before a rollout counts it")
 	fs.StringVar(&cfg.Workloads.PodSecurity, "pod-security", cfg.Workloads.PodSecurity, "baseline or restricted (for namespaces enforcing the restricted Pod Security Standard)")
+	fs.StringVar(&cfg.Backend, "backend", cfg.Backend, "what runs each app's instances: deployments or statefulsets (stable CF_INSTANCE_INDEX)")
 	fs.BoolVar(&cfg.LeaderElection.Enabled, "leader-election", cfg.LeaderElection.Enabled, "run the janitor and reporters only on the replica holding the leader Lease")
 	fs.Var(&cfg.LeaderElection.LeaseDuration, "leader-lease-duration", "how long a leader's Lease lasts without renewal")
 	fs.Var(&cfg.LeaderElection.RenewDeadline, "leader-renew-deadline", "how long the leader keeps trying to renew before it gives up leading")
@@ -354,6 +360,11 @@ func (c Config) Validate() error {
 	if w := c.Workloads; w.ProbeTimeout.Duration <= 0 || w.MinReady.Duration < 0 {
 		return fmt.Errorf("workloads.probe_timeout must be positive and workloads.min_ready not negative")
 	}
+	switch c.Backend {
+	case k8s.WorkloadDeployments, k8s.WorkloadStatefulSets:
+	default:
+		return fmt.Errorf("backend %q is not one of %s, %s", c.Backend, k8s.WorkloadDeployments, k8s.WorkloadStatefulSets)
+	}
 	if err := c.backendOptions().Validate(); err != nil {
 		return fmt.Errorf("workloads: %w", err)
 	}
@@ -386,6 +397,7 @@ func (c Config) backendOptions() k8s.Options {
 		MinReady:      cmp.Or(c.Workloads.MinReady.Duration, -1),
 		PodSecurity:   c.Workloads.PodSecurity,
 		TaskRetention: c.TaskRetention.Duration,
+		Workload:      c.Backend,
 	}
 	c.AppNetworkConfig.applyTo(&opts)
 	return opts
