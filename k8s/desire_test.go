@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/opi"
@@ -108,8 +109,8 @@ var _ = Describe("DesireLRP", func() {
 			Expect(d.Spec.Strategy).To(Equal(appsv1.DeploymentStrategy{
 				Type: appsv1.RollingUpdateDeploymentStrategyType,
 				RollingUpdate: &appsv1.RollingUpdateDeployment{
-					MaxSurge:       ptrTo(intstr.FromInt32(1)),
-					MaxUnavailable: ptrTo(intstr.FromInt32(0)),
+					MaxSurge:       ptr.To(intstr.FromInt32(1)),
+					MaxUnavailable: ptr.To(intstr.FromInt32(0)),
 				},
 			}), "a rollout surges one pod and never has fewer available than desired")
 			Expect(d.Spec.MinReadySeconds).To(Equal(int32(10)))
@@ -153,7 +154,7 @@ var _ = Describe("DesireLRP", func() {
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			}))
 			Expect(pod.Containers[0].SecurityContext).To(Equal(&corev1.SecurityContext{
-				AllowPrivilegeEscalation: ptrTo(false),
+				AllowPrivilegeEscalation: ptr.To(false),
 				Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: diegoCaps},
 			}))
 			Expect(pod.ImagePullSecrets).To(BeEmpty())
@@ -168,12 +169,12 @@ var _ = Describe("DesireLRP", func() {
 			It("runs as non-root with every capability dropped", func() {
 				pod := desire().Spec.Template.Spec
 				Expect(pod.SecurityContext).To(Equal(&corev1.PodSecurityContext{
-					RunAsNonRoot:   ptrTo(true),
+					RunAsNonRoot:   ptr.To(true),
 					SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 				}))
 				Expect(*pod.AutomountServiceAccountToken).To(BeFalse())
 				Expect(pod.Containers[0].SecurityContext).To(Equal(&corev1.SecurityContext{
-					AllowPrivilegeEscalation: ptrTo(false),
+					AllowPrivilegeEscalation: ptr.To(false),
 					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 				}))
 			})
@@ -335,8 +336,8 @@ var _ = Describe("DesireLRP", func() {
 			Entry("port: start_timeout_ms bounds the start", opi.HealthCheck{Type: "port", TimeoutMs: 61000, StartTimeoutMs: 61000}, &tcp, int32(31)),
 			Entry("port: health_check_timeout_ms alone is the start timeout", opi.HealthCheck{Type: "port", TimeoutMs: 180000}, &tcp, int32(90)),
 			Entry("port with defaults: 60 s to start", opi.HealthCheck{Type: "port"}, &tcp, int32(30)),
-			Entry("http on the endpoint", opi.HealthCheck{Type: "http", Endpoint: "/health", TimeoutMs: 2500, StartTimeoutMs: 90000}, ptrTo(httpGet("/health")), int32(45)),
-			Entry("http defaults to /", opi.HealthCheck{Type: "http"}, ptrTo(httpGet("/")), int32(30)),
+			Entry("http on the endpoint", opi.HealthCheck{Type: "http", Endpoint: "/health", TimeoutMs: 2500, StartTimeoutMs: 90000}, ptr.To(httpGet("/health")), int32(45)),
+			Entry("http defaults to /", opi.HealthCheck{Type: "http"}, ptr.To(httpGet("/")), int32(30)),
 			Entry("process has none: Ready once started, minReadySeconds guards rollouts", opi.HealthCheck{Type: "process"}, nil, int32(0)),
 			Entry("none has none", opi.HealthCheck{Type: "none"}, nil, int32(0)),
 		)
@@ -372,7 +373,7 @@ var _ = Describe("DesireLRP", func() {
 			secret := getSecret(client, name+"-env")
 			Expect(secret.OwnerReferences).To(Equal([]metav1.OwnerReference{{
 				APIVersion: "apps/v1", Kind: "Deployment", Name: name, UID: d.UID,
-				Controller: ptrTo(true), BlockOwnerDeletion: ptrTo(true),
+				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
 			}}))
 			Expect(metav1.IsControlledBy(secret, d)).To(BeTrue())
 		})
@@ -413,7 +414,7 @@ var _ = Describe("DesireLRP", func() {
 			Expect(metav1.IsControlledBy(pdb, d)).To(BeTrue())
 			Expect(pdb.Spec).To(Equal(policyv1.PodDisruptionBudgetSpec{
 				Selector:       &metav1.LabelSelector{MatchLabels: d.Spec.Selector.MatchLabels},
-				MaxUnavailable: ptrTo(intstr.FromInt32(1)),
+				MaxUnavailable: ptr.To(intstr.FromInt32(1)),
 			}))
 		})
 
@@ -550,7 +551,7 @@ var _ = Describe("DesireLRP", func() {
 			secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
 				Name: name + "-env", Namespace: namespace, Labels: wantLabels(),
 				OwnerReferences: []metav1.OwnerReference{{
-					APIVersion: "apps/v1", Kind: "Deployment", Name: name, UID: "old-uid", Controller: ptrTo(true),
+					APIVersion: "apps/v1", Kind: "Deployment", Name: name, UID: "old-uid", Controller: ptr.To(true),
 				}},
 			}}
 			old, err := client.CoreV1().Secrets(namespace).Create(ctx, secret, metav1.CreateOptions{})
@@ -586,5 +587,3 @@ func dockerConfig(secret *corev1.Secret) map[string]map[string]string {
 	ExpectWithOffset(1, json.Unmarshal(secret.Data[corev1.DockerConfigJsonKey], &config)).To(Succeed())
 	return config.Auths
 }
-
-func ptrTo[T any](v T) *T { return &v }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayfake "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/fake"
 
@@ -72,7 +73,7 @@ var _ = Describe("Hooks", func() {
 		}
 		path := func(p string, port int32) networkingv1.HTTPIngressPath {
 			return networkingv1.HTTPIngressPath{
-				Path: p, PathType: ptrTo(networkingv1.PathTypePrefix),
+				Path: p, PathType: ptr.To(networkingv1.PathTypePrefix),
 				Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
 					Name: name, Port: networkingv1.ServiceBackendPort{Number: port},
 				}},
@@ -93,7 +94,7 @@ var _ = Describe("Hooks", func() {
 			ing := getIngress()
 			owned(ing)
 			Expect(ing.Labels).To(HaveKeyWithValue(k8s.LabelGUID, lrp.GUID))
-			Expect(ing.Spec.IngressClassName).To(Equal(ptrTo("nginx")))
+			Expect(ing.Spec.IngressClassName).To(Equal(ptr.To("nginx")))
 			Expect(ing.Spec.Rules).To(Equal([]networkingv1.IngressRule{
 				{Host: "app.example.com", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
 					Paths: []networkingv1.HTTPIngressPath{path("/", 8080), path("/admin", 9090)},
@@ -148,7 +149,7 @@ var _ = Describe("Hooks", func() {
 		It("leaves the Ingress alone on an update without routes", func() {
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 			before := len(client.Actions())
-			Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Instances: ptrTo(int32(5))})).To(Succeed())
+			Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Instances: ptr.To(int32(5))})).To(Succeed())
 			Expect(actionsSince(client, before)).To(Equal([]string{"create poddisruptionbudgets " + name, "patch deployments " + name}))
 		})
 
@@ -266,13 +267,13 @@ var _ = Describe("Hooks", func() {
 		}
 		rule := func(path string, port int32) gatewayv1.HTTPRouteRule {
 			return gatewayv1.HTTPRouteRule{
-				Matches: []gatewayv1.HTTPRouteMatch{{Path: &gatewayv1.HTTPPathMatch{Type: ptrTo(gatewayv1.PathMatchPathPrefix), Value: ptrTo(path)}}},
+				Matches: []gatewayv1.HTTPRouteMatch{{Path: &gatewayv1.HTTPPathMatch{Type: ptr.To(gatewayv1.PathMatchPathPrefix), Value: ptr.To(path)}}},
 				BackendRefs: []gatewayv1.HTTPBackendRef{{BackendRef: gatewayv1.BackendRef{
 					BackendObjectReference: gatewayv1.BackendObjectReference{
-						Group: ptrTo(gatewayv1.Group("")), Kind: ptrTo(gatewayv1.Kind("Service")),
-						Name: gatewayv1.ObjectName(name), Port: ptrTo(port),
+						Group: ptr.To(gatewayv1.Group("")), Kind: ptr.To(gatewayv1.Kind("Service")),
+						Name: gatewayv1.ObjectName(name), Port: ptr.To(port),
 					},
-					Weight: ptrTo(int32(1)),
+					Weight: ptr.To(int32(1)),
 				}}},
 			}
 		}
@@ -286,8 +287,8 @@ var _ = Describe("Hooks", func() {
 			app := got["app.example.com"]
 			owned(&app)
 			Expect(app.Spec.ParentRefs).To(Equal([]gatewayv1.ParentReference{{
-				Group: ptrTo(gatewayv1.Group("gateway.networking.k8s.io")), Kind: ptrTo(gatewayv1.Kind("Gateway")),
-				Namespace: ptrTo(gatewayv1.Namespace("gateways")), Name: "cf",
+				Group: ptr.To(gatewayv1.Group("gateway.networking.k8s.io")), Kind: ptr.To(gatewayv1.Kind("Gateway")),
+				Namespace: ptr.To(gatewayv1.Namespace("gateways")), Name: "cf",
 			}}))
 			Expect(app.Spec.Rules).To(Equal([]gatewayv1.HTTPRouteRule{rule("/", 8080), rule("/admin", 9090)}))
 			Expect(got["b.example.com"].Spec.Rules).To(Equal([]gatewayv1.HTTPRouteRule{rule("/", 8080)}))
@@ -371,8 +372,8 @@ var _ = Describe("Hooks", func() {
 				Egress: []networkingv1.NetworkPolicyEgressRule{{
 					To: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "kube-system"}}}},
 					Ports: []networkingv1.NetworkPolicyPort{
-						{Protocol: ptrTo(corev1.ProtocolUDP), Port: &dns},
-						{Protocol: ptrTo(corev1.ProtocolTCP), Port: &dns},
+						{Protocol: ptr.To(corev1.ProtocolUDP), Port: &dns},
+						{Protocol: ptr.To(corev1.ProtocolTCP), Port: &dns},
 					},
 				}},
 			}))
@@ -427,10 +428,10 @@ var _ = Describe("Hooks", func() {
 				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
 				Egress: []networkingv1.NetworkPolicyEgressRule{
 					{To: []networkingv1.NetworkPolicyPeer{block("10.0.0.0/8")}, Ports: []networkingv1.NetworkPolicyPort{
-						{Protocol: ptrTo(corev1.ProtocolTCP), Port: &p443},
-						{Protocol: ptrTo(corev1.ProtocolTCP), Port: &p8000, EndPort: ptrTo(int32(8080))},
+						{Protocol: ptr.To(corev1.ProtocolTCP), Port: &p443},
+						{Protocol: ptr.To(corev1.ProtocolTCP), Port: &p8000, EndPort: ptr.To(int32(8080))},
 					}},
-					{To: []networkingv1.NetworkPolicyPeer{block("1.1.1.1/32")}, Ports: []networkingv1.NetworkPolicyPort{{Protocol: ptrTo(corev1.ProtocolUDP)}}},
+					{To: []networkingv1.NetworkPolicyPeer{block("1.1.1.1/32")}, Ports: []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolUDP)}}},
 					{To: []networkingv1.NetworkPolicyPeer{block("192.168.0.0/16"), block("2001:db8::/32")}},
 				},
 			}))

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/opi"
@@ -324,7 +325,7 @@ var _ = Describe("Which pods are instances", func() {
 		lrp.Instances = 2
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 		old := lrp.Image
-		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Image: ptrTo("example.com/new:2")})).To(Succeed())
+		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Image: ptr.To("example.com/new:2")})).To(Succeed())
 
 		By("a surge pod of the new template starts: the two old ones still report")
 		pod("pod-old-a", 0, old, healthy)
@@ -345,7 +346,7 @@ var _ = Describe("Which pods are instances", func() {
 		lrp.Instances = 2
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 		old := lrp.Image
-		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Image: ptrTo("example.com/fixed:2")})).To(Succeed())
+		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Image: ptr.To("example.com/fixed:2")})).To(Succeed())
 		pod("pod-old-a", 0, old, crashLooping)
 		pod("pod-old-b", 1, old, crashLooping)
 		pod("pod-new-a", 10, "example.com/fixed:2", starting)

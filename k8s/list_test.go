@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/opi"
@@ -61,10 +62,10 @@ var _ = Describe("ListLRPs", func() {
 	It("builds it again after an update, a desire and a stop", func() {
 		Expect(instances(list())).To(Equal([]int32{2, 2, 2}))
 
-		Expect(backend.UpdateLRP(ctx, lrps[1].LRPIdentifier, opi.LRPUpdate{Instances: ptrTo(int32(5))})).To(Succeed())
+		Expect(backend.UpdateLRP(ctx, lrps[1].LRPIdentifier, opi.LRPUpdate{Instances: ptr.To(int32(5))})).To(Succeed())
 		Expect(instances(list())).To(Equal([]int32{2, 5, 2}))
 
-		Expect(backend.UpdateLRP(ctx, lrps[2].LRPIdentifier, opi.LRPUpdate{Annotation: ptrTo("2.0")})).To(Succeed())
+		Expect(backend.UpdateLRP(ctx, lrps[2].LRPIdentifier, opi.LRPUpdate{Annotation: ptr.To("2.0")})).To(Succeed())
 		Expect(list()[2].LastUpdated).To(Equal("2.0"))
 
 		extra := sampleLRP()

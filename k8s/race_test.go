@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/k8s/kube"
@@ -40,7 +41,7 @@ var _ = Describe("DesireLRP after a stop of the same LRP", func() {
 		// What a stop leaves for a moment: the Deployment gone, its Service not collected yet.
 		stale := &corev1.Service{ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: namespace, UID: "stale-uid",
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: name, UID: "gone", Controller: ptrTo(true)}},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: name, UID: "gone", Controller: ptr.To(true)}},
 		}}
 		_, err := client.CoreV1().Services(namespace).Create(ctx, stale, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/opi"
@@ -81,7 +82,7 @@ var _ = Describe("The StatefulSet backend", func() {
 			s := getStatefulSet(client, name)
 			owner := []metav1.OwnerReference{{
 				APIVersion: "apps/v1", Kind: "StatefulSet", Name: name, UID: s.UID,
-				Controller: ptrTo(true), BlockOwnerDeletion: ptrTo(true),
+				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
 			}}
 			Expect(getSecret(client, name+"-env").OwnerReferences).To(Equal(owner))
 			Expect(getService(client, name).OwnerReferences).To(Equal(owner))
@@ -100,7 +101,7 @@ var _ = Describe("The StatefulSet backend", func() {
 			Expect(spec.PodManagementPolicy).To(Equal(appsv1.ParallelPodManagement))
 			Expect(spec.UpdateStrategy).To(Equal(appsv1.StatefulSetUpdateStrategy{
 				Type:          appsv1.RollingUpdateStatefulSetStrategyType,
-				RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{MaxUnavailable: ptrTo(intstr.FromInt32(1))},
+				RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{MaxUnavailable: ptr.To(intstr.FromInt32(1))},
 			}))
 			Expect(spec.MinReadySeconds).To(BeEquivalentTo(10))
 			Expect(spec.ServiceName).To(BeEmpty())
@@ -265,8 +266,8 @@ var _ = Describe("The StatefulSet backend", func() {
 
 		It("patches the StatefulSet's replicas and image and keeps the budget in step", func() {
 			Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{
-				Instances: ptrTo(int32(1)),
-				Image:     ptrTo("busybox:1.37"),
+				Instances: ptr.To(int32(1)),
+				Image:     ptr.To("busybox:1.37"),
 			})).To(Succeed())
 			Expect(actionsSince(client, before)).To(Equal([]string{
 				"delete poddisruptionbudgets " + name, // the budget hook, before the patch

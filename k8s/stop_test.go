@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/opi"
@@ -79,7 +80,7 @@ var _ = Describe("Stopping", func() {
 			}
 			owned := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
 				Name: "owned", Namespace: namespace, Labels: labels,
-				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "x", UID: "u", Controller: ptrTo(true)}},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "x", UID: "u", Controller: ptr.To(true)}},
 			}}
 			_, err := client.CoreV1().Secrets(namespace).Create(ctx, owned, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/opi"
@@ -36,10 +37,10 @@ var _ = Describe("UpdateLRP", func() {
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 		before = len(client.Actions())
 		update = opi.LRPUpdate{
-			Instances:  ptrTo(int32(5)),
-			Annotation: ptrTo("2.0"),
+			Instances:  ptr.To(int32(5)),
+			Annotation: ptr.To("2.0"),
 			Routes:     &[]opi.Route{{Hostname: "a.example.com", Port: 8080}, {Hostname: "b.example.com", Port: 9090}},
-			Image:      ptrTo("busybox:1.37"),
+			Image:      ptr.To("busybox:1.37"),
 		}
 	})
 
@@ -70,7 +71,7 @@ var _ = Describe("UpdateLRP", func() {
 		}
 		scale := func(n int32) []string {
 			from := len(client.Actions())
-			Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Instances: ptrTo(n)})).To(Succeed())
+			Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Instances: ptr.To(n)})).To(Succeed())
 			actions := actionsSince(client, from)
 			Eventually(func() int32 {
 				got, err := backend.GetLRP(ctx, lrp.LRPIdentifier)
@@ -100,7 +101,7 @@ var _ = Describe("UpdateLRP", func() {
 		})
 
 		It("is left alone by updates that do not scale", func() {
-			Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Annotation: ptrTo("3.0")})).To(Succeed())
+			Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Annotation: ptr.To("3.0")})).To(Succeed())
 			Expect(actionsSince(client, before)).To(Equal([]string{"patch deployments " + name}))
 		})
 	})
@@ -116,7 +117,7 @@ var _ = Describe("UpdateLRP", func() {
 	})
 
 	It("leaves fields that are not given alone", func() {
-		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Instances: ptrTo(int32(3))})).To(Succeed())
+		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Instances: ptr.To(int32(3))})).To(Succeed())
 		d := getDeployment(client, name)
 		Expect(*d.Spec.Replicas).To(Equal(int32(3)))
 		Expect(d.Annotations).To(HaveKeyWithValue("opi-bridge.io/last-updated", lrp.LastUpdated))
@@ -124,7 +125,7 @@ var _ = Describe("UpdateLRP", func() {
 	})
 
 	It("writes nothing when nothing changes", func() {
-		same := opi.LRPUpdate{Instances: ptrTo(lrp.Instances), Annotation: ptrTo(lrp.LastUpdated)}
+		same := opi.LRPUpdate{Instances: ptr.To(lrp.Instances), Annotation: ptr.To(lrp.LastUpdated)}
 		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, same)).To(Succeed())
 		Expect(actionsSince(client, before)).To(BeEmpty())
 	})
@@ -135,8 +136,8 @@ var _ = Describe("UpdateLRP", func() {
 			patches = append(patches, string(a.(k8stesting.PatchAction).GetPatch()))
 			return false, nil, nil
 		})
-		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Instances: ptrTo(int32(7)), Annotation: ptrTo(lrp.LastUpdated)})).To(Succeed())
-		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Image: ptrTo("busybox:2")})).To(Succeed())
+		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Instances: ptr.To(int32(7)), Annotation: ptr.To(lrp.LastUpdated)})).To(Succeed())
+		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Image: ptr.To("busybox:2")})).To(Succeed())
 		Expect(patches).To(HaveLen(2))
 		Expect(patches[0]).To(MatchJSON(`{"metadata":{"annotations":{"opi-bridge.io/last-updated":"1600000000.2499998"}},"spec":{"replicas":7}}`))
 		Expect(patches[1]).To(MatchJSON(`{"spec":{"template":{"spec":{"containers":[{"name":"opi","image":"busybox:2"}]}}}}`))
