@@ -67,13 +67,7 @@ func (h *disruptionHook) updated(ctx context.Context, t hookTarget, before *opi.
 }
 
 func (h *disruptionHook) missing(ctx context.Context, deployments []*workloadRecord) ([]*workloadRecord, error) {
-	have := map[string]bool{}
-	err := kube.ListPages(ctx, appSelector(), h.client.PolicyV1().PodDisruptionBudgets(h.namespace).List, func(page *policyv1.PodDisruptionBudgetList) error {
-		for i := range page.Items {
-			have[page.Items[i].Name] = true
-		}
-		return nil
-	})
+	have, err := kube.ListNames(ctx, appSelector(), h.client.PolicyV1().PodDisruptionBudgets(h.namespace).List)
 	if err != nil {
 		return nil, err
 	}

@@ -170,13 +170,7 @@ func (h *networkPolicyHook) missing(ctx context.Context, deployments []*workload
 	if !h.opts.Enabled {
 		return nil, nil
 	}
-	have := map[string]bool{}
-	err := kube.ListPages(ctx, appSelector(), h.client.NetworkingV1().NetworkPolicies(h.namespace).List, func(page *networkingv1.NetworkPolicyList) error {
-		for i := range page.Items {
-			have[page.Items[i].Name] = true
-		}
-		return nil
-	})
+	have, err := kube.ListNames(ctx, appSelector(), h.client.NetworkingV1().NetworkPolicies(h.namespace).List)
 	if err != nil {
 		return nil, err
 	}

@@ -241,22 +241,12 @@ func (h *routingHook) updated(ctx context.Context, t hookTarget, _ *opi.LRP, upd
 }
 
 func (h *routingHook) missing(ctx context.Context, deployments []*workloadRecord) ([]*workloadRecord, error) {
-	have := map[string]bool{}
+	var have map[string]bool
 	var err error
 	if h.opts.Mode == RoutingIngress {
-		err = kube.ListPages(ctx, appSelector(), h.client.NetworkingV1().Ingresses(h.namespace).List, func(page *networkingv1.IngressList) error {
-			for i := range page.Items {
-				have[page.Items[i].Name] = true
-			}
-			return nil
-		})
+		have, err = kube.ListNames(ctx, appSelector(), h.client.NetworkingV1().Ingresses(h.namespace).List)
 	} else {
-		err = kube.ListPages(ctx, appSelector(), h.gateway.GatewayV1().HTTPRoutes(h.namespace).List, func(page *gatewayv1.HTTPRouteList) error {
-			for i := range page.Items {
-				have[page.Items[i].Name] = true
-			}
-			return nil
-		})
+		have, err = kube.ListNames(ctx, appSelector(), h.gateway.GatewayV1().HTTPRoutes(h.namespace).List)
 	}
 	if err != nil {
 		return nil, err

@@ -40,13 +40,7 @@ func (h *serviceHook) desired(ctx context.Context, t hookTarget) error {
 }
 
 func (h *serviceHook) missing(ctx context.Context, deployments []*workloadRecord) ([]*workloadRecord, error) {
-	have := map[string]bool{}
-	err := kube.ListPages(ctx, appSelector(), h.client.CoreV1().Services(h.namespace).List, func(page *corev1.ServiceList) error {
-		for i := range page.Items {
-			have[page.Items[i].Name] = true
-		}
-		return nil
-	})
+	have, err := kube.ListNames(ctx, appSelector(), h.client.CoreV1().Services(h.namespace).List)
 	if err != nil {
 		return nil, err
 	}

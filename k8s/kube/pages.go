@@ -2,6 +2,8 @@ package kube
 
 import (
 	"context"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -30,4 +32,22 @@ func ListPages[L interface{ GetContinue() string }](ctx context.Context, opts me
 		}
 		opts.Continue = next
 	}
+}
+
+// ListNames lists with opts page by page (ListPages) and returns the names of the objects
+// listed: what a sweep needs to tell which objects exist, without holding them.
+func ListNames[L interface {
+	GetContinue() string
+	runtime.Object
+}](ctx context.Context, opts metav1.ListOptions, list func(context.Context, metav1.ListOptions) (L, error)) (map[string]bool, error) {
+	names := map[string]bool{}
+	err := ListPages(ctx, opts, list, func(page L) error {
+		return meta.EachListItem(page, func(o runtime.Object) error {
+			if m, err := meta.Accessor(o); err == nil {
+				names[m.GetName()] = true
+			}
+			return nil
+		})
+	})
+	return names, err
 }

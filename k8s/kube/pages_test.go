@@ -56,4 +56,13 @@ var _ = Describe("ListPages", func() {
 		Expect(err).To(MatchError(boom))
 		Expect(calls).To(Equal(2))
 	})
+
+	It("names every object of every page (ListNames)", func() {
+		list := func(_ context.Context, opts metav1.ListOptions) (*corev1.SecretList, error) {
+			return pages[opts.Continue], nil
+		}
+		names, err := kube.ListNames(context.Background(), metav1.ListOptions{}, list)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(names).To(Equal(map[string]bool{"a": true, "b": true, "c": true, "d": true}))
+	})
 })
