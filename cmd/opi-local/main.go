@@ -9,15 +9,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
-
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/opi-bridge/opi/localkube"
 	"github.com/opi-bridge/opi/testsupport/ccstandin"
@@ -183,8 +180,8 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 		return opi.Stop()
 	})
 	base := "http://" + *listen
-	if err := waitReady(ctx, base+"/readyz", opi); err != nil {
-		return errors.Join(err, stopAll())
+	if err := opi.WaitHTTP(ctx, base+"/readyz", 2*time.Minute); err != nil {
+		return errors.Join(fmt.Errorf("waiting for opi to be ready: %w", err), stopAll())
 	}
 	printGuide(out, guide{
 		Base: base, Kubectl: filepath.Join(c.BinDir(), "kubectl"), Kubeconfig: f.kubeconfigOut, Namespace: *namespace,
@@ -235,45 +232,6 @@ func (l *localCC) close() error {
 		errs = append(errs, l.registry.Close())
 	}
 	return errors.Join(append(errs, l.cc.Close())...)
-}
-
-// waitReady polls url until it answers 200, opi exits, ctx ends or two minutes pass.
-func waitReady(ctx context.Context, url string, opi *localkube.Process) error {
-	client := &http.Client{Timeout: 2 * time.Second}
-	last := "no answer yet"
-	errExited := errors.New("opi exited")
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return false, fmt.Errorf("making the readiness request: %w", err)
-		}
-		if resp, err := client.Do(req); err != nil {
-			last = err.Error()
-		} else {
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return true, nil
-			}
-			last = fmt.Sprintf("%s: %s", resp.Status, body)
-		}
-		select {
-		case <-opi.Done():
-			return false, errExited
-		default:
-			return false, nil
-		}
-	})
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, errExited):
-		return fmt.Errorf("waiting for opi to be ready: opi exited: %v", opi.Err())
-	case wait.Interrupted(err):
-		return fmt.Errorf("waiting for GET %s to answer 200: %w (last: %s)", url, err, last)
-	default:
-		return err
-	}
 }
 
 func copyKubeconfig(from, to string) error {
