@@ -18,11 +18,12 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"code.cloudfoundry.org/lager/v3"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/opi-bridge/opi/tlsfiles"
 )
 
 const (
@@ -86,7 +87,7 @@ func New(opts Options, logger lager.Logger) (*Client, error) {
 	if opts.AttemptTimeout <= 0 {
 		opts.AttemptTimeout = DefaultAttemptTimeout
 	}
-	tlsConfig, err := clientTLS(opts)
+	tlsConfig, err := clientTLS(opts, logger.Session("cc-tls"))
 	if err != nil {
 		return nil, err
 	}
@@ -117,8 +118,8 @@ func New(opts Options, logger lager.Logger) (*Client, error) {
 }
 
 // clientTLS is TLS 1.2+ with CC's CA and opi's client certificate, read again whenever its files
-// change.
-func clientTLS(opts Options) (*tls.Config, error) {
+// change (tlsfiles).
+func clientTLS(opts Options, logger lager.Logger) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if opts.CA != "" {
 		pem, err := os.ReadFile(opts.CA)
@@ -135,49 +136,16 @@ func clientTLS(opts Options) (*tls.Config, error) {
 		return nil, errors.New("the cc client certificate and key go together")
 	}
 	if opts.ClientCert != "" {
-		kp := &keyPair{cert: opts.ClientCert, key: opts.ClientKey}
-		if _, err := kp.get(); err != nil {
+		pair, err := tlsfiles.New([]string{opts.ClientCert, opts.ClientKey}, func() (*tls.Certificate, error) {
+			cert, err := tls.LoadX509KeyPair(opts.ClientCert, opts.ClientKey)
+			return &cert, err
+		}, logger)
+		if err != nil {
 			return nil, fmt.Errorf("load cc client certificate: %w", err)
 		}
-		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return kp.get() }
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return pair.Get(), nil }
 	}
 	return cfg, nil
-}
-
-// keyPair is a certificate and key on disk, loaded again when either file's modification time
-// changes.
-type keyPair struct {
-	cert, key string
-
-	mu     sync.Mutex
-	loaded *tls.Certificate
-	stamp  string
-}
-
-func (k *keyPair) get() (*tls.Certificate, error) {
-	stamp := modTime(k.cert) + "|" + modTime(k.key)
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.loaded != nil && stamp == k.stamp {
-		return k.loaded, nil
-	}
-	pair, err := tls.LoadX509KeyPair(k.cert, k.key)
-	if err != nil {
-		if k.loaded != nil {
-			return k.loaded, nil // a rotation half-written: keep the old pair until both files are new
-		}
-		return nil, err
-	}
-	k.loaded, k.stamp = &pair, stamp
-	return k.loaded, nil
-}
-
-func modTime(path string) string {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return ""
-	}
-	return fi.ModTime().String() + fmt.Sprint(fi.Size())
 }
 
 // CheckURL tells whether a callback URL can be used: absolute http(s), and http only for a
