@@ -194,9 +194,11 @@ func (w *stagingWorker) forget(obj any) {
 	}
 }
 
-// stripManagedFields drops what the worker never reads from cached records.
+// stripManagedFields drops what the worker never reads from cached records. It writes only
+// when there is something to drop: an object with none may be shared (a fake clientset's
+// watch hands out the object its store keeps), and a write would race its readers.
 func stripManagedFields(obj any) (any, error) {
-	if m, ok := obj.(metav1.Object); ok {
+	if m, ok := obj.(metav1.Object); ok && len(m.GetManagedFields()) > 0 {
 		m.SetManagedFields(nil)
 	}
 	return obj, nil
