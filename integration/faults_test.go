@@ -309,6 +309,46 @@ var _ = Describe("Faults", func() {
 			Expect(st.Incomplete).To(BeEmpty())
 			Eventually(allRunning(o, a)).Should(Equal(running(2)))
 		})
+
+		// opi killed between a desire's two rounds leaves the workload without its Secret:
+		// here the Secret is deleted, which leaves the same state.
+		It("between its rounds is completed by the next desire: the Secret made, owned", func() {
+			ns := newNamespace()
+			o := startOpi(ns)
+			a := newApp()
+			desire(o, a)
+			Expect(kube.CoreV1().Secrets(ns).Delete(context.Background(), deploymentName(a)+"-env", metav1.DeleteOptions{})).To(Succeed())
+			Expect(stateOf(kube, ns).Incomplete).NotTo(BeEmpty())
+
+			desire(o, a)
+			d := workloads(ns, a)
+			Expect(d).To(HaveLen(1))
+			secret, err := kube.CoreV1().Secrets(ns).Get(context.Background(), deploymentName(a)+"-env", metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(metav1.IsControlledBy(secret, &d[0])).To(BeTrue())
+			Expect(stateOf(kube, ns).Incomplete).To(BeEmpty())
+		})
+
+		It("between its rounds, never desired again, is deleted by the janitor so that CC's sync desires it", func() {
+			ns := newNamespace()
+			grace := 8 * time.Second
+			o := startOpi(ns, "--janitor-period", "1s", "--janitor-grace", grace.String())
+			a, complete := newApp(), newApp()
+			desire(o, a)
+			desire(o, complete)
+			Expect(kube.CoreV1().Secrets(ns).Delete(context.Background(), deploymentName(a)+"-env", metav1.DeleteOptions{})).To(Succeed())
+
+			Eventually(listed, grace+30*time.Second, time.Second).WithArguments(o).ShouldNot(HaveKey(a.processGUID()))
+			Expect(workloads(ns, a)).To(BeEmpty())
+			Expect(o.Logs()).To(ContainSubstring("deleted-incomplete-workload"))
+			Expect(listed(o)).To(HaveKey(complete.processGUID()), "a complete app is kept")
+
+			desire(o, a) // CC's sync: the app is missing
+			st := stateOf(kube, ns)
+			Expect(st.Deployments).To(HaveLen(2))
+			Expect(st.Incomplete).To(BeEmpty())
+			Expect(st.Orphans).To(BeEmpty())
+		})
 	})
 
 	Describe("the janitor", func() {
@@ -368,28 +408,29 @@ var _ = Describe("Faults", func() {
 				o.start()
 			}
 
-			// CC's sync: desire what GET /apps lacks.
-			have := listed(o)
-			missing := 0
-			for _, a := range sent {
-				if _, ok := have[a.processGUID()]; !ok {
-					missing++
-					desire(o, a)
-				}
-			}
-			GinkgoWriter.Printf("%d of %d apps re-desired after the kills\n", missing, len(sent))
-
-			have = listed(o)
-			Expect(have).To(HaveLen(len(sent)))
+			// CC's sync, every few seconds until it converges: desire what GET /apps lacks. An
+			// app whose workload was made but not its Secret (opi killed between the desire's
+			// two rounds) is listed until the janitor deletes it past its grace; then it is
+			// missing and desired again.
+			resent := map[string]bool{}
 			Eventually(func(g Gomega) {
+				have := listed(o)
+				for _, a := range sent {
+					if _, ok := have[a.processGUID()]; !ok {
+						resent[a.processGUID()] = true
+						desire(o, a)
+					}
+				}
 				st := stateOf(kube, ns)
+				g.Expect(listed(o)).To(HaveLen(len(sent)))
 				g.Expect(st.Deployments).To(HaveLen(len(sent)))
 				for _, a := range sent {
 					g.Expect(st.Deployments[a.processGUID()]).To(HaveLen(1))
 				}
 				g.Expect(st.Orphans).To(BeEmpty())
 				g.Expect(st.Incomplete).To(BeEmpty())
-			}, 30*time.Second, time.Second).Should(Succeed())
+			}, 90*time.Second, 2*time.Second).Should(Succeed())
+			GinkgoWriter.Printf("%d of %d apps re-desired after the kills\n", len(resent), len(sent))
 		})
 	})
 

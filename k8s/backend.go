@@ -30,9 +30,6 @@ import (
 // DefaultReadWaitTimeout bounds how long a write waits for the caches to observe it.
 const DefaultReadWaitTimeout = 5 * time.Second
 
-// cachePollInterval is how often a write looks at the cache while waiting for it.
-const cachePollInterval = 10 * time.Millisecond
-
 // Options configure the backend.
 type Options struct {
 	// Namespace is where apps run.
@@ -143,6 +140,9 @@ type Backend struct {
 
 	started atomic.Bool
 	synced  atomic.Bool
+	// cacheChanged fires on every event of the workload, pod and Job informers: a write
+	// waiting until the cache holds what it wrote looks again then (see waitForCache).
+	cacheChanged kube.Signal
 
 	// hooks are the concerns that react to an LRP's events (hooks.go).
 	hooks           []hook

@@ -47,12 +47,33 @@ func (b *Backend) newInformers() {
 			b.logger.Error("add-indexer", err, lager.Data{"informer": name})
 		}
 	}
+	b.fireOnChange("workloads", b.workloads)
+	b.fireOnChange("pods", b.pods)
 	if err := b.workloads.SetTransform(recordWorkload); err != nil {
 		b.logger.Error("set-transform", err, lager.Data{"informer": "workloads"})
 	}
 	if err := b.pods.SetTransform(recordPod); err != nil {
 		b.logger.Error("set-transform", err, lager.Data{"informer": "pods"})
 	}
+}
+
+// fireOnChange wakes the writes waiting for the cache (waitForCache) on each of informer's events.
+// Handlers run after the informer's store took the change.
+func (b *Backend) fireOnChange(name string, informer cache.SharedIndexInformer) {
+	fire := func(any) { b.cacheChanged.Fire() }
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    fire,
+		UpdateFunc: func(_, obj any) { fire(obj) },
+		DeleteFunc: fire,
+	}); err != nil {
+		b.logger.Error("add-event-handler", err, lager.Data{"informer": name})
+	}
+}
+
+// waitForCache waits until cond holds of the caches, looking again on each of their changes,
+// at most readWaitTimeout.
+func (b *Backend) waitForCache(ctx context.Context, cond func() bool) bool {
+	return b.cacheChanged.WaitFor(ctx, b.readWaitTimeout, cond)
 }
 
 // cachedWorkload is the LRP's workload as the cache holds it (shared: do not modify), nil
@@ -211,7 +232,7 @@ func notFound(id opi.LRPIdentifier) error {
 // waitForWorkload waits until the cache holds workload name at resourceVersion rv or
 // newer; with goneOK, also until it is gone (deleted meanwhile).
 func (b *Backend) waitForWorkload(ctx context.Context, logger lager.Logger, name, rv string, goneOK bool) {
-	ok := kube.WaitUntil(ctx, cachePollInterval, b.readWaitTimeout, func() bool {
+	ok := b.waitForCache(ctx, func() bool {
 		d, exists := b.cachedWorkloadByName(name)
 		if !exists {
 			return goneOK
@@ -225,7 +246,7 @@ func (b *Backend) waitForWorkload(ctx context.Context, logger lager.Logger, name
 
 // waitForNoWorkload waits until the cache has no live workload of the LRP.
 func (b *Backend) waitForNoWorkload(ctx context.Context, logger lager.Logger, id opi.LRPIdentifier) {
-	ok := kube.WaitUntil(ctx, cachePollInterval, b.readWaitTimeout, func() bool {
+	ok := b.waitForCache(ctx, func() bool {
 		return b.cachedWorkload(id) == nil
 	})
 	if !ok {
@@ -235,7 +256,7 @@ func (b *Backend) waitForNoWorkload(ctx context.Context, logger lager.Logger, id
 
 // waitForPodGone waits until the cache no longer reports pod uid as live.
 func (b *Backend) waitForPodGone(ctx context.Context, logger lager.Logger, id opi.LRPIdentifier, uid types.UID) {
-	ok := kube.WaitUntil(ctx, cachePollInterval, b.readWaitTimeout, func() bool {
+	ok := b.waitForCache(ctx, func() bool {
 		for _, p := range b.cachedPods(id) {
 			if p.UID == uid && p.DeletionTimestamp == nil {
 				return false

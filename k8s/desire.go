@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"code.cloudfoundry.org/lager/v3"
 	corev1 "k8s.io/api/core/v1"
@@ -15,27 +16,32 @@ import (
 	"github.com/opi-bridge/opi/opi"
 )
 
-// DesireLRP creates the LRP's objects, in an order that lets a later desire finish what an
-// interrupted one started (opi may die between any two calls):
+// DesireLRP creates the LRP's objects in two rounds, so that a desire costs two API round
+// trips one after the other however many objects the LRP has:
 //
-//  1. the env Secret (exists → fine);
-//  2. the image pull Secret, when the LRP has registry credentials (exists → fine);
-//  3. the workload, a Deployment or StatefulSet, shaped by the hooks (exists → the desire
+//  1. the workload, a Deployment or StatefulSet, shaped by the hooks (exists → the desire
 //     changes nothing of it); "Deployment" below stands for either;
-//  4. the Secrets made controlled by the Deployment;
-//  5. every hook's objects (the Service, routing objects, egress policy, PodDisruptionBudget:
-//     see hooks.go), each created controlled by the Deployment (exists → made controlled,
-//     content left).
+//  2. at once, each created controlled by the Deployment (its owner reference set at
+//     creation, so no owner patch follows): the env Secret, the image pull Secret when the LRP
+//     has registry credentials, and every hook's objects (the Service, routing objects, egress
+//     policy, PodDisruptionBudget: see hooks.go). An object that exists is made controlled by
+//     the Deployment (kube.EnsureControlled) and its content left.
 //
-// Nothing is read before it is created, so a first desire costs one call per object plus one
-// owner patch per Secret. Steps 4 and 5 use kube.EnsureControlled, so that a desire racing a
-// stop and another desire of the same LRP never leaves the live Deployment without its Secret
-// or a hook's object: one holding a Deployment that the stop deleted meanwhile gives up there.
+// Nothing is read before it is created, so a first desire costs one call per object. A later
+// desire finishes what an interrupted one started (opi may die between any two calls): the
+// Deployment exists, the objects of round 2 that are missing are created. A Deployment that
+// no desire completes (opi killed between the rounds and CC never desiring the LRP again)
+// cannot start without its env Secret, whose content only CC has: the janitor deletes it once
+// it is older than its grace, so that CC's next sync sees the LRP missing and desires it
+// again (see Sweep). Round 2 uses kube.EnsureControlled, so that a desire racing a stop and
+// another desire of the same LRP never leaves the live Deployment without its Secret or a
+// hook's object: one holding a Deployment that the stop deleted meanwhile gives up there, and
+// what it created with that owner is the garbage collector's.
 //
-// Before step 1 every hook checks the LRP (an isolation segment, volume claims, routes it
+// Before round 1 every hook checks the LRP (an isolation segment, volume claims, routes it
 // cannot serve) and the objects are checked against the API server's rules (preflight): a desire
 // Kubernetes would refuse writes nothing. A refusal that no check can foresee (an admission
-// webhook, a quota) at a later step undoes what this desire created (see undoDesire) and is
+// webhook, a quota) in either round undoes what this desire created (see undoDesire) and is
 // answered as opi.ErrInvalid with Kubernetes' reason.
 func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 	logger := b.logger.Session("desire-lrp", lager.Data{"process-guid": lrp.ProcessGUID()})
@@ -47,17 +53,15 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 		return err
 	}
 	name := DeploymentName(lrp)
-	secrets := b.client.CoreV1().Secrets(b.namespace)
-
-	envSecret := toEnvSecret(lrp, name, b.namespace, b.workload)
-	var registrySecret, registrySeen *corev1.Secret
-	checked := []*corev1.Secret{envSecret}
+	secrets := []*corev1.Secret{toEnvSecret(lrp, name, b.namespace, b.workload)}
+	secretSteps := []string{"create env secret"}
 	if lrp.PrivateRegistry != nil {
-		var err error
-		if registrySecret, err = toRegistrySecret(lrp, name, b.namespace); err != nil {
+		registrySecret, err := toRegistrySecret(lrp, name, b.namespace)
+		if err != nil {
 			return err
 		}
-		checked = append(checked, registrySecret)
+		secrets = append(secrets, registrySecret)
+		secretSteps = append(secretSteps, "create registry secret")
 	}
 	deploymentWanted := b.kind.build(lrp, name, b.namespace, b.workload)
 	b.shapeWorkload(lrp, deploymentWanted)
@@ -65,66 +69,101 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 	if len(lrp.Ports) > 0 {
 		serviceMeta = &toService(lrp, name, b.namespace, metav1.OwnerReference{APIVersion: "apps/v1", Kind: b.kind.kind(), Name: name, UID: "preflight"}).ObjectMeta
 	}
-	if err := preflight(checked, deploymentWanted, serviceMeta); err != nil {
+	if err := preflight(secrets, deploymentWanted, serviceMeta); err != nil {
 		logger.Info("refused-before-writing", lager.Data{"reason": err.Error()})
 		return err
 	}
 
+	// Round 1: the workload.
 	var undo desireWrites
-	envSeen, envCreated, err := kube.CreateIfAbsent(ctx, secrets, envSecret.DeepCopy())
-	if err != nil {
-		return refusal(err, "create env secret")
-	}
-	if envCreated {
-		undo.secrets = append(undo.secrets, envSeen)
-	}
-
-	if registrySecret != nil {
-		var created bool
-		if registrySeen, created, err = kube.CreateIfAbsent(ctx, secrets, registrySecret.DeepCopy()); err != nil {
-			return b.refused(ctx, logger, &undo, err, refusal(err, "create registry secret"))
-		}
-		if created {
-			undo.secrets = append(undo.secrets, registrySeen)
-		}
-	}
-
 	deployment, created, err := b.kind.create(ctx, b, deploymentWanted)
 	if err != nil {
-		return b.refused(ctx, logger, &undo, err, refusal(err, "create "+b.kindName()))
+		return refusal(err, "create "+b.kindName())
 	}
-	if !created {
-		if err := b.checkSameLRP(deployment, lrp.LRPIdentifier); err != nil {
-			return err
-		}
-		// The LRP existed: what this desire made completes it and is its now.
-		undo = desireWrites{}
-	} else {
+	if created {
 		undo.workload = deployment
+	} else if err := b.checkSameLRP(deployment, lrp.LRPIdentifier); err != nil {
+		return err
 	}
 
-	owner := b.controllerRef(deployment)
-	live := b.liveCheck(deployment)
-	if err := kube.EnsureControlled(ctx, secrets, envSecret, envSeen, owner, live); err != nil {
-		return b.refused(ctx, logger, &undo, err, b.ownershipError(logger, err, "own env secret"))
+	// Round 2: what the workload controls, all at once.
+	target := hookTarget{lrp: lrp, name: deployment.GetName(), namespace: b.namespace, owner: b.controllerRef(deployment), live: b.liveCheck(deployment)}
+	steps := make([]func() (raw, answer error), 0, len(secrets)+len(b.hooks))
+	for i, s := range secrets {
+		steps = append(steps, func() (error, error) {
+			createdSecret, err := b.ensureSecretOwned(ctx, s, target)
+			if createdSecret != nil && created {
+				undo.addSecret(createdSecret)
+			}
+			if err != nil {
+				return err, b.ownershipError(logger, err, secretSteps[i])
+			}
+			return nil, nil
+		})
 	}
-	if registrySecret != nil {
-		if err := kube.EnsureControlled(ctx, secrets, registrySecret, registrySeen, owner, live); err != nil {
-			return b.refused(ctx, logger, &undo, err, b.ownershipError(logger, err, "own registry secret"))
-		}
-	}
-	undo.owned = true
-
-	target := hookTarget{lrp: lrp, name: deployment.GetName(), namespace: b.namespace, owner: owner, live: live}
 	for _, h := range b.hooks {
-		if err := h.desired(ctx, target); err != nil {
-			return b.refused(ctx, logger, &undo, err, b.hookError(logger, err, h.hookName()))
-		}
+		steps = append(steps, func() (error, error) {
+			if err := h.desired(ctx, target); err != nil {
+				return err, b.hookError(logger, err, h.hookName())
+			}
+			return nil, nil
+		})
+	}
+	if raw, answer := inParallel(steps); answer != nil {
+		return b.refused(ctx, logger, &undo, raw, answer)
 	}
 
 	b.waitForWorkload(ctx, logger, deployment.GetName(), deployment.GetResourceVersion(), false)
 	logger.Info("desired", lager.Data{b.kindName(): deployment.GetName(), "created": created})
 	return nil
+}
+
+// ensureSecretOwned makes the Secret exist controlled by t's Deployment: one create (owner
+// set) when it is absent, else kube.EnsureControlled on what exists. It returns the Secret
+// when this call created it.
+func (b *Backend) ensureSecretOwned(ctx context.Context, want *corev1.Secret, t hookTarget) (*corev1.Secret, error) {
+	secrets := b.client.CoreV1().Secrets(b.namespace)
+	want = want.DeepCopy()
+	want.OwnerReferences = []metav1.OwnerReference{t.owner}
+	createdSecret, created, err := kube.CreateIfAbsent(ctx, secrets, want.DeepCopy())
+	if err != nil || created {
+		return createdSecret, err
+	}
+	return nil, kube.EnsureControlled(ctx, secrets, want, nil, t.owner, t.live)
+}
+
+// inParallel runs each step in its own goroutine and waits for all. Each step returns the
+// raw error of its failed call and the error to answer with (nil, nil: done, or nothing left
+// to do). It returns the first refusal among them (see isRefusal), so that what the desire
+// wrote is undone; else the first failure.
+func inParallel(steps []func() (raw, answer error)) (raw, answer error) {
+	type result struct{ raw, answer error }
+	results := make([]result, len(steps))
+	var wg sync.WaitGroup
+	for i, step := range steps {
+		wg.Go(func() {
+			r, a := step()
+			results[i] = result{r, a}
+		})
+	}
+	wg.Wait()
+	var first *result
+	for i := range results {
+		r := &results[i]
+		if r.answer == nil {
+			continue
+		}
+		if isRefusal(r.raw) {
+			return r.raw, r.answer
+		}
+		if first == nil {
+			first = r
+		}
+	}
+	if first == nil {
+		return nil, nil
+	}
+	return first.raw, first.answer
 }
 
 // liveCheck tells, from the API server, whether d is still the live workload of its name.

@@ -4,8 +4,12 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"strings"
+	"sync"
 	"time"
+
+	"code.cloudfoundry.org/lager/v3/lagertest"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -15,7 +19,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/util/watchlist"
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s"
@@ -57,15 +64,16 @@ var _ = Describe("DesireLRP", func() {
 		}
 	}
 
-	It("creates the env secret and the deployment, owns the secret, then creates the service", func() {
+	It("creates the deployment, then at once the env secret, the service and the budget, each owned from its creation", func() {
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-		Expect(actionsSince(client, before)).To(Equal([]string{
-			"create secrets " + name + "-env",
-			"create deployments " + name,
-			"patch secrets " + name + "-env",
-			"create services " + name,
-			"create poddisruptionbudgets " + name,
-		}))
+		expectDesireCalls(actionsSince(client, before), "create deployments "+name, []step{
+			{"create secrets " + name + "-env"},
+			{"create services " + name},
+			{"create poddisruptionbudgets " + name},
+		})
+		d := getDeployment(client, name)
+		Expect(metav1.IsControlledBy(getSecret(client, name+"-env"), d)).To(BeTrue())
+		Expect(metav1.IsControlledBy(getService(client, name), d)).To(BeTrue())
 	})
 
 	It("makes the deployment readable as soon as it returns", func() {
@@ -394,12 +402,10 @@ var _ = Describe("DesireLRP", func() {
 		It("creates no service when the LRP has no port", func() {
 			lrp.Ports = nil
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			Expect(actionsSince(client, before)).To(Equal([]string{
-				"create secrets " + name + "-env",
-				"create deployments " + name,
-				"patch secrets " + name + "-env",
-				"create poddisruptionbudgets " + name,
-			}))
+			expectDesireCalls(actionsSince(client, before), "create deployments "+name, []step{
+				{"create secrets " + name + "-env"},
+				{"create poddisruptionbudgets " + name},
+			})
 			_, _, services := countObjects(client)
 			Expect(services).To(BeZero())
 		})
@@ -435,15 +441,12 @@ var _ = Describe("DesireLRP", func() {
 
 		It("creates a dockerconfigjson secret, references it and owns it", func() {
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			Expect(actionsSince(client, before)).To(Equal([]string{
-				"create secrets " + name + "-env",
-				"create secrets " + name + "-registry",
-				"create deployments " + name,
-				"patch secrets " + name + "-env",
-				"patch secrets " + name + "-registry",
-				"create services " + name,
-				"create poddisruptionbudgets " + name,
-			}))
+			expectDesireCalls(actionsSince(client, before), "create deployments "+name, []step{
+				{"create secrets " + name + "-env"},
+				{"create secrets " + name + "-registry"},
+				{"create services " + name},
+				{"create poddisruptionbudgets " + name},
+			})
 			d := getDeployment(client, name)
 			Expect(d.Spec.Template.Spec.ImagePullSecrets).To(Equal([]corev1.LocalObjectReference{{Name: name + "-registry"}}))
 
@@ -485,66 +488,60 @@ var _ = Describe("DesireLRP", func() {
 			changed := sampleLRP()
 			changed.Instances = 7
 			Expect(backend.DesireLRP(ctx, changed)).To(Succeed())
-			Expect(actionsSince(client, before)).To(Equal([]string{
-				"create secrets " + name + "-env",
-				"create deployments " + name,
-				"get secrets " + name + "-env",
-				"create services " + name,
-				"get services " + name,
-				"create poddisruptionbudgets " + name,
-				"get poddisruptionbudgets " + name,
-			}))
+			expectDesireCalls(actionsSince(client, before), "create deployments "+name, []step{
+				{"create secrets " + name + "-env", "get secrets " + name + "-env"},
+				{"create services " + name, "get services " + name},
+				{"create poddisruptionbudgets " + name, "get poddisruptionbudgets " + name},
+			})
 			Expect(getDeployment(client, name)).To(Equal(first))
 			deployments, secrets, services := countObjects(client)
 			Expect([]int{deployments, secrets, services}).To(Equal([]int{1, 1, 1}))
 		})
 
-		It("completes a desire interrupted after the env secret", func() {
+		It("owns an env secret that exists without an owner (an older opi's), keeping it", func() {
 			secret := &corev1.Secret{
 				ObjectMeta: metav1.ObjectMeta{Name: name + "-env", Namespace: namespace, Labels: wantLabels()},
 				Data:       map[string][]byte{"FOO": []byte("foo-value")},
 			}
-			_, err := client.CoreV1().Secrets(namespace).Create(ctx, secret, metav1.CreateOptions{})
+			old, err := client.CoreV1().Secrets(namespace).Create(ctx, secret, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			before = len(client.Actions())
 
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			Expect(actionsSince(client, before)).To(Equal([]string{
-				"create secrets " + name + "-env",
-				"create deployments " + name,
-				"get secrets " + name + "-env", // not made by this call: read for its version
-				"patch secrets " + name + "-env",
-				"create services " + name,
-				"create poddisruptionbudgets " + name,
-			}))
+			expectDesireCalls(actionsSince(client, before), "create deployments "+name, []step{
+				// not made by this call: read for its version, then owned by a conditional patch
+				{"create secrets " + name + "-env", "get secrets " + name + "-env", "patch secrets " + name + "-env"},
+				{"create services " + name},
+				{"create poddisruptionbudgets " + name},
+			})
 			d := getDeployment(client, name)
-			Expect(metav1.IsControlledBy(getSecret(client, name+"-env"), d)).To(BeTrue())
+			owned := getSecret(client, name+"-env")
+			Expect(metav1.IsControlledBy(owned, d)).To(BeTrue())
+			Expect(owned.UID).To(Equal(old.UID), "owned in place, not made again")
 			Expect(metav1.IsControlledBy(getService(client, name), d)).To(BeTrue())
 		})
 
 		It("completes a desire interrupted after the deployment", func() {
-			// What the first two calls of a desire leave behind.
+			// What round 1 of a desire leaves behind: the Deployment and nothing else.
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 			d := getDeployment(client, name)
+			Expect(client.CoreV1().Secrets(namespace).Delete(ctx, name+"-env", metav1.DeleteOptions{})).To(Succeed())
 			Expect(client.CoreV1().Services(namespace).Delete(ctx, name, metav1.DeleteOptions{})).To(Succeed())
-			secret := getSecret(client, name+"-env")
-			secret.OwnerReferences = nil
-			_, err := client.CoreV1().Secrets(namespace).Update(ctx, secret, metav1.UpdateOptions{})
-			Expect(err).NotTo(HaveOccurred())
+			Expect(client.PolicyV1().PodDisruptionBudgets(namespace).Delete(ctx, name, metav1.DeleteOptions{})).To(Succeed())
 			before = len(client.Actions())
 
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			Expect(actionsSince(client, before)).To(Equal([]string{
-				"create secrets " + name + "-env",
-				"create deployments " + name,
-				"get secrets " + name + "-env",
-				"patch secrets " + name + "-env",
-				"create services " + name,
-				"create poddisruptionbudgets " + name,
-				"get poddisruptionbudgets " + name, // made by the first desire, owned: kept
-			}))
+			expectDesireCalls(actionsSince(client, before), "create deployments "+name, []step{
+				{"create secrets " + name + "-env"},
+				{"create services " + name},
+				{"create poddisruptionbudgets " + name},
+			})
+			Expect(getDeployment(client, name)).To(Equal(d), "the deployment is left as it was")
 			Expect(metav1.IsControlledBy(getSecret(client, name+"-env"), d)).To(BeTrue())
 			Expect(metav1.IsControlledBy(getService(client, name), d)).To(BeTrue())
+			pdb, err := client.PolicyV1().PodDisruptionBudgets(namespace).Get(ctx, name, metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(metav1.IsControlledBy(pdb, d)).To(BeTrue())
 		})
 
 		It("replaces a stale owner left by a deleted deployment of the same name", func() {
@@ -579,6 +576,96 @@ var _ = Describe("DesireLRP", func() {
 		})
 	})
 })
+
+var _ = Describe("DesireLRP's second round", func() {
+	It("writes the env secret and the service at once", func() {
+		// Each create waits until the other has been called: only writes made at once both
+		// get through. The bound only ends a wait that would otherwise never end.
+		secretCalled, serviceCalled := make(chan struct{}), make(chan struct{})
+		fakeClient := newClient()
+		client := &meetingClient{Interface: fakeClient, secretCalled: secretCalled, serviceCalled: serviceCalled}
+		ctx, cancel := context.WithCancel(context.Background())
+		DeferCleanup(cancel)
+		backend := k8s.NewBackend(client, lagertest.NewTestLogger("k8s"), k8s.Options{Namespace: namespace, ReadWaitTimeout: 2 * time.Second})
+		Expect(backend.Start(ctx)).To(Succeed())
+
+		lrp := sampleLRP()
+		name := k8s.DeploymentName(lrp)
+		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+		d := getDeployment(fakeClient, name)
+		Expect(metav1.IsControlledBy(getSecret(fakeClient, name+"-env"), d)).To(BeTrue())
+		Expect(metav1.IsControlledBy(getService(fakeClient, name), d)).To(BeTrue())
+	})
+})
+
+// meetingClient is a client whose Secret and Service creates each wait until the other has
+// been called (at most meetingBound), and fail if it was not.
+type meetingClient struct {
+	kubernetes.Interface
+	secretCalled, serviceCalled chan struct{}
+	secretOnce, serviceOnce     sync.Once
+}
+
+const meetingBound = 20 * time.Second
+
+// IsWatchListSemanticsUnSupported passes on what the fake says of watch lists, which its
+// informers ask of the client they are given.
+func (c *meetingClient) IsWatchListSemanticsUnSupported() bool {
+	return watchlist.DoesClientNotSupportWatchListSemantics(c.Interface)
+}
+
+func (c *meetingClient) CoreV1() typedcorev1.CoreV1Interface {
+	return meetingCore{CoreV1Interface: c.Interface.CoreV1(), c: c}
+}
+
+type meetingCore struct {
+	typedcorev1.CoreV1Interface
+	c *meetingClient
+}
+
+func (m meetingCore) Secrets(ns string) typedcorev1.SecretInterface {
+	return meetingSecrets{SecretInterface: m.CoreV1Interface.Secrets(ns), c: m.c}
+}
+
+func (m meetingCore) Services(ns string) typedcorev1.ServiceInterface {
+	return meetingServices{ServiceInterface: m.CoreV1Interface.Services(ns), c: m.c}
+}
+
+type meetingSecrets struct {
+	typedcorev1.SecretInterface
+	c *meetingClient
+}
+
+func (s meetingSecrets) Create(ctx context.Context, secret *corev1.Secret, opts metav1.CreateOptions) (*corev1.Secret, error) {
+	s.c.secretOnce.Do(func() { close(s.c.secretCalled) })
+	if err := meet(s.c.serviceCalled, "secret", "service"); err != nil {
+		return nil, err
+	}
+	return s.SecretInterface.Create(ctx, secret, opts)
+}
+
+type meetingServices struct {
+	typedcorev1.ServiceInterface
+	c *meetingClient
+}
+
+func (s meetingServices) Create(ctx context.Context, service *corev1.Service, opts metav1.CreateOptions) (*corev1.Service, error) {
+	s.c.serviceOnce.Do(func() { close(s.c.serviceCalled) })
+	if err := meet(s.c.secretCalled, "service", "secret"); err != nil {
+		return nil, err
+	}
+	return s.ServiceInterface.Create(ctx, service, opts)
+}
+
+// meet waits until other is closed; an error (not a hang) when it is not within meetingBound.
+func meet(other <-chan struct{}, mine, theirs string) error {
+	select {
+	case <-other:
+		return nil
+	case <-time.After(meetingBound):
+		return fmt.Errorf("the %s create waited %s for the %s create: they are not made at once", mine, meetingBound, theirs)
+	}
+}
 
 func dockerConfig(secret *corev1.Secret) map[string]map[string]string {
 	var config struct {

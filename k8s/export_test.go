@@ -7,3 +7,12 @@ import "github.com/opi-bridge/opi/opi"
 func (b *Backend) CachedPodCount(id opi.LRPIdentifier) int {
 	return len(b.cachedPods(id))
 }
+
+// CachedWorkloadVersion is the resource version of the LRP's workload as the cache holds it
+// ("" without one), so that tests can wait for the cache to see a change they made.
+func (b *Backend) CachedWorkloadVersion(id opi.LRPIdentifier) string {
+	if w := b.cachedWorkload(id); w != nil {
+		return w.ResourceVersion
+	}
+	return ""
+}

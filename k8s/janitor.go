@@ -42,7 +42,9 @@ func (b *Backend) runJanitor(ctx context.Context) {
 // the owner) is given that owner instead, so that stopping the LRP removes it, and a
 // Deployment older than the grace that lacks a hook's object (its Service, routing objects,
 // egress policy: opi killed before the last step) gets it (each hook lists its objects once
-// per sweep, see hook.missing). Failures are logged; the next sweep tries again. Only object names are logged,
+// per sweep, see hook.missing). A Deployment older than the grace whose Secret is missing (opi
+// killed between the two rounds of a desire) is deleted, so that CC desires it again (see
+// deleteIncomplete). Failures are logged; the next sweep tries again. Only object names are logged,
 // never their content.
 func (b *Backend) Sweep(ctx context.Context) {
 	logger := b.logger.Session("sweep")
@@ -55,14 +57,17 @@ func (b *Backend) Sweep(ctx context.Context) {
 	// Page by page: a sweep of thousands of apps never holds every Secret (env values
 	// included) at once.
 	secrets := b.client.CoreV1().Secrets(b.namespace)
+	secretNames := map[string]bool{}
 	err := kube.ListPages(ctx, selector, secrets.List, func(page *corev1.SecretList) error {
 		for i := range page.Items {
+			secretNames[page.Items[i].Name] = true
 			b.sweepSecret(ctx, logger, &page.Items[i], cutoff)
 		}
 		return nil
 	})
 	if err != nil {
 		logger.Error("list-secrets", err)
+		secretNames = nil
 	}
 
 	services := b.client.CoreV1().Services(b.namespace)
@@ -85,10 +90,43 @@ func (b *Backend) Sweep(ctx context.Context) {
 	var old []*workloadRecord
 	for _, d := range b.cachedWorkloads() {
 		if d.DeletionTimestamp == nil && d.CreationTimestamp.Time.Before(cutoff) && d.lrpKey() != "" {
+			if secretNames != nil && b.deleteIncomplete(ctx, logger, d, secretNames) {
+				continue
+			}
 			old = append(old, d)
 		}
 	}
 	b.completeHooks(ctx, logger, old)
+}
+
+// deleteIncomplete deletes a workload older than the grace whose env Secret (or image pull
+// Secret, when it names one) is missing, and says whether it did: opi was killed between
+// creating the workload and its Secrets (see DesireLRP), or someone deleted a Secret. Its pods
+// cannot start, and only CC has the Secret's content: with the workload gone, CC's next sync
+// sees the LRP missing and desires it again. The delete is conditional on the workload's uid;
+// secrets lists the names of opi's Secrets as listed in this sweep, after the cache took d.
+func (b *Backend) deleteIncomplete(ctx context.Context, logger lager.Logger, d *workloadRecord, secrets map[string]bool) bool {
+	missing := ""
+	switch {
+	case !secrets[envSecretName(d.Name)]:
+		missing = envSecretName(d.Name)
+	case d.pullsWithSecret && !secrets[registrySecretName(d.Name)]:
+		missing = registrySecretName(d.Name)
+	default:
+		return false
+	}
+	background := metav1.DeletePropagationBackground
+	opts := preconditionUID(d)
+	opts.PropagationPolicy = &background
+	data := lager.Data{b.kindName(): d.Name, "missing-secret": missing}
+	if err := b.kind.delete(ctx, b, d.Name, opts); err != nil {
+		if !goneOrChanged(err) {
+			logger.Error("delete-incomplete-workload", err, data)
+		}
+		return true
+	}
+	logger.Info("deleted-incomplete-workload", data)
+	return true
 }
 
 // sweepSecret gives an unowned Secret of a running LRP its Deployment, or deletes a leftover.

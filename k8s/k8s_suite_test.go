@@ -278,3 +278,36 @@ func countObjects(client *fake.Clientset) (deployments, secrets, services int) {
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	return len(d.Items), len(s.Items), len(v.Items)
 }
+
+// step is the calls one step of a desire's second round makes, in their order.
+type step []string
+
+// expectDesireCalls asserts the calls of a desire: the workload create alone (round 1), then
+// round 2's steps, run at once (each step's calls in order, the steps' calls interleaved any
+// way), then after, in order (what a refusal undoes).
+func expectDesireCalls(actions []string, workload string, round2 []step, after ...string) {
+	GinkgoHelper()
+	Expect(len(actions)).To(BeNumerically(">=", 1+len(after)), "calls: %v", actions)
+	Expect(actions[0]).To(Equal(workload), "round 1 is the workload create alone: %v", actions)
+	rest := actions[1 : len(actions)-len(after)]
+	Expect(actions[len(actions)-len(after):]).To(Equal(append([]string{}, after...)), "after round 2: %v", actions)
+	var all []string
+	for _, s := range round2 {
+		all = append(all, s...)
+	}
+	Expect(rest).To(ConsistOf(all), "round 2: %v", actions)
+	for _, s := range round2 {
+		Expect(isSubsequence(s, rest)).To(BeTrue(), "round 2 makes %v in this order: %v", s, rest)
+	}
+}
+
+// isSubsequence says whether want's elements appear in have in want's order.
+func isSubsequence(want, have []string) bool {
+	i := 0
+	for _, h := range have {
+		if i < len(want) && h == want[i] {
+			i++
+		}
+	}
+	return i == len(want)
+}

@@ -2,7 +2,6 @@ package k8s_test
 
 import (
 	"context"
-	"errors"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -11,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
@@ -48,17 +48,17 @@ var _ = Describe("DesireLRP after a stop of the same LRP", func() {
 		before := len(client.Actions())
 
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-		Expect(actionsSince(client, before)).To(Equal([]string{
-			"create secrets " + name + "-env",
-			"create deployments " + name,
-			"patch secrets " + name + "-env",
-			"create services " + name,
-			"get services " + name,
-			"get deployments " + name, // still the live Deployment?
-			"delete services " + name,
-			"create services " + name,
-			"create poddisruptionbudgets " + name,
-		}))
+		expectDesireCalls(actionsSince(client, before), "create deployments "+name, []step{
+			{"create secrets " + name + "-env"},
+			{
+				"create services " + name,
+				"get services " + name,
+				"get deployments " + name, // still the live Deployment?
+				"delete services " + name,
+				"create services " + name,
+			},
+			{"create poddisruptionbudgets " + name},
+		})
 		Expect(metav1.IsControlledBy(getService(client, name), getDeployment(client, name))).To(BeTrue())
 	})
 
@@ -79,13 +79,17 @@ var _ = Describe("DesireLRP after a stop of the same LRP", func() {
 	})
 
 	Describe("overtaken by a stop and another desire while it runs", func() {
-		// Another desire (B) runs between this desire's (A's) Deployment create and its owner
-		// patch: a stop deletes A's Deployment, B creates the next one and owns the Secret.
-		var d2 *appsv1.Deployment
+		// Another desire (B) runs between this desire's (A's) Deployment create and its env
+		// Secret create: a stop deletes A's Deployment, B creates the next one and its Secret.
+		var (
+			uidA   types.UID
+			d2     *appsv1.Deployment
+			secret *corev1.Secret
+		)
 
 		BeforeEach(func() {
-			overtaken := false
-			client.PrependReactor("patch", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			overtaken := false // reactors run one at a time, under the fake's lock
+			client.PrependReactor("create", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
 				if overtaken {
 					return false, nil, nil
 				}
@@ -93,30 +97,43 @@ var _ = Describe("DesireLRP after a stop of the same LRP", func() {
 				tracker := client.Tracker()
 				gvr := appsv1.SchemeGroupVersion.WithResource("deployments")
 				obj, err := tracker.Get(gvr, namespace, name)
-				Expect(err).NotTo(HaveOccurred())
+				if err != nil {
+					return true, nil, err
+				}
 				d2 = obj.(*appsv1.Deployment).DeepCopy()
+				uidA = d2.UID
 				d2.UID, d2.ResourceVersion = "uid-b", "9001"
-				Expect(tracker.Delete(gvr, namespace, name)).To(Succeed())
-				Expect(tracker.Create(gvr, d2, namespace)).To(Succeed())
+				if err := tracker.Delete(gvr, namespace, name); err != nil {
+					return true, nil, err
+				}
+				if err := tracker.Create(gvr, d2, namespace); err != nil {
+					return true, nil, err
+				}
 				secretGVR := corev1.SchemeGroupVersion.WithResource("secrets")
-				obj, err = tracker.Get(secretGVR, namespace, name+"-env")
-				Expect(err).NotTo(HaveOccurred())
-				s := obj.(*corev1.Secret).DeepCopy()
-				s.OwnerReferences = []metav1.OwnerReference{kube.ControllerRef(d2, "apps/v1", "Deployment")}
-				s.ResourceVersion = "9002"
-				Expect(tracker.Update(secretGVR, s, namespace)).To(Succeed())
-				return true, nil, apierrors.NewConflict(secretGVR.GroupResource(), name+"-env", errors.New("the object has been modified"))
+				secret = a.(k8stesting.CreateAction).GetObject().(*corev1.Secret).DeepCopy()
+				secret.UID, secret.ResourceVersion = "secret-of-b", "9002"
+				secret.OwnerReferences = []metav1.OwnerReference{kube.ControllerRef(d2, "apps/v1", "Deployment")}
+				if err := tracker.Create(secretGVR, secret, namespace); err != nil {
+					return true, nil, err
+				}
+				return true, nil, apierrors.NewAlreadyExists(secretGVR.GroupResource(), name+"-env")
 			})
 		})
 
-		It("leaves the Secret to the live Deployment and makes nothing for its deleted one", func() {
+		It("leaves the Secret to the live Deployment and owns nothing for its deleted one", func() {
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			Expect(metav1.IsControlledBy(getSecret(client, name+"-env"), d2)).To(BeTrue())
-			_, err := client.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
-			Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no Service for a Deployment that is gone")
-			Expect(actionsSince(client, 0)).To(ContainElements(
-				"patch secrets "+name+"-env", "get secrets "+name+"-env", "get deployments "+name))
-			Expect(actionsSince(client, 0)).NotTo(ContainElement("delete secrets " + name + "-env"))
+			got := getSecret(client, name+"-env")
+			Expect(got.UID).To(Equal(secret.UID), "B's Secret, not made again")
+			Expect(metav1.IsControlledBy(got, d2)).To(BeTrue())
+			calls := actionsSince(client, 0)
+			Expect(calls).To(ContainElements("get secrets "+name+"-env", "get deployments "+name))
+			Expect(calls).NotTo(ContainElement(HavePrefix("patch secrets")))
+			Expect(calls).NotTo(ContainElement(HavePrefix("delete secrets")))
+			Expect(calls).To(HaveEach(Not(HavePrefix("delete deployments"))), "B's Deployment is left")
+			Expect(getDeployment(client, name).UID).To(Equal(d2.UID))
+			// What round 2 made for A at once with its Secret is controlled by A's Deployment,
+			// which is gone: the garbage collector's.
+			Expect(metav1.GetControllerOf(getService(client, name))).To(HaveField("UID", uidA))
 		})
 	})
 })

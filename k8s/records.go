@@ -47,6 +47,8 @@ type workloadRecord struct {
 	cpuWeight        int32
 	// userAnnotations are the pod template's annotations (CC's user-defined annotations).
 	userAnnotations map[string]string
+	// pullsWithSecret: the pod template names the LRP's image pull Secret.
+	pullsWithSecret bool
 }
 
 // recordSeq numbers deployment records.
@@ -102,6 +104,9 @@ func workloadRecordOf(meta *metav1.ObjectMeta, replicas *int32, template *corev1
 	}
 	if len(r.userAnnotations) == 0 {
 		r.userAnnotations = nil
+	}
+	for _, s := range template.Spec.ImagePullSecrets {
+		r.pullsWithSecret = r.pullsWithSecret || s.Name == registrySecretName(meta.Name)
 	}
 	if c := appContainer(&template.Spec); c != nil {
 		r.image = c.Image

@@ -21,6 +21,7 @@ func (b *Backend) newTaskInformer() {
 		return batchinformers.NewFilteredJobInformer(client, b.namespace, resync, cache.Indexers{},
 			func(o *metav1.ListOptions) { o.LabelSelector = LabelSourceType + "=" + SourceTypeTask })
 	})
+	b.fireOnChange("jobs", b.jobs)
 	if err := b.jobs.SetTransform(recordJob); err != nil {
 		b.logger.Error("set-transform", err, lager.Data{"informer": "jobs"})
 	}
@@ -60,7 +61,7 @@ func (b *Backend) cachedJobs() []*jobRecord {
 // waitForJob waits until the cache holds Job name at resourceVersion rv or newer (or, with
 // goneOK, no longer holds it).
 func (b *Backend) waitForJob(ctx context.Context, logger lager.Logger, name, rv string, goneOK bool) {
-	ok := kube.WaitUntil(ctx, cachePollInterval, b.readWaitTimeout, func() bool {
+	ok := b.waitForCache(ctx, func() bool {
 		j, exists := b.cachedJob(name)
 		if !exists {
 			return goneOK

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"code.cloudfoundry.org/lager/v3"
@@ -22,13 +23,20 @@ const undoTimeout = 10 * time.Second
 
 // desireWrites is what one desire created itself, so that a refusal at a later step can remove
 // exactly that: never an object that existed before, nor one another writer changed since.
+// Secrets are added from the desire's parallel steps.
 type desireWrites struct {
-	// secrets as their create returned them.
+	mu sync.Mutex
+	// secrets as their create returned them (controlled by workload from their creation).
 	secrets []*corev1.Secret
 	// workload (Deployment or StatefulSet), when this desire created it.
 	workload metav1.Object
-	// owned: the secrets were given to deployment (their version changed by that patch).
-	owned bool
+}
+
+// addSecret records a Secret this desire created.
+func (w *desireWrites) addSecret(s *corev1.Secret) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.secrets = append(w.secrets, s)
 }
 
 // isRefusal says whether err is Kubernetes refusing a write for what it holds rather than
@@ -67,10 +75,11 @@ func (b *Backend) refused(ctx context.Context, logger lager.Logger, w *desireWri
 }
 
 // undoDesire deletes what w records, the workload first (background propagation, as a stop),
-// each delete conditional on the object being the one this desire created: its uid, and, for a
-// Secret not yet given to the Deployment, its version too (another desire of the same LRP may
-// have taken it since; then it is that desire's). It returns what it removed, and waits until
-// the cache no longer holds the Deployment, so that reads after the answer do not list it.
+// each delete conditional on the object being the one this desire created (its uid). The
+// garbage collector would remove the Secrets with the workload; deleting them here means no
+// credential of a refused desire outlives the answer. The hooks' objects made in the same
+// round are controlled by the workload and go with it (the garbage collector's work). It returns what it removed, and waits
+// until the cache no longer holds the Deployment, so that reads after the answer do not list it.
 func (b *Backend) undoDesire(ctx context.Context, logger lager.Logger, w *desireWrites) ([]string, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
 	defer cancel()
@@ -88,13 +97,12 @@ func (b *Backend) undoDesire(ctx context.Context, logger lager.Logger, w *desire
 		}
 	}
 	secrets := b.client.CoreV1().Secrets(b.namespace)
-	for i := len(w.secrets) - 1; i >= 0; i-- {
-		s := w.secrets[i]
-		opts := kube.Unchanged(s)
-		if w.owned {
-			opts = preconditionUID(s)
-		}
-		switch err := secrets.Delete(ctx, s.Name, opts); {
+	w.mu.Lock()
+	created := append([]*corev1.Secret(nil), w.secrets...)
+	w.mu.Unlock()
+	for i := len(created) - 1; i >= 0; i-- {
+		s := created[i]
+		switch err := secrets.Delete(ctx, s.Name, preconditionUID(s)); {
 		case err == nil:
 			removed = append(removed, "secret "+s.Name)
 		case !goneOrChanged(err):
@@ -102,7 +110,7 @@ func (b *Backend) undoDesire(ctx context.Context, logger lager.Logger, w *desire
 		}
 	}
 	if d := w.workload; d != nil {
-		gone := kube.WaitUntil(ctx, cachePollInterval, b.readWaitTimeout, func() bool {
+		gone := b.waitForCache(ctx, func() bool {
 			cached, ok := b.cachedWorkloadByName(d.GetName())
 			return !ok || cached.UID != d.GetUID()
 		})

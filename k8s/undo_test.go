@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -50,44 +53,48 @@ var _ = Describe("A refused desire", func() {
 	}
 	webhook := apierrors.NewInvalid(schema.GroupKind{Kind: "Service"}, "x", field.ErrorList{field.Invalid(field.NewPath("metadata", "labels"), "x", "denied by policy")})
 
+	// expectNothingLeft asserts that no workload, Secret or LRP is left, and that what a hook
+	// made alongside the refused step (a Service, a budget) is controlled by the Deployment
+	// the undo deleted: the garbage collector removes it.
 	expectNothingLeft := func() {
-		d, s, v := countObjects(client)
-		ExpectWithOffset(1, [3]int{d, s, v}).To(Equal([3]int{0, 0, 0}), "deployments, secrets, services")
+		GinkgoHelper()
+		d, s, _ := countObjects(client)
+		Expect([2]int{d, s}).To(Equal([2]int{0, 0}), "deployments, secrets")
 		lrps, err := backend.ListLRPs(ctx)
-		ExpectWithOffset(1, err).NotTo(HaveOccurred())
-		ExpectWithOffset(1, lrps).To(BeEmpty())
+		Expect(err).NotTo(HaveOccurred())
+		Expect(lrps).To(BeEmpty())
+		expectLeftToCollector(client, "deployments")
 	}
 
-	It("at the env secret writes nothing and answers why", func() {
+	It("at the deployment writes nothing and answers why", func() {
+		refuse("deployments", quota("deployments"))
+		err := backend.DesireLRP(ctx, lrp)
+		Expect(err).To(MatchError(opi.ErrInvalid))
+		Expect(err.Error()).To(ContainSubstring("create deployment: invalid: "))
+		Expect(err.Error()).To(ContainSubstring("exceeded quota"))
+		Expect(err.Error()).NotTo(ContainSubstring("removed"), "nothing to undo")
+		Expect(actionsSince(client, before)).To(Equal([]string{"create deployments " + name}))
+		expectNothingLeft()
+		_, _, services := countObjects(client)
+		Expect(services).To(BeZero())
+	})
+
+	It("at the env secret removes the deployment it created", func() {
 		refuse("secrets", quota("secrets"))
 		err := backend.DesireLRP(ctx, lrp)
 		Expect(err).To(MatchError(opi.ErrInvalid))
 		Expect(err.Error()).To(ContainSubstring("create env secret: invalid: "))
 		Expect(err.Error()).To(ContainSubstring("exceeded quota"))
-		Expect(actionsSince(client, before)).To(Equal([]string{"create secrets " + name + "-env"}))
+		Expect(err.Error()).To(HaveSuffix("; removed what this desire had written (deployment " + name + ")"))
+		expectDesireCalls(actionsSince(client, before), "create deployments "+name, []step{
+			{"create secrets " + name + "-env"},
+			{"create services " + name},
+			{"create poddisruptionbudgets " + name},
+		}, "delete deployments "+name)
 		expectNothingLeft()
 	})
 
-	It("at the deployment removes the env secret it created, unless changed since", func() {
-		refuse("deployments", quota("deployments"))
-		err := backend.DesireLRP(ctx, lrp)
-		Expect(err).To(MatchError(opi.ErrInvalid))
-		Expect(err.Error()).To(ContainSubstring("create deployment: invalid: "))
-		Expect(err.Error()).To(HaveSuffix("; removed what this desire had written (secret " + name + "-env)"))
-		Expect(actionsSince(client, before)).To(Equal([]string{
-			"create secrets " + name + "-env",
-			"create deployments " + name,
-			"delete secrets " + name + "-env",
-		}))
-		del := client.Actions()[len(client.Actions())-1].(k8stesting.DeleteAction)
-		pre := del.GetDeleteOptions().Preconditions
-		Expect(pre).NotTo(BeNil())
-		Expect(pre.UID).NotTo(BeNil())
-		Expect(pre.ResourceVersion).NotTo(BeNil(), "an unowned secret is deleted only as created")
-		expectNothingLeft()
-	})
-
-	It("at the registry secret removes the env secret", func() {
+	It("at the registry secret removes the deployment and the env secret it created, as created", func() {
 		lrp.PrivateRegistry = &opi.PrivateRegistry{Username: "user", Password: "pw"}
 		client.PrependReactor("create", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
 			if strings.HasSuffix(a.(k8stesting.CreateAction).GetObject().(metav1.Object).GetName(), "-registry") {
@@ -95,12 +102,20 @@ var _ = Describe("A refused desire", func() {
 			}
 			return false, nil, nil
 		})
-		Expect(backend.DesireLRP(ctx, lrp)).To(MatchError(opi.ErrInvalid))
-		Expect(actionsSince(client, before)).To(Equal([]string{
-			"create secrets " + name + "-env",
-			"create secrets " + name + "-registry",
-			"delete secrets " + name + "-env",
-		}))
+		err := backend.DesireLRP(ctx, lrp)
+		Expect(err).To(MatchError(opi.ErrInvalid))
+		Expect(err.Error()).To(ContainSubstring("create registry secret: invalid: "))
+		Expect(err.Error()).To(HaveSuffix("(deployment " + name + ", secret " + name + "-env)"))
+		expectDesireCalls(actionsSince(client, before), "create deployments "+name, []step{
+			{"create secrets " + name + "-env"},
+			{"create secrets " + name + "-registry"},
+			{"create services " + name},
+			{"create poddisruptionbudgets " + name},
+		}, "delete deployments "+name, "delete secrets "+name+"-env")
+		del := client.Actions()[len(client.Actions())-1].(k8stesting.DeleteAction)
+		pre := del.GetDeleteOptions().Preconditions
+		Expect(pre).NotTo(BeNil())
+		Expect(pre.UID).NotTo(BeNil(), "the secret is deleted only if it is the one this desire made")
 		expectNothingLeft()
 	})
 
@@ -111,15 +126,40 @@ var _ = Describe("A refused desire", func() {
 		Expect(err.Error()).To(ContainSubstring("create service: invalid: "))
 		Expect(err.Error()).To(ContainSubstring("denied by policy"))
 		Expect(err.Error()).To(HaveSuffix("(deployment " + name + ", secret " + name + "-env)"))
-		Expect(actionsSince(client, before)).To(Equal([]string{
-			"create secrets " + name + "-env",
-			"create deployments " + name,
-			"patch secrets " + name + "-env",
-			"create services " + name,
-			"delete deployments " + name,
-			"delete secrets " + name + "-env",
-		}))
+		expectDesireCalls(actionsSince(client, before), "create deployments "+name, []step{
+			{"create secrets " + name + "-env"},
+			{"create services " + name},
+			{"create poddisruptionbudgets " + name},
+		}, "delete deployments "+name, "delete secrets "+name+"-env")
 		expectNothingLeft()
+	})
+
+	It("keeps a secret this desire did not create, and does not delete it", func() {
+		// An env Secret without owner, as an older opi left it: the desire owns it by a
+		// patch, which a webhook refuses.
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-env", Namespace: namespace}}
+		old, err := client.CoreV1().Secrets(namespace).Create(ctx, secret, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		before = len(client.Actions())
+		client.PrependReactor("patch", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, name+"-env", errors.New("denied by webhook"))
+		})
+		err = backend.DesireLRP(ctx, lrp)
+		Expect(err).To(MatchError(opi.ErrInvalid))
+		Expect(err.Error()).To(ContainSubstring("create env secret: invalid: "))
+		Expect(err.Error()).To(ContainSubstring("denied by webhook"))
+		Expect(err.Error()).To(HaveSuffix("(deployment " + name + ")"))
+		expectDesireCalls(actionsSince(client, before), "create deployments "+name, []step{
+			{"create secrets " + name + "-env", "get secrets " + name + "-env", "patch secrets " + name + "-env"},
+			{"create services " + name},
+			{"create poddisruptionbudgets " + name},
+		}, "delete deployments "+name)
+		kept := getSecret(client, name+"-env")
+		Expect(kept.UID).To(Equal(old.UID))
+		Expect(kept.OwnerReferences).To(BeEmpty())
+		d, _, _ := countObjects(client)
+		Expect(d).To(BeZero())
+		expectLeftToCollector(client, "deployments")
 	})
 
 	It("leaves an LRP that existed before as it was", func() {
@@ -136,13 +176,27 @@ var _ = Describe("A refused desire", func() {
 	})
 
 	It("is not undone when Kubernetes is only unavailable: a retry completes it", func() {
-		refuse("deployments", apierrors.NewServiceUnavailable("etcd is down"))
+		var down atomic.Bool
+		down.Store(true)
+		client.PrependReactor("create", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
+			if down.Load() {
+				return true, nil, apierrors.NewServiceUnavailable("etcd is down")
+			}
+			return false, nil, nil
+		})
 		Expect(backend.DesireLRP(ctx, lrp)).To(MatchError(opi.ErrUnavailable))
-		Expect(actionsSince(client, before)).To(Equal([]string{
-			"create secrets " + name + "-env",
-			"create deployments " + name,
-		}))
-		getSecret(client, name+"-env")
+		expectDesireCalls(actionsSince(client, before), "create deployments "+name, []step{
+			{"create secrets " + name + "-env"},
+			{"create services " + name},
+			{"create poddisruptionbudgets " + name},
+		})
+		d := getDeployment(client, name)
+		Expect(metav1.IsControlledBy(getSecret(client, name+"-env"), d)).To(BeTrue())
+
+		down.Store(false)
+		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+		Expect(getDeployment(client, name).UID).To(Equal(d.UID))
+		Expect(metav1.IsControlledBy(getService(client, name), d)).To(BeTrue())
 	})
 
 	Describe("before the first write", func() {
@@ -202,28 +256,34 @@ var _ = Describe("A refused update", func() {
 	})
 })
 
-var _ = Describe("A desire refused at the owner patch", func() {
-	It("removes the deployment and the secret it created, and answers invalid", func() {
-		ctx := context.Background()
-		client := newClient()
-		backend := startBackend(client)
-		lrp := sampleLRP()
-		name := k8s.DeploymentName(lrp)
-		before := len(client.Actions())
-		client.PrependReactor("patch", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
-			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, name+"-env", errors.New("denied by webhook"))
-		})
-		err := backend.DesireLRP(ctx, lrp)
-		Expect(err).To(MatchError(opi.ErrInvalid))
-		Expect(err.Error()).To(ContainSubstring("own env secret: invalid: "))
-		Expect(actionsSince(client, before)).To(Equal([]string{
-			"create secrets " + name + "-env",
-			"create deployments " + name,
-			"patch secrets " + name + "-env",
-			"delete deployments " + name,
-			"delete secrets " + name + "-env",
-		}))
-		d, s, v := countObjects(client)
-		Expect([3]int{d, s, v}).To(Equal([3]int{0, 0, 0}))
-	})
-})
+// expectLeftToCollector asserts that every Service and PodDisruptionBudget left is controlled
+// by the workload (resource) whose delete the client saw last: the garbage collector removes
+// them with it.
+func expectLeftToCollector(client *fake.Clientset, resource string) {
+	GinkgoHelper()
+	var deleted types.UID
+	for _, a := range client.Actions() {
+		if del, ok := a.(k8stesting.DeleteAction); ok && a.GetResource().Resource == resource {
+			pre := del.GetDeleteOptions().Preconditions
+			Expect(pre).NotTo(BeNil(), "the workload is deleted only if it is the one this desire made")
+			Expect(pre.UID).NotTo(BeNil())
+			deleted = *pre.UID
+		}
+	}
+	ctx := context.Background()
+	services, err := client.CoreV1().Services(namespace).List(ctx, metav1.ListOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	budgets, err := client.PolicyV1().PodDisruptionBudgets(namespace).List(ctx, metav1.ListOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	var left []metav1.Object
+	for i := range services.Items {
+		left = append(left, &services.Items[i])
+	}
+	for i := range budgets.Items {
+		left = append(left, &budgets.Items[i])
+	}
+	for _, obj := range left {
+		Expect(deleted).NotTo(BeEmpty(), "%s left without a deleted workload to collect it", obj.GetName())
+		Expect(metav1.GetControllerOf(obj)).To(HaveField("UID", deleted), "%s is controlled by the deleted workload", obj.GetName())
+	}
+}
