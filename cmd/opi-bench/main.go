@@ -50,12 +50,18 @@ type config struct {
 	backend string
 	tasks   int
 	opiArgs string
+	// batch is the desire batch size; floorEvery runs the floors on the first batch, every
+	// floorEvery-th batch after it and the last.
+	batch      int
+	floorEvery int
 }
 
 func parseFlags(args []string) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("opi-bench", flag.ContinueOnError)
-	fs.IntVar(&c.n, "n", 300, "apps in the cluster at the read phase (one instance each); the timed desire phases create n-10")
+	fs.IntVar(&c.n, "n", 300, "apps in the cluster at the read phase (one instance each); the timed desire batches create n-10 through opi")
+	fs.IntVar(&c.batch, "batch", 500, "desire batch size: batches end at multiples of it (apps in the cluster, the 10 warm-up apps included)")
+	fs.IntVar(&c.floorEvery, "floor-every", 5, "run the two client-go floors on batch 1, every k-th batch after it and the last batch")
 	fs.IntVar(&c.concurrency, "concurrency", 50, "concurrent desires and stops (CC's sync runs 50 workers)")
 	fs.StringVar(&c.opiBin, "opi-bin", "bin/opi", "the opi binary (make build makes it)")
 	fs.StringVar(&c.record, "record", "", "append the dated results to this markdown file (e.g. docs/benchmarks.md)")
@@ -83,6 +89,9 @@ func parseFlags(args []string) (config, error) {
 	}
 	if c.backend != k8s.WorkloadDeployments && c.backend != k8s.WorkloadStatefulSets {
 		return c, fmt.Errorf("-backend %q is not one of %s, %s", c.backend, k8s.WorkloadDeployments, k8s.WorkloadStatefulSets)
+	}
+	if c.batch < 1 || c.floorEvery < 1 {
+		return c, errors.New("-batch and -floor-every must be positive")
 	}
 	if c.concurrency < 1 || c.burstWorkers < 1 || c.burstCalls < 1 || c.seqReads < 1 || c.instanceCalls < 1 {
 		return c, errors.New("concurrency, reads and calls must be positive")
@@ -119,6 +128,8 @@ type env struct {
 	cfg     config
 	cluster *localkube.Cluster
 	opi     *localkube.Process
+	opiBin  string
+	opiArgs []string // opi's command line, for its restart
 	opiURL  string
 	http    *http.Client
 	rss     *rssSampler
@@ -178,36 +189,38 @@ func run(ctx context.Context, cfg config) (err error) {
 		}
 	}()
 	logf("control plane up in %s", time.Since(t).Round(100*time.Millisecond))
+	res.Phases.ControlPlane = time.Since(t).Seconds()
 
 	addr, err := localkube.FreeAddr()
 	if err != nil {
 		return err
 	}
-	logf("starting opi on %s (namespace %s)", addr, opiNamespace)
-	opi, err := localkube.StartProcess("opi", opiBin, append([]string{
-		"connect", "--kubeconfig", cluster.Kubeconfig(), "--listen", addr, "--namespace", opiNamespace,
-		"--kube-qps", strconv.Itoa(cfg.qps), "--kube-burst", strconv.Itoa(cfg.burst), "--backend", cfg.backend,
-	}, strings.Fields(cfg.opiArgs)...), os.Environ(), nil, filepath.Join(workDir, "opi.log"))
-	if err != nil {
-		return err
-	}
-	defer func() {
-		logf("stopping opi")
-		if stopErr := opi.Stop(); stopErr != nil {
-			err = errors.Join(err, stopErr)
-		}
-	}()
-
 	e := &env{
-		cfg: cfg, cluster: cluster, opi: opi, opiURL: "http://" + addr, res: res, workDir: workDir,
+		cfg: cfg, cluster: cluster, opiURL: "http://" + addr, res: res, workDir: workDir,
+		opiArgs: append([]string{
+			"connect", "--kubeconfig", cluster.Kubeconfig(), "--listen", addr, "--namespace", opiNamespace,
+			"--kube-qps", strconv.Itoa(cfg.qps), "--kube-burst", strconv.Itoa(cfg.burst), "--backend", cfg.backend,
+		}, strings.Fields(cfg.opiArgs)...),
 		http: &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{
 			MaxIdleConns: 4 * cfg.concurrency, MaxIdleConnsPerHost: 4 * cfg.concurrency, IdleConnTimeout: time.Minute,
 		}},
 	}
+	logf("starting opi on %s (namespace %s)", addr, opiNamespace)
+	t = time.Now()
+	if e.opi, err = e.startOpi(opiBin); err != nil {
+		return err
+	}
+	defer func() {
+		logf("stopping opi")
+		if stopErr := e.opi.Stop(); stopErr != nil {
+			err = errors.Join(err, stopErr)
+		}
+	}()
 	if err := e.waitOpiReady(ctx); err != nil {
 		return err
 	}
-	e.rss = startRSS(opi.Pid())
+	res.Phases.OpiStart = time.Since(t).Seconds()
+	e.rss = startRSS(e.opi.Pid())
 	defer e.rss.stop()
 
 	if cfg.tasks > 0 {
@@ -240,4 +253,10 @@ func run(ctx context.Context, cfg config) (err error) {
 		logf("appended the run to %s", cfg.record)
 	}
 	return nil
+}
+
+// startOpi starts opi with the run's arguments, its output appended to opi.log.
+func (e *env) startOpi(bin string) (*localkube.Process, error) {
+	e.opiBin = bin
+	return localkube.StartProcess("opi", bin, e.opiArgs, os.Environ(), nil, filepath.Join(e.workDir, "opi.log"))
 }
