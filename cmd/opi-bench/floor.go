@@ -69,9 +69,9 @@ func (t *template) kinds() []string {
 }
 
 // captureTemplate desires one app through opi and reads back every object opi made for it:
-// every namespaced kind the API server serves is listed by the app's labels, and what opi
-// wrote (its field manager, the one that created the workload) is kept, whether owned by the
-// workload or the workload itself. The app is then stopped and the run waits until it is gone.
+// every namespaced kind the API server serves is listed by the app's labels, and the workload
+// is kept with every object it controls but for what its own controller makes (ReplicaSets;
+// a StatefulSet's pods and revisions). The app is then stopped and the run waits until it is gone.
 // The floor never depends on the order opi writes in, only on what it finds.
 func (e *env) captureTemplate(ctx context.Context, admin kubernetes.Interface) (*template, error) {
 	a := newApp()
@@ -112,23 +112,13 @@ func (e *env) captureTemplate(ctx context.Context, admin kubernetes.Interface) (
 		}
 	}
 	t := &template{app: a, name: name}
-	var manager string
-	for i, o := range found {
-		if o.GetKind() == kind && o.GetName() == name && len(o.GetOwnerReferences()) == 0 {
-			manager = creator(o)
-			t.workload.gvr = gvrs[i]
-		}
-	}
-	if manager == "" {
-		return nil, fmt.Errorf("the template app has no %s %s (k8s.DeploymentName) written by opi", kind, name)
-	}
 	for i, o := range found {
 		isWorkload := o.GetKind() == kind && o.GetName() == name && len(o.GetOwnerReferences()) == 0
 		owned := false
 		for _, ref := range o.GetOwnerReferences() {
 			owned = owned || (ref.Kind == kind && ref.Name == name && ptr.Deref(ref.Controller, false))
 		}
-		if !isWorkload && !(owned && managedBy(o, manager)) {
+		if !isWorkload && (!owned || controllerMade[o.GetKind()]) {
 			continue // the controllers' objects: ReplicaSets, pods, EndpointSlices
 		}
 		obj := tmplObject{gvr: gvrs[i], gvk: o.GroupVersionKind()}
@@ -143,6 +133,9 @@ func (e *env) captureTemplate(ctx context.Context, admin kubernetes.Interface) (
 	}
 	// The same order every run, for the per-call report.
 	sort.Slice(t.others, func(i, j int) bool { return t.others[i].gvk.Kind < t.others[j].gvk.Kind })
+	if t.workload.json == "" {
+		return nil, fmt.Errorf("the template app has no %s %s (k8s.DeploymentName)", kind, name)
+	}
 	if !strings.Contains(t.workload.json, a.guid) || !strings.Contains(t.workload.json, a.version) {
 		return nil, errors.New("the template workload does not name the template app")
 	}
@@ -186,29 +179,9 @@ func hasVerbs(have metav1.Verbs, want ...string) bool {
 	return true
 }
 
-// creator is the field manager that created o (its oldest managed-fields entry).
-func creator(o unstructured.Unstructured) string {
-	var first *metav1.ManagedFieldsEntry
-	mf := o.GetManagedFields()
-	for i := range mf {
-		if first == nil || (mf[i].Time != nil && first.Time != nil && mf[i].Time.Before(first.Time)) {
-			first = &mf[i]
-		}
-	}
-	if first == nil {
-		return ""
-	}
-	return first.Manager
-}
-
-func managedBy(o unstructured.Unstructured, manager string) bool {
-	for _, m := range o.GetManagedFields() {
-		if m.Manager == manager {
-			return true
-		}
-	}
-	return false
-}
+// controllerMade are the kinds the workloads' own controllers make, controlled by the
+// workload: not opi's.
+var controllerMade = map[string]bool{"ReplicaSet": true, "ControllerRevision": true, "Pod": true}
 
 // cleanJSON is o without what the API server sets: status, and metadata but for name, labels,
 // annotations (the Deployment controller's left out) and owner references. An allocated
