@@ -491,7 +491,9 @@ func stepPercentiles(calls [][]call) []step {
 // controllers' objects, pods with no grace period. It returns once none is left.
 func (e *env) cleanFloor(ctx context.Context, t *template) (time.Duration, error) {
 	start := time.Now()
-	md, err := metadata.NewForConfig(e.cluster.RestConfig())
+	rc := e.cluster.RestConfig()
+	rc.WarningHandler = rest.NoWarnings{} // v1 Endpoints' deprecation, on every poll
+	md, err := metadata.NewForConfig(rc)
 	if err != nil {
 		return 0, err
 	}
