@@ -521,14 +521,16 @@ var _ = Describe("opi start-up", func() {
 
 	It("keeps serving past its cache-sync timeout instead of exiting, and becomes ready once synced", func() {
 		ns := newNamespace()
+		kubeconfig := restrictedKubeconfig(ns)
 		a := newApp()
-		before := startOpi(ns)
+		before := startOpiWith(kubeconfig, ns, "--create-namespace=false")
 		desire(before, a)
 		before.stop()
 
 		// With the timeout passed before any LIST can answer, opi must say the sync is slow and
-		// wait, not exit (startOpi waits for /readyz).
-		o := startOpi(ns, "--cache-sync-timeout", "1ns")
+		// wait (its LIST check passing under deploy/rbac.yaml), not exit; startOpiWith waits for
+		// /readyz.
+		o := startOpiWith(kubeconfig, ns, "--create-namespace=false", "--cache-sync-timeout", "1ns")
 		Expect(o.session.ExitCode()).To(Equal(-1), "opi exited; it said:\n%s", o.Logs())
 		Expect(o.Logs()).To(ContainSubstring("cache-sync-slow"))
 		Expect(o.Logs()).To(ContainSubstring("caches-synced"))
