@@ -439,7 +439,7 @@ func codesNote(codes map[string]int) string {
 	return " (answers other than 2xx: " + strings.Join(bad, ", ") + ")"
 }
 
-// captureProfiles takes CPU profiles of the API server, controller-manager, scheduler, etcd and
+// captureProfiles takes CPU profiles of the API server, controller-manager, scheduler, etcd, kwok and
 // (when opiPprofURL, the base URL of opi's operations listener with pprof on, is set) opi over
 // the same seconds, and writes each to dir as <component>.pprof. It returns the files written by
 // component; a profile that failed is named in the error while the others are still kept.
@@ -449,7 +449,7 @@ func captureProfiles(ctx context.Context, cluster *localkube.Cluster, opiPprofUR
 	}
 	path := "/debug/pprof/profile?seconds=" + strconv.Itoa(seconds)
 	fetch := map[string]func(context.Context) ([]byte, error){}
-	for _, c := range []string{localkube.APIServer, localkube.ControllerManager, localkube.Scheduler, localkube.Etcd} {
+	for _, c := range []string{localkube.APIServer, localkube.ControllerManager, localkube.Scheduler, localkube.Etcd, localkube.Kwok} {
 		fetch[c] = func(ctx context.Context) ([]byte, error) { return cluster.Get(ctx, c, path) }
 	}
 	if opiPprofURL != "" {
@@ -518,6 +518,31 @@ type funcCost struct {
 // topFunctions reads a CPU profile and returns its n functions with the most flat time, and the
 // profile's total CPU seconds.
 func topFunctions(profilePath string, n int) ([]funcCost, float64, error) {
+	out, total, err := functionCosts(profilePath)
+	if err != nil {
+		return nil, 0, err
+	}
+	slices.SortFunc(out, func(a, b funcCost) int {
+		return cmp.Or(cmp.Compare(b.FlatSecs, a.FlatSecs), cmp.Compare(a.Func, b.Func))
+	})
+	return out[:min(n, len(out))], total, nil
+}
+
+// topFunctionsByCum is topFunctions ordered by cumulative time: the call paths that cost most.
+func topFunctionsByCum(profilePath string, n int) ([]funcCost, float64, error) {
+	out, total, err := functionCosts(profilePath)
+	if err != nil {
+		return nil, 0, err
+	}
+	slices.SortFunc(out, func(a, b funcCost) int {
+		return cmp.Or(cmp.Compare(b.CumSecs, a.CumSecs), cmp.Compare(a.Func, b.Func))
+	})
+	return out[:min(n, len(out))], total, nil
+}
+
+// functionCosts is every function of a CPU profile with its flat and cumulative seconds, and the
+// profile's total.
+func functionCosts(profilePath string) ([]funcCost, float64, error) {
 	f, err := os.Open(profilePath)
 	if err != nil {
 		return nil, 0, fmt.Errorf("opening the profile: %w", err)
@@ -571,8 +596,66 @@ func topFunctions(profilePath string, n int) ([]funcCost, float64, error) {
 	for _, c := range costs {
 		out = append(out, *c)
 	}
-	slices.SortFunc(out, func(a, b funcCost) int {
-		return cmp.Or(cmp.Compare(b.FlatSecs, a.FlatSecs), cmp.Compare(a.Func, b.Func))
-	})
-	return out[:min(n, len(out))], total, nil
+	return out, total, nil
+}
+
+// phaseCost adds up the component deltas of a phase that runs in separate stretches (its
+// batches, say): the sum of each stretch's growth, held as a snapshot taken at the zero time
+// plus the stretches' total length, so that since(componentSnapshot{}) makes it a delta.
+type phaseCost struct {
+	sum       componentSnapshot
+	stretches int
+}
+
+// add counts the stretch from before to after. Queue depths and pending pods are after's.
+func (p *phaseCost) add(before, after componentSnapshot) {
+	if p.sum.CPU == nil {
+		p.sum = componentSnapshot{CPU: map[string]float64{}, API: map[string]sumCount{}, APICodes: map[string]float64{},
+			Etcd: map[string]sumCount{}, Queues: map[string]queueStats{}}
+	}
+	p.stretches++
+	p.sum.At = p.sum.At.Add(after.At.Sub(before.At))
+	p.sum.MachineBusy += after.MachineBusy - before.MachineBusy
+	// A process restarted in between has a smaller total: its growth is unknown, not negative.
+	for name, v := range after.CPU {
+		if g := v - before.CPU[name]; g >= 0 {
+			p.sum.CPU[name] += g
+		}
+	}
+	addCalls := func(sum, now, prev map[string]sumCount) {
+		for k, v := range now {
+			if g := v.minus(prev[k]); g.Count > 0 {
+				sum[k] = sumCount{sum[k].Sum + g.Sum, sum[k].Count + g.Count}
+			}
+		}
+	}
+	addCalls(p.sum.API, after.API, before.API)
+	addCalls(p.sum.Etcd, after.Etcd, before.Etcd)
+	for code, n := range after.APICodes {
+		if g := n - before.APICodes[code]; g > 0 {
+			p.sum.APICodes[code] += g
+		}
+	}
+	for name, q := range after.Queues {
+		b, s := before.Queues[name], p.sum.Queues[name]
+		if g := q.Adds - b.Adds; g > 0 {
+			s.Adds += g
+			w, k := q.Wait.minus(b.Wait), q.Work.minus(b.Work)
+			s.Wait = sumCount{s.Wait.Sum + w.Sum, s.Wait.Count + w.Count}
+			s.Work = sumCount{s.Work.Sum + k.Sum, s.Work.Count + k.Count}
+		}
+		s.Depth = q.Depth
+		p.sum.Queues[name] = s
+	}
+	att := after.SchedulerAttempts.minus(before.SchedulerAttempts)
+	p.sum.SchedulerAttempts = sumCount{p.sum.SchedulerAttempts.Sum + att.Sum, p.sum.SchedulerAttempts.Count + att.Count}
+	p.sum.SchedulerPending = after.SchedulerPending
+}
+
+// delta is the phase's summed growth; ok is false when no stretch was counted.
+func (p *phaseCost) delta() (componentDelta, bool) {
+	if p.stretches == 0 {
+		return componentDelta{}, false
+	}
+	return p.sum.since(componentSnapshot{}), true
 }

@@ -54,6 +54,11 @@ type config struct {
 	// floorEvery-th batch after it and the last.
 	batch      int
 	floorEvery int
+	// tune runs the control plane with localkube.LargeClusterTuning instead of its defaults.
+	tune bool
+	// profile is the length in seconds of the CPU profiles taken during opi's last desire
+	// batch; 0 takes none.
+	profile int
 }
 
 func parseFlags(args []string) (config, error) {
@@ -80,6 +85,8 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.backend, "backend", k8s.WorkloadDeployments, "opi's backend: deployments or statefulsets (the floor and the live LIST use the same kind)")
 	fs.IntVar(&c.tasks, "tasks", 0, "measure tasks instead of LRPs: desire this many tasks, GET /tasks at that count, cancel them")
 	fs.StringVar(&c.opiArgs, "opi-args", "", "more flags for opi, space-separated (e.g. \"--routing=none --headless-services\")")
+	fs.BoolVar(&c.tune, "tune", true, "run the control plane with the settings large clusters raise (localkube.LargeClusterTuning); -tune=false keeps the defaults")
+	fs.IntVar(&c.profile, "profile", 0, "take CPU profiles of opi and the control plane over this many seconds during opi's last desire batch (0: none); keeps the work folder")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -89,6 +96,9 @@ func parseFlags(args []string) (config, error) {
 	}
 	if c.backend != k8s.WorkloadDeployments && c.backend != k8s.WorkloadStatefulSets {
 		return c, fmt.Errorf("-backend %q is not one of %s, %s", c.backend, k8s.WorkloadDeployments, k8s.WorkloadStatefulSets)
+	}
+	if c.profile < 0 {
+		return c, errors.New("-profile must not be negative")
 	}
 	if c.batch < 1 || c.floorEvery < 1 {
 		return c, errors.New("-batch and -floor-every must be positive")
@@ -131,6 +141,8 @@ type env struct {
 	opiBin  string
 	opiArgs []string // opi's command line, for its restart
 	opiURL  string
+	// opsURL is opi's operations listener (metrics, pprof).
+	opsURL  string
 	http    *http.Client
 	rss     *rssSampler
 	res     *results
@@ -149,7 +161,9 @@ func run(ctx context.Context, cfg config) (err error) {
 	if err != nil {
 		return err
 	}
-	keep := cfg.keep
+	// The profiles are files in the work folder.
+	keep := cfg.keep || cfg.profile > 0
+	cfg.keep = keep
 	defer func() {
 		if err != nil {
 			keep = true
@@ -166,7 +180,11 @@ func run(ctx context.Context, cfg config) (err error) {
 
 	// Capacity: every node can hold all pods of the run, so placement never limits it.
 	podsPerNode := strconv.Itoa(cfg.n + cfg.tasks + 100)
-	logf("starting the control plane: %d kwok nodes, controllers at %d/%d requests/s", cfg.nodes, cfg.ctrlQPS, cfg.ctrlBurst)
+	var tuning localkube.Tuning
+	if cfg.tune {
+		tuning = localkube.LargeClusterTuning()
+	}
+	logf("starting the control plane: %d kwok nodes, controllers at %d/%d requests/s, %s", cfg.nodes, cfg.ctrlQPS, cfg.ctrlBurst, res.Tuning)
 	t := time.Now()
 	cluster, err := localkube.Start(ctx, localkube.Options{
 		WorkDir:              workDir,
@@ -178,6 +196,7 @@ func run(ctx context.Context, cfg config) (err error) {
 		NodeEphemeralStorage: strconv.Itoa(cfg.n+100) + "Ti",
 		ControllerQPS:        cfg.ctrlQPS,
 		ControllerBurst:      cfg.ctrlBurst,
+		Tuning:               tuning,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the control plane: %w", err)
@@ -195,10 +214,15 @@ func run(ctx context.Context, cfg config) (err error) {
 	if err != nil {
 		return err
 	}
+	opsAddr, err := localkube.FreeAddr()
+	if err != nil {
+		return err
+	}
 	e := &env{
-		cfg: cfg, cluster: cluster, opiURL: "http://" + addr, res: res, workDir: workDir,
+		cfg: cfg, cluster: cluster, opiURL: "http://" + addr, opsURL: "http://" + opsAddr, res: res, workDir: workDir,
 		opiArgs: append([]string{
 			"connect", "--kubeconfig", cluster.Kubeconfig(), "--listen", addr, "--namespace", opiNamespace,
+			"--ops-listen", opsAddr, "--pprof",
 			"--kube-qps", strconv.Itoa(cfg.qps), "--kube-burst", strconv.Itoa(cfg.burst), "--backend", cfg.backend,
 		}, strings.Fields(cfg.opiArgs)...),
 		http: &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{
@@ -220,6 +244,7 @@ func run(ctx context.Context, cfg config) (err error) {
 		return err
 	}
 	res.Phases.OpiStart = time.Since(t).Seconds()
+	logf("opi ready after %.1f s", res.Phases.OpiStart)
 	e.rss = startRSS(e.opi.Pid())
 	defer e.rss.stop()
 
@@ -239,7 +264,7 @@ func run(ctx context.Context, cfg config) (err error) {
 	res.Elapsed = time.Since(benchStart).Seconds()
 	res.finish(cpu0, cpu1)
 
-	table := res.table()
+	table := res.report()
 	fmt.Println(table)
 	line, err := res.jsonLine()
 	if err != nil {

@@ -2,12 +2,15 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -139,6 +142,8 @@ func (e *env) phases(ctx context.Context) error {
 		opiBatches, opiPaired, oneBatches, sameBatches []phase
 		sameCalls                                      [][]call
 		floorCPU, opiCPU                               cpuAcc
+		opiCost, cleanupCost                           phaseCost
+		floorCost                                      = map[string]*phaseCost{floorOneDeployment: {}, floorSameObjects: {}}
 		retry                                          []app // opi's failed desires, desired again untimed as CC's sync would
 		floorRuns                                      int
 	)
@@ -147,18 +152,41 @@ func (e *env) phases(ctx context.Context) error {
 		hi := end - warmApps
 		rec := batchRecord{Batch: k + 1, Apps: end, Count: hi - lo}
 		runOpi := func() error {
-			a := readCPU(e.ourPIDs())
-			p, err := e.desirePhase(ctx, apps[lo:hi], cfg.concurrency)
-			opiCPU.add(a, readCPU(e.ourPIDs()))
+			var waitProfiles func()
+			if k == len(ends)-1 && cfg.profile > 0 {
+				waitProfiles = e.startProfiles(ctx)
+			}
+			var p phase
+			d, err := e.stretch(ctx, &opiCost, func() error {
+				a := readCPU(e.ourPIDs())
+				var err error
+				p, err = e.desirePhase(ctx, apps[lo:hi], cfg.concurrency)
+				opiCPU.add(a, readCPU(e.ourPIDs()))
+				return err
+			})
+			if waitProfiles != nil {
+				waitProfiles()
+			}
+			if d != nil {
+				rec.CPUMsPerApp = d.msPerApp(hi - lo)
+			}
 			opiBatches = append(opiBatches, p)
 			rec.OpiSeconds, rec.OpiPerSecond = p.Seconds, p.Throughput
 			return err
 		}
 		runFloor := func(floor string) func() error {
 			return func() error {
-				a := readCPU(e.ourPIDs())
-				p, calls, err := e.floorBatch(ctx, fc, tmpl, floor, hi-lo)
-				floorCPU.add(a, readCPU(e.ourPIDs()))
+				var (
+					p     phase
+					calls [][]call
+				)
+				_, err := e.stretch(ctx, floorCost[floor], func() error {
+					a := readCPU(e.ourPIDs())
+					var err error
+					p, calls, err = e.floorBatch(ctx, fc, tmpl, floor, hi-lo)
+					floorCPU.add(a, readCPU(e.ourPIDs()))
+					return err
+				})
 				if err != nil {
 					return err
 				}
@@ -167,7 +195,12 @@ func (e *env) phases(ctx context.Context) error {
 				} else {
 					sameBatches, sameCalls, rec.SameObjectsPerSecond = append(sameBatches, p), append(sameCalls, calls...), p.Throughput
 				}
-				d, err := e.cleanFloor(ctx, tmpl)
+				var d time.Duration
+				_, err = e.stretch(ctx, &cleanupCost, func() error {
+					var err error
+					d, err = e.cleanFloor(ctx, tmpl)
+					return err
+				})
 				res.Phases.FloorCleanup += d.Seconds()
 				logf("  %s floor: %.1f apps/s; its objects gone after %.1f s", floor, p.Throughput, d.Seconds())
 				return err
@@ -216,6 +249,10 @@ func (e *env) phases(ctx context.Context) error {
 		return err
 	}
 	res.DesireAPI = byVerb(m3.diff(m2))
+	e.where("desire through opi (its batches)", &opiCost)
+	e.where("one-Deployment floor (its batches)", floorCost[floorOneDeployment])
+	e.where("same-objects floor (its batches)", floorCost[floorSameObjects])
+	e.where("floor clean-ups", &cleanupCost)
 	res.DesireAPIPerApp = float64(sum(res.DesireAPI)) / float64(desired)
 	logf("one Deployment floor: %.1f apps/s, p50 %.1f ms, p99 %.1f ms, %d errors", res.FloorOne.Throughput, res.FloorOne.P50, res.FloorOne.P99, res.FloorOne.Errors)
 	logf("same objects floor: %.1f apps/s, p50 %.1f ms, p99 %.1f ms, %d errors", res.FloorSame.Throughput, res.FloorSame.P50, res.FloorSame.P99, res.FloorSame.Errors)
@@ -228,15 +265,23 @@ func (e *env) phases(ctx context.Context) error {
 
 	// 4. The controllers catch up with opi's apps: every pod exists and runs.
 	logf("waiting for the %d pods to run", cfg.n)
-	settled, err := waitPods(ctx, admin, opiNamespace, cfg.n, 5*time.Minute+time.Duration(cfg.n)*30*time.Millisecond)
-	if err != nil {
+	var settled time.Duration
+	var settleCost phaseCost
+	if _, err := e.stretch(ctx, &settleCost, func() error {
+		var err error
+		settled, err = waitPods(ctx, admin, opiNamespace, cfg.n, 5*time.Minute+time.Duration(cfg.n)*30*time.Millisecond)
+		return err
+	}); err != nil {
 		return err
 	}
+	e.where("pods settle", &settleCost)
 	res.PodsSettle, res.Phases.Settle = settled.Seconds(), settled.Seconds()
 	logf("all %d pods running %.1f s after the last desire", cfg.n, res.PodsSettle)
 
 	// 5. Reads at N.
 	t = time.Now()
+	var readsCost phaseCost
+	readsBefore, readsOK := e.snap(ctx)
 	m4, err := e.scrape(ctx)
 	if err != nil {
 		return err
@@ -271,6 +316,10 @@ func (e *env) phases(ctx context.Context) error {
 	logf("live LIST of %d workloads: p50 %.1f ms, p99 %.1f ms; burst p50 %.1f ms p99 %.1f ms",
 		cfg.n, res.List.P50, res.List.P99, res.List.BurstP50, res.List.BurstP99)
 	res.Phases.Reads = time.Since(t).Seconds()
+	if after, ok := e.snap(ctx); ok && readsOK {
+		readsCost.add(readsBefore, after)
+	}
+	e.where("reads", &readsCost)
 
 	// 6. Steady memory after the reads.
 	t = time.Now()
@@ -299,6 +348,7 @@ func (e *env) phases(ctx context.Context) error {
 	t = time.Now()
 	all := append(append([]app{}, warm...), apps...)
 	logf("opi: stopping %d apps through PUT /apps/{guid}/{version}/stop at concurrency %d", len(all), cfg.concurrency)
+	stopBefore, stopOK := e.snap(ctx)
 	m7, err := e.scrape(ctx)
 	if err != nil {
 		return err
@@ -320,6 +370,11 @@ func (e *env) phases(ctx context.Context) error {
 			return err
 		}
 	}
+	var stopCost phaseCost
+	if after, ok := e.snap(ctx); ok && stopOK {
+		stopCost.add(stopBefore, after)
+	}
+	e.where("stop", &stopCost)
 	m8, err := e.scrape(ctx)
 	if err != nil {
 		return err
@@ -359,6 +414,8 @@ func (e *env) restartOpi(ctx context.Context) (startup, error) {
 	}
 	s.Exit = time.Since(t).Seconds()
 	logf("restart: opi exited after %.1f s; starting it again", s.Exit)
+	// Taken with no opi running, so opi's CPU in the phase is all the new process's.
+	before, beforeOK := e.snap(ctx)
 	start := time.Now()
 	p, err := e.startOpi(e.opiBin)
 	if err != nil {
@@ -403,6 +460,11 @@ func (e *env) restartOpi(ctx context.Context) (startup, error) {
 		return s, fmt.Errorf("opi's start-up with %d apps: %w; see %s/opi.log", e.cfg.n, err, e.workDir)
 	}
 	s.PeakRSS = e.rss.own()
+	var c phaseCost
+	if after, ok := e.snap(ctx); ok && beforeOK {
+		c.add(before, after)
+	}
+	e.where("start-up (opi restarted, until its first full GET /apps)", &c)
 	return s, nil
 }
 
@@ -426,6 +488,80 @@ func pollFast(ctx context.Context, p *localkube.Process, timeout time.Duration, 
 	}
 }
 
+// snap is a snapshot of the components and of opi (when it runs). A failed one is logged and
+// not ok: the run's own figures do not depend on it.
+func (e *env) snap(ctx context.Context) (componentSnapshot, bool) {
+	pid := e.opi.Pid()
+	select {
+	case <-e.opi.Done():
+		pid = 0
+	default:
+	}
+	s, err := snapshotComponents(ctx, e.cluster, pid)
+	if err != nil {
+		logf("component snapshot failed (this stretch is left out of where the time went): %v", err)
+		return s, false
+	}
+	return s, true
+}
+
+// stretch runs f between two snapshots, adds their difference to cost and returns it (nil when
+// a snapshot failed).
+func (e *env) stretch(ctx context.Context, cost *phaseCost, f func() error) (*componentDelta, error) {
+	before, ok := e.snap(ctx)
+	err := f()
+	after, ok2 := e.snap(ctx)
+	if !ok || !ok2 {
+		return nil, err
+	}
+	cost.add(before, after)
+	d := after.since(before)
+	return &d, err
+}
+
+// where records a phase's component costs in the results.
+func (e *env) where(name string, cost *phaseCost) {
+	if d, ok := cost.delta(); ok {
+		e.res.Where = append(e.res.Where, phaseDelta{Phase: name, Stretches: cost.stretches, componentDelta: d})
+	}
+}
+
+// startProfiles takes CPU profiles of opi and the control plane in the background, over
+// -profile seconds; the func it returns waits for them and puts their costliest functions
+// (by cumulative time) in the results.
+func (e *env) startProfiles(ctx context.Context) func() {
+	dir := filepath.Join(e.workDir, "profiles")
+	logf("profiling opi and the control plane for %d s, into %s", e.cfg.profile, dir)
+	var (
+		files map[string]string
+		err   error
+	)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		files, err = captureProfiles(ctx, e.cluster, e.opsURL, e.cfg.profile, dir)
+	}()
+	return func() {
+		<-done
+		e.res.ProfileSeconds, e.res.ProfileDir = e.cfg.profile, dir
+		if err != nil {
+			logf("profiles: %v", err)
+			e.res.ProfileError = err.Error()
+		}
+		for name, file := range files {
+			top, total, err := topFunctionsByCum(file, 10)
+			if err != nil {
+				logf("reading the profile of %s: %v", name, err)
+				continue
+			}
+			e.res.Profiles = append(e.res.Profiles, componentProfile{Component: name, File: file, CPUSeconds: total, Top: top})
+		}
+		slices.SortFunc(e.res.Profiles, func(a, b componentProfile) int {
+			return cmp.Compare(componentRank(a.Component), componentRank(b.Component))
+		})
+	}
+}
+
 // ourPIDs are the processes of the run: the control plane, opi and this program.
 func (e *env) ourPIDs() []int {
 	return append(e.cluster.PIDs(), e.opi.Pid(), osPid)
@@ -444,8 +580,10 @@ func (e *env) client(protobuf bool) (kubernetes.Interface, error) {
 	return kubernetes.NewForConfig(rc)
 }
 
+// waitOpiReady waits for /readyz; opi waits out a slow cache sync rather than failing, so the
+// bound is generous.
 func (e *env) waitOpiReady(ctx context.Context) error {
-	if err := e.opi.WaitHTTP(ctx, e.opiURL+"/readyz", 2*time.Minute); err != nil {
+	if err := e.opi.WaitHTTP(ctx, e.opiURL+"/readyz", 10*time.Minute); err != nil {
 		return fmt.Errorf("opi not ready: %w; see %s/opi.log", err, e.workDir)
 	}
 	return nil
