@@ -439,7 +439,7 @@ func codesNote(codes map[string]int) string {
 	return " (answers other than 2xx: " + strings.Join(bad, ", ") + ")"
 }
 
-// captureProfiles takes CPU profiles of the API server, controller-manager, scheduler, etcd, kwok and
+// captureProfiles takes CPU profiles of the API server, controller-manager, scheduler, etcd and
 // (when opiPprofURL, the base URL of opi's operations listener with pprof on, is set) opi over
 // the same seconds, and writes each to dir as <component>.pprof. It returns the files written by
 // component; a profile that failed is named in the error while the others are still kept.
@@ -449,7 +449,7 @@ func captureProfiles(ctx context.Context, cluster *localkube.Cluster, opiPprofUR
 	}
 	path := "/debug/pprof/profile?seconds=" + strconv.Itoa(seconds)
 	fetch := map[string]func(context.Context) ([]byte, error){}
-	for _, c := range []string{localkube.APIServer, localkube.ControllerManager, localkube.Scheduler, localkube.Etcd, localkube.Kwok} {
+	for _, c := range []string{localkube.APIServer, localkube.ControllerManager, localkube.Scheduler, localkube.Etcd} {
 		fetch[c] = func(ctx context.Context) ([]byte, error) { return cluster.Get(ctx, c, path) }
 	}
 	if opiPprofURL != "" {

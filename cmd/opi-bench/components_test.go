@@ -236,6 +236,13 @@ var _ = Describe("topFunctions", func() {
 		all, _, err := topFunctions(path, 10)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(all).To(ContainElement(funcCost{Func: "main.main", FlatSecs: 0.5, CumSecs: 4.5}))
+
+		byCum, _, err := topFunctionsByCum(path, 2)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(byCum).To(Equal([]funcCost{
+			{Func: "main.main", FlatSecs: 0.5, CumSecs: 4.5},
+			{Func: "json.Marshal", FlatSecs: 3, CumSecs: 3},
+		}))
 	})
 
 	It("fails on what is not a profile", func() {

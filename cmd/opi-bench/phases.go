@@ -519,9 +519,14 @@ func (e *env) stretch(ctx context.Context, cost *phaseCost, f func() error) (*co
 	return &d, err
 }
 
+// jsonCalls is how many API server and etcd calls, the costliest, the results keep per phase.
+const jsonCalls = 15
+
 // where records a phase's component costs in the results.
 func (e *env) where(name string, cost *phaseCost) {
 	if d, ok := cost.delta(); ok {
+		// The long tail of cheap calls would make each recorded run's JSON tens of KB.
+		d.API, d.Etcd = d.API[:min(len(d.API), jsonCalls)], d.Etcd[:min(len(d.Etcd), jsonCalls)]
 		e.res.Where = append(e.res.Where, phaseDelta{Phase: name, Stretches: cost.stretches, componentDelta: d})
 	}
 }
@@ -546,7 +551,7 @@ func (e *env) startProfiles(ctx context.Context) func() {
 		e.res.ProfileSeconds, e.res.ProfileDir = e.cfg.profile, dir
 		if err != nil {
 			logf("profiles: %v", err)
-			e.res.ProfileError = err.Error()
+			e.res.ProfileError = strings.TrimSpace(err.Error())
 		}
 		for name, file := range files {
 			top, total, err := topFunctionsByCum(file, 10)
