@@ -205,6 +205,7 @@ type phaseSeconds struct {
 	FloorOne     float64 `json:"floor_one_deployment"`
 	FloorSame    float64 `json:"floor_same_objects"`
 	FloorCleanup float64 `json:"floor_cleanup"`
+	Quiesce      float64 `json:"quiesce"`
 	Settle       float64 `json:"pods_settle"`
 	Reads        float64 `json:"reads"`
 	Steady       float64 `json:"steady_rss"`
@@ -220,7 +221,7 @@ func (p phaseSeconds) String() string {
 	}{
 		{"control plane", p.ControlPlane}, {"opi start", p.OpiStart}, {"template", p.Template}, {"warm-up", p.WarmUp},
 		{"desire opi", p.DesireOpi}, {"one-Deployment floor", p.FloorOne}, {"same-objects floor", p.FloorSame},
-		{"floor clean-ups", p.FloorCleanup}, {"pods settle", p.Settle}, {"reads", p.Reads}, {"steady RSS", p.Steady},
+		{"floor clean-ups", p.FloorCleanup}, {"quiesce before batches", p.Quiesce}, {"pods settle", p.Settle}, {"reads", p.Reads}, {"steady RSS", p.Steady},
 		{"start-up", p.Startup}, {"stop", p.Stop},
 	} {
 		parts = append(parts, fmt.Sprintf("%s %.0f", x.name, x.s))
