@@ -158,7 +158,11 @@ type Backend struct {
 	// leaderWork is what one replica of opi does for all of them; see RunLeaderWork.
 	leaderWork []leaderTask
 
-	list listCache
+	// The sorted lists last built, and the changes of the caches they are built from.
+	list            listCache[*opi.LRP]
+	tasks           listCache[*opi.Task]
+	workloadChanges changeCounter
+	jobChanges      changeCounter
 }
 
 var (
