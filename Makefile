@@ -117,8 +117,9 @@ run: build opi-local kube-bins
 	$(BIN)/opi-local run --opi-bin $(BIN)/opi --kubeconfig-out $(LOCAL)/kubeconfig $(RUN_FLAGS)
 
 # --- Benchmark (see docs/benchmarks.md) ---
-# One run on a fresh local control plane: desire N apps through opi and with client-go, reads at
-# N, stop; prints a markdown table and a JSON line. RECORD=1 appends the run to
+# One run on a fresh local control plane: desire N apps through opi in batches of 500 (two
+# client-go floors on some batches, cleaned up after each), reads at N, opi's restart at N, stop;
+# prints a markdown table and a JSON line. RECORD=1 appends the run to
 # docs/benchmarks.md. BACKEND=statefulsets benchmarks the StatefulSet backend (the floor and the
 # live LIST then use StatefulSets too). BENCH_FLAGS passes more flags (bin/opi-bench -h lists them).
 N ?= 300

@@ -4,6 +4,7 @@ package bifrost
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/opi-bridge/opi/models"
@@ -35,12 +36,47 @@ func (b *LRP) List(ctx context.Context) ([]models.DesiredLRPSchedulingInfo, erro
 	if err != nil {
 		return nil, fmt.Errorf("list lrps: %w", err)
 	}
+	return schedulingInfos(lrps), nil
+}
+
+func schedulingInfos(lrps []*opi.LRP) []models.DesiredLRPSchedulingInfo {
 	infos := make([]models.DesiredLRPSchedulingInfo, 0, len(lrps))
 	for _, lrp := range lrps {
 		infos = append(infos, SchedulingInfo(lrp))
 	}
-	return infos, nil
+	return infos
 }
+
+// ListVersion is the version of the list List would return now, when the backend keeps one
+// (opi.LRPListVersioner); ok is false when it does not.
+func (b *LRP) ListVersion(ctx context.Context) (version uint64, ok bool, err error) {
+	versioner, ok := b.Backend.(opi.LRPListVersioner)
+	if !ok {
+		return 0, false, nil
+	}
+	version, err = versioner.LRPListVersion(ctx)
+	if err != nil {
+		return 0, false, fmt.Errorf("list lrps: %w", err)
+	}
+	return version, true, nil
+}
+
+// ListVersioned is List and the version of exactly that list; only for a backend whose
+// ListVersion is ok.
+func (b *LRP) ListVersioned(ctx context.Context) ([]models.DesiredLRPSchedulingInfo, uint64, error) {
+	versioner, ok := b.Backend.(opi.LRPListVersioner)
+	if !ok {
+		return nil, 0, errNoListVersion
+	}
+	lrps, version, err := versioner.ListLRPsVersioned(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list lrps: %w", err)
+	}
+	return schedulingInfos(lrps), version, nil
+}
+
+// errNoListVersion is a versioned list asked of a backend that keeps no list version.
+var errNoListVersion = errors.New("the backend keeps no list version")
 
 // Get returns one LRP; opi.ErrNotFound when absent.
 func (b *LRP) Get(ctx context.Context, id opi.LRPIdentifier) (*models.DesiredLRP, error) {

@@ -65,11 +65,43 @@ func (t *Task) List(ctx context.Context) ([]models.TaskResponse, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
+	return taskResponses(tasks), nil
+}
+
+// ListVersion is the version of the list List would return now, when the backend keeps one
+// (opi.TaskListVersioner); ok is false when it does not.
+func (t *Task) ListVersion(ctx context.Context) (version uint64, ok bool, err error) {
+	versioner, ok := t.Backend.(opi.TaskListVersioner)
+	if !ok {
+		return 0, false, nil
+	}
+	version, err = versioner.TaskListVersion(ctx)
+	if err != nil {
+		return 0, false, fmt.Errorf("list tasks: %w", err)
+	}
+	return version, true, nil
+}
+
+// ListVersioned is List and the version of exactly that list; only for a backend whose
+// ListVersion is ok.
+func (t *Task) ListVersioned(ctx context.Context) ([]models.TaskResponse, uint64, error) {
+	versioner, ok := t.Backend.(opi.TaskListVersioner)
+	if !ok {
+		return nil, 0, errNoListVersion
+	}
+	tasks, version, err := versioner.ListTasksVersioned(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list tasks: %w", err)
+	}
+	return taskResponses(tasks), version, nil
+}
+
+func taskResponses(tasks []*opi.Task) []models.TaskResponse {
 	out := make([]models.TaskResponse, 0, len(tasks))
 	for _, task := range tasks {
 		out = append(out, TaskResponse(task))
 	}
-	return out, nil
+	return out
 }
 
 // Cancel cancels a task; opi.ErrNotFound when unknown.

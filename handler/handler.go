@@ -170,6 +170,7 @@ func New(cfg Config) *Router {
 		cfg.WriteTimeout = DefaultWriteTimeout
 	}
 	lrp := &lrpHandler{bifrost: cfg.LRP, logger: cfg.Logger, maxBody: cfg.MaxBodyBytes, writeTimeout: cfg.WriteTimeout}
+	lrp.versioned, _ = cfg.LRP.(VersionedLRPLister)
 	health := &healthHandler{readiness: cfg.Readiness, logger: cfg.Logger}
 
 	r := newRouter(cfg.Logger)
@@ -191,6 +192,7 @@ func New(cfg Config) *Router {
 	}
 	if cfg.Task != nil {
 		task := &taskHandler{bifrost: cfg.Task, logger: cfg.Logger, maxBody: cfg.MaxBodyBytes, writeTimeout: cfg.WriteTimeout}
+		task.versioned, _ = cfg.Task.(VersionedTaskLister)
 		route(http.MethodPost, "/tasks/:task_guid", task.desire)
 		route(http.MethodGet, "/tasks/:task_guid", task.get)
 		route(http.MethodGet, "/tasks", task.list)

@@ -20,6 +20,9 @@ type lrpHandler struct {
 	logger       lager.Logger
 	maxBody      int64
 	writeTimeout time.Duration
+	// versioned is bifrost when it has a list version (else nil), and body its encoded list.
+	versioned VersionedLRPLister
+	body      listBody
 }
 
 // write runs a write's backend call within the write timeout. An error after the deadline
@@ -90,12 +93,41 @@ func (h *lrpHandler) desire(w http.ResponseWriter, r *http.Request, ps httproute
 
 func (h *lrpHandler) list(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	logger := h.logger.Session("list-lrps")
+	if h.versioned != nil {
+		version, ok, err := h.versioned.ListVersion(r.Context())
+		if err != nil {
+			fail(w, logger, "list", err)
+			return
+		}
+		if ok {
+			body, err := h.body.get(r.Context(), version, h.encodeList)
+			if err != nil {
+				fail(w, logger, "list", err)
+				return
+			}
+			writeBody(w, body)
+			return
+		}
+	}
 	infos, err := h.bifrost.List(r.Context())
 	if err != nil {
 		fail(w, logger, "list", err)
 		return
 	}
 	writeList(w, infos)
+}
+
+// encodeList is GET /apps's body of the list as it is now, and its version.
+func (h *lrpHandler) encodeList(ctx context.Context, size int) ([]byte, uint64, error) {
+	infos, version, err := h.versioned.ListVersioned(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	buf := bufferFor(size)
+	if err := encodeList(buf, infos); err != nil {
+		return nil, 0, fmt.Errorf("encode list: %w", err)
+	}
+	return buf.Bytes(), version, nil
 }
 
 func (h *lrpHandler) get(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {

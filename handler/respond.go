@@ -51,24 +51,44 @@ func writeJSON(w http.ResponseWriter, status int, body any) {
 
 // writeList streams GET /apps's body item by item through a small buffer, instead of encoding
 // the whole list first: at thousands of apps the encoded list is megabytes, which concurrent
-// calls would each hold (and grow by doubling) at once. The bytes are those of
-// models.DesiredLRPSchedulingInfosResponse, with a newline after each item.
+// calls would each hold (and grow by doubling) at once. It serves an LRPBifrost without a list
+// version; with one, the body is encoded once per version (listBody).
 func writeList(w http.ResponseWriter, infos []models.DesiredLRPSchedulingInfo) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	bw := bufio.NewWriterSize(w, 32<<10)
-	enc := json.NewEncoder(bw)
-	_, _ = bw.WriteString(`{"` + models.SchedulingInfosKey + `":[`)
+	if err := encodeList(bw, infos); err != nil {
+		return // the client sees a truncated body; these structs always encode
+	}
+	_ = bw.Flush()
+}
+
+// listWriter is where encodeList writes: a bufio.Writer or a bytes.Buffer.
+type listWriter interface {
+	io.Writer
+	io.ByteWriter
+	io.StringWriter
+}
+
+// encodeList writes GET /apps's body: the bytes of models.DesiredLRPSchedulingInfosResponse,
+// with a newline after each item.
+func encodeList(w listWriter, infos []models.DesiredLRPSchedulingInfo) error {
+	enc := json.NewEncoder(w)
+	if _, err := w.WriteString(`{"` + models.SchedulingInfosKey + `":[`); err != nil {
+		return err
+	}
 	for i := range infos {
 		if i > 0 {
-			_ = bw.WriteByte(',')
+			if err := w.WriteByte(','); err != nil {
+				return err
+			}
 		}
 		if err := enc.Encode(&infos[i]); err != nil {
-			return // the client sees a truncated body; these structs always encode
+			return err
 		}
 	}
-	_, _ = bw.WriteString("]}\n")
-	_ = bw.Flush()
+	_, err := w.WriteString("]}\n")
+	return err
 }
 
 func writeError(w http.ResponseWriter, status int, message string) {

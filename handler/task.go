@@ -2,6 +2,8 @@ package handler
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -29,6 +31,9 @@ type taskHandler struct {
 	maxBody int64
 	// writeTimeout bounds each write, as on the LRP routes.
 	writeTimeout time.Duration
+	// versioned is bifrost when it has a list version (else nil), and body its encoded list.
+	versioned VersionedTaskLister
+	body      listBody
 }
 
 // failTask logs err and writes the task routes' error body with the status its kind deserves.
@@ -72,6 +77,22 @@ func (h *taskHandler) get(w http.ResponseWriter, r *http.Request, ps httprouter.
 
 func (h *taskHandler) list(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	logger := h.logger.Session("list-tasks")
+	if h.versioned != nil {
+		version, ok, err := h.versioned.ListVersion(r.Context())
+		if err != nil {
+			failTask(w, logger, "list", err)
+			return
+		}
+		if ok {
+			body, err := h.body.get(r.Context(), version, h.encodeList)
+			if err != nil {
+				failTask(w, logger, "list", err)
+				return
+			}
+			writeBody(w, body)
+			return
+		}
+	}
 	tasks, err := h.bifrost.List(r.Context())
 	if err != nil {
 		failTask(w, logger, "list", err)
@@ -81,6 +102,23 @@ func (h *taskHandler) list(w http.ResponseWriter, r *http.Request, _ httprouter.
 		tasks = []models.TaskResponse{}
 	}
 	writeJSON(w, http.StatusOK, tasks)
+}
+
+// encodeList is GET /tasks's body of the list as it is now (the bytes writeJSON writes), and
+// its version.
+func (h *taskHandler) encodeList(ctx context.Context, size int) ([]byte, uint64, error) {
+	tasks, version, err := h.versioned.ListVersioned(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	if tasks == nil {
+		tasks = []models.TaskResponse{}
+	}
+	buf := bufferFor(size)
+	if err := json.NewEncoder(buf).Encode(tasks); err != nil {
+		return nil, 0, fmt.Errorf("encode tasks: %w", err)
+	}
+	return buf.Bytes(), version, nil
 }
 
 // cancel answers 204 for a task it cancelled (or that had already ended or been cancelled) and

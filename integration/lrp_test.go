@@ -519,6 +519,26 @@ var _ = Describe("opi start-up", func() {
 		Eventually(allRunning(o, a)).Should(Equal(running(2)))
 	})
 
+	It("keeps serving past its cache-sync timeout instead of exiting, and becomes ready once synced", func() {
+		ns := newNamespace()
+		kubeconfig := restrictedKubeconfig(ns)
+		a := newApp()
+		before := startOpiWith(kubeconfig, ns, "--create-namespace=false")
+		desire(before, a)
+		before.stop()
+
+		// With the timeout passed before any LIST can answer, opi must say the sync is slow and
+		// wait (its LIST check passing under deploy/rbac.yaml), not exit; startOpiWith waits for
+		// /readyz.
+		o := startOpiWith(kubeconfig, ns, "--create-namespace=false", "--cache-sync-timeout", "1ns")
+		Expect(o.session.ExitCode()).To(Equal(-1), "opi exited; it said:\n%s", o.Logs())
+		Expect(o.Logs()).To(ContainSubstring("cache-sync-slow"))
+		Expect(o.Logs()).To(ContainSubstring("caches-synced"))
+		status, body := o.call(http.MethodGet, "/apps", "")
+		Expect(status).To(Equal(http.StatusOK), body)
+		Expect(body).To(ContainSubstring(a.processGUID()))
+	})
+
 	It("refuses to start when the namespace is missing and it may not create it", func() {
 		ns := "opi-it-missing"
 		_, err := kube.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})

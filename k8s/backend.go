@@ -43,6 +43,10 @@ type Options struct {
 	// JanitorGrace is the age a leftover must reach before the janitor deletes it
 	// (default DefaultJanitorGrace).
 	JanitorGrace time.Duration
+	// CacheSyncTimeout is how long Start waits for its caches before it checks that opi may
+	// list what it caches and logs cache-sync-slow (default DefaultCacheSyncTimeout). It is
+	// not a deadline: Start keeps waiting, see start.go.
+	CacheSyncTimeout time.Duration
 
 	// Routing says how routes reach apps (Ingress, Gateway API HTTPRoutes, or nothing).
 	Routing RoutingOptions
@@ -126,6 +130,7 @@ type Backend struct {
 	readWaitTimeout time.Duration
 	janitorPeriod   time.Duration
 	janitorGrace    time.Duration
+	cacheSync       syncPatience
 	workload        workloadSpec
 	// kind is the object that runs an LRP's pods (Deployment or StatefulSet).
 	kind workloadKind
@@ -153,7 +158,11 @@ type Backend struct {
 	// leaderWork is what one replica of opi does for all of them; see RunLeaderWork.
 	leaderWork []leaderTask
 
-	list listCache
+	// The sorted lists last built, and the changes of the caches they are built from.
+	list            listCache[*opi.LRP]
+	tasks           listCache[*opi.Task]
+	workloadChanges changeCounter
+	jobChanges      changeCounter
 }
 
 var (
@@ -168,6 +177,9 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 	}
 	if opts.JanitorGrace <= 0 {
 		opts.JanitorGrace = DefaultJanitorGrace
+	}
+	if opts.CacheSyncTimeout <= 0 {
+		opts.CacheSyncTimeout = DefaultCacheSyncTimeout
 	}
 	if opts.ProbeTimeout <= 0 {
 		opts.ProbeTimeout = DefaultProbeTimeout
@@ -186,6 +198,7 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 		readWaitTimeout: opts.ReadWaitTimeout,
 		janitorPeriod:   opts.JanitorPeriod,
 		janitorGrace:    opts.JanitorGrace,
+		cacheSync:       syncPatience{timeout: opts.CacheSyncTimeout, recheck: cacheSyncRecheck, hookRetry: hookRetryInterval},
 		workload: workloadSpec{
 			probeTimeoutSeconds: wholeSeconds(opts.ProbeTimeout),
 			minReadySeconds:     wholeSeconds(opts.MinReady),
@@ -215,30 +228,6 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 		b.addLeaderWork("staging", b.runStaging)
 	}
 	return b
-}
-
-// Start runs the namespace's workload (Deployment or StatefulSet) and Pod informers (only
-// objects with opi's source label) until ctx ends, waits, bounded by ctx, until their caches are
-// synced, and lets every hook make its namespace-wide objects (the baseline network policy). Reads are
-// served from these caches only. Background work (the janitor, the reporters) is not started
-// here: see RunLeaderWork.
-func (b *Backend) Start(ctx context.Context) error {
-	if b.started.Swap(true) {
-		return errors.New("backend already started")
-	}
-	logger := b.logger.Session("start")
-	b.factory.StartWithContext(ctx)
-	if err := b.factory.WaitForCacheSyncWithContext(ctx).AsError(); err != nil {
-		return fmt.Errorf("sync informer caches: %w: %w", opi.ErrUnavailable, err)
-	}
-	for _, h := range b.hooks {
-		if err := h.started(ctx); err != nil {
-			return apiError(err, "start "+h.hookName())
-		}
-	}
-	b.synced.Store(true)
-	logger.Info("caches-synced")
-	return nil
 }
 
 // leaderTask is one piece of background work, run until its context ends.

@@ -52,7 +52,7 @@ var _ = Describe("Backend", func() {
 			Expect(backend.Start(ctx)).To(MatchError(ContainSubstring("already started")))
 		})
 
-		It("fails when the caches cannot sync in time", func() {
+		It("gives up, unavailable, when its context ends before the caches sync", func() {
 			client := newClient()
 			client.PrependReactor("list", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
 				return true, nil, connectionRefused

@@ -41,11 +41,12 @@ func (b *Backend) newInformers() {
 	)
 	b.workloads = b.kind.informer(b.factory)
 	b.pods = b.factory.Core().V1().Pods().Informer()
-	for name, informer := range map[string]cache.SharedIndexInformer{"workloads": b.workloads, "pods": b.pods} {
-		// Neither call fails on an informer that has not started.
-		if err := informer.AddIndexers(cache.Indexers{lrpIndex: indexByLRP}); err != nil {
-			b.logger.Error("add-indexer", err, lager.Data{"informer": name})
-		}
+	// AddIndexers does not fail on an informer that has not started, nor does SetTransform.
+	if err := b.workloads.AddIndexers(cache.Indexers{lrpIndex: indexByLRP, changesIndex: b.workloadChanges.index}); err != nil {
+		b.logger.Error("add-indexer", err, lager.Data{"informer": "workloads"})
+	}
+	if err := b.pods.AddIndexers(cache.Indexers{lrpIndex: indexByLRP}); err != nil {
+		b.logger.Error("add-indexer", err, lager.Data{"informer": "pods"})
 	}
 	b.fireOnChange("workloads", b.workloads)
 	b.fireOnChange("pods", b.pods)

@@ -1,6 +1,10 @@
 package k8s
 
-import "github.com/opi-bridge/opi/opi"
+import (
+	"time"
+
+	"github.com/opi-bridge/opi/opi"
+)
 
 // CachedPodCount is how many pods of the LRP the pod cache holds, so that tests can wait for
 // the cache to see the pods they made before they read.
@@ -15,4 +19,10 @@ func (b *Backend) CachedWorkloadVersion(id opi.LRPIdentifier) string {
 		return w.ResourceVersion
 	}
 	return ""
+}
+
+// SetSyncPatience shortens how often Start checks again past its cache-sync timeout and retries
+// a hook's start-up, so that tests need not wait the production intervals. Call before Start.
+func (b *Backend) SetSyncPatience(recheck, hookRetry time.Duration) {
+	b.cacheSync.recheck, b.cacheSync.hookRetry = recheck, hookRetry
 }

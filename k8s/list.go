@@ -3,75 +3,90 @@ package k8s
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/opi-bridge/opi/opi"
 )
 
+var _ opi.LRPListVersioner = (*Backend)(nil)
+
 // ListLRPs returns every LRP whose workload the cache holds and which is not being deleted,
 // ordered by guid and version, with its scheduling fields only (see schedulingLRP). It makes
 // no API call. The LRPs are shared between calls: callers must not modify them.
+func (b *Backend) ListLRPs(ctx context.Context) ([]*opi.LRP, error) {
+	lrps, _, err := b.ListLRPsVersioned(ctx)
+	return lrps, err
+}
+
+// LRPListVersion is the number of changes the workload cache has seen (see changeCounter).
+func (b *Backend) LRPListVersion(_ context.Context) (uint64, error) {
+	if err := b.checkSynced(); err != nil {
+		return 0, err
+	}
+	return b.workloadChanges.count(), nil
+}
+
+// ListLRPsVersioned is ListLRPs and the workload cache's version, read before the list.
 //
 // CC lists every app every 30 seconds, and between two lists most apps do not change; so the
-// sorted list is kept and reused for as long as the cache holds the same records (a
-// fingerprint of them, taken on every call, says so). A list of thousands of apps then allocates next to nothing, which matters for a heap
-// kept small by a low GC target.
-func (b *Backend) ListLRPs(_ context.Context) ([]*opi.LRP, error) {
+// sorted list is kept and reused for as long as the cache does not change. A list of
+// thousands of apps then allocates next to nothing, which matters for a heap kept small by a
+// low GC target.
+func (b *Backend) ListLRPsVersioned(_ context.Context) ([]*opi.LRP, uint64, error) {
 	if err := b.checkSynced(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	deployments := b.cachedWorkloads()
-	live := deployments[:0]
-	for _, d := range deployments {
-		if d.DeletionTimestamp == nil && d.lrpKey() != "" {
-			live = append(live, d)
+	version := b.workloadChanges.count()
+	lrps := b.list.get(version, func() []*opi.LRP {
+		deployments := b.cachedWorkloads()
+		lrps := make([]*opi.LRP, 0, len(deployments))
+		for _, d := range deployments {
+			if d.DeletionTimestamp == nil && d.guid != "" && d.version != "" {
+				lrps = append(lrps, d.schedulingLRP())
+			}
 		}
-	}
-	return b.list.get(live), nil
+		sortLRPs(lrps)
+		return lrps
+	})
+	return lrps, version, nil
 }
 
-// listCache is the last list ListLRPs built and the fingerprint of the records it came from.
-type listCache struct {
-	mu          sync.Mutex
-	fingerprint uint64
-	count       int
-	lrps        []*opi.LRP
+// changesIndex is the name of an index that holds nothing: its function counts the changes of
+// an informer's cache (changeCounter.index).
+const changesIndex = "changes"
+
+// changeCounter counts the changes of an informer's cache at the moment they become visible.
+// Its index function is called by the cache's store, under the store's lock, for every object
+// it adds, updates, deletes or replaces: a reader that sees a change in the cache (as a
+// write's wait for the cache does) finds the count already past it, which an event handler,
+// called later and asynchronously, would not give.
+type changeCounter struct {
+	n atomic.Uint64
 }
 
-// get returns the scheduling LRPs of records, reusing the last list when the records are the
-// same.
-func (c *listCache) get(records []*workloadRecord) []*opi.LRP {
-	fp := fingerprint(records)
+func (c *changeCounter) index(any) ([]string, error) {
+	c.n.Add(1)
+	return nil, nil
+}
+
+func (c *changeCounter) count() uint64 { return c.n.Load() }
+
+// listCache is the last list a read built and the cache version it was built at.
+type listCache[T any] struct {
+	mu      sync.Mutex
+	version uint64
+	items   []T // nil until built
+}
+
+// get returns the list built at version, building it unless the last one was built at that
+// version. A list built after its version was read may reflect later changes too, never
+// fewer: whoever reads that version gets a list at least as new as the cache they read.
+func (c *listCache[T]) get(version uint64, build func() []T) []T {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.lrps != nil && c.fingerprint == fp && c.count == len(records) {
-		return c.lrps
+	if c.items != nil && c.version == version {
+		return c.items
 	}
-	lrps := make([]*opi.LRP, 0, len(records))
-	for _, d := range records {
-		lrps = append(lrps, d.schedulingLRP())
-	}
-	sortLRPs(lrps)
-	c.fingerprint, c.count, c.lrps = fp, len(records), lrps
-	return lrps
-}
-
-// fingerprint sums a hash of each record's sequence number. Records are never changed (a
-// changed Deployment gets a new record with a new number), so any created, changed or deleted
-// Deployment changes the sum, whatever the order the cache lists them in.
-func fingerprint(records []*workloadRecord) uint64 {
-	var sum uint64
-	for _, d := range records {
-		sum += mix(d.seq)
-	}
-	return sum
-}
-
-// mix spreads a hash's bits (splitmix64's finaliser), so that sums of hashes rarely collide.
-func mix(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
+	c.items, c.version = build(), version
+	return c.items
 }

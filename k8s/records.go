@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
-	"sync/atomic"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -25,10 +24,6 @@ import (
 type workloadRecord struct {
 	metav1.ObjectMeta
 	lrpRef
-	// seq numbers records in the order they were made: a new one for every version of a
-	// Deployment the cache sees, so that ListLRPs can tell whether anything changed.
-	seq uint64
-
 	appGUID string
 	// replicas is spec.replicas (1 when unset, the API server's default).
 	replicas int32
@@ -51,9 +46,6 @@ type workloadRecord struct {
 	pullsWithSecret bool
 }
 
-// recordSeq numbers deployment records.
-var recordSeq atomic.Uint64
-
 // recordWorkload is the workload informer's transform (Deployments or StatefulSets). Anything
 // else (a record already, a tombstone) passes unchanged.
 func recordWorkload(obj any) (any, error) {
@@ -71,7 +63,6 @@ func recordWorkload(obj any) (any, error) {
 func workloadRecordOf(meta *metav1.ObjectMeta, replicas *int32, template *corev1.PodTemplateSpec) *workloadRecord {
 	labels, ann := meta.Labels, meta.Annotations
 	r := &workloadRecord{
-		seq: recordSeq.Add(1),
 		ObjectMeta: metav1.ObjectMeta{
 			Name:              meta.Name,
 			Namespace:         meta.Namespace,

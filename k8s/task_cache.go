@@ -18,7 +18,7 @@ import (
 // for it): the namespace's Jobs with the TASK source label, kept as jobRecords.
 func (b *Backend) newTaskInformer() {
 	b.jobs = b.factory.InformerFor(&batchv1.Job{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return batchinformers.NewFilteredJobInformer(client, b.namespace, resync, cache.Indexers{},
+		return batchinformers.NewFilteredJobInformer(client, b.namespace, resync, cache.Indexers{changesIndex: b.jobChanges.index},
 			func(o *metav1.ListOptions) { o.LabelSelector = LabelSourceType + "=" + SourceTypeTask })
 	})
 	b.fireOnChange("jobs", b.jobs)

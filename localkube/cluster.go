@@ -55,6 +55,8 @@ type Options struct {
 	// scheduler 50/100 requests/s): fine for tests, too slow for thousands of apps. kwok's own
 	// client is not rate limited (and kwok has no such flags).
 	ControllerQPS, ControllerBurst int
+	// Tuning holds the settings large clusters change; its zero value keeps every default.
+	Tuning Tuning
 	// Log receives the output of every process, each line tagged with the process name. Default:
 	// one file per process in <work folder>/logs.
 	Log io.Writer
@@ -74,9 +76,11 @@ type Cluster struct {
 	creds   *credentials
 
 	etcdPort, etcdPeerPort, apiPort int
-	kubeconfig                      string
-	restConfig                      *rest.Config
-	clientset                       kubernetes.Interface
+	// Ports of the components' own metrics and pprof servers.
+	cmPort, schedPort, kwokPort int
+	kubeconfig                  string
+	restConfig                  *rest.Config
+	clientset                   kubernetes.Interface
 
 	mu      sync.Mutex
 	procs   []*process // components in start order (a restarted one keeps its place)
@@ -173,11 +177,12 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 	c.creds = creds
 
-	ports, err := freePorts(3)
+	ports, err := freePorts(6)
 	if err != nil {
 		return err
 	}
 	c.etcdPort, c.etcdPeerPort, c.apiPort = ports[0], ports[1], ports[2]
+	c.cmPort, c.schedPort, c.kwokPort = ports[3], ports[4], ports[5]
 
 	if err := c.writeKubeconfig(); err != nil {
 		return err
@@ -185,7 +190,7 @@ func (c *Cluster) start(ctx context.Context) error {
 
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(c.etcdPort)
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(c.etcdPeerPort)
-	if _, err := c.run("etcd",
+	if _, err := c.run("etcd", c.opts.Tuning.etcdArgs(
 		"--name", "default",
 		"--data-dir", filepath.Join(c.workDir, "etcd"),
 		"--listen-client-urls", etcdURL,
@@ -197,7 +202,9 @@ func (c *Cluster) start(ctx context.Context) error {
 		// benchmark) measure opi and the API server rather than the disk.
 		"--unsafe-no-fsync",
 		"--log-level", "warn",
-	); err != nil {
+		// /debug/pprof on the client URL, beside /metrics, for CPU profiles of the benchmark.
+		"--enable-pprof",
+	)...); err != nil {
 		return err
 	}
 
@@ -215,7 +222,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		return args
 	}
 	kc := c.kubeconfig
-	cm, err := c.run("kube-controller-manager", qps([]string{
+	cm, err := c.run("kube-controller-manager", c.opts.Tuning.controllerManagerArgs(qps(c.observable(c.cmPort, []string{
 		"--kubeconfig", kc, "--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc,
 		"--leader-elect=false",
 		"--controllers", "*",
@@ -223,23 +230,19 @@ func (c *Cluster) start(ctx context.Context) error {
 		"--root-ca-file", c.creds.caCert,
 		"--cluster-signing-cert-file", c.creds.caCert,
 		"--cluster-signing-key-file", c.creds.caKey,
-		"--bind-address", "127.0.0.1",
-		"--secure-port", "0",
-	})...)
+	})))...)
 	if err != nil {
 		return err
 	}
-	if _, err := c.run("kube-scheduler", qps([]string{
+	if _, err := c.run("kube-scheduler", qps(c.observable(c.schedPort, []string{
 		"--kubeconfig", kc, "--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc,
 		"--leader-elect=false",
-		"--bind-address", "127.0.0.1",
-		"--secure-port", "0",
-	})...); err != nil {
+	}))...); err != nil {
 		return err
 	}
 
 	ourStages := filepath.Join(c.workDir, "localkube-stages.yaml")
-	if err := os.WriteFile(ourStages, []byte(crashStage+"---\n"+imagePullStage+"---\n"+taskStages), 0o644); err != nil {
+	if err := os.WriteFile(ourStages, []byte(c.opts.Tuning.kwokConfig()+crashStage+"---\n"+imagePullStage+"---\n"+taskStages), 0o644); err != nil {
 		return fmt.Errorf("writing our kwok stages: %w", err)
 	}
 	kwok, err := c.run("kwok",
@@ -254,6 +257,8 @@ func (c *Cluster) start(ctx context.Context) error {
 		// controller marks them NotReady every 50 s (and their pods not ready) until kwok's
 		// node-initialize stage puts them back. A renewed lease is the kubelet's heartbeat.
 		"--node-lease-duration-seconds", "40",
+		// Plain HTTP on loopback: /metrics and /debug/pprof for the benchmark.
+		"--server-address", "127.0.0.1:"+strconv.Itoa(c.kwokPort),
 	)
 	if err != nil {
 		return err
@@ -366,7 +371,7 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 		}
 	}
 	c.mu.Unlock()
-	p, err := c.run("kube-apiserver",
+	p, err := c.run("kube-apiserver", c.opts.Tuning.apiServerArgs(
 		"--etcd-servers", "http://127.0.0.1:"+strconv.Itoa(c.etcdPort),
 		"--bind-address", "127.0.0.1",
 		"--secure-port", strconv.Itoa(c.apiPort),
@@ -384,7 +389,7 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 		// On SIGTERM the API server otherwise waits up to a minute for its clients' watches to
 		// end; closing them is what a client sees of a restarting API server anyway.
 		"--shutdown-watch-termination-grace-period", "2s",
-	)
+	)...)
 	if err != nil {
 		return err
 	}
@@ -470,6 +475,25 @@ func (c *Cluster) PIDs() []int {
 		pids = append(pids, p.pid())
 	}
 	return pids
+}
+
+// observable adds to a controller-manager's or scheduler's args a loopback HTTPS server on port
+// with the API server's certificate (valid for 127.0.0.1, signed by the cluster CA), so the admin
+// client verifies it. /metrics and /debug/pprof skip authorization (they would otherwise cost a
+// SubjectAccessReview per scrape, which shows up in the very metrics being read); the caller is
+// still authenticated by the admin token (a TokenReview). Skipping the lookup of the API server's
+// front-proxy CA, which this API server has none of, spares a "missing content for CA bundle" error
+// every few seconds. --profiling is the default, stated so it stays on.
+func (c *Cluster) observable(port int, args []string) []string {
+	return append(args,
+		"--bind-address", "127.0.0.1",
+		"--secure-port", strconv.Itoa(port),
+		"--tls-cert-file", c.creds.servingCert,
+		"--tls-private-key-file", c.creds.servingKey,
+		"--authorization-always-allow-paths", "/healthz,/readyz,/livez,/metrics,/debug/pprof/*",
+		"--authentication-skip-lookup",
+		"--profiling",
+	)
 }
 
 func (c *Cluster) writeKubeconfig() error {

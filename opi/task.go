@@ -56,7 +56,8 @@ type TaskBackend interface {
 	// GetTask returns the task until the backend has cleaned it up after reporting its end;
 	// ErrNotFound otherwise.
 	GetTask(ctx context.Context, guid string) (*Task, error)
-	// ListTasks returns every task whose end has not been reported to CC yet (never nil).
+	// ListTasks returns every task whose end has not been reported to CC yet (never nil). The
+	// tasks may be shared with other calls: callers must not modify them.
 	ListTasks(ctx context.Context) ([]*Task, error)
 	// CancelTask stops a task and has its end reported as failed with TaskFailureCancelled;
 	// cancelling a cancelled or ended task succeeds and changes nothing; ErrNotFound for an

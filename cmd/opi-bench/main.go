@@ -50,12 +50,23 @@ type config struct {
 	backend string
 	tasks   int
 	opiArgs string
+	// batch is the desire batch size; floorEvery runs the floors on the first batch, every
+	// floorEvery-th batch after it and the last.
+	batch      int
+	floorEvery int
+	// tune runs the control plane with localkube.LargeClusterTuning instead of its defaults.
+	tune bool
+	// profile is the length in seconds of the CPU profiles taken during opi's last desire
+	// batch; 0 takes none.
+	profile int
 }
 
 func parseFlags(args []string) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("opi-bench", flag.ContinueOnError)
-	fs.IntVar(&c.n, "n", 300, "apps in the cluster at the read phase (one instance each); the timed desire phases create n-10")
+	fs.IntVar(&c.n, "n", 300, "apps in the cluster at the read phase (one instance each); the timed desire batches create n-10 through opi")
+	fs.IntVar(&c.batch, "batch", 500, "desire batch size: batches end at multiples of it (apps in the cluster, the 10 warm-up apps included)")
+	fs.IntVar(&c.floorEvery, "floor-every", 5, "run the two client-go floors on batch 1, every k-th batch after it and the last batch")
 	fs.IntVar(&c.concurrency, "concurrency", 50, "concurrent desires and stops (CC's sync runs 50 workers)")
 	fs.StringVar(&c.opiBin, "opi-bin", "bin/opi", "the opi binary (make build makes it)")
 	fs.StringVar(&c.record, "record", "", "append the dated results to this markdown file (e.g. docs/benchmarks.md)")
@@ -74,6 +85,8 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.backend, "backend", k8s.WorkloadDeployments, "opi's backend: deployments or statefulsets (the floor and the live LIST use the same kind)")
 	fs.IntVar(&c.tasks, "tasks", 0, "measure tasks instead of LRPs: desire this many tasks, GET /tasks at that count, cancel them")
 	fs.StringVar(&c.opiArgs, "opi-args", "", "more flags for opi, space-separated (e.g. \"--routing=none --headless-services\")")
+	fs.BoolVar(&c.tune, "tune", true, "run the control plane with the settings large clusters raise (localkube.LargeClusterTuning); -tune=false keeps the defaults")
+	fs.IntVar(&c.profile, "profile", 0, "take CPU profiles of opi and the control plane over this many seconds during opi's last desire batch (0: none); keeps the work folder")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -83,6 +96,12 @@ func parseFlags(args []string) (config, error) {
 	}
 	if c.backend != k8s.WorkloadDeployments && c.backend != k8s.WorkloadStatefulSets {
 		return c, fmt.Errorf("-backend %q is not one of %s, %s", c.backend, k8s.WorkloadDeployments, k8s.WorkloadStatefulSets)
+	}
+	if c.profile < 0 {
+		return c, errors.New("-profile must not be negative")
+	}
+	if c.batch < 1 || c.floorEvery < 1 {
+		return c, errors.New("-batch and -floor-every must be positive")
 	}
 	if c.concurrency < 1 || c.burstWorkers < 1 || c.burstCalls < 1 || c.seqReads < 1 || c.instanceCalls < 1 {
 		return c, errors.New("concurrency, reads and calls must be positive")
@@ -119,7 +138,11 @@ type env struct {
 	cfg     config
 	cluster *localkube.Cluster
 	opi     *localkube.Process
+	opiBin  string
+	opiArgs []string // opi's command line, for its restart
 	opiURL  string
+	// opsURL is opi's operations listener (metrics, pprof).
+	opsURL  string
 	http    *http.Client
 	rss     *rssSampler
 	res     *results
@@ -138,7 +161,9 @@ func run(ctx context.Context, cfg config) (err error) {
 	if err != nil {
 		return err
 	}
-	keep := cfg.keep
+	// The profiles are files in the work folder.
+	keep := cfg.keep || cfg.profile > 0
+	cfg.keep = keep
 	defer func() {
 		if err != nil {
 			keep = true
@@ -155,7 +180,11 @@ func run(ctx context.Context, cfg config) (err error) {
 
 	// Capacity: every node can hold all pods of the run, so placement never limits it.
 	podsPerNode := strconv.Itoa(cfg.n + cfg.tasks + 100)
-	logf("starting the control plane: %d kwok nodes, controllers at %d/%d requests/s", cfg.nodes, cfg.ctrlQPS, cfg.ctrlBurst)
+	var tuning localkube.Tuning
+	if cfg.tune {
+		tuning = localkube.LargeClusterTuning()
+	}
+	logf("starting the control plane: %d kwok nodes, controllers at %d/%d requests/s, %s", cfg.nodes, cfg.ctrlQPS, cfg.ctrlBurst, res.Tuning)
 	t := time.Now()
 	cluster, err := localkube.Start(ctx, localkube.Options{
 		WorkDir:              workDir,
@@ -167,6 +196,7 @@ func run(ctx context.Context, cfg config) (err error) {
 		NodeEphemeralStorage: strconv.Itoa(cfg.n+100) + "Ti",
 		ControllerQPS:        cfg.ctrlQPS,
 		ControllerBurst:      cfg.ctrlBurst,
+		Tuning:               tuning,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the control plane: %w", err)
@@ -178,36 +208,44 @@ func run(ctx context.Context, cfg config) (err error) {
 		}
 	}()
 	logf("control plane up in %s", time.Since(t).Round(100*time.Millisecond))
+	res.Phases.ControlPlane = time.Since(t).Seconds()
 
 	addr, err := localkube.FreeAddr()
 	if err != nil {
 		return err
 	}
-	logf("starting opi on %s (namespace %s)", addr, opiNamespace)
-	opi, err := localkube.StartProcess("opi", opiBin, append([]string{
-		"connect", "--kubeconfig", cluster.Kubeconfig(), "--listen", addr, "--namespace", opiNamespace,
-		"--kube-qps", strconv.Itoa(cfg.qps), "--kube-burst", strconv.Itoa(cfg.burst), "--backend", cfg.backend,
-	}, strings.Fields(cfg.opiArgs)...), os.Environ(), nil, filepath.Join(workDir, "opi.log"))
+	opsAddr, err := localkube.FreeAddr()
 	if err != nil {
 		return err
 	}
-	defer func() {
-		logf("stopping opi")
-		if stopErr := opi.Stop(); stopErr != nil {
-			err = errors.Join(err, stopErr)
-		}
-	}()
-
 	e := &env{
-		cfg: cfg, cluster: cluster, opi: opi, opiURL: "http://" + addr, res: res, workDir: workDir,
+		cfg: cfg, cluster: cluster, opiURL: "http://" + addr, opsURL: "http://" + opsAddr, res: res, workDir: workDir,
+		opiArgs: append([]string{
+			"connect", "--kubeconfig", cluster.Kubeconfig(), "--listen", addr, "--namespace", opiNamespace,
+			"--ops-listen", opsAddr, "--pprof",
+			"--kube-qps", strconv.Itoa(cfg.qps), "--kube-burst", strconv.Itoa(cfg.burst), "--backend", cfg.backend,
+		}, strings.Fields(cfg.opiArgs)...),
 		http: &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{
 			MaxIdleConns: 4 * cfg.concurrency, MaxIdleConnsPerHost: 4 * cfg.concurrency, IdleConnTimeout: time.Minute,
 		}},
 	}
+	logf("starting opi on %s (namespace %s)", addr, opiNamespace)
+	t = time.Now()
+	if e.opi, err = e.startOpi(opiBin); err != nil {
+		return err
+	}
+	defer func() {
+		logf("stopping opi")
+		if stopErr := e.opi.Stop(); stopErr != nil {
+			err = errors.Join(err, stopErr)
+		}
+	}()
 	if err := e.waitOpiReady(ctx); err != nil {
 		return err
 	}
-	e.rss = startRSS(opi.Pid())
+	res.Phases.OpiStart = time.Since(t).Seconds()
+	logf("opi ready after %.1f s", res.Phases.OpiStart)
+	e.rss = startRSS(e.opi.Pid())
 	defer e.rss.stop()
 
 	if cfg.tasks > 0 {
@@ -226,7 +264,7 @@ func run(ctx context.Context, cfg config) (err error) {
 	res.Elapsed = time.Since(benchStart).Seconds()
 	res.finish(cpu0, cpu1)
 
-	table := res.table()
+	table := res.report()
 	fmt.Println(table)
 	line, err := res.jsonLine()
 	if err != nil {
@@ -240,4 +278,10 @@ func run(ctx context.Context, cfg config) (err error) {
 		logf("appended the run to %s", cfg.record)
 	}
 	return nil
+}
+
+// startOpi starts opi with the run's arguments, its output appended to opi.log.
+func (e *env) startOpi(bin string) (*localkube.Process, error) {
+	e.opiBin = bin
+	return localkube.StartProcess("opi", bin, e.opiArgs, os.Environ(), nil, filepath.Join(e.workDir, "opi.log"))
 }

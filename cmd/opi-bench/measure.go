@@ -156,11 +156,13 @@ func sum(m map[string]int) int {
 	return n
 }
 
-// rssSampler samples a process's resident memory from /proc every 200 ms.
+// rssSampler samples a process's resident memory from /proc every 200 ms. When opi is
+// restarted it follows the new process; its peak is then the larger of both processes' peaks.
 type rssSampler struct {
-	pid  int
 	mu   sync.Mutex
-	max  int64 // KiB
+	pid  int
+	max  int64 // KiB, of the process followed now
+	prev int64 // KiB, the peak of the processes followed before
 	done chan struct{}
 	once sync.Once
 }
@@ -184,9 +186,34 @@ func startRSS(pid int) *rssSampler {
 
 func (s *rssSampler) stop() { s.once.Do(func() { close(s.done) }) }
 
-// status reads VmRSS and VmHWM (KiB) from /proc/<pid>/status.
+// retire keeps the peak of the process followed now (call it while that process still runs:
+// its high-water mark goes with it) and stops sampling it until follow names the next.
+func (s *rssSampler) retire() float64 {
+	_, hwm := s.status()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	own := max(s.max, hwm)
+	s.prev, s.max, s.pid = max(s.prev, own), 0, 0
+	return kibToMB(own)
+}
+
+// follow samples pid from now on.
+func (s *rssSampler) follow(pid int) {
+	s.mu.Lock()
+	s.pid, s.max = pid, 0
+	s.mu.Unlock()
+	s.current()
+}
+
+// status reads VmRSS and VmHWM (KiB) from /proc/<pid>/status of the process followed.
 func (s *rssSampler) status() (rss, hwm int64) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.pid))
+	s.mu.Lock()
+	pid := s.pid
+	s.mu.Unlock()
+	if pid == 0 {
+		return 0, 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, 0
 	}
@@ -215,12 +242,21 @@ func (s *rssSampler) current() float64 {
 	return kibToMB(rss)
 }
 
-// peak is the larger of the sampled peak and the kernel's high-water mark, in MB.
-func (s *rssSampler) peak() float64 {
+// own is the peak of the process followed now: the larger of its samples and its high-water
+// mark, in MB.
+func (s *rssSampler) own() float64 {
 	_, hwm := s.status()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return kibToMB(max(s.max, hwm))
+}
+
+// peak is the peak of every process followed, in MB.
+func (s *rssSampler) peak() float64 {
+	_, hwm := s.status()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return kibToMB(max(s.prev, s.max, hwm))
 }
 
 // steady is the median of n samples taken every interval, in MB.
@@ -269,10 +305,17 @@ func readCPU(pids []int) cpuSample {
 		// Fields after the command name (which may hold spaces) start after the last ')'.
 		rest := string(b[bytes.LastIndexByte(b, ')')+2:])
 		f := strings.Fields(rest)
-		if len(f) > 12 {
+		if len(f) > 14 {
 			u, _ := strconv.ParseFloat(f[11], 64)
 			st, _ := strconv.ParseFloat(f[12], 64)
 			s.ours += u + st
+			if pid == osPid {
+				// Children that exited and were waited for (the first opi, after its
+				// restart) count as ours too.
+				cu, _ := strconv.ParseFloat(f[13], 64)
+				cs, _ := strconv.ParseFloat(f[14], 64)
+				s.ours += cu + cs
+			}
 		}
 	}
 	return s

@@ -2,18 +2,20 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +24,7 @@ import (
 
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/localkube"
 	"github.com/opi-bridge/opi/opi"
 	"github.com/opi-bridge/opi/testsupport/fixture"
 )
@@ -74,14 +77,19 @@ func (e *env) phases(ctx context.Context) error {
 	desired := cfg.n - warmApps
 	res.IdleRSS = e.rss.current()
 
-	// 1. The objects opi makes for one app, read back from Kubernetes: the floor creates the same.
+	// 1. The objects opi makes for one app, read back from Kubernetes: the floors create them.
 	logf("desiring a template app through opi and reading back what it created")
+	t := time.Now()
 	tmpl, err := e.captureTemplate(ctx, admin)
 	if err != nil {
 		return err
 	}
+	res.Phases.Template = time.Since(t).Seconds()
+	res.FloorKinds = tmpl.kinds()
+	logf("opi made for one app: %s", strings.Join(res.FloorKinds, ", "))
 
 	// 2. Warm-up: 10 apps through opi, instances measured with only them in the cluster.
+	t = time.Now()
 	warm := make([]app, warmApps)
 	for i := range warm {
 		warm[i] = newApp()
@@ -105,10 +113,13 @@ func (e *env) phases(ctx context.Context) error {
 	}
 	res.Instances10.APIRequests, res.Instances10.Janitor, res.Instances10.ByVerb = readRequests(m1.diff(m0))
 	logf("instances at %d apps: p50 %.2f ms, p99 %.2f ms", warmApps, res.Instances10.P50, res.Instances10.P99)
+	res.Phases.WarmUp = time.Since(t).Seconds()
 
-	// 3. Desire: the client-go floor and opi in alternating batches, so that both see the same
-	// cluster (its size, its controllers' backlog) and the same load from outside the run.
-	floorClient, err := e.client(false)
+	// 3. Desire, in batches through opi. On the floor batches the two client-go floors run too,
+	// in turn with opi (the order rotates), so that all three see the same cluster size and the
+	// same load from outside the run; each floor's objects are deleted right after it is timed
+	// and the run waits until they are gone, so every timed batch sees opi's apps only.
+	fc, err := e.floorClient()
 	if err != nil {
 		return err
 	}
@@ -119,51 +130,113 @@ func (e *env) phases(ctx context.Context) error {
 	for i := range apps {
 		apps[i] = newApp()
 	}
-	batch := max(2*cfg.concurrency, (desired+9)/10)
-	res.Batch = batch
-	logf("desire: %d apps with client-go (floor) and %d through opi, alternating batches of %d, concurrency %d", desired, desired, batch, cfg.concurrency)
+	ends := batchEnds(cfg.n, cfg.batch)
+	res.Batch, res.FloorEvery = cfg.batch, cfg.floorEvery
+	logf("desire: %d apps through opi in %d batches ending at multiples of %d apps; the floors on batch 1, every %d-th after it and the last; concurrency %d",
+		desired, len(ends), cfg.batch, cfg.floorEvery, cfg.concurrency)
 	m2, err := e.scrape(ctx)
 	if err != nil {
 		return err
 	}
 	var (
-		floorBatches, opiBatches []phase
-		floorSteps               [][4]time.Duration
-		floorCPU, opiCPU         cpuAcc
-		retry                    []app // opi's failed desires, desired again untimed as CC's sync would
+		opiBatches, opiPaired, oneBatches, sameBatches []phase
+		sameCalls                                      [][]call
+		floorCPU, opiCPU                               cpuAcc
+		opiCost, cleanupCost                           phaseCost
+		floorCost                                      = map[string]*phaseCost{floorOneDeployment: {}, floorSameObjects: {}}
+		retry                                          []app // opi's failed desires, desired again untimed as CC's sync would
+		floorRuns                                      int
 	)
-	for k, lo := 0, 0; lo < desired; k, lo = k+1, lo+batch {
-		hi := min(lo+batch, desired)
-		runFloor := func() error {
-			a := readCPU(e.ourPIDs())
-			p, steps, err := e.floorBatch(ctx, floorClient, tmpl, hi-lo)
-			floorCPU.add(a, readCPU(e.ourPIDs()))
-			floorBatches, floorSteps = append(floorBatches, p), append(floorSteps, steps...)
-			return err
-		}
+	lo := 0
+	for k, end := range ends {
+		hi := end - warmApps
+		rec := batchRecord{Batch: k + 1, Apps: end, Count: hi - lo}
 		runOpi := func() error {
-			a := readCPU(e.ourPIDs())
-			p, err := e.desirePhase(ctx, apps[lo:hi], cfg.concurrency)
-			opiCPU.add(a, readCPU(e.ourPIDs()))
+			var waitProfiles func()
+			if k == len(ends)-1 && cfg.profile > 0 {
+				waitProfiles = e.startProfiles(ctx)
+			}
+			var p phase
+			d, err := e.stretch(ctx, &opiCost, func() error {
+				a := readCPU(e.ourPIDs())
+				var err error
+				p, err = e.desirePhase(ctx, apps[lo:hi], cfg.concurrency)
+				opiCPU.add(a, readCPU(e.ourPIDs()))
+				return err
+			})
+			if waitProfiles != nil {
+				waitProfiles()
+			}
+			if d != nil {
+				rec.CPUMsPerApp = d.msPerApp(hi - lo)
+			}
 			opiBatches = append(opiBatches, p)
+			rec.OpiSeconds, rec.OpiPerSecond = p.Seconds, p.Throughput
 			return err
 		}
-		order := []func() error{runFloor, runOpi}
-		if k%2 == 1 {
-			order[0], order[1] = runOpi, runFloor
+		runFloor := func(floor string) func() error {
+			return func() error {
+				var (
+					p     phase
+					calls [][]call
+				)
+				_, err := e.stretch(ctx, floorCost[floor], func() error {
+					a := readCPU(e.ourPIDs())
+					var err error
+					p, calls, err = e.floorBatch(ctx, fc, tmpl, floor, hi-lo)
+					floorCPU.add(a, readCPU(e.ourPIDs()))
+					return err
+				})
+				if err != nil {
+					return err
+				}
+				if floor == floorOneDeployment {
+					oneBatches, rec.OneDeploymentPerSecond = append(oneBatches, p), p.Throughput
+				} else {
+					sameBatches, sameCalls, rec.SameObjectsPerSecond = append(sameBatches, p), append(sameCalls, calls...), p.Throughput
+				}
+				var d time.Duration
+				_, err = e.stretch(ctx, &cleanupCost, func() error {
+					var err error
+					d, err = e.cleanFloor(ctx, tmpl)
+					return err
+				})
+				res.Phases.FloorCleanup += d.Seconds()
+				logf("  %s floor: %.1f apps/s; its objects gone after %.1f s", floor, p.Throughput, d.Seconds())
+				return err
+			}
+		}
+		order := []func() error{runOpi}
+		if k == 0 || k%cfg.floorEvery == 0 || k == len(ends)-1 {
+			sides := []func() error{runFloor(floorOneDeployment), runOpi, runFloor(floorSameObjects)}
+			r := floorRuns % len(sides)
+			order = append(sides[r:], sides[:r]...)
+			floorRuns++
 		}
 		for _, f := range order {
+			// Every timed side starts on a quiet cluster: the controllers' work for what the
+			// last side created (ReplicaSets, pods, status updates) would otherwise be paid by
+			// the next side.
+			q, err := e.quiesce(ctx)
+			res.Phases.Quiesce += q.Seconds()
+			if err != nil {
+				return err
+			}
 			if err := f(); err != nil {
 				return err
 			}
 		}
 		ob := opiBatches[len(opiBatches)-1]
-		res.RSSByApps = append(res.RSSByApps, rssPoint{Apps: warmApps + hi, MB: e.rss.current()})
+		if len(order) > 1 {
+			opiPaired = append(opiPaired, ob)
+		}
+		res.RSSByApps = append(res.RSSByApps, rssPoint{Apps: end, MB: e.rss.current()})
+		res.Batches = append(res.Batches, rec)
 		for _, i := range ob.failed {
 			retry = append(retry, apps[lo+i])
 		}
-		fb := floorBatches[len(floorBatches)-1]
-		logf("batch %d (%d apps): floor %.1f apps/s, opi %.1f apps/s", k+1, hi-lo, fb.Throughput, ob.Throughput)
+		logf("batch %d (%d apps, %d in the cluster): opi %.1f apps/s in %.1f s", k+1, hi-lo, end, ob.Throughput, ob.Seconds)
+		lo = hi
 	}
 	if len(retry) > 0 {
 		logf("desiring the %d apps whose desire failed again, untimed (as CC's next sync would)", len(retry))
@@ -174,41 +247,49 @@ func (e *env) phases(ctx context.Context) error {
 			return err
 		}
 	}
-	res.Floor, res.Desire = merge(floorBatches), merge(opiBatches)
-	res.FloorSteps = stepPercentiles(floorSteps)
+	res.Desire, res.DesirePaired = merge(opiBatches), merge(opiPaired)
+	res.FloorOne, res.FloorSame = merge(oneBatches), merge(sameBatches)
+	res.FloorSteps = stepPercentiles(sameCalls)
 	res.FloorOthersCPU, res.DesireOthersCPU = floorCPU.share(), opiCPU.share()
+	res.Phases.DesireOpi, res.Phases.FloorOne, res.Phases.FloorSame = res.Desire.Seconds, res.FloorOne.Seconds, res.FloorSame.Seconds
 	m3, err := e.scrape(ctx)
 	if err != nil {
 		return err
 	}
 	res.DesireAPI = byVerb(m3.diff(m2))
+	e.where("desire through opi (its batches)", &opiCost)
+	e.where("one-Deployment floor (its batches)", floorCost[floorOneDeployment])
+	e.where("same-objects floor (its batches)", floorCost[floorSameObjects])
+	e.where("floor clean-ups", &cleanupCost)
 	res.DesireAPIPerApp = float64(sum(res.DesireAPI)) / float64(desired)
-	logf("floor: %.1f apps/s, p50 %.1f ms, p99 %.1f ms, %d errors", res.Floor.Throughput, res.Floor.P50, res.Floor.P99, res.Floor.Errors)
-	logf("opi: %.1f apps/s, p50 %.1f ms, p99 %.1f ms, %d errors; %.2f API requests per desire %v",
-		res.Desire.Throughput, res.Desire.P50, res.Desire.P99, res.Desire.Errors, res.DesireAPIPerApp, res.DesireAPI)
+	logf("one Deployment floor: %.1f apps/s, p50 %.1f ms, p99 %.1f ms, %d errors", res.FloorOne.Throughput, res.FloorOne.P50, res.FloorOne.P99, res.FloorOne.Errors)
+	logf("same objects floor: %.1f apps/s, p50 %.1f ms, p99 %.1f ms, %d errors", res.FloorSame.Throughput, res.FloorSame.P50, res.FloorSame.P99, res.FloorSame.Errors)
+	logf("opi: %.1f apps/s (%.1f on the floor batches), p50 %.1f ms, p99 %.1f ms, %d errors; %.2f API requests per desire %v",
+		res.Desire.Throughput, res.DesirePaired.Throughput, res.Desire.P50, res.Desire.P99, res.Desire.Errors, res.DesireAPIPerApp, res.DesireAPI)
+	// Nothing is left in the floor namespace: it goes without a wait.
+	if err := admin.CoreV1().Namespaces().Delete(ctx, floorNamespace, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting the floor namespace: %w", err)
+	}
 
-	// 4. The floor's namespace goes (and the run waits until everything in it is gone) while the
-	// controllers catch up with opi's apps: every pod exists and runs.
-	logf("deleting the floor namespace; waiting for it to be gone and for the %d pods to run", cfg.n)
-	deleted := make(chan error, 1)
-	t := time.Now()
-	go func() {
-		err := deleteNamespace(ctx, admin, floorNamespace, 10*time.Minute+time.Duration(cfg.n)*60*time.Millisecond)
-		res.FloorCleanup = time.Since(t).Seconds()
-		deleted <- err
-	}()
-	settled, err := waitPods(ctx, admin, opiNamespace, cfg.n, 5*time.Minute+time.Duration(cfg.n)*30*time.Millisecond)
-	if err != nil {
+	// 4. The controllers catch up with opi's apps: every pod exists and runs.
+	logf("waiting for the %d pods to run", cfg.n)
+	var settled time.Duration
+	var settleCost phaseCost
+	if _, err := e.stretch(ctx, &settleCost, func() error {
+		var err error
+		settled, err = waitPods(ctx, admin, opiNamespace, cfg.n, 5*time.Minute+time.Duration(cfg.n)*30*time.Millisecond)
+		return err
+	}); err != nil {
 		return err
 	}
-	res.PodsSettle = settled.Seconds()
+	e.where("pods settle", &settleCost)
+	res.PodsSettle, res.Phases.Settle = settled.Seconds(), settled.Seconds()
 	logf("all %d pods running %.1f s after the last desire", cfg.n, res.PodsSettle)
-	if err := <-deleted; err != nil {
-		return err
-	}
-	logf("floor namespace gone %.1f s after the last desire", res.FloorCleanup)
 
-	// 6. Reads at N.
+	// 5. Reads at N.
+	t = time.Now()
+	var readsCost phaseCost
+	readsBefore, readsOK := e.snap(ctx)
 	m4, err := e.scrape(ctx)
 	if err != nil {
 		return err
@@ -242,8 +323,14 @@ func (e *env) phases(ctx context.Context) error {
 	}
 	logf("live LIST of %d workloads: p50 %.1f ms, p99 %.1f ms; burst p50 %.1f ms p99 %.1f ms",
 		cfg.n, res.List.P50, res.List.P99, res.List.BurstP50, res.List.BurstP99)
+	res.Phases.Reads = time.Since(t).Seconds()
+	if after, ok := e.snap(ctx); ok && readsOK {
+		readsCost.add(readsBefore, after)
+	}
+	e.where("reads", &readsCost)
 
-	// 7. Steady memory after the reads.
+	// 6. Steady memory after the reads.
+	t = time.Now()
 	logf("settling %s before sampling steady RSS", cfg.settle)
 	if err := sleep(ctx, cfg.settle); err != nil {
 		return err
@@ -254,10 +341,22 @@ func (e *env) phases(ctx context.Context) error {
 		res.HeapAlloc = m.value("go_memstats_heap_alloc_bytes")
 		res.GoSys = m.value("go_memstats_sys_bytes")
 	}
+	res.Phases.Steady = time.Since(t).Seconds()
 
-	// 8. Stop everything through opi.
+	// 7. Start-up at N: opi stopped and started again, with the same arguments.
+	t = time.Now()
+	if res.Startup, err = e.restartOpi(ctx); err != nil {
+		return err
+	}
+	res.Phases.Startup = time.Since(t).Seconds()
+	logf("start-up at %d apps: ready after %.1f s, first full GET /apps after %.1f s, peak RSS %.1f MB",
+		cfg.n, res.Startup.Ready, res.Startup.FullApps, res.Startup.PeakRSS)
+
+	// 8. Stop everything through the new opi.
+	t = time.Now()
 	all := append(append([]app{}, warm...), apps...)
 	logf("opi: stopping %d apps through PUT /apps/{guid}/{version}/stop at concurrency %d", len(all), cfg.concurrency)
+	stopBefore, stopOK := e.snap(ctx)
 	m7, err := e.scrape(ctx)
 	if err != nil {
 		return err
@@ -279,6 +378,11 @@ func (e *env) phases(ctx context.Context) error {
 			return err
 		}
 	}
+	var stopCost phaseCost
+	if after, ok := e.snap(ctx); ok && stopOK {
+		stopCost.add(stopBefore, after)
+	}
+	e.where("stop", &stopCost)
 	m8, err := e.scrape(ctx)
 	if err != nil {
 		return err
@@ -291,7 +395,184 @@ func (e *env) phases(ctx context.Context) error {
 	if err == nil && !bytes.Contains(left, []byte(`"desired_lrp_scheduling_infos":[]`)) {
 		return fmt.Errorf("GET /apps after stopping every app is not empty: %.200s", left)
 	}
+	res.Phases.Stop = time.Since(t).Seconds()
 	return err
+}
+
+// batchEnds are the numbers of apps in the cluster (the warm-up apps included) after each desire
+// batch: the multiples of batch up to n, then n.
+func batchEnds(n, batch int) []int {
+	var ends []int
+	for end := (warmApps/batch + 1) * batch; end < n; end += batch {
+		ends = append(ends, end)
+	}
+	return append(ends, n)
+}
+
+// restartOpi stops opi (SIGTERM) and starts it again with the same arguments, and measures the
+// time from the start to /readyz answering 200 and to the first GET /apps that lists all N apps,
+// and the new process's peak RSS meanwhile. The RSS sampler follows the new process.
+func (e *env) restartOpi(ctx context.Context) (startup, error) {
+	var s startup
+	s.PeakBefore = e.rss.retire()
+	t := time.Now()
+	logf("restart: stopping opi (SIGTERM)")
+	if err := e.opi.Stop(); err != nil {
+		return s, fmt.Errorf("stopping opi for its restart: %w", err)
+	}
+	s.Exit = time.Since(t).Seconds()
+	logf("restart: opi exited after %.1f s; starting it again", s.Exit)
+	// Taken with no opi running, so opi's CPU in the phase is all the new process's.
+	before, beforeOK := e.snap(ctx)
+	start := time.Now()
+	p, err := e.startOpi(e.opiBin)
+	if err != nil {
+		return s, err
+	}
+	e.opi = p
+	e.rss.follow(p.Pid())
+	deadline := 10*time.Minute + time.Duration(e.cfg.n)*10*time.Millisecond
+	var wg sync.WaitGroup
+	var readyErr, appsErr error
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		readyErr = pollFast(ctx, p, deadline, func() (bool, error) {
+			_, code, err := e.get(ctx, "/readyz")
+			return err == nil && code == http.StatusOK, nil
+		})
+		s.Ready = time.Since(start).Seconds()
+	}()
+	go func() {
+		defer wg.Done()
+		appsErr = pollFast(ctx, p, deadline, func() (bool, error) {
+			body, code, err := e.get(ctx, "/apps")
+			if err != nil || code != http.StatusOK {
+				return false, nil
+			}
+			var list struct {
+				Infos []json.RawMessage `json:"desired_lrp_scheduling_infos"`
+			}
+			if err := json.Unmarshal(body, &list); err != nil {
+				return false, fmt.Errorf("decoding GET /apps: %w", err)
+			}
+			if s.FirstApps == 0 {
+				s.FirstApps, s.FirstAppsCount = time.Since(start).Seconds(), len(list.Infos)
+			}
+			return len(list.Infos) == e.cfg.n, nil
+		})
+		s.FullApps = time.Since(start).Seconds()
+	}()
+	wg.Wait()
+	if err := errors.Join(readyErr, appsErr); err != nil {
+		return s, fmt.Errorf("opi's start-up with %d apps: %w; see %s/opi.log", e.cfg.n, err, e.workDir)
+	}
+	s.PeakRSS = e.rss.own()
+	var c phaseCost
+	if after, ok := e.snap(ctx); ok && beforeOK {
+		c.add(before, after)
+	}
+	e.where("start-up (opi restarted, until its first full GET /apps)", &c)
+	return s, nil
+}
+
+// pollFast calls cond every 100 ms until it holds; it fails when the process exits, ctx ends,
+// the timeout passes or cond fails.
+func pollFast(ctx context.Context, p *localkube.Process, timeout time.Duration, cond func() (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		ok, err := cond()
+		if ok || err != nil {
+			return err
+		}
+		select {
+		case <-p.Done():
+			return fmt.Errorf("opi exited: %v", p.Err())
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// snap is a snapshot of the components and of opi (when it runs). A failed one is logged and
+// not ok: the run's own figures do not depend on it.
+func (e *env) snap(ctx context.Context) (componentSnapshot, bool) {
+	pid := e.opi.Pid()
+	select {
+	case <-e.opi.Done():
+		pid = 0
+	default:
+	}
+	s, err := snapshotComponents(ctx, e.cluster, pid)
+	if err != nil {
+		logf("component snapshot failed (this stretch is left out of where the time went): %v", err)
+		return s, false
+	}
+	return s, true
+}
+
+// stretch runs f between two snapshots, adds their difference to cost and returns it (nil when
+// a snapshot failed).
+func (e *env) stretch(ctx context.Context, cost *phaseCost, f func() error) (*componentDelta, error) {
+	before, ok := e.snap(ctx)
+	err := f()
+	after, ok2 := e.snap(ctx)
+	if !ok || !ok2 {
+		return nil, err
+	}
+	cost.add(before, after)
+	d := after.since(before)
+	return &d, err
+}
+
+// jsonCalls is how many API server and etcd calls, the costliest, the results keep per phase.
+const jsonCalls = 15
+
+// where records a phase's component costs in the results.
+func (e *env) where(name string, cost *phaseCost) {
+	if d, ok := cost.delta(); ok {
+		// The long tail of cheap calls would make each recorded run's JSON tens of KB.
+		d.API, d.Etcd = d.API[:min(len(d.API), jsonCalls)], d.Etcd[:min(len(d.Etcd), jsonCalls)]
+		e.res.Where = append(e.res.Where, phaseDelta{Phase: name, Stretches: cost.stretches, componentDelta: d})
+	}
+}
+
+// startProfiles takes CPU profiles of opi and the control plane in the background, over
+// -profile seconds; the func it returns waits for them and puts their costliest functions
+// (by cumulative time) in the results.
+func (e *env) startProfiles(ctx context.Context) func() {
+	dir := filepath.Join(e.workDir, "profiles")
+	logf("profiling opi and the control plane for %d s, into %s", e.cfg.profile, dir)
+	var (
+		files map[string]string
+		err   error
+	)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		files, err = captureProfiles(ctx, e.cluster, e.opsURL, e.cfg.profile, dir)
+	}()
+	return func() {
+		<-done
+		e.res.ProfileSeconds, e.res.ProfileDir = e.cfg.profile, dir
+		if err != nil {
+			logf("profiles: %v", err)
+			e.res.ProfileError = strings.TrimSpace(err.Error())
+		}
+		for name, file := range files {
+			top, total, err := topFunctionsByCum(file, 10)
+			if err != nil {
+				logf("reading the profile of %s: %v", name, err)
+				continue
+			}
+			e.res.Profiles = append(e.res.Profiles, componentProfile{Component: name, File: file, CPUSeconds: total, Top: top})
+		}
+		slices.SortFunc(e.res.Profiles, func(a, b componentProfile) int {
+			return cmp.Compare(componentRank(a.Component), componentRank(b.Component))
+		})
+	}
 }
 
 // ourPIDs are the processes of the run: the control plane, opi and this program.
@@ -312,8 +593,10 @@ func (e *env) client(protobuf bool) (kubernetes.Interface, error) {
 	return kubernetes.NewForConfig(rc)
 }
 
+// waitOpiReady waits for /readyz; opi waits out a slow cache sync rather than failing, so the
+// bound is generous.
 func (e *env) waitOpiReady(ctx context.Context) error {
-	if err := e.opi.WaitHTTP(ctx, e.opiURL+"/readyz", 2*time.Minute); err != nil {
+	if err := e.opi.WaitHTTP(ctx, e.opiURL+"/readyz", 10*time.Minute); err != nil {
 		return fmt.Errorf("opi not ready: %w; see %s/opi.log", err, e.workDir)
 	}
 	return nil
@@ -343,233 +626,6 @@ func (e *env) call(ctx context.Context, method, path string, body []byte) ([]byt
 
 func (e *env) get(ctx context.Context, path string) ([]byte, int, error) {
 	return e.call(ctx, http.MethodGet, path, nil)
-}
-
-// template is what opi created for one app, with that app's identity to substitute.
-type template struct {
-	app                         app
-	name                        string
-	secret, deployment, service string // JSON, without server-set fields
-}
-
-// captureTemplate desires one app through opi, reads back the Secret, Deployment and Service
-// opi made for it, then stops it again and waits until it is gone.
-func (e *env) captureTemplate(ctx context.Context, admin kubernetes.Interface) (*template, error) {
-	a := newApp()
-	body, code, err := e.call(ctx, http.MethodPut, "/apps/"+a.processGUID(), a.body())
-	if err != nil || code != http.StatusAccepted {
-		return nil, fmt.Errorf("desiring the template app: %d %s %v", code, body, err)
-	}
-	sel := metav1.ListOptions{LabelSelector: k8s.LabelGUID + "=" + a.guid + "," + k8s.LabelVersion + "=" + a.version}
-	secrets, err := admin.CoreV1().Secrets(opiNamespace).List(ctx, sel)
-	if err != nil {
-		return nil, err
-	}
-	workloads, err := listWorkloadJSON(ctx, admin, e.cfg.backend, opiNamespace, sel)
-	if err != nil {
-		return nil, err
-	}
-	services, err := admin.CoreV1().Services(opiNamespace).List(ctx, sel)
-	if err != nil {
-		return nil, err
-	}
-	if len(secrets.Items) != 1 || len(workloads) != 1 || len(services.Items) != 1 {
-		return nil, fmt.Errorf("the template app has %d secrets, %d workloads, %d services; the floor expects 1 of each",
-			len(secrets.Items), len(workloads), len(services.Items))
-	}
-	name := a.deploymentName()
-	if workloads[0].name != name {
-		return nil, fmt.Errorf("opi named the template workload %s, k8s.DeploymentName says %s", workloads[0].name, name)
-	}
-	s := secrets.Items[0]
-	secret := corev1.Secret{ObjectMeta: clean(s.ObjectMeta), Type: s.Type, Data: s.Data}
-	v := services.Items[0]
-	service := corev1.Service{ObjectMeta: clean(v.ObjectMeta), Spec: v.Spec}
-	if service.Spec.ClusterIP != corev1.ClusterIPNone {
-		// An allocated address is the API server's to choose; a headless Service keeps None.
-		service.Spec.ClusterIP, service.Spec.ClusterIPs = "", nil
-	}
-	t := &template{app: a, name: name, deployment: workloads[0].json}
-	for _, x := range []struct {
-		obj any
-		out *string
-	}{{&secret, &t.secret}, {&service, &t.service}} {
-		b, err := json.Marshal(x.obj)
-		if err != nil {
-			return nil, err
-		}
-		*x.out = string(b)
-	}
-	if !strings.Contains(t.deployment, a.guid) || !strings.Contains(t.deployment, a.version) || !strings.Contains(t.service, name) {
-		return nil, errors.New("the template objects do not name the template app")
-	}
-
-	if body, code, err := e.call(ctx, http.MethodPut, a.path()+"/stop", nil); err != nil || code != http.StatusOK {
-		return nil, fmt.Errorf("stopping the template app: %d %s %v", code, body, err)
-	}
-	// The garbage collector removes its Secret, Service, ReplicaSet and pod.
-	err = poll(ctx, 2*time.Minute, func() (bool, error) {
-		s, err := admin.CoreV1().Secrets(opiNamespace).List(ctx, sel)
-		if err != nil {
-			return false, err
-		}
-		p, err := admin.CoreV1().Pods(opiNamespace).List(ctx, sel)
-		if err != nil {
-			return false, err
-		}
-		return len(s.Items) == 0 && len(p.Items) == 0, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("waiting for the template app's objects to go: %w", err)
-	}
-	return t, nil
-}
-
-// objects are the template's objects for app a, in namespace ns.
-// The workload is JSON (a Deployment or StatefulSet, as the backend makes), with ns set in it.
-func (t *template) objects(a app, ns string) (*corev1.Secret, []byte, *corev1.Service, error) {
-	r := strings.NewReplacer(t.name, a.deploymentName(), t.app.guid, a.guid, t.app.version, a.version)
-	var (
-		s corev1.Secret
-		v corev1.Service
-	)
-	for _, x := range []struct {
-		in  string
-		out any
-	}{{t.secret, &s}, {t.service, &v}} {
-		if err := json.Unmarshal([]byte(r.Replace(x.in)), x.out); err != nil {
-			return nil, nil, nil, err
-		}
-	}
-	s.Namespace, v.Namespace = ns, ns
-	return &s, []byte(r.Replace(t.deployment)), &v, nil
-}
-
-// clean is the metadata a template keeps: name, labels, annotations.
-func clean(m metav1.ObjectMeta) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Name: m.Name, Labels: m.Labels, Annotations: m.Annotations}
-}
-
-// workloadJSON is a workload as a template keeps it.
-type workloadJSON struct{ name, json string }
-
-// listWorkloadJSON lists the backend's workloads (Deployments or StatefulSets) as templates.
-func listWorkloadJSON(ctx context.Context, client kubernetes.Interface, backend, ns string, opts metav1.ListOptions) ([]workloadJSON, error) {
-	var objs []any
-	if backend == k8s.WorkloadStatefulSets {
-		list, err := client.AppsV1().StatefulSets(ns).List(ctx, opts)
-		if err != nil {
-			return nil, err
-		}
-		for _, s := range list.Items {
-			objs = append(objs, appsv1.StatefulSet{ObjectMeta: clean(s.ObjectMeta), Spec: s.Spec})
-		}
-	} else {
-		list, err := client.AppsV1().Deployments(ns).List(ctx, opts)
-		if err != nil {
-			return nil, err
-		}
-		for _, d := range list.Items {
-			objs = append(objs, appsv1.Deployment{ObjectMeta: clean(d.ObjectMeta), Spec: d.Spec})
-		}
-	}
-	out := make([]workloadJSON, 0, len(objs))
-	for _, o := range objs {
-		b, err := json.Marshal(o)
-		if err != nil {
-			return nil, err
-		}
-		var m struct {
-			Metadata metav1.ObjectMeta `json:"metadata"`
-		}
-		if err := json.Unmarshal(b, &m); err != nil {
-			return nil, err
-		}
-		out = append(out, workloadJSON{name: m.Metadata.Name, json: string(b)})
-	}
-	return out, nil
-}
-
-// workloadKind is the Kubernetes kind of the backend's workloads.
-func workloadKind(backend string) string {
-	if backend == k8s.WorkloadStatefulSets {
-		return "StatefulSet"
-	}
-	return "Deployment"
-}
-
-// createWorkload creates the workload JSON of the backend's kind in ns, as the floor does.
-func createWorkload(ctx context.Context, client kubernetes.Interface, backend, ns string, body []byte) (metav1.Object, error) {
-	if backend == k8s.WorkloadStatefulSets {
-		var s appsv1.StatefulSet
-		if err := json.Unmarshal(body, &s); err != nil {
-			return nil, err
-		}
-		s.Namespace = ns
-		return client.AppsV1().StatefulSets(ns).Create(ctx, &s, metav1.CreateOptions{})
-	}
-	var d appsv1.Deployment
-	if err := json.Unmarshal(body, &d); err != nil {
-		return nil, err
-	}
-	d.Namespace = ns
-	return client.AppsV1().Deployments(ns).Create(ctx, &d, metav1.CreateOptions{})
-}
-
-// floorBatch creates, per app, what opi's desire creates, in opi's order and with opi's calls:
-// the env Secret, the Deployment, a merge patch making the Deployment the Secret's controller,
-// the Service owned by the Deployment. An app is done when its last write is accepted. It also
-// returns each call's latency, to show which write dominates.
-func (e *env) floorBatch(ctx context.Context, client kubernetes.Interface, t *template, count int) (phase, [][4]time.Duration, error) {
-	secrets := client.CoreV1().Secrets(floorNamespace)
-	services := client.CoreV1().Services(floorNamespace)
-	steps := make([][4]time.Duration, count)
-	p, err := timed(ctx, count, e.cfg.concurrency, func(ctx context.Context, i int) (time.Duration, error) {
-		s, d, v, err := t.objects(newApp(), floorNamespace)
-		if err != nil {
-			return 0, err
-		}
-		start := time.Now()
-		createdSecret, err := secrets.Create(ctx, s, metav1.CreateOptions{})
-		if err != nil {
-			return 0, fmt.Errorf("create secret: %w", err)
-		}
-		t1 := time.Now()
-		created, err := createWorkload(ctx, client, e.cfg.backend, floorNamespace, d)
-		if err != nil {
-			return 0, fmt.Errorf("create %s: %w", strings.ToLower(workloadKind(e.cfg.backend)), err)
-		}
-		t2 := time.Now()
-		owner := kube.ControllerRef(created, "apps/v1", workloadKind(e.cfg.backend))
-		if _, err := kube.SetOwner(ctx, secrets, s.Name, createdSecret.ResourceVersion, owner); err != nil {
-			return 0, fmt.Errorf("set secret owner: %w", err)
-		}
-		t3 := time.Now()
-		v.OwnerReferences = []metav1.OwnerReference{owner}
-		if _, err := services.Create(ctx, v, metav1.CreateOptions{}); err != nil {
-			return 0, fmt.Errorf("create service: %w", err)
-		}
-		t4 := time.Now()
-		steps[i] = [4]time.Duration{t1.Sub(start), t2.Sub(t1), t3.Sub(t2), t4.Sub(t3)}
-		return t4.Sub(start), nil
-	})
-	return p, steps, err
-}
-
-// stepPercentiles are the p50 and p99 of each of the floor's calls.
-func stepPercentiles(steps [][4]time.Duration) []step {
-	var out []step
-	for k, name := range []string{"create secret", "create workload", "patch secret owner", "create service"} {
-		var ds []time.Duration
-		for _, st := range steps {
-			if st[k] > 0 {
-				ds = append(ds, st[k])
-			}
-		}
-		p50, p99 := percentiles(ds)
-		out = append(out, step{Call: name, P50: p50, P99: p99})
-	}
-	return out
 }
 
 // merge adds up batches: throughput over their summed wall time, latencies over all calls.
@@ -854,6 +910,64 @@ func waitPods(ctx context.Context, c kubernetes.Interface, ns string, want int, 
 	return time.Since(start), nil
 }
 
+// quiesce waits until the controllers are done with what the run created so far: every opi
+// Deployment has a running pod, and the controller-manager's deployment, replicaset and
+// garbage-collector queues are empty.
+func (e *env) quiesce(ctx context.Context) (time.Duration, error) {
+	start := time.Now()
+	admin := e.cluster.Clientset()
+	var last string
+	err := poll(ctx, 10*time.Minute, func() (bool, error) {
+		body, err := e.cluster.Get(ctx, localkube.ControllerManager, "/metrics")
+		if err != nil {
+			return false, err
+		}
+		fams, err := parseMetrics(body)
+		if err != nil {
+			return false, err
+		}
+		for name, q := range queueStatsOf(fams) {
+			if q.Depth > 0 && (name == "deployment" || name == "replicaset" || strings.HasPrefix(name, "garbage_collector")) {
+				last = fmt.Sprintf("queue %s holds %.0f", name, q.Depth)
+				return false, nil
+			}
+		}
+		deployments, err := admin.AppsV1().Deployments(opiNamespace).List(ctx, metav1.ListOptions{Limit: 1})
+		if err != nil {
+			return false, err
+		}
+		want := len(deployments.Items)
+		if deployments.RemainingItemCount != nil {
+			want += int(*deployments.RemainingItemCount)
+		}
+		if e.cfg.backend == k8s.WorkloadStatefulSets {
+			sets, err := admin.AppsV1().StatefulSets(opiNamespace).List(ctx, metav1.ListOptions{Limit: 1})
+			if err != nil {
+				return false, err
+			}
+			want = len(sets.Items)
+			if sets.RemainingItemCount != nil {
+				want += int(*sets.RemainingItemCount)
+			}
+		}
+		have, err := countPods(ctx, admin, opiNamespace)
+		if err != nil {
+			return false, err
+		}
+		// (The API server counts what remains only without selectors: one item is enough.)
+		notRunning, err := admin.CoreV1().Pods(opiNamespace).List(ctx, metav1.ListOptions{Limit: 1, FieldSelector: "status.phase!=Running"})
+		if err != nil {
+			return false, err
+		}
+		last = fmt.Sprintf("%d pods for %d workloads, all running: %t", have, want, len(notRunning.Items) == 0)
+		return have >= want && len(notRunning.Items) == 0, nil
+	})
+	if err != nil {
+		return time.Since(start), fmt.Errorf("waiting for the controllers to be done (last: %s): %w", last, err)
+	}
+	return time.Since(start), nil
+}
+
 // countPods counts the pods of ns from one single-item page: the API server reports how many
 // items remain.
 func countPods(ctx context.Context, c kubernetes.Interface, ns string) (int, error) {
@@ -874,24 +988,6 @@ func countPods(ctx context.Context, c kubernetes.Interface, ns string) (int, err
 		return nil
 	})
 	return n, err
-}
-
-// deleteNamespace deletes ns and waits until it (and so everything in it) is gone.
-func deleteNamespace(ctx context.Context, c kubernetes.Interface, ns string, timeout time.Duration) error {
-	if err := c.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting namespace %s: %w", ns, err)
-	}
-	err := poll(ctx, timeout, func() (bool, error) {
-		_, err := c.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return true, nil
-		}
-		return false, err
-	})
-	if err != nil {
-		return fmt.Errorf("waiting for namespace %s to be gone: %w", ns, err)
-	}
-	return nil
 }
 
 // poll calls cond every second until it holds, the timeout passes or ctx ends. An error from

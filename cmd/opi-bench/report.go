@@ -15,13 +15,26 @@ import (
 
 // Targets of the benchmark (the issue that asked for it).
 const (
-	targetDesireRatio    = 0.8   // opi's desire throughput / the client-go floor's
-	targetListSpeedup    = 20.0  // live LIST p50 / GET /apps p50, at 10,000 apps
-	targetInstancesRatio = 1.5   // instances p50 at N / at 10 apps
-	targetRSSMB          = 150.0 // peak RSS at 10,000 apps
-	targetKBPerApp       = 15.0  // the same, per app
-	targetN              = 10000
+	targetDesireRatioOne  = 0.7 // opi's desire throughput / the one-Deployment floor's
+	targetDesireRatioSame = 0.9 // opi's desire throughput / the same-objects floor's
+	targetBatchRatio      = 1.5 // opi's last batch / its batch ending nearest 1,000 apps, per desire
+	targetBatchApps       = 1000
+	targetListSpeedup     = 100.0 // live LIST p50 / GET /apps p50, at 1,000 and 10,000 apps
+	targetInstancesRatio  = 1.5   // instances p50 at N / at 10 apps
+	targetN               = 10000
 )
+
+// targetRSSMB is opi's peak RSS target at the N where it is checked.
+var targetRSSMB = map[int]float64{1000: 45, 10000: 100}
+
+// targetApps is the N of the RSS and GET /apps targets nearest n; checked says whether n is it.
+func targetApps(n int) (at int, checked bool) {
+	at = 1000
+	if abs(n-10000) < abs(n-1000) {
+		at = 10000
+	}
+	return at, n == at
+}
 
 // results is everything one run measured; it is the JSON line.
 type results struct {
@@ -31,23 +44,41 @@ type results struct {
 	Desired     int     `json:"desired_per_phase"`
 	Concurrency int     `json:"concurrency"`
 	Batch       int     `json:"batch"`
+	FloorEvery  int     `json:"floor_every"`
 	KubeQPS     int     `json:"kube_qps"`
 	KubeBurst   int     `json:"kube_burst"`
 	CtrlQPS     int     `json:"controller_qps"`
 	CtrlBurst   int     `json:"controller_burst"`
 	Nodes       int     `json:"nodes"`
 	Elapsed     float64 `json:"elapsed_s"`
+	// Tuning is "large-cluster" (localkube.LargeClusterTuning, TuningSettings) or "defaults".
+	Tuning         string           `json:"control_plane_tuning"`
+	TuningSettings localkube.Tuning `json:"control_plane_tuning_settings"`
 
-	Floor           phase          `json:"floor_desire"`
-	FloorSteps      []step         `json:"floor_calls"`
-	Desire          phase          `json:"opi_desire"`
-	DesireRatio     float64        `json:"desire_ratio"`
+	// FloorKinds are the kinds opi made for the template app (the same-objects floor's).
+	FloorKinds []string `json:"floor_kinds"`
+	FloorOne   phase    `json:"floor_one_deployment_desire"`
+	FloorSame  phase    `json:"floor_same_objects_desire"`
+	FloorSteps []step   `json:"floor_same_objects_calls"`
+	Desire     phase    `json:"opi_desire"`
+	// DesirePaired is opi on the batches the floors ran on: what the ratios compare.
+	DesirePaired    phase          `json:"opi_desire_floor_batches"`
+	DesireRatioOne  float64        `json:"desire_ratio_one_deployment"`
+	DesireRatioSame float64        `json:"desire_ratio_same_objects"`
 	DesireAPI       map[string]int `json:"opi_desire_api_requests"`
 	DesireAPIPerApp float64        `json:"opi_desire_api_requests_per_app"`
 	FloorOthersCPU  float64        `json:"floor_phase_others_cpu_share"`
 	DesireOthersCPU float64        `json:"opi_phase_others_cpu_share"`
-	FloorCleanup    float64        `json:"floor_cleanup_s"`
 	PodsSettle      float64        `json:"pods_running_after_desire_s"`
+	// Batches are the desire batches; BatchAt1000 and BatchLast index them; BatchRatio is the
+	// last's seconds per desire over the other's.
+	Batches     []batchRecord `json:"batches"`
+	BatchAt1000 int           `json:"batch_nearest_1000"`
+	BatchLast   int           `json:"batch_last"`
+	BatchRatio  float64       `json:"batch_ratio_last_over_1000"`
+
+	Startup startup      `json:"startup"`
+	Phases  phaseSeconds `json:"phase_seconds"`
 
 	Apps        reads   `json:"get_apps"`
 	List        reads   `json:"live_list"`
@@ -78,8 +109,129 @@ type results struct {
 	HeapInuse float64    `json:"go_heap_inuse_bytes"`
 	HeapAlloc float64    `json:"go_heap_alloc_bytes"`
 	GoSys     float64    `json:"go_sys_bytes"`
+	// RSSTargetMB is the peak RSS target at TargetApps, the target N nearest N; the RSS and
+	// GET /apps targets are checked only when N is TargetApps.
+	RSSTargetMB    float64 `json:"rss_peak_target_mb"`
+	TargetApps     int     `json:"target_n"`
+	TargetsChecked bool    `json:"rss_and_get_apps_targets_checked"`
+
+	// Where is each phase's cost by component: CPU by process, API server requests, etcd,
+	// the controller-manager's queues, the scheduler.
+	Where []phaseDelta `json:"where_the_time_went"`
+	// Profiles are the CPU profiles taken during opi's last desire batch (-profile).
+	ProfileSeconds int                `json:"profile_seconds,omitempty"`
+	ProfileDir     string             `json:"profile_dir,omitempty"`
+	ProfileError   string             `json:"profile_error,omitempty"`
+	Profiles       []componentProfile `json:"profiles,omitempty"`
 
 	Machine machine `json:"machine"`
+}
+
+// batchRecord is one desire batch: opi's, and the floors' when they ran on it.
+type batchRecord struct {
+	Batch                  int     `json:"batch"`
+	Apps                   int     `json:"apps_after"`
+	Count                  int     `json:"count"`
+	OpiSeconds             float64 `json:"opi_s"`
+	OpiPerSecond           float64 `json:"opi_per_second"`
+	OneDeploymentPerSecond float64 `json:"one_deployment_per_second,omitempty"`
+	SameObjectsPerSecond   float64 `json:"same_objects_per_second,omitempty"`
+	// CPUMsPerApp is the CPU milliseconds per desire of each process during opi's batch.
+	CPUMsPerApp map[string]float64 `json:"cpu_ms_per_app,omitempty"`
+}
+
+// phaseDelta is one phase's component costs, summed over its stretches (batches, clean-ups).
+type phaseDelta struct {
+	Phase     string `json:"phase"`
+	Stretches int    `json:"stretches"`
+	componentDelta
+}
+
+// componentProfile is one component's CPU profile and its costliest functions.
+type componentProfile struct {
+	Component  string     `json:"component"`
+	File       string     `json:"file"`
+	CPUSeconds float64    `json:"cpu_seconds"`
+	Top        []funcCost `json:"top_by_cum"`
+}
+
+// msPerApp is each process's CPU milliseconds per app over n apps.
+func (d componentDelta) msPerApp(n int) map[string]float64 {
+	out := map[string]float64{}
+	for _, c := range d.CPU {
+		out[c.Component] = c.Seconds * 1000 / float64(max(n, 1))
+	}
+	return out
+}
+
+// The processes in the order the report lists them, with their short names.
+var components = []struct{ name, short string }{
+	{componentOpi, "opi"}, {localkube.APIServer, "apiserver"}, {localkube.Etcd, "etcd"},
+	{localkube.ControllerManager, "controller-manager"}, {localkube.Scheduler, "scheduler"},
+	{localkube.Kwok, "kwok"}, {componentBench, "bench"},
+}
+
+func componentRank(name string) int {
+	for i, c := range components {
+		if c.name == name {
+			return i
+		}
+	}
+	return len(components)
+}
+
+// secondsPerDesire is opi's batch time per desire.
+func (b batchRecord) secondsPerDesire() float64 { return ratio(b.OpiSeconds, float64(b.Count)) }
+
+// startup is opi's restart with N apps: seconds from its start to /readyz answering 200 and to
+// GET /apps answering 200 (first at all, then listing every app), and its peak RSS meanwhile.
+type startup struct {
+	Exit           float64 `json:"sigterm_to_exit_s"`
+	Ready          float64 `json:"ready_s"`
+	FirstApps      float64 `json:"first_get_apps_200_s"`
+	FirstAppsCount int     `json:"first_get_apps_200_apps"`
+	FullApps       float64 `json:"first_full_get_apps_s"`
+	PeakRSS        float64 `json:"rss_peak_mb"`
+	PeakBefore     float64 `json:"rss_peak_before_restart_mb"`
+}
+
+// phaseSeconds is the wall time of each phase of the run.
+type phaseSeconds struct {
+	ControlPlane float64 `json:"control_plane"`
+	OpiStart     float64 `json:"opi_start"`
+	Template     float64 `json:"template"`
+	WarmUp       float64 `json:"warm_up"`
+	DesireOpi    float64 `json:"desire_opi"`
+	FloorOne     float64 `json:"floor_one_deployment"`
+	FloorSame    float64 `json:"floor_same_objects"`
+	FloorCleanup float64 `json:"floor_cleanup"`
+	Quiesce      float64 `json:"quiesce"`
+	Settle       float64 `json:"pods_settle"`
+	Reads        float64 `json:"reads"`
+	Steady       float64 `json:"steady_rss"`
+	Startup      float64 `json:"startup"`
+	Stop         float64 `json:"stop"`
+}
+
+func (p phaseSeconds) String() string {
+	parts := []string{}
+	for _, x := range []struct {
+		name string
+		s    float64
+	}{
+		{"control plane", p.ControlPlane}, {"opi start", p.OpiStart}, {"template", p.Template}, {"warm-up", p.WarmUp},
+		{"desire opi", p.DesireOpi}, {"one-Deployment floor", p.FloorOne}, {"same-objects floor", p.FloorSame},
+		{"floor clean-ups", p.FloorCleanup}, {"quiesce before batches", p.Quiesce}, {"pods settle", p.Settle}, {"reads", p.Reads}, {"steady RSS", p.Steady},
+		{"start-up", p.Startup}, {"stop", p.Stop},
+	} {
+		parts = append(parts, fmt.Sprintf("%s %.0f", x.name, x.s))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (p phaseSeconds) total() float64 {
+	return p.ControlPlane + p.OpiStart + p.Template + p.WarmUp + p.DesireOpi + p.FloorOne + p.FloorSame +
+		p.FloorCleanup + p.Settle + p.Reads + p.Steady + p.Startup + p.Stop
 }
 
 // step is the latency of one kind of call in the floor.
@@ -105,8 +257,13 @@ func newResults(cfg config) *results {
 	r := &results{
 		Date: time.Now().UTC().Format("2006-01-02 15:04 UTC"), N: cfg.n, Backend: cfg.backend, Desired: cfg.n - warmApps,
 		Concurrency: cfg.concurrency, KubeQPS: cfg.qps, KubeBurst: cfg.burst,
-		CtrlQPS: cfg.ctrlQPS, CtrlBurst: cfg.ctrlBurst, Nodes: cfg.nodes,
+		CtrlQPS: cfg.ctrlQPS, CtrlBurst: cfg.ctrlBurst, Nodes: cfg.nodes, Tuning: "defaults",
 	}
+	if cfg.tune {
+		r.Tuning, r.TuningSettings = "large-cluster", localkube.LargeClusterTuning()
+	}
+	r.TargetApps, r.TargetsChecked = targetApps(cfg.n)
+	r.RSSTargetMB = targetRSSMB[r.TargetApps]
 	r.Machine = machine{
 		CPUs: numCPU(), CPUModel: cpuModel(), MemoryGiB: memGiB(), Go: runtime.Version(),
 		LoadStart: loadavg(),
@@ -117,7 +274,17 @@ func newResults(cfg config) *results {
 
 // finish derives the ratios once every phase has run.
 func (r *results) finish(cpu0, cpu1 cpuSample) {
-	r.DesireRatio = ratio(r.Desire.Throughput, r.Floor.Throughput)
+	r.DesireRatioOne = ratio(r.DesirePaired.Throughput, r.FloorOne.Throughput)
+	r.DesireRatioSame = ratio(r.DesirePaired.Throughput, r.FloorSame.Throughput)
+	if len(r.Batches) > 0 {
+		r.BatchLast = len(r.Batches) - 1
+		for i, b := range r.Batches {
+			if abs(b.Apps-targetBatchApps) < abs(r.Batches[r.BatchAt1000].Apps-targetBatchApps) {
+				r.BatchAt1000 = i
+			}
+		}
+		r.BatchRatio = ratio(r.Batches[r.BatchLast].secondsPerDesire(), r.Batches[r.BatchAt1000].secondsPerDesire())
+	}
 	r.ListSpeedup = ratio(r.List.P50, r.Apps.P50)
 	r.InstancesRatio = ratio(r.InstancesN.P50, r.Instances10.P50)
 	r.APIPerAppsCall = ratio(r.Apps.APIRequests, float64(r.Apps.Calls))
@@ -130,6 +297,8 @@ func (r *results) finish(cpu0, cpu1 cpuSample) {
 	r.Machine.LoadEnd = loadavg()
 	r.Machine.OthersCPU = othersShare(cpu0, cpu1)
 }
+
+func abs(x int) int { return max(x, -x) }
 
 // rssPoint is opi's RSS (MB) with Apps apps desired.
 type rssPoint struct {
@@ -185,36 +354,54 @@ type check struct {
 }
 
 func (r *results) checks() []check {
-	rssLimit := targetKBPerApp * float64(r.N) / 1000
+	at, checked := r.TargetApps, r.TargetsChecked
 	return []check{
-		{"desire ratio", r.DesireRatio >= targetDesireRatio && r.Desire.Errors == 0,
-			desireMiss(r)},
-		{"list speedup", r.ListSpeedup >= targetListSpeedup,
-			fmt.Sprintf("GET /apps p50 is only %.1f × faster than a live LIST (target ≥ %.0f ×)", r.ListSpeedup, targetListSpeedup)},
+		{"desire ratio one", r.DesireRatioOne >= targetDesireRatioOne && r.Desire.Errors == 0,
+			desireMiss(r, "one-Deployment", r.DesireRatioOne, targetDesireRatioOne)},
+		{"desire ratio same", r.DesireRatioSame >= targetDesireRatioSame && r.Desire.Errors == 0,
+			desireMiss(r, "same-objects", r.DesireRatioSame, targetDesireRatioSame)},
+		{"list speedup", !checked || r.ListSpeedup >= targetListSpeedup,
+			fmt.Sprintf("GET /apps p50 is only %.1f × faster than a live LIST at %d apps (target ≥ %.0f ×)", r.ListSpeedup, at, targetListSpeedup)},
 		{"reads api", r.APIPerAppsCall == 0 && r.APIPerInstances == 0,
 			fmt.Sprintf("reads made API server requests: %.3f per GET /apps, %.3f per instances call", r.APIPerAppsCall, r.APIPerInstances)},
 		{"instances ratio", r.InstancesRatio <= targetInstancesRatio,
 			fmt.Sprintf("instances p50 at %d apps is %.2f × its p50 at 10 apps (target ≤ %.1f)", r.N, r.InstancesRatio, targetInstancesRatio)},
-		{"rss", r.Peak <= rssLimit,
-			fmt.Sprintf("opi's peak RSS is %.1f MB = %.1f KB per app (target ≤ %.0f KB per app = %.1f MB at %d apps); its RSS with no app was %.1f MB, the growth %.1f KB per app",
-				r.Peak, r.PeakKBPerApp, targetKBPerApp, rssLimit, r.N, r.IdleRSS, r.MarginalKBPerAp)},
-		{"rss at 10000", r.RSSAt10k <= targetRSSMB,
-			fmt.Sprintf("opi's peak RSS projected to %d apps is %.1f MB (target ≤ %.0f MB): peak %.1f MB at %d apps plus %.2f KB per further app", targetN, r.RSSAt10k, targetRSSMB, r.Peak, r.N, r.RSSSlope)},
+		{"rss", !checked || r.Peak <= r.RSSTargetMB,
+			fmt.Sprintf("opi's peak RSS is %.1f MB at %d apps (target ≤ %.0f MB); its RSS with no app was %.1f MB, the growth %.1f KB per app",
+				r.Peak, r.N, r.RSSTargetMB, r.IdleRSS, r.MarginalKBPerAp)},
+		{"batch ratio", !r.batchChecked() || r.BatchRatio <= targetBatchRatio,
+			fmt.Sprintf("opi's last batch (at %d apps) took %.2f × per desire its batch at %d apps (target ≤ %.1f)", r.lastBatch().Apps, r.BatchRatio, r.batch1000().Apps, targetBatchRatio)},
 	}
 }
 
-// desireMiss says how the desire target was missed: throughput, failures or both.
-func desireMiss(r *results) string {
+// desireMiss says how a desire target was missed: throughput, failures or both.
+func desireMiss(r *results, floor string, got, want float64) string {
 	var parts []string
-	if r.DesireRatio < targetDesireRatio {
-		parts = append(parts, fmt.Sprintf("desire throughput through opi is %.2f × the client-go floor (target ≥ %.1f)", r.DesireRatio, targetDesireRatio))
+	if got < want {
+		parts = append(parts, fmt.Sprintf("desire throughput through opi is %.2f × the %s floor (target ≥ %.1f)", got, floor, want))
 	} else {
-		parts = append(parts, fmt.Sprintf("desire throughput through opi is %.2f × the client-go floor, but not every desire succeeded", r.DesireRatio))
+		parts = append(parts, fmt.Sprintf("desire throughput through opi is %.2f × the %s floor, but not every desire succeeded", got, floor))
 	}
 	if f := failures(r.Desire, "desires through opi"); f != "" {
 		parts = append(parts, strings.TrimPrefix(f, "; "))
 	}
 	return strings.Join(parts, ": ")
+}
+
+func (r *results) lastBatch() batchRecord { return r.batchAt(r.BatchLast) }
+func (r *results) batch1000() batchRecord { return r.batchAt(r.BatchAt1000) }
+
+func (r *results) batchAt(i int) batchRecord {
+	if i < len(r.Batches) {
+		return r.Batches[i]
+	}
+	return batchRecord{}
+}
+
+// batchChecked says whether the batch target applies: two different batches, the last at
+// least twice as far into the run as the one near 1,000 apps.
+func (r *results) batchChecked() bool {
+	return r.BatchLast != r.BatchAt1000 && r.lastBatch().Apps >= 2*r.batch1000().Apps
 }
 
 // failures describes a phase's failed calls, if any.
@@ -228,6 +415,14 @@ func failures(p phase, what string) string {
 // table is the markdown table of the run.
 func (r *results) table() string {
 	c := r.checks()
+	ok := func(name string) bool {
+		for _, x := range c {
+			if x.name == name {
+				return x.ok
+			}
+		}
+		panic("no check " + name)
+	}
 	var b strings.Builder
 	row := func(metric, value, target, ok string) {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", metric, value, target, ok)
@@ -240,43 +435,83 @@ func (r *results) table() string {
 		return s
 	}
 	b.WriteString("| metric | value | target | met? |\n| --- | --- | --- | --- |\n")
-	row("apps in the cluster at the reads (N)", fmt.Sprintf("%d (%d desired by each of floor and opi, alternating batches of %d, concurrency %d)", r.N, r.Desired, r.Batch, r.Concurrency), "", "")
-	row("desire through opi (PUT /apps/{process_guid})", lat(r.Desire), "", "")
-	row("desire floor: same objects with client-go", lat(r.Floor), "", "")
+	row("apps in the cluster at the reads (N)", fmt.Sprintf("%d (%d desired through opi in %d batches ending at multiples of %d apps, concurrency %d)",
+		r.N, r.Desired, len(r.Batches), r.Batch, r.Concurrency), "", "")
+	row("control plane tuning", r.tuningString(), "", "")
+	row("desire through opi (PUT /apps/{process_guid}), all batches", lat(r.Desire), "", "")
+	row("desire through opi, the batches the floors ran on", lat(r.DesirePaired)+fmt.Sprintf("; batches %s", r.floorBatches()), "", "")
+	row("desire floor: one Deployment per desire with client-go (env inlined)", lat(r.FloorOne), "", "")
+	row("desire floor: same objects with client-go ("+strings.Join(r.FloorKinds, ", ")+"; the "+firstOr(r.FloorKinds)+" first, then the rest in parallel, owned from creation)", lat(r.FloorSame), "", "")
 	var calls []string
 	for _, st := range r.FloorSteps {
 		calls = append(calls, fmt.Sprintf("%s %.0f/%.0f", st.Call, st.P50, st.P99))
 	}
-	row("floor, each call's p50/p99 (ms)", strings.Join(calls, "; "), "", "")
-	row("**desire throughput, opi / floor**", fmt.Sprintf("**%.2f**", r.DesireRatio), fmt.Sprintf("≥ %.1f", targetDesireRatio), met(c[0].ok))
+	row("same-objects floor, each call's p50/p99 (ms)", strings.Join(calls, "; "), "", "")
+	row("**desire throughput, opi / one-Deployment floor**", fmt.Sprintf("**%.2f**", r.DesireRatioOne), fmt.Sprintf("≥ %.1f", targetDesireRatioOne), met(ok("desire ratio one")))
+	row("**desire throughput, opi / same-objects floor**", fmt.Sprintf("**%.2f**", r.DesireRatioSame), fmt.Sprintf("≥ %.1f", targetDesireRatioSame), met(ok("desire ratio same")))
+	b1, bl := r.batch1000(), r.lastBatch()
+	batchTarget, batchMet := fmt.Sprintf("≤ %.1f", targetBatchRatio), met(ok("batch ratio"))
+	if !r.batchChecked() {
+		batchTarget, batchMet = batchTarget+" (not checked: N too small)", ""
+	}
+	row("opi batch time: the batch ending nearest 1,000 apps, the last batch", fmt.Sprintf("%.1f s for %d desires (at %d apps); %.1f s for %d desires (at %d apps)",
+		b1.OpiSeconds, b1.Count, b1.Apps, bl.OpiSeconds, bl.Count, bl.Apps), "", "")
+	row("**opi batch time per desire, last batch / batch at ~1,000 apps**", fmt.Sprintf("**%.2f**", r.BatchRatio), batchTarget, batchMet)
+	if split := r.batchCPUSplit(); split != "" {
+		row("CPU ms per desire by process, opi's first batch → its last", split, "", "")
+	}
 	row("API server requests per desire (opi)", fmt.Sprintf("%.2f (%s)", r.DesireAPIPerApp, verbs(r.DesireAPI)), "", "")
 	row(fmt.Sprintf("GET /apps at N (%d sequential, then %d concurrent)", r.Apps.Calls-burstCount(r.Apps), burstCount(r.Apps)),
 		fmt.Sprintf("p50 %.2f ms, p99 %.2f ms; burst p50 %.2f ms, p99 %.2f ms; %s", r.Apps.P50, r.Apps.P99, r.Apps.BurstP50, r.Apps.BurstP99, size(r.Apps.Bytes)), "", "")
 	row(fmt.Sprintf("live LIST of the N %s (client-go, protobuf)", workloadKind(r.Backend)+"s"),
 		fmt.Sprintf("p50 %.1f ms, p99 %.1f ms; burst p50 %.1f ms, p99 %.1f ms", r.List.P50, r.List.P99, r.List.BurstP50, r.List.BurstP99), "", "")
 	row("**LIST p50 / GET /apps p50**", fmt.Sprintf("**%.1f ×** (p99: %.1f ×)", r.ListSpeedup, ratio(r.List.P99, r.Apps.P99)),
-		fmt.Sprintf("≥ %.0f × (at %d apps)", targetListSpeedup, targetN), met(c[1].ok))
+		r.atTarget(fmt.Sprintf("≥ %.0f ×", targetListSpeedup)), r.metAt(ok("list speedup")))
 	row("API server requests per GET /apps", fmt.Sprintf("%.3f (%.0f in %d calls%s)", r.APIPerAppsCall, r.Apps.APIRequests, r.Apps.Calls, janitorNote(r.Apps)), "0", met(r.APIPerAppsCall == 0))
 	row("instances with 10 apps", fmt.Sprintf("p50 %.2f ms, p99 %.2f ms", r.Instances10.P50, r.Instances10.P99), "", "")
 	row("instances at N", fmt.Sprintf("p50 %.2f ms, p99 %.2f ms", r.InstancesN.P50, r.InstancesN.P99), "", "")
-	row("**instances p50, at N / with 10 apps**", fmt.Sprintf("**%.2f**", r.InstancesRatio), fmt.Sprintf("≤ %.1f", targetInstancesRatio), met(c[3].ok))
+	row("**instances p50, at N / with 10 apps**", fmt.Sprintf("**%.2f**", r.InstancesRatio), fmt.Sprintf("≤ %.1f", targetInstancesRatio), met(ok("instances ratio")))
 	row("API server requests per instances call", fmt.Sprintf("%.3f (%.0f in %d calls%s)", r.APIPerInstances, r.Instances10.APIRequests+r.InstancesN.APIRequests,
 		r.Instances10.Calls+r.InstancesN.Calls, janitorNote(reads{Janitor: r.Instances10.Janitor + r.InstancesN.Janitor})), "0", met(r.APIPerInstances == 0))
 	row("stop through opi (PUT /apps/{guid}/{version}/stop)", lat(r.Stop), "", "")
 	row("API server requests per stop (opi)", fmt.Sprintf("%.2f (%s)", r.StopAPIPerApp, verbs(r.StopAPI)), "", "")
 	row("opi RSS with no app", fmt.Sprintf("%.1f MB", r.IdleRSS), "", "")
 	row("**opi peak RSS**", fmt.Sprintf("**%.1f MB = %.1f KB/app** (growth over idle: %.1f KB/app)", r.Peak, r.PeakKBPerApp, r.MarginalKBPerAp),
-		fmt.Sprintf("≤ %.0f KB/app (%.0f MB at %d)", targetKBPerApp, targetRSSMB, targetN), met(c[4].ok))
+		r.atTarget(fmt.Sprintf("≤ %.0f MB", r.RSSTargetMB)), r.metAt(ok("rss")))
 	row("opi RSS growth per app (least-squares slope over its desire batches)", fmt.Sprintf("%.2f KB/app", r.RSSSlope), "", "")
-	row("**opi peak RSS projected to 10,000 apps** (peak + slope × the apps to 10,000)", fmt.Sprintf("**%.1f MB**", r.RSSAt10k),
-		fmt.Sprintf("≤ %.0f MB", targetRSSMB), met(c[5].ok))
+	row("opi peak RSS projected to 10,000 apps (peak + slope × the apps to 10,000; information)", fmt.Sprintf("%.1f MB", r.RSSAt10k), "", "")
 	row("opi steady RSS after the reads", fmt.Sprintf("%.1f MB = %.1f KB/app (Go heap in use %.1f MB)", r.SteadyRSS, r.SteadyKBPerApp, r.HeapInuse/1e6), "", "")
 	row("pods of all N apps running, after the last desire", fmt.Sprintf("%.1f s", r.PodsSettle), "", "")
-	row("floor namespace deleted and gone, after the last desire", fmt.Sprintf("%.1f s", r.FloorCleanup), "", "")
+	row("floor clean-ups (delete, untimed wait until gone)", fmt.Sprintf("%.1f s in all, %.1f s per clean-up", r.Phases.FloorCleanup, ratio(r.Phases.FloorCleanup, float64(2*len(r.floorBatchList())))), "", "")
+	row(fmt.Sprintf("**start-up at N** (opi restarted with %d apps)", r.N), fmt.Sprintf("**ready after %.1f s, first full GET /apps after %.1f s** (first 200 after %.1f s with %d apps; the old opi exited %.1f s after SIGTERM)",
+		r.Startup.Ready, r.Startup.FullApps, r.Startup.FirstApps, r.Startup.FirstAppsCount, r.Startup.Exit), "", "")
+	row("opi peak RSS during start-up", fmt.Sprintf("%.1f MB (before the restart: %.1f MB)", r.Startup.PeakRSS, r.Startup.PeakBefore), "", "")
+	row("opi ready at the run's start (empty cluster)", fmt.Sprintf("%.1f s", r.Phases.OpiStart), "", "")
+	row("wall time per phase (s)", r.Phases.String(), "", "")
 	row("CPU used by other processes (share of all cores)", fmt.Sprintf("floor batches %.0f %%, opi batches %.0f %%, whole run %.0f %%",
 		100*r.FloorOthersCPU, 100*r.DesireOthersCPU, 100*r.Machine.OthersCPU), "", "")
-	row("whole run", fmt.Sprintf("%.1f min", r.Elapsed/60), "", "")
+	row("whole run", fmt.Sprintf("%.1f min (phases above: %.1f min)", r.Elapsed/60, r.Phases.total()/60), "", "")
 	return b.String()
+}
+
+// floorBatchList are the numbers of the batches the floors ran on.
+func (r *results) floorBatchList() []string {
+	var out []string
+	for _, b := range r.Batches {
+		if b.SameObjectsPerSecond > 0 || b.OneDeploymentPerSecond > 0 {
+			out = append(out, fmt.Sprintf("%d (at %d apps)", b.Batch, b.Apps))
+		}
+	}
+	return out
+}
+
+func (r *results) floorBatches() string { return strings.Join(r.floorBatchList(), ", ") }
+
+func firstOr(xs []string) string {
+	if len(xs) == 0 {
+		return "workload"
+	}
+	return xs[0]
 }
 
 // janitorNote says what was left out of a read window's count.
@@ -311,38 +546,200 @@ func (r *results) jsonLine() (string, error) {
 	return string(b), err
 }
 
-// record appends the run to a markdown file: date, N, machine, the table, notes.
+// report is the table, where the time went and the notes.
+func (r *results) report() string {
+	var b strings.Builder
+	b.WriteString(r.table())
+	if w := r.whereSection(); w != "" {
+		b.WriteString("\n" + w)
+	}
+	if notes := r.notes(); len(notes) > 0 {
+		b.WriteString("\nNotes:\n\n")
+		for _, n := range notes {
+			// A note indented by two spaces belongs to the one before it.
+			if sub, ok := strings.CutPrefix(n, "  "); ok {
+				b.WriteString("  - " + sub + "\n")
+				continue
+			}
+			b.WriteString("- " + n + "\n")
+		}
+	}
+	return b.String()
+}
+
+// notes are the missed targets, failures, disturbances and profiles of the run.
+func (r *results) notes() []string {
+	var out []string
+	for _, c := range r.checks() {
+		if !c.ok {
+			out = append(out, fmt.Sprintf("Missed: %s.", c.miss))
+		}
+	}
+	for _, f := range []struct {
+		name string
+		p    phase
+	}{{floorOneDeployment, r.FloorOne}, {floorSameObjects, r.FloorSame}} {
+		if f.p.Errors > 0 {
+			out = append(out, fmt.Sprintf("%d apps of the %s floor failed, the first with: %s.", f.p.Errors, f.name, f.p.FirstError))
+		}
+	}
+	if r.Stop.Errors > 0 {
+		out = append(out, fmt.Sprintf("%d stops failed (and were stopped again, untimed), the first with: %s.", r.Stop.Errors, r.Stop.FirstError))
+	}
+	if !r.TargetsChecked {
+		out = append(out, fmt.Sprintf("The RSS and GET /apps targets are checked at N = 1,000 and 10,000; at N = %d they are shown against those at %d apps, not checked.", r.N, r.TargetApps))
+	}
+	if m := r.Machine; m.OthersCPU > 0.05 {
+		out = append(out, fmt.Sprintf("Other processes (other engineers' test suites on this shared machine) used %.0f %% of the CPUs during the run "+
+			"(%.0f %% during the floor's desire batches, %.0f %% during opi's): absolute timings are disturbed; ratios measured in the same run are what count.",
+			100*m.OthersCPU, 100*r.FloorOthersCPU, 100*r.DesireOthersCPU))
+	}
+	if r.ProfileSeconds > 0 {
+		s := fmt.Sprintf("CPU profiles over %d s from the start of opi's last desire batch (at %d apps; profiling costs CPU of its own), in %s; top 10 functions by cumulative CPU seconds:",
+			r.ProfileSeconds, r.lastBatch().Apps, r.ProfileDir)
+		if r.ProfileError != "" {
+			s += " (" + r.ProfileError + ")"
+		}
+		out = append(out, s)
+		for _, p := range r.Profiles {
+			var fs []string
+			for _, f := range p.Top {
+				fs = append(fs, fmt.Sprintf("`%s` %.2f", shortFunc(f.Func), f.CumSecs))
+			}
+			out = append(out, fmt.Sprintf("  %s (%.2f CPU s): %s", p.Component, p.CPUSeconds, strings.Join(fs, ", ")))
+		}
+	}
+	if note := strings.TrimSpace(noteFlag); note != "" {
+		out = append(out, note)
+	}
+	return out
+}
+
+// shortFunc drops a function's package path, keeping the package name.
+func shortFunc(f string) string {
+	if i := strings.LastIndex(f, "/"); i >= 0 {
+		return f[i+1:]
+	}
+	return f
+}
+
+// atTarget is a target as shown in the table: at the N it applies to.
+func (r *results) atTarget(t string) string {
+	if r.TargetsChecked {
+		return fmt.Sprintf("%s (at %d apps)", t, r.TargetApps)
+	}
+	return fmt.Sprintf("%s at %d apps (not checked at N = %d)", t, r.TargetApps, r.N)
+}
+
+func (r *results) metAt(ok bool) string {
+	if !r.TargetsChecked {
+		return ""
+	}
+	return met(ok)
+}
+
+func (r *results) tuningString() string {
+	if r.Tuning != "large-cluster" {
+		return r.Tuning
+	}
+	t := r.TuningSettings
+	return fmt.Sprintf("large-cluster (controller-manager deployment/replicaset/endpoint syncs %d/%d/%d; apiserver inflight %d, mutating %d; etcd quota %d GiB; kwok pod parallelism %d)",
+		t.ConcurrentDeploymentSyncs, t.ConcurrentReplicaSetSyncs, t.ConcurrentServiceEndpointSyncs, t.MaxRequestsInflight, t.MaxMutatingRequestsInflight,
+		t.EtcdQuotaBackendBytes>>30, t.KwokPodParallelism)
+}
+
+// batchCPUSplit is each process's CPU ms per desire in opi's first batch and its last, e.g.
+// "opi 3.1 → 3.4; apiserver 9.0 → 12.1".
+func (r *results) batchCPUSplit() string {
+	var first, last *batchRecord
+	for i := range r.Batches {
+		if r.Batches[i].CPUMsPerApp != nil {
+			if first == nil {
+				first = &r.Batches[i]
+			}
+			last = &r.Batches[i]
+		}
+	}
+	if first == nil {
+		return ""
+	}
+	var parts []string
+	for _, c := range components {
+		a, ok1 := first.CPUMsPerApp[c.name]
+		b, ok2 := last.CPUMsPerApp[c.name]
+		if !ok1 && !ok2 {
+			continue
+		}
+		if first == last {
+			parts = append(parts, fmt.Sprintf("%s %.1f", c.short, a))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s %.1f → %.1f", c.short, a, b))
+		}
+	}
+	return fmt.Sprintf("%s (batch %d at %d apps → batch %d at %d apps)", strings.Join(parts, "; "), first.Batch, first.Apps, last.Batch, last.Apps)
+}
+
+// Rows of the where-the-time-went table: API calls and queues shown per phase, and the least
+// time (waiting plus working) that makes a controller-manager queue busy.
+const (
+	whereCalls    = 4
+	whereQueues   = 5
+	busyQueueSecs = 0.1
+)
+
+// whereSection is one row per phase: CPU seconds by process, the API server's costliest
+// requests and the controller-manager's busy queues. The JSON holds every figure.
+func (r *results) whereSection() string {
+	if len(r.Where) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("Where the time went, per phase (wall s; CPU s by process and the whole machine's busy CPU s; the kube-apiserver's costliest requests, watches excluded: count, total s; " +
+		"the controller-manager's busy work queues: adds, mean wait/work ms):\n\n")
+	b.WriteString("| phase | wall s | CPU s | kube-apiserver requests | controller-manager queues |\n| --- | --- | --- | --- | --- |\n")
+	for _, p := range r.Where {
+		byName := map[string]float64{}
+		for _, c := range p.CPU {
+			byName[c.Component] = c.Seconds
+		}
+		var cpu []string
+		for _, c := range components {
+			if v, ok := byName[c.name]; ok {
+				cpu = append(cpu, fmt.Sprintf("%s %.1f", c.short, v))
+			}
+		}
+		cpu = append(cpu, fmt.Sprintf("machine %.1f", p.MachineBusy))
+		var calls []string
+		for _, c := range p.API[:min(len(p.API), whereCalls)] {
+			calls = append(calls, fmt.Sprintf("%s %d, %.1f", c.Call, c.Count, c.Seconds))
+		}
+		var queues []string
+		for _, q := range p.Queues {
+			if q.WaitSecs+q.WorkSecs >= busyQueueSecs && len(queues) < whereQueues {
+				queues = append(queues, fmt.Sprintf("%s %d, %.0f/%.0f", q.Name, q.Adds, q.MeanWaitMs, q.MeanWorkMs))
+			}
+		}
+		if len(queues) == 0 {
+			queues = []string{"none busy"}
+		}
+		name := p.Phase
+		if p.Stretches > 1 {
+			name += fmt.Sprintf(" (%d stretches)", p.Stretches)
+		}
+		fmt.Fprintf(&b, "| %s | %.1f | %s | %s%s | %s |\n", name, p.Seconds, strings.Join(cpu, ", "), strings.Join(calls, "; "), codesNote(p.APICodes), strings.Join(queues, "; "))
+	}
+	return b.String()
+}
+
+// record appends the run to a markdown file: date, N, machine, the report, the JSON line.
 func record(path string, r *results, table, line string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n## %s — N = %d, backend %s\n\n", r.Date, r.N, r.Backend)
 	m := r.Machine
 	fmt.Fprintf(&b, "Machine: %d CPUs (%s), %.0f GiB RAM; %s; Kubernetes %s and kwok %s (tools/kube/go.mod). "+
-		"Load average %s at the start, %s at the end. Controllers at %d/%d requests/s, opi and the floor client at %d/%d; %d kwok nodes.\n\n",
-		m.CPUs, m.CPUModel, m.MemoryGiB, m.Go, m.Kubernetes, m.Kwok, m.LoadStart, m.LoadEnd, r.CtrlQPS, r.CtrlBurst, r.KubeQPS, r.KubeBurst, r.Nodes)
+		"Load average %s at the start, %s at the end. Controllers at %d/%d requests/s, opi and the floor client at %d/%d; %d kwok nodes; control plane tuning: %s.\n\n",
+		m.CPUs, m.CPUModel, m.MemoryGiB, m.Go, m.Kubernetes, m.Kwok, m.LoadStart, m.LoadEnd, r.CtrlQPS, r.CtrlBurst, r.KubeQPS, r.KubeBurst, r.Nodes, r.Tuning)
 	b.WriteString(table)
-	b.WriteString("\nNotes:\n\n")
-	for _, c := range r.checks() {
-		if !c.ok {
-			fmt.Fprintf(&b, "- Missed: %s.\n", c.miss)
-		}
-	}
-	if r.Floor.Errors > 0 {
-		fmt.Fprintf(&b, "- %d floor apps failed, the first with: %s.\n", r.Floor.Errors, r.Floor.FirstError)
-	}
-	if r.Stop.Errors > 0 {
-		fmt.Fprintf(&b, "- %d stops failed (and were stopped again, untimed), the first with: %s.\n", r.Stop.Errors, r.Stop.FirstError)
-	}
-	if r.N < targetN {
-		fmt.Fprintf(&b, "- The GET /apps speedup and RSS targets are set at %d apps; at N = %d the fixed part of opi's memory weighs more per app.\n", targetN, r.N)
-	}
-	if m.OthersCPU > 0.05 {
-		fmt.Fprintf(&b, "- Other processes (other engineers' test suites on this shared machine) used %.0f %% of the CPUs during the run "+
-			"(%.0f %% during the floor's desire batches, %.0f %% during opi's): absolute timings are disturbed; ratios measured in the same run are what count.\n",
-			100*m.OthersCPU, 100*r.FloorOthersCPU, 100*r.DesireOthersCPU)
-	}
-	if note := strings.TrimSpace(noteFlag); note != "" {
-		fmt.Fprintf(&b, "- %s\n", note)
-	}
 	fmt.Fprintf(&b, "\n<details><summary>JSON</summary>\n\n```json\n%s\n```\n</details>\n", line)
 
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)

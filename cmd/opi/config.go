@@ -103,6 +103,10 @@ type KubernetesConfig struct {
 	// (0 disables the janitor); JanitorGrace is how old they must be to be deleted.
 	JanitorPeriod Duration `json:"janitor_period"`
 	JanitorGrace  Duration `json:"janitor_grace"`
+	// CacheSyncTimeout is how long opi waits for its caches at start-up before it logs
+	// cache-sync-slow (and again every 30 s after). It does not stop opi: until synced it
+	// answers 503 and is not ready; only a LIST it is forbidden ends it.
+	CacheSyncTimeout Duration `json:"cache_sync_timeout"`
 	// AppNetworkConfig (routing, network policies, placement, service shape) is inlined: its
 	// keys sit in the kubernetes section.
 	AppNetworkConfig
@@ -179,6 +183,7 @@ func DefaultConfig() Config {
 			ReadWaitTimeout:  Duration{k8s.DefaultReadWaitTimeout},
 			JanitorPeriod:    Duration{k8s.DefaultJanitorPeriod},
 			JanitorGrace:     Duration{k8s.DefaultJanitorGrace},
+			CacheSyncTimeout: Duration{k8s.DefaultCacheSyncTimeout},
 			AppNetworkConfig: defaultAppNetworkConfig(),
 		},
 		MaxBodyBytes:    handler.DefaultMaxBodyBytes,
@@ -252,6 +257,7 @@ func parseFlags(args []string, cfg *Config) (configPath string, err error) {
 	fs.Var(&cfg.WriteTimeout, "write-timeout", "how long a write may wait for Kubernetes before answering 503")
 	fs.Var(&cfg.JanitorPeriod, "janitor-period", "how often leftovers of interrupted desires are cleaned up (0: never)")
 	fs.Var(&cfg.JanitorGrace, "janitor-grace", "how old a leftover must be to be deleted")
+	fs.Var(&cfg.CacheSyncTimeout, "cache-sync-timeout", "how long start-up waits for the caches before it logs cache-sync-slow (opi keeps waiting, not ready)")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, error or fatal")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", cfg.TLSCert, "server certificate (PEM); serve TLS")
 	fs.StringVar(&cfg.TLSKey, "tls-key", cfg.TLSKey, "server private key (PEM)")
@@ -334,6 +340,9 @@ func (c Config) Validate() error {
 	if c.JanitorPeriod.Duration < 0 || c.JanitorGrace.Duration <= 0 {
 		return fmt.Errorf("kubernetes.janitor_period must not be negative and kubernetes.janitor_grace must be positive")
 	}
+	if c.CacheSyncTimeout.Duration <= 0 {
+		return fmt.Errorf("kubernetes.cache_sync_timeout must be positive")
+	}
 	if (c.CC.ClientCert == "") != (c.CC.ClientKey == "") {
 		return fmt.Errorf("cc.client_cert and cc.client_key go together")
 	}
@@ -388,11 +397,12 @@ func isLoopback(host string) bool {
 // backendOptions are the Kubernetes backend's options from the configuration.
 func (c Config) backendOptions() k8s.Options {
 	opts := k8s.Options{
-		Namespace:       c.Namespace,
-		ReadWaitTimeout: c.ReadWaitTimeout.Duration,
-		JanitorPeriod:   c.JanitorPeriod.Duration,
-		JanitorGrace:    c.JanitorGrace.Duration,
-		ProbeTimeout:    c.Workloads.ProbeTimeout.Duration,
+		Namespace:        c.Namespace,
+		ReadWaitTimeout:  c.ReadWaitTimeout.Duration,
+		JanitorPeriod:    c.JanitorPeriod.Duration,
+		JanitorGrace:     c.JanitorGrace.Duration,
+		CacheSyncTimeout: c.CacheSyncTimeout.Duration,
+		ProbeTimeout:     c.Workloads.ProbeTimeout.Duration,
 		// 0 would mean the backend's default: an operator's 0 asks for none.
 		MinReady:      cmp.Or(c.Workloads.MinReady.Duration, -1),
 		PodSecurity:   c.Workloads.PodSecurity,

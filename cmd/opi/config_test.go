@@ -26,6 +26,19 @@ var _ = Describe("LoadConfig", func() {
 		Expect(cfg.MaxBodyBytes).To(BeEquivalentTo(10 << 20))
 		Expect(cfg.KubeQPS).To(BeNumerically(">", 50))
 		Expect(cfg.ReadWaitTimeout.Duration).To(Equal(5 * time.Second))
+		Expect(cfg.CacheSyncTimeout.Duration).To(Equal(time.Minute))
+		Expect(cfg.backendOptions().CacheSyncTimeout).To(Equal(time.Minute))
+	})
+
+	It("reads the cache-sync timeout from the kubernetes section, and its flag overrides it", func() {
+		path := writeConfig("kubernetes:\n  cache_sync_timeout: 5m\n")
+		cfg, err := LoadConfig([]string{"--config", path})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cfg.CacheSyncTimeout.Duration).To(Equal(5 * time.Minute))
+		Expect(cfg.backendOptions().CacheSyncTimeout).To(Equal(5 * time.Minute))
+		cfg, err = LoadConfig([]string{"--config", path, "--cache-sync-timeout", "1ns"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cfg.backendOptions().CacheSyncTimeout).To(Equal(time.Nanosecond))
 	})
 
 	It("reads the file, and flags override it", func() {
@@ -47,6 +60,7 @@ var _ = Describe("LoadConfig", func() {
 			Namespace: "apps", KubeQPS: 7, KubeBurst: 9,
 			ReadWaitTimeout: Duration{5 * time.Second},
 			JanitorPeriod:   Duration{3 * time.Second}, JanitorGrace: Duration{4 * time.Second},
+			CacheSyncTimeout: Duration{time.Minute},
 			AppNetworkConfig: defaultAppNetworkConfig(),
 		}))
 	})
@@ -84,6 +98,7 @@ var _ = Describe("LoadConfig", func() {
 		Entry("client CA without cert", []string{"--tls-client-ca", "ca.pem"}, "", "tls_client_ca needs"),
 		Entry("bad log level", []string{"--log-level", "loud"}, "", "log_level"),
 		Entry("empty namespace", []string{"--namespace", ""}, "", "namespace"),
+		Entry("no cache-sync timeout", []string{"--cache-sync-timeout", "0s"}, "", "kubernetes.cache_sync_timeout must be positive"),
 		Entry("pprof without an operations listener", []string{"--pprof"}, "", "pprof needs ops_listen"),
 	)
 

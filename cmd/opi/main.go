@@ -146,13 +146,16 @@ func connect(ctx context.Context, cfg Config) error {
 	// callbacks deliver what the backend tells CC (task completions, crashes).
 	callbacks := &bifrost.Callbacks{Client: ccClient}
 
-	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	if err := k8s.EnsureNamespace(startCtx, client, cfg.Namespace, cfg.CreateNamespace); err != nil {
+	// The namespace check and the discovery are a few small requests: each has its own short
+	// bound (DiscoverCluster's is inside it), well within the start-up probe's minute.
+	nsCtx, cancel := context.WithTimeout(ctx, ensureNamespaceTimeout)
+	err = k8s.EnsureNamespace(nsCtx, client, cfg.Namespace, cfg.CreateNamespace)
+	cancel()
+	if err != nil {
 		return fmt.Errorf("namespace %s: %w", cfg.Namespace, err)
 	}
 	// Rules that depend on the cluster (env names, API versions), logged as found.
-	cluster := k8s.DiscoverCluster(startCtx, client, cfg.Namespace, logger)
+	cluster := k8s.DiscoverCluster(ctx, client, cfg.Namespace, logger)
 	backendOptions := cfg.backendOptions()
 	backendOptions.CrashNotifier = callbacks
 	backendOptions.ImageReader = &imageconfig.Reader{}
@@ -171,28 +174,32 @@ func connect(ctx context.Context, cfg Config) error {
 	}
 	backend := k8s.NewBackend(client, logger.Session("k8s"), backendOptions)
 	// The informers (and the janitor) live until opi has shut down, not only as long as the
-	// start-up deadline or the signal: requests in flight at SIGTERM still wait on the caches.
+	// signal: requests in flight at SIGTERM still wait on the caches.
 	backendCtx, stopBackend := context.WithCancel(context.Background())
 	defer stopBackend()
+	// The caches sync while opi already serves: until they have, every call answers 503 (CC
+	// retries) and /readyz is not ready, while /healthz is fine, so that the kubelet does not
+	// restart an opi that is only slow to list 10,000 apps. Start ends early only for what
+	// waiting cannot mend (a forbidden LIST).
 	synced := make(chan error, 1)
 	go func() { synced <- backend.Start(backendCtx) }()
-	select {
-	case err := <-synced:
-		if err != nil {
-			return fmt.Errorf("start kubernetes caches: %w", err)
-		}
-	case <-startCtx.Done():
-		return fmt.Errorf("start kubernetes caches: %w", startCtx.Err())
-	}
 
+	// Background work (and the Lease) starts once the caches are synced: the janitor and the
+	// reporters read them.
 	leaderCtx, stopLeading := context.WithCancel(backendCtx)
-	leaderDone := make(chan error, 1)
-	go func() {
-		leaderDone <- runAsLeader(leaderCtx, cfg.LeaderElection, client, cfg.Namespace, logger, backend.RunLeaderWork)
-	}()
+	var leaderDone chan error // made when the work starts
+	startLeading := func() {
+		leaderDone = make(chan error, 1)
+		go func() {
+			leaderDone <- runAsLeader(leaderCtx, cfg.LeaderElection, client, cfg.Namespace, logger, backend.RunLeaderWork)
+		}()
+	}
 	// On the way out, stop the background work (and give up the Lease) before the caches go.
 	defer func() {
 		stopLeading()
+		if leaderDone == nil {
+			return
+		}
 		if err := <-leaderDone; err != nil {
 			logger.Error("leader-election-failed", err)
 		}
@@ -250,12 +257,26 @@ func connect(ctx context.Context, cfg Config) error {
 	logger.Info("started", lager.Data{
 		"listen": listener.Addr().String(), "namespace": cfg.Namespace,
 		"tls": tlsConfig != nil, "mutual-tls": cfg.TLSClientCA != "", "version": version(),
+		"caches": "syncing", "cache-sync-timeout": cfg.CacheSyncTimeout.String(),
 	})
 
-	select {
-	case err := <-served:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
+	var failed error
+wait:
+	for {
+		select {
+		case err := <-synced:
+			if err != nil {
+				failed = fmt.Errorf("start kubernetes caches: %w", err)
+				logger.Error("cannot-start", failed)
+				break wait
+			}
+			synced = nil // synced once: receive no more
+			startLeading()
+		case err := <-served:
+			return fmt.Errorf("serve: %w", err)
+		case <-ctx.Done():
+			break wait
+		}
 	}
 
 	logger.Info("stopping", lager.Data{"timeout": cfg.ShutdownTimeout.String()})
@@ -263,12 +284,15 @@ func connect(ctx context.Context, cfg Config) error {
 	defer cancelShutdown()
 	for _, server := range servers {
 		if err := server.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("shut down: %w", err)
+			return errors.Join(failed, fmt.Errorf("shut down: %w", err))
 		}
 	}
 	logger.Info("stopped")
-	return nil
+	return failed
 }
+
+// ensureNamespaceTimeout bounds the namespace check (and its creation) at start-up.
+const ensureNamespaceTimeout = 20 * time.Second
 
 // Bounds on slow clients. CC sends a request in one go: its headers and a body of at most
 // max_body_bytes arrive in seconds, and its keep-alive connections idle between sync rounds.
