@@ -910,62 +910,113 @@ func waitPods(ctx context.Context, c kubernetes.Interface, ns string, want int, 
 	return time.Since(start), nil
 }
 
-// quiesce waits until the controllers are done with what the run created so far: every opi
-// Deployment has a running pod, and the controller-manager's deployment, replicaset and
-// garbage-collector queues are empty.
+// quiesce waits until the controllers are done with what the run created so far: every
+// controller-manager work queue is empty, every opi workload has a running pod, and the
+// machine has been idle (under quietCores busy) for two polls in a row, so that leftovers no
+// queue shows (events, endpoints, the API server's own catch-up) are not paid by the next
+// side either. A cluster that never gets that idle is taken as quiet 20 s after the
+// queues and pods are.
 func (e *env) quiesce(ctx context.Context) (time.Duration, error) {
+	const quietCores = 0.3
 	start := time.Now()
 	admin := e.cluster.Clientset()
-	var last string
+	var (
+		last      string
+		settled   time.Time // when queues and pods were first found done
+		idlePolls int
+		prevBusy  float64
+		prevAt    time.Time
+	)
 	err := poll(ctx, 10*time.Minute, func() (bool, error) {
-		body, err := e.cluster.Get(ctx, localkube.ControllerManager, "/metrics")
+		busy, err := machineBusySeconds()
 		if err != nil {
 			return false, err
 		}
-		fams, err := parseMetrics(body)
-		if err != nil {
+		now := time.Now()
+		cores := -1.0
+		if !prevAt.IsZero() {
+			cores = (busy - prevBusy) / now.Sub(prevAt).Seconds()
+		}
+		prevBusy, prevAt = busy, now
+		done, err := e.controllersDone(ctx, admin, &last)
+		if err != nil || !done {
+			settled, idlePolls = time.Time{}, 0
 			return false, err
 		}
-		for name, q := range queueStatsOf(fams) {
-			if q.Depth > 0 && (name == "deployment" || name == "replicaset" || strings.HasPrefix(name, "garbage_collector")) {
-				last = fmt.Sprintf("queue %s holds %.0f", name, q.Depth)
-				return false, nil
-			}
+		if settled.IsZero() {
+			settled = now
 		}
-		deployments, err := admin.AppsV1().Deployments(opiNamespace).List(ctx, metav1.ListOptions{Limit: 1})
-		if err != nil {
-			return false, err
+		if cores >= 0 && cores < quietCores {
+			idlePolls++
+		} else {
+			idlePolls = 0
 		}
-		want := len(deployments.Items)
-		if deployments.RemainingItemCount != nil {
-			want += int(*deployments.RemainingItemCount)
-		}
-		if e.cfg.backend == k8s.WorkloadStatefulSets {
-			sets, err := admin.AppsV1().StatefulSets(opiNamespace).List(ctx, metav1.ListOptions{Limit: 1})
-			if err != nil {
-				return false, err
-			}
-			want = len(sets.Items)
-			if sets.RemainingItemCount != nil {
-				want += int(*sets.RemainingItemCount)
-			}
-		}
-		have, err := countPods(ctx, admin, opiNamespace)
-		if err != nil {
-			return false, err
-		}
-		// (The API server counts what remains only without selectors: one item is enough.)
-		notRunning, err := admin.CoreV1().Pods(opiNamespace).List(ctx, metav1.ListOptions{Limit: 1, FieldSelector: "status.phase!=Running"})
-		if err != nil {
-			return false, err
-		}
-		last = fmt.Sprintf("%d pods for %d workloads, all running: %t", have, want, len(notRunning.Items) == 0)
-		return have >= want && len(notRunning.Items) == 0, nil
+		last = fmt.Sprintf("queues empty, pods running, machine %.2f cores busy", cores)
+		return idlePolls >= 2 || now.Sub(settled) > 20*time.Second, nil
 	})
 	if err != nil {
 		return time.Since(start), fmt.Errorf("waiting for the controllers to be done (last: %s): %w", last, err)
 	}
 	return time.Since(start), nil
+}
+
+// controllersDone says whether every controller-manager work queue is empty and every opi
+// workload has a running pod; last describes what is not done yet.
+func (e *env) controllersDone(ctx context.Context, admin kubernetes.Interface, last *string) (bool, error) {
+	body, err := e.cluster.Get(ctx, localkube.ControllerManager, "/metrics")
+	if err != nil {
+		return false, err
+	}
+	fams, err := parseMetrics(body)
+	if err != nil {
+		return false, err
+	}
+	for name, q := range queueStatsOf(fams) {
+		if q.Depth > 0 {
+			*last = fmt.Sprintf("queue %s holds %.0f", name, q.Depth)
+			return false, nil
+		}
+	}
+	want, err := countWorkloads(ctx, admin, e.cfg.backend)
+	if err != nil {
+		return false, err
+	}
+	have, err := countPods(ctx, admin, opiNamespace)
+	if err != nil {
+		return false, err
+	}
+	// (The API server counts what remains only without selectors: one item is enough.)
+	notRunning, err := admin.CoreV1().Pods(opiNamespace).List(ctx, metav1.ListOptions{Limit: 1, FieldSelector: "status.phase!=Running"})
+	if err != nil {
+		return false, err
+	}
+	*last = fmt.Sprintf("%d pods for %d workloads, all running: %t", have, want, len(notRunning.Items) == 0)
+	return have >= want && len(notRunning.Items) == 0, nil
+}
+
+// countWorkloads counts opi's workloads from one single-item page.
+func countWorkloads(ctx context.Context, admin kubernetes.Interface, backend string) (int, error) {
+	var (
+		n         int
+		remaining *int64
+	)
+	if backend == k8s.WorkloadStatefulSets {
+		l, err := admin.AppsV1().StatefulSets(opiNamespace).List(ctx, metav1.ListOptions{Limit: 1})
+		if err != nil {
+			return 0, err
+		}
+		n, remaining = len(l.Items), l.RemainingItemCount
+	} else {
+		l, err := admin.AppsV1().Deployments(opiNamespace).List(ctx, metav1.ListOptions{Limit: 1})
+		if err != nil {
+			return 0, err
+		}
+		n, remaining = len(l.Items), l.RemainingItemCount
+	}
+	if remaining != nil {
+		n += int(*remaining)
+	}
+	return n, nil
 }
 
 // countPods counts the pods of ns from one single-item page: the API server reports how many
