@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/opi-bridge/opi/bifrost"
 	"github.com/opi-bridge/opi/handler"
@@ -66,9 +67,8 @@ func benchRouter(b *testing.B, objects []runtime.Object) http.Handler {
 	})
 }
 
-// manyLRPs are n Deployments as opi makes them: copies of a desired sample's, with guids of
-// their own (desiring them one by one would take minutes at 10,000).
-func manyLRPs(b *testing.B, n int) []runtime.Object {
+// desiredSample is a fake clientset holding what desire made through a backend on it.
+func desiredSample(b *testing.B, desire func(context.Context, *k8s.Backend) error) *fake.Clientset {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	client := newClient()
@@ -76,9 +76,19 @@ func manyLRPs(b *testing.B, n int) []runtime.Object {
 	if err := backend.Start(ctx); err != nil {
 		b.Fatal(err)
 	}
-	if err := backend.DesireLRP(ctx, sampleLRP()); err != nil {
+	if err := desire(ctx, backend); err != nil {
 		b.Fatal(err)
 	}
+	return client
+}
+
+// manyLRPs are n Deployments as opi makes them: copies of a desired sample's, with guids of
+// their own (desiring them one by one would take minutes at 10,000).
+func manyLRPs(b *testing.B, n int) []runtime.Object {
+	ctx := context.Background()
+	client := desiredSample(b, func(ctx context.Context, backend *k8s.Backend) error {
+		return backend.DesireLRP(ctx, sampleLRP())
+	})
 	list, err := client.AppsV1().Deployments(namespace).List(ctx, metav1.ListOptions{})
 	if err != nil || len(list.Items) != 1 {
 		b.Fatalf("%v, %d deployments", err, len(list.Items))
@@ -98,16 +108,10 @@ func manyLRPs(b *testing.B, n int) []runtime.Object {
 
 // manyTasks are n Jobs as opi makes them, copies of a desired sample task's.
 func manyTasks(b *testing.B, n int) []runtime.Object {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	client := newClient()
-	backend := k8s.NewBackend(client, lager.NewLogger("bench"), k8s.Options{Namespace: namespace, ReadWaitTimeout: time.Second})
-	if err := backend.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	if err := backend.DesireTask(ctx, sampleTask()); err != nil {
-		b.Fatal(err)
-	}
+	ctx := context.Background()
+	client := desiredSample(b, func(ctx context.Context, backend *k8s.Backend) error {
+		return backend.DesireTask(ctx, sampleTask())
+	})
 	list, err := client.BatchV1().Jobs(namespace).List(ctx, metav1.ListOptions{})
 	if err != nil || len(list.Items) != 1 {
 		b.Fatalf("%v, %d jobs", err, len(list.Items))
