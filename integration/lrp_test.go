@@ -135,6 +135,19 @@ type appState struct {
 	Services    []string
 }
 
+// writtenByOpi leaves out the annotations Kubernetes' own controllers write on a workload (the
+// deployment controller's revision, whenever it gets to a new Deployment): a snapshot compares
+// what opi wrote.
+func writtenByOpi(annotations map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range annotations {
+		if !strings.HasPrefix(k, "deployment.kubernetes.io/") {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 func snapshot(ns string, a *app) appState {
 	ctx := context.Background()
 	opts := metav1.ListOptions{LabelSelector: selector(a)}
@@ -142,7 +155,7 @@ func snapshot(ns string, a *app) appState {
 	for _, d := range workloads(ns, a) {
 		spec, err := json.Marshal(d.rawSpec)
 		Expect(err).NotTo(HaveOccurred())
-		st.Deployments = append(st.Deployments, fmt.Sprintf("%s gen=%d labels=%v annotations=%v spec=%s", d.Name, d.Generation, d.Labels, d.Annotations, spec))
+		st.Deployments = append(st.Deployments, fmt.Sprintf("%s gen=%d labels=%v annotations=%v spec=%s", d.Name, d.Generation, d.Labels, writtenByOpi(d.Annotations), spec))
 	}
 	secrets, err := kube.CoreV1().Secrets(ns).List(ctx, opts)
 	Expect(err).NotTo(HaveOccurred())
