@@ -145,8 +145,8 @@ type Backend struct {
 
 	started atomic.Bool
 	synced  atomic.Bool
-	// cacheChanged fires on every event of the workload, pod and Job informers: a write
-	// waiting until the cache holds what it wrote looks again then (see waitForCache).
+	// cacheChanged fires on every change of the workload, pod and Job caches: a write
+	// waiting until the cache holds what it wrote looks again then (see countChanges).
 	cacheChanged kube.Signal
 
 	// hooks are the concerns that react to an LRP's events (hooks.go).

@@ -42,14 +42,12 @@ func (b *Backend) newInformers() {
 	b.workloads = b.kind.informer(b.factory)
 	b.pods = b.factory.Core().V1().Pods().Informer()
 	// AddIndexers does not fail on an informer that has not started, nor does SetTransform.
-	if err := b.workloads.AddIndexers(cache.Indexers{lrpIndex: indexByLRP, changesIndex: b.workloadChanges.index}); err != nil {
+	if err := b.workloads.AddIndexers(cache.Indexers{lrpIndex: indexByLRP, changesIndex: b.countChanges(&b.workloadChanges)}); err != nil {
 		b.logger.Error("add-indexer", err, lager.Data{"informer": "workloads"})
 	}
-	if err := b.pods.AddIndexers(cache.Indexers{lrpIndex: indexByLRP}); err != nil {
+	if err := b.pods.AddIndexers(cache.Indexers{lrpIndex: indexByLRP, changesIndex: b.countChanges(nil)}); err != nil {
 		b.logger.Error("add-indexer", err, lager.Data{"informer": "pods"})
 	}
-	b.fireOnChange("workloads", b.workloads)
-	b.fireOnChange("pods", b.pods)
 	if err := b.workloads.SetTransform(recordWorkload); err != nil {
 		b.logger.Error("set-transform", err, lager.Data{"informer": "workloads"})
 	}
@@ -58,16 +56,19 @@ func (b *Backend) newInformers() {
 	}
 }
 
-// fireOnChange wakes the writes waiting for the cache (waitForCache) on each of informer's events.
-// Handlers run after the informer's store took the change.
-func (b *Backend) fireOnChange(name string, informer cache.SharedIndexInformer) {
-	fire := func(any) { b.cacheChanged.Fire() }
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    fire,
-		UpdateFunc: func(_, obj any) { fire(obj) },
-		DeleteFunc: fire,
-	}); err != nil {
-		b.logger.Error("add-event-handler", err, lager.Data{"informer": name})
+// countChanges is the index function of an informer's changes (see changesIndex): it counts
+// them in c (when not nil) and wakes the writes waiting for the caches (waitForCache). The
+// store calls it under its lock, with the change already in place, for every object it adds,
+// updates, deletes or replaces: a waiter woken by it reads the cache once the change is
+// visible, and a reader that sees the change finds the count already past it (an event
+// handler, called later and asynchronously, would give neither).
+func (b *Backend) countChanges(c *changeCounter) cache.IndexFunc {
+	return func(any) ([]string, error) {
+		if c != nil {
+			c.n.Add(1)
+		}
+		b.cacheChanged.Fire()
+		return nil, nil
 	}
 }
 

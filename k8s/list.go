@@ -51,22 +51,14 @@ func (b *Backend) ListLRPsVersioned(_ context.Context) ([]*opi.LRP, uint64, erro
 	return lrps, version, nil
 }
 
-// changesIndex is the name of an index that holds nothing: its function counts the changes of
-// an informer's cache (changeCounter.index).
+// changesIndex is the name of an index that holds nothing: its function (countChanges) counts
+// an informer cache's changes and wakes the writes waiting for the caches.
 const changesIndex = "changes"
 
-// changeCounter counts the changes of an informer's cache at the moment they become visible.
-// Its index function is called by the cache's store, under the store's lock, for every object
-// it adds, updates, deletes or replaces: a reader that sees a change in the cache (as a
-// write's wait for the cache does) finds the count already past it, which an event handler,
-// called later and asynchronously, would not give.
+// changeCounter counts the changes of an informer's cache at the moment they become visible
+// (see countChanges).
 type changeCounter struct {
 	n atomic.Uint64
-}
-
-func (c *changeCounter) index(any) ([]string, error) {
-	c.n.Add(1)
-	return nil, nil
 }
 
 func (c *changeCounter) count() uint64 { return c.n.Load() }

@@ -18,10 +18,9 @@ import (
 // for it): the namespace's Jobs with the TASK source label, kept as jobRecords.
 func (b *Backend) newTaskInformer() {
 	b.jobs = b.factory.InformerFor(&batchv1.Job{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return batchinformers.NewFilteredJobInformer(client, b.namespace, resync, cache.Indexers{changesIndex: b.jobChanges.index},
+		return batchinformers.NewFilteredJobInformer(client, b.namespace, resync, cache.Indexers{changesIndex: b.countChanges(&b.jobChanges)},
 			func(o *metav1.ListOptions) { o.LabelSelector = LabelSourceType + "=" + SourceTypeTask })
 	})
-	b.fireOnChange("jobs", b.jobs)
 	if err := b.jobs.SetTransform(recordJob); err != nil {
 		b.logger.Error("set-transform", err, lager.Data{"informer": "jobs"})
 	}
