@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +48,12 @@ type Options struct {
 	// list what it caches and logs cache-sync-slow (default DefaultCacheSyncTimeout). It is
 	// not a deadline: Start keeps waiting, see start.go.
 	CacheSyncTimeout time.Duration
+	// Watches, when set, follows the client's LISTs and WATCHes (its Wrap must be in the
+	// client's transport): while a cache is not watching the API server (client-go reconnects
+	// on its own, with a backoff of up to a minute after an outage), writes answer
+	// ErrUnavailable and Ready fails, so that no write is answered that a read then misses.
+	// Nil: the caches are taken to be watching once synced.
+	Watches *kube.Watches
 
 	// Routing says how routes reach apps (Ingress, Gateway API HTTPRoutes, or nothing).
 	Routing RoutingOptions
@@ -145,6 +152,9 @@ type Backend struct {
 
 	started atomic.Bool
 	synced  atomic.Bool
+	watches *kube.Watches
+	// cached are the resources of the caches above, as kube.Watches names them.
+	cached []string
 	// cacheChanged fires on every change of the workload, pod and Job caches: a write
 	// waiting until the cache holds what it wrote looks again then (see countChanges).
 	cacheChanged kube.Signal
@@ -211,7 +221,9 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 		stagingWorkers:  opts.StagingWorkers,
 		taskNotifier:    opts.TaskNotifier,
 		taskRetention:   opts.TaskRetention,
+		watches:         opts.Watches,
 	}
+	b.cached = []string{strings.ToLower(b.kind.kind()) + "s", "pods", "jobs"}
 	b.newInformers()
 	b.newTaskInformer()
 	if b.taskNotifier != nil {
@@ -262,9 +274,10 @@ func (b *Backend) RunLeaderWork(ctx context.Context) {
 	logger.Info("stopped")
 }
 
-// Ready returns nil when the caches are synced and the API server answers, bounded by ctx.
+// Ready returns nil when the caches are synced and watching, and the API server answers,
+// bounded by ctx.
 func (b *Backend) Ready(ctx context.Context) error {
-	if err := b.checkSynced(); err != nil {
+	if err := b.checkWritable(); err != nil {
 		return err
 	}
 	var err error
@@ -291,6 +304,27 @@ func wholeSeconds(d time.Duration) int32 {
 func (b *Backend) checkSynced() error {
 	if !b.synced.Load() {
 		return fmt.Errorf("%w: caches not synced", opi.ErrUnavailable)
+	}
+	return nil
+}
+
+// watchGrace is how long a cache may go without a LIST or WATCH in flight before it counts as
+// not watching: longer than the moment between a watch that ends at its timeout and the next,
+// and than the reflector's first retry (0.8 to 1.6 s) after a blip.
+const watchGrace = 2 * time.Second
+
+// checkWritable is checkSynced for the calls that write and then wait for the caches to see
+// it: it also fails while a cache is not watching the API server (Options.Watches). Reads are
+// served from the caches meanwhile, as during an outage.
+func (b *Backend) checkWritable() error {
+	if err := b.checkSynced(); err != nil {
+		return err
+	}
+	if b.watches == nil {
+		return nil
+	}
+	if unwatched := b.watches.Unwatched(b.cached, watchGrace); len(unwatched) > 0 {
+		return fmt.Errorf("%w: caches not watching the api server yet (%s): reconnecting after it was unreachable", opi.ErrUnavailable, strings.Join(unwatched, ", "))
 	}
 	return nil
 }

@@ -45,7 +45,7 @@ import (
 // answered as opi.ErrInvalid with Kubernetes' reason.
 func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 	logger := b.logger.Session("desire-lrp", lager.Data{"process-guid": lrp.ProcessGUID()})
-	if err := b.checkSynced(); err != nil {
+	if err := b.checkWritable(); err != nil {
 		return err
 	}
 	if err := b.checkHooks(ctx, lrp); err != nil {

@@ -48,7 +48,8 @@ func (b *Backend) runJanitor(ctx context.Context) {
 // never their content.
 func (b *Backend) Sweep(ctx context.Context) {
 	logger := b.logger.Session("sweep")
-	if b.checkSynced() != nil {
+	// Not while a cache is stale: what it lacks would look like leftovers.
+	if b.checkWritable() != nil {
 		return
 	}
 	selector := metav1.ListOptions{LabelSelector: LabelSourceType + "=" + SourceTypeApp}

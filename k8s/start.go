@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"code.cloudfoundry.org/lager/v3"
@@ -108,15 +107,15 @@ func (b *Backend) cachedKinds() []cachedKind {
 	apps := metav1.ListOptions{LabelSelector: LabelSourceType + "=" + SourceTypeApp, Limit: 1}
 	tasks := metav1.ListOptions{LabelSelector: LabelSourceType + "=" + SourceTypeTask, Limit: 1}
 	return []cachedKind{
-		{strings.ToLower(b.kind.kind()) + "s", b.workloads, func(ctx context.Context) error {
+		{b.cached[0], b.workloads, func(ctx context.Context) error {
 			_, err := b.kind.list(ctx, b, apps)
 			return err
 		}},
-		{"pods", b.pods, func(ctx context.Context) error {
+		{b.cached[1], b.pods, func(ctx context.Context) error {
 			_, err := b.client.CoreV1().Pods(b.namespace).List(ctx, apps)
 			return err
 		}},
-		{"jobs", b.jobs, func(ctx context.Context) error {
+		{b.cached[2], b.jobs, func(ctx context.Context) error {
 			_, err := b.client.BatchV1().Jobs(b.namespace).List(ctx, tasks)
 			return err
 		}},

@@ -20,7 +20,7 @@ import (
 // LRP succeeds.
 func (b *Backend) StopLRP(ctx context.Context, id opi.LRPIdentifier) error {
 	logger := b.logger.Session("stop-lrp", lager.Data{"process-guid": id.ProcessGUID()})
-	if err := b.checkSynced(); err != nil {
+	if err := b.checkWritable(); err != nil {
 		return err
 	}
 	deployment, err := b.findWorkload(ctx, id)
@@ -102,7 +102,7 @@ func preconditionUID(obj metav1.Object) metav1.DeleteOptions {
 // ErrInvalid for an index outside 0..instances-1; no pod at a valid index is success.
 func (b *Backend) StopInstance(ctx context.Context, id opi.LRPIdentifier, index int32) error {
 	logger := b.logger.Session("stop-instance", lager.Data{"process-guid": id.ProcessGUID(), "index": index})
-	if err := b.checkSynced(); err != nil {
+	if err := b.checkWritable(); err != nil {
 		return err
 	}
 	deployment := b.cachedWorkload(id)

@@ -25,7 +25,7 @@ import (
 // up).
 func (b *Backend) CancelTask(ctx context.Context, guid string) error {
 	logger := b.logger.Session("cancel-task", lager.Data{"task-guid": guid})
-	if err := b.checkSynced(); err != nil {
+	if err := b.checkWritable(); err != nil {
 		return err
 	}
 	name := TaskJobName(guid)

@@ -25,7 +25,7 @@ import (
 // Secret).
 func (b *Backend) DesireTask(ctx context.Context, task *opi.Task) error {
 	logger := b.logger.Session("desire-task", lager.Data{"task-guid": task.GUID})
-	if err := b.checkSynced(); err != nil {
+	if err := b.checkWritable(); err != nil {
 		return err
 	}
 	name := TaskJobName(task.GUID)

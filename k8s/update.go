@@ -20,7 +20,7 @@ import (
 // decide what changed. An update that changes nothing makes no write.
 func (b *Backend) UpdateLRP(ctx context.Context, id opi.LRPIdentifier, update opi.LRPUpdate) error {
 	logger := b.logger.Session("update-lrp", lager.Data{"process-guid": id.ProcessGUID()})
-	if err := b.checkSynced(); err != nil {
+	if err := b.checkWritable(); err != nil {
 		return err
 	}
 	current, err := b.findWorkload(ctx, id)

@@ -5,12 +5,13 @@ package metrics
 import (
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/opi-bridge/opi/k8s/kube"
 )
 
 // Metrics is opi's registry and the collectors in it.
@@ -53,7 +54,7 @@ func (m *Metrics) Handler() http.Handler {
 // shape of rest.Config.WrapTransport.
 func (m *Metrics) WrapKubeTransport(rt http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		verb, resource := KubeVerbResource(req)
+		verb, resource := kube.VerbResource(req)
 		m.kubeRequests.WithLabelValues(verb, resource).Inc()
 		return rt.RoundTrip(req)
 	})
@@ -68,55 +69,3 @@ func (m *Metrics) ObserveHTTP(route string, code int, took time.Duration) {
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
-
-// KubeVerbResource names a Kubernetes API request the way the API server's audit log does:
-// get/list/watch/create/update/patch/delete/deletecollection, and the resource (with its
-// subresource as "pods/status"). Non-resource paths (/readyz, /version) are their own resource.
-func KubeVerbResource(req *http.Request) (verb, resource string) {
-	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
-	var rest []string
-	switch {
-	case len(parts) >= 2 && parts[0] == "api":
-		rest = parts[2:] // /api/v1/...
-	case len(parts) >= 3 && parts[0] == "apis":
-		rest = parts[3:] // /apis/group/version/...
-	default:
-		return strings.ToLower(req.Method), "/" + strings.Join(parts, "/")
-	}
-	if len(rest) >= 2 && rest[0] == "namespaces" && len(rest) > 2 {
-		rest = rest[2:]
-	}
-	if len(rest) == 0 {
-		return strings.ToLower(req.Method), "discovery"
-	}
-	resource = rest[0]
-	named := len(rest) >= 2
-	if len(rest) >= 3 {
-		resource += "/" + rest[2]
-	}
-	switch req.Method {
-	case http.MethodGet:
-		switch {
-		case req.URL.Query().Get("watch") == "true" || req.URL.Query().Get("watch") == "1":
-			verb = "watch"
-		case named:
-			verb = "get"
-		default:
-			verb = "list"
-		}
-	case http.MethodPost:
-		verb = "create"
-	case http.MethodPut:
-		verb = "update"
-	case http.MethodPatch:
-		verb = "patch"
-	case http.MethodDelete:
-		verb = "delete"
-		if !named {
-			verb = "deletecollection"
-		}
-	default:
-		verb = strings.ToLower(req.Method)
-	}
-	return verb, resource
-}

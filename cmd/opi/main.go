@@ -27,6 +27,7 @@ import (
 	"github.com/opi-bridge/opi/handler"
 	"github.com/opi-bridge/opi/imageconfig"
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/metrics"
 )
 
@@ -124,6 +125,10 @@ func connect(ctx context.Context, cfg Config) error {
 	restConfig.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	m := metrics.New()
 	restConfig.Wrap(m.WrapKubeTransport)
+	// The backend refuses writes while its caches are not watching (after an outage, say):
+	// this follows their LISTs and WATCHes.
+	watches := kube.NewWatches()
+	restConfig.Wrap(watches.Wrap)
 	client, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
 		return fmt.Errorf("create kubernetes client: %w", err)
@@ -158,6 +163,7 @@ func connect(ctx context.Context, cfg Config) error {
 	cluster := k8s.DiscoverCluster(ctx, client, cfg.Namespace, logger)
 	backendOptions := cfg.backendOptions()
 	backendOptions.CrashNotifier = callbacks
+	backendOptions.Watches = watches
 	backendOptions.ImageReader = &imageconfig.Reader{}
 	backendOptions.StagingNotifier = callbacks
 	backendOptions.TaskNotifier = callbacks

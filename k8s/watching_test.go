@@ -1,0 +1,151 @@
+package k8s_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/utils/ptr"
+
+	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/opi"
+)
+
+// streamTransport answers each request with a body that stays open until the test ends it:
+// an open WATCH, as the API server keeps it.
+type streamTransport struct{}
+
+func (streamTransport) RoundTrip(*http.Request) (*http.Response, error) {
+	r, w := io.Pipe()
+	return &http.Response{StatusCode: http.StatusOK, Body: readPipe{r, w}}, nil
+}
+
+// readPipe is a response body whose Close also ends the writer's side.
+type readPipe struct {
+	*io.PipeReader
+	w *io.PipeWriter
+}
+
+func (p readPipe) Close() error {
+	_ = p.w.Close()
+	return p.PipeReader.Close()
+}
+
+var _ = Describe("Caches that are not watching the API server", func() {
+	var (
+		ctx     context.Context
+		backend *k8s.Backend
+		watches *kube.Watches
+		elapsed atomic.Int64 // nanoseconds past the start of the spec, as watches' clock reads
+		open    map[string]*http.Response
+		lrp     *opi.LRP
+		task    *opi.Task
+	)
+
+	// watch opens a WATCH of resource as the informer's reflector does.
+	watch := func(resource string) {
+		transport := watches.Wrap(streamTransport{})
+		req := httptest.NewRequest("GET", "/api/v1/namespaces/"+namespace+"/"+resource+"?watch=true", nil)
+		resp, err := transport.RoundTrip(req)
+		Expect(err).NotTo(HaveOccurred())
+		open[resource] = resp
+	}
+
+	BeforeEach(func() {
+		ctx = context.Background()
+		start := time.Now()
+		elapsed.Store(0)
+		watches = kube.NewWatches()
+		watches.SetClock(func() time.Time { return start.Add(time.Duration(elapsed.Load())) })
+		open = map[string]*http.Response{}
+		for _, r := range []string{"deployments", "pods", "jobs"} {
+			watch(r)
+		}
+		DeferCleanup(func() {
+			for _, resp := range open {
+				resp.Body.Close()
+			}
+		})
+		client := newClient()
+		backend = startBackendWith(client, k8s.Options{Watches: watches})
+		lrp = sampleLRP()
+		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+		task = sampleTask()
+		Expect(backend.DesireTask(ctx, task)).To(Succeed())
+		Expect(backend.Ready(ctx)).To(Succeed())
+	})
+
+	// lose ends the watch of resource (the API server went away) and lets time pass.
+	lose := func(resource string, after time.Duration) {
+		Expect(open[resource].Body.Close()).To(Succeed())
+		elapsed.Add(int64(after))
+	}
+
+	It("refuses every write, not ready, while one of them is reconnecting, and serves reads", func() {
+		lose("pods", time.Minute)
+		notWatching := And(MatchError(opi.ErrUnavailable), MatchError(ContainSubstring("not watching the api server yet (pods)")))
+
+		fresh := sampleLRP()
+		fresh.GUID = "00000001-0d35-4ad7-a6d3-2c0ef0d3bb2a"
+		Expect(backend.DesireLRP(ctx, fresh)).To(notWatching)
+		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Instances: ptr.To(int32(5))})).To(notWatching)
+		Expect(backend.StopInstance(ctx, lrp.LRPIdentifier, 0)).To(notWatching)
+		Expect(backend.StopLRP(ctx, lrp.LRPIdentifier)).To(notWatching)
+		other := sampleTask()
+		other.GUID = "other-task"
+		Expect(backend.DesireTask(ctx, other)).To(notWatching)
+		Expect(backend.CancelTask(ctx, task.GUID)).To(notWatching)
+		Expect(backend.Ready(ctx)).To(notWatching)
+
+		// Nothing was written: the reads show what was there.
+		got, err := backend.GetLRP(ctx, lrp.LRPIdentifier)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(got.Instances).To(BeEquivalentTo(lrp.Instances))
+		list, err := backend.ListLRPs(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(list).To(HaveLen(1))
+		_, err = backend.GetLRP(ctx, fresh.LRPIdentifier)
+		Expect(err).To(MatchError(opi.ErrNotFound))
+		tasks, err := backend.ListTasks(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(tasks).To(HaveLen(1))
+
+		watch("pods") // reconnected
+		Expect(backend.Ready(ctx)).To(Succeed())
+		Expect(backend.DesireLRP(ctx, fresh)).To(Succeed())
+		list, err = backend.ListLRPs(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(list).To(HaveLen(2))
+	})
+
+	It("names every cache that is not watching", func() {
+		lose("deployments", 0)
+		lose("jobs", time.Minute)
+		Expect(backend.Ready(ctx)).To(MatchError(ContainSubstring("(deployments, jobs)")))
+	})
+
+	It("lets a watch end and the next one start within the grace (a watch's timeout)", func() {
+		lose("deployments", time.Second)
+		Expect(backend.Ready(ctx)).To(Succeed())
+		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Instances: ptr.To(int32(5))})).To(Succeed())
+	})
+
+	It("sweeps nothing meanwhile: what a stale cache lacks would look like leftovers", func() {
+		client := newClient()
+		backend = startBackendWith(client, k8s.Options{Watches: watches, JanitorGrace: time.Nanosecond})
+		lose("deployments", time.Minute)
+		from := len(client.Actions())
+		backend.Sweep(ctx)
+		Expect(actionsSince(client, from)).To(BeEmpty())
+		watch("deployments")
+		backend.Sweep(ctx)
+		Expect(strings.Join(actionsSince(client, from), "\n")).To(ContainSubstring("list secrets"))
+	})
+})
