@@ -158,9 +158,7 @@ type Backend struct {
 	// leaderWork is what one replica of opi does for all of them; see RunLeaderWork.
 	leaderWork []leaderTask
 
-	// The sorted lists last built, and the changes of the caches they are built from.
-	list            listCache[*opi.LRP]
-	tasks           listCache[*opi.Task]
+	// The changes of the caches the LRP and task lists are built from (their versions).
 	workloadChanges changeCounter
 	jobChanges      changeCounter
 }
