@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
@@ -59,6 +60,12 @@ type Options struct {
 	Routing RoutingOptions
 	// Gateway is the Gateway API client; needed for RoutingGateway only.
 	Gateway gateway.Interface
+	// Metadata is the client the janitor lists its objects with (metadata.NewForConfig on the
+	// clientset's config): it asks the API server for their metadata only, so that the
+	// Secrets' values never pass through opi (see metadataLists). Nil: the janitor lists
+	// whole objects with the clientset and keeps their metadata, which works as well and
+	// saves nothing.
+	Metadata metadata.Interface
 	// NetworkPolicy configures container-to-container isolation.
 	NetworkPolicy NetworkPolicyOptions
 	// Placement configures isolation segments (placement tags).
@@ -132,6 +139,7 @@ func (o Options) Validate() error {
 type Backend struct {
 	client          kubernetes.Interface
 	gateway         gateway.Interface
+	listMetadata    metadataLists
 	logger          lager.Logger
 	namespace       string
 	readWaitTimeout time.Duration
@@ -168,9 +176,7 @@ type Backend struct {
 	// leaderWork is what one replica of opi does for all of them; see RunLeaderWork.
 	leaderWork []leaderTask
 
-	// The sorted lists last built, and the changes of the caches they are built from.
-	list            listCache[*opi.LRP]
-	tasks           listCache[*opi.Task]
+	// The changes of the caches the LRP and task lists are built from (their versions).
 	workloadChanges changeCounter
 	jobChanges      changeCounter
 }
@@ -203,6 +209,7 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 	b := &Backend{
 		client:          client,
 		gateway:         opts.Gateway,
+		listMetadata:    newMetadataLists(opts.Metadata, client, opts.Gateway, opts.Namespace),
 		logger:          logger.Session("k8s-backend", lager.Data{"namespace": opts.Namespace}),
 		namespace:       opts.Namespace,
 		readWaitTimeout: opts.ReadWaitTimeout,

@@ -32,6 +32,7 @@ const minBudgetInstances = 2
 type disruptionHook struct {
 	noHook
 	client    kubernetes.Interface
+	list      metadataLists
 	namespace string
 	logger    lager.Logger
 }
@@ -67,7 +68,7 @@ func (h *disruptionHook) updated(ctx context.Context, t hookTarget, before *opi.
 }
 
 func (h *disruptionHook) missing(ctx context.Context, deployments []*workloadRecord) ([]*workloadRecord, error) {
-	have, err := kube.ListNames(ctx, appSelector(), h.client.PolicyV1().PodDisruptionBudgets(h.namespace).List)
+	have, err := kube.ListNames(ctx, appSelector(), h.list(disruptionBudgetsResource))
 	if err != nil {
 		return nil, err
 	}

@@ -64,12 +64,13 @@ type PolicyPeer struct {
 type networkPolicyHook struct {
 	noHook
 	client    kubernetes.Interface
+	list      metadataLists
 	namespace string
 	opts      NetworkPolicyOptions
 }
 
-func newNetworkPolicyHook(client kubernetes.Interface, namespace string, opts NetworkPolicyOptions) hook {
-	return &networkPolicyHook{client: client, namespace: namespace, opts: opts}
+func newNetworkPolicyHook(client kubernetes.Interface, list metadataLists, namespace string, opts NetworkPolicyOptions) hook {
+	return &networkPolicyHook{client: client, list: list, namespace: namespace, opts: opts}
 }
 
 func (h *networkPolicyHook) hookName() string { return "network-policy" }
@@ -170,7 +171,7 @@ func (h *networkPolicyHook) missing(ctx context.Context, deployments []*workload
 	if !h.opts.Enabled {
 		return nil, nil
 	}
-	have, err := kube.ListNames(ctx, appSelector(), h.client.NetworkingV1().NetworkPolicies(h.namespace).List)
+	have, err := kube.ListNames(ctx, appSelector(), h.list(networkPoliciesResource))
 	if err != nil {
 		return nil, err
 	}

@@ -72,18 +72,19 @@ type routingHook struct {
 	noHook
 	client    kubernetes.Interface
 	gateway   gateway.Interface
+	list      metadataLists
 	namespace string
 	opts      RoutingOptions
 }
 
-func newRoutingHook(client kubernetes.Interface, gw gateway.Interface, namespace string, opts RoutingOptions) hook {
+func newRoutingHook(client kubernetes.Interface, gw gateway.Interface, list metadataLists, namespace string, opts RoutingOptions) hook {
 	if opts.Mode == "" || opts.Mode == RoutingNone {
 		return &namedNoHook{name: "routing"}
 	}
 	if opts.GatewayNamespace == "" {
 		opts.GatewayNamespace = namespace
 	}
-	return &routingHook{client: client, gateway: gw, namespace: namespace, opts: opts}
+	return &routingHook{client: client, gateway: gw, list: list, namespace: namespace, opts: opts}
 }
 
 // namedNoHook stands for a concern that is switched off.
@@ -244,9 +245,9 @@ func (h *routingHook) missing(ctx context.Context, deployments []*workloadRecord
 	var have map[string]bool
 	var err error
 	if h.opts.Mode == RoutingIngress {
-		have, err = kube.ListNames(ctx, appSelector(), h.client.NetworkingV1().Ingresses(h.namespace).List)
+		have, err = kube.ListNames(ctx, appSelector(), h.list(ingressesResource))
 	} else {
-		have, err = kube.ListNames(ctx, appSelector(), h.gateway.GatewayV1().HTTPRoutes(h.namespace).List)
+		have, err = kube.ListNames(ctx, appSelector(), h.list(httpRoutesResource))
 	}
 	if err != nil {
 		return nil, err

@@ -18,6 +18,7 @@ import (
 type serviceHook struct {
 	noHook
 	client    kubernetes.Interface
+	list      metadataLists
 	namespace string
 	// headless services get no cluster IP (see docs/adr/0006-headless-services.md).
 	headless bool
@@ -40,7 +41,7 @@ func (h *serviceHook) desired(ctx context.Context, t hookTarget) error {
 }
 
 func (h *serviceHook) missing(ctx context.Context, deployments []*workloadRecord) ([]*workloadRecord, error) {
-	have, err := kube.ListNames(ctx, appSelector(), h.client.CoreV1().Services(h.namespace).List)
+	have, err := kube.ListNames(ctx, appSelector(), h.list(servicesResource))
 	if err != nil {
 		return nil, err
 	}

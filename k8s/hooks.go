@@ -38,7 +38,8 @@ import (
 //   - stopped: nothing to do. Every object is controlled by the Deployment, so StopLRP's one
 //     delete of the Deployment lets the garbage collector remove them;
 //   - missing (the janitor): of the Deployments given (all older than the janitor's grace), those
-//     whose objects of this concern are absent; the janitor calls desired for each of them.
+//     whose objects of this concern are absent (one metadata-only LIST of them, see
+//     metadataLists); the janitor calls desired for each of them.
 //
 // A hook embeds noHook and implements only the events it reacts to.
 type hook interface {
@@ -82,12 +83,12 @@ func (noHook) updated(context.Context, hookTarget, *opi.LRP, opi.LRPUpdate) erro
 // registerHooks makes the backend's hooks from its options, in the order they act.
 func (b *Backend) registerHooks(opts Options) {
 	b.hooks = []hook{
-		&serviceHook{client: b.client, namespace: b.namespace, headless: opts.HeadlessServices},
-		newRoutingHook(b.client, b.gateway, b.namespace, opts.Routing),
-		newNetworkPolicyHook(b.client, b.namespace, opts.NetworkPolicy),
+		&serviceHook{client: b.client, list: b.listMetadata, namespace: b.namespace, headless: opts.HeadlessServices},
+		newRoutingHook(b.client, b.gateway, b.listMetadata, b.namespace, opts.Routing),
+		newNetworkPolicyHook(b.client, b.listMetadata, b.namespace, opts.NetworkPolicy),
 		&placementHook{opts: opts.Placement},
 		&volumeHook{client: b.client, namespace: b.namespace},
-		&disruptionHook{client: b.client, namespace: b.namespace, logger: b.logger.Session("disruption-budget")},
+		&disruptionHook{client: b.client, list: b.listMetadata, namespace: b.namespace, logger: b.logger.Session("disruption-budget")},
 	}
 }
 

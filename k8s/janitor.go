@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"code.cloudfoundry.org/lager/v3"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -45,7 +44,8 @@ func (b *Backend) runJanitor(ctx context.Context) {
 // per sweep, see hook.missing). A Deployment older than the grace whose Secret is missing (opi
 // killed between the two rounds of a desire) is deleted, so that CC desires it again (see
 // deleteIncomplete). Failures are logged; the next sweep tries again. Only object names are logged,
-// never their content.
+// never their content. Its LISTs ask for metadata only (Options.Metadata): the Secrets' values
+// never reach opi.
 func (b *Backend) Sweep(ctx context.Context) {
 	logger := b.logger.Session("sweep")
 	// Not while a cache is stale: what it lacks would look like leftovers.
@@ -55,11 +55,10 @@ func (b *Backend) Sweep(ctx context.Context) {
 	selector := metav1.ListOptions{LabelSelector: LabelSourceType + "=" + SourceTypeApp}
 	cutoff := time.Now().Add(-b.janitorGrace)
 
-	// Page by page: a sweep of thousands of apps never holds every Secret (env values
-	// included) at once.
-	secrets := b.client.CoreV1().Secrets(b.namespace)
+	// Metadata only (see metadataLists), page by page: no Secret's value passes through
+	// opi, and a sweep of thousands of apps holds one page of metadata at a time.
 	secretNames := map[string]bool{}
-	err := kube.ListPages(ctx, selector, secrets.List, func(page *corev1.SecretList) error {
+	err := kube.ListPages(ctx, selector, b.listMetadata(secretsResource), func(page *metav1.PartialObjectMetadataList) error {
 		for i := range page.Items {
 			secretNames[page.Items[i].Name] = true
 			b.sweepSecret(ctx, logger, &page.Items[i], cutoff)
@@ -72,7 +71,7 @@ func (b *Backend) Sweep(ctx context.Context) {
 	}
 
 	services := b.client.CoreV1().Services(b.namespace)
-	err = kube.ListPages(ctx, selector, services.List, func(page *corev1.ServiceList) error {
+	err = kube.ListPages(ctx, selector, b.listMetadata(servicesResource), func(page *metav1.PartialObjectMetadataList) error {
 		for i := range page.Items {
 			s := &page.Items[i]
 			if _, stale := b.leftover(ctx, logger, s, cutoff); !stale {
@@ -130,8 +129,9 @@ func (b *Backend) deleteIncomplete(ctx context.Context, logger lager.Logger, d *
 	return true
 }
 
-// sweepSecret gives an unowned Secret of a running LRP its Deployment, or deletes a leftover.
-func (b *Backend) sweepSecret(ctx context.Context, logger lager.Logger, s *corev1.Secret, cutoff time.Time) {
+// sweepSecret gives an unowned Secret of a running LRP its Deployment, or deletes a leftover;
+// s is the Secret's metadata as listed.
+func (b *Backend) sweepSecret(ctx context.Context, logger lager.Logger, s *metav1.PartialObjectMetadata, cutoff time.Time) {
 	secrets := b.client.CoreV1().Secrets(b.namespace)
 	deployment, stale := b.leftover(ctx, logger, s, cutoff)
 	switch {

@@ -36,7 +36,8 @@ var _ = Describe("The janitor, for a workload without its Secrets", func() {
 		name = k8s.DeploymentName(lrp)
 		startCtx, cancel := context.WithCancel(context.Background())
 		DeferCleanup(cancel)
-		backend = k8s.NewBackend(client, logger, k8s.Options{Namespace: namespace, ReadWaitTimeout: 2 * time.Second, JanitorGrace: time.Minute})
+		backend = k8s.NewBackend(client, logger, k8s.Options{Namespace: namespace, ReadWaitTimeout: 2 * time.Second, JanitorGrace: time.Minute,
+			Metadata: newMetadataClient(client)})
 		Expect(backend.Start(startCtx)).To(Succeed())
 	})
 

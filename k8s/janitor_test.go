@@ -2,6 +2,10 @@ package k8s_test
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -14,6 +18,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/metadata"
+	metadatafake "k8s.io/client-go/metadata/fake"
+	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/opi-bridge/opi/k8s"
@@ -24,6 +31,7 @@ var _ = Describe("The janitor", func() {
 	var (
 		ctx     context.Context
 		client  *fake.Clientset
+		md      *metadatafake.FakeMetadataClient
 		backend *k8s.Backend
 		logger  *lagertest.TestLogger
 		lrp     *opi.LRP
@@ -71,6 +79,9 @@ var _ = Describe("The janitor", func() {
 		DeferCleanup(cancel)
 		opts.Namespace = namespace
 		opts.ReadWaitTimeout = 2 * time.Second
+		if opts.Metadata == nil {
+			opts.Metadata = md
+		}
 		b := k8s.NewBackend(client, logger, opts)
 		Expect(b.Start(startCtx)).To(Succeed())
 		return b
@@ -79,6 +90,7 @@ var _ = Describe("The janitor", func() {
 	BeforeEach(func() {
 		ctx = context.Background()
 		client = newClient()
+		md = newMetadataClient(client)
 		logger = lagertest.NewTestLogger("k8s")
 		lrp = sampleLRP()
 		name = k8s.DeploymentName(lrp)
@@ -193,7 +205,8 @@ var _ = Describe("The janitor", func() {
 			Eventually(func() error { _, err := backend.GetLRP(ctx, young.LRPIdentifier); return err }).Should(Succeed())
 			before := len(client.Actions())
 			backend.Sweep(ctx)
-			Expect(actionsSince(client, before)).To(Equal([]string{"list secrets", "list services"}))
+			Expect(actionsSince(client, before)).To(BeEmpty())
+			Expect(metadataActions(md)).To(Equal([]string{"list secrets", "list services"}))
 		})
 
 		It("asks the API server before calling an LRP gone that its cache does not have", func() {
@@ -201,18 +214,37 @@ var _ = Describe("The janitor", func() {
 			before := len(client.Actions())
 			backend.Sweep(ctx)
 			Expect(actionsSince(client, before)).To(Equal([]string{
-				"list secrets",
 				"list deployments",
 				"delete secrets " + name + "-env",
-				"list services",
 			}))
+			Expect(metadataActions(md)).To(Equal([]string{"list secrets", "list services"}))
+		})
+
+		It("lists metadata only: the typed clientset lists none of what the sweep looks at", func() {
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			// Older than the grace, so that the hooks look for their objects too.
+			d := getDeployment(client, name)
+			d.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Hour))
+			d, err := client.AppsV1().Deployments(namespace).Update(ctx, d, metav1.UpdateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Eventually(func() string { return backend.CachedWorkloadVersion(lrp.LRPIdentifier) }).Should(Equal(d.ResourceVersion))
+			before := len(client.Actions())
+
+			backend.Sweep(ctx)
+			Expect(actionsSince(client, before)).To(BeEmpty())
+			Expect(metadataActions(md)).To(Equal([]string{
+				"list secrets", "list services", // the sweep's own
+				"list services", "list poddisruptionbudgets", // the hooks' (service, disruption budget)
+			}))
+			deployments, secrets, services := countObjects(client)
+			Expect([]int{deployments, secrets, services}).To(Equal([]int{1, 1, 1}), "complete: nothing changed")
 		})
 
 		It("tries again next time when the API server cannot be reached", func() {
 			leftoverSecret(lrp, 2*time.Minute)
 			var down atomic.Bool
 			down.Store(true)
-			client.PrependReactor("list", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+			md.PrependReactor("list", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
 				if down.Load() {
 					return true, nil, connectionRefused
 				}
@@ -224,6 +256,73 @@ var _ = Describe("The janitor", func() {
 			backend.Sweep(ctx)
 			Expect(secretExists(name + "-env")).To(BeFalse())
 		})
+	})
+
+	It("asks the API server for metadata only, and works from it", func() {
+		secret := leftoverSecret(lrp, 2*time.Minute)
+		type request struct{ path, accept, selector, limit string }
+		var (
+			mu       sync.Mutex
+			requests []request
+		)
+		server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			requests = append(requests, request{
+				path: r.Method + " " + r.URL.Path, accept: r.Header.Get("Accept"),
+				selector: r.URL.Query().Get("labelSelector"), limit: r.URL.Query().Get("limit"),
+			})
+			mu.Unlock()
+			list := metav1.PartialObjectMetadataList{TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadataList"}}
+			if r.URL.Path == "/api/v1/namespaces/"+namespace+"/secrets" {
+				list.Items = []metav1.PartialObjectMetadata{{
+					TypeMeta:   metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadata"},
+					ObjectMeta: secret.ObjectMeta,
+				}}
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(list)
+		}))
+		DeferCleanup(server.Close)
+		wire, err := metadata.NewForConfig(&rest.Config{Host: server.URL})
+		Expect(err).NotTo(HaveOccurred())
+		b := start(k8s.Options{JanitorGrace: time.Minute, Metadata: wire})
+
+		b.Sweep(ctx)
+		Expect(secretExists(name+"-env")).To(BeFalse(), "the leftover found from its metadata is deleted")
+		mu.Lock()
+		defer mu.Unlock()
+		var paths []string
+		for _, r := range requests {
+			paths = append(paths, r.path)
+			Expect(r.accept).To(HavePrefix("application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,"))
+			Expect(r.selector).To(Equal("opi-bridge.io/source-type=APP"))
+			Expect(r.limit).To(Equal("500"))
+		}
+		Expect(paths).To(Equal([]string{
+			"GET /api/v1/namespaces/" + namespace + "/secrets",
+			"GET /api/v1/namespaces/" + namespace + "/services",
+		}))
+		for _, a := range client.Actions() {
+			Expect(describe(a)).NotTo(Equal("list secrets"), "no Secret is listed whole")
+		}
+	})
+
+	It("without a metadata client, lists with the clientset to the same outcome", func() {
+		leftoverSecret(lrp, 2*time.Minute)
+		leftoverService(lrp, 2*time.Minute)
+		startCtx, cancel := context.WithCancel(context.Background())
+		DeferCleanup(cancel)
+		b := k8s.NewBackend(client, logger, k8s.Options{Namespace: namespace, ReadWaitTimeout: 2 * time.Second, JanitorGrace: time.Minute})
+		Expect(b.Start(startCtx)).To(Succeed())
+		before := len(client.Actions())
+
+		b.Sweep(ctx)
+		Expect(actionsSince(client, before)).To(Equal([]string{
+			"list secrets", "list deployments", "delete secrets " + name + "-env",
+			"list services", "list deployments", "delete services " + name,
+		}))
+		Expect(secretExists(name + "-env")).To(BeFalse())
+		Expect(serviceExists(name)).To(BeFalse())
 	})
 
 	Describe("Sweep with StatefulSets", func() {

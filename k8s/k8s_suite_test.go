@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,11 +22,15 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/kubernetes/fake"
+	kubescheme "k8s.io/client-go/kubernetes/scheme"
+	metadatafake "k8s.io/client-go/metadata/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2"
+	gatewayscheme "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/scheme"
 
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/opi"
@@ -131,6 +136,72 @@ func newClient(objects ...runtime.Object) *fake.Clientset {
 	return client
 }
 
+// newMetadataClient is a metadata client (client-go's metadata fake) whose LISTs answer what the
+// fake clientsets hold, as an API server's metadata-only LIST does: each object's metadata
+// alone, as PartialObjectMetadata. It records its own actions: the clientsets see none of its
+// LISTs, so a test tells which client listed what.
+func newMetadataClient(clients ...k8stesting.FakeClient) *metadatafake.FakeMetadataClient {
+	md := metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme())
+	md.PrependReactor("list", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		gvk, ok := fakeKinds[action.GetResource()]
+		if !ok {
+			return true, nil, fmt.Errorf("no kind known for %s", action.GetResource())
+		}
+		for _, c := range clients {
+			list, err := c.Tracker().List(action.GetResource(), gvk, action.GetNamespace())
+			if runtime.IsNotRegisteredError(err) {
+				continue // another clientset's kind
+			}
+			if err != nil {
+				return true, nil, err
+			}
+			out := &metav1.List{}
+			if m, err := meta.ListAccessor(list); err == nil {
+				out.ResourceVersion = m.GetResourceVersion()
+			}
+			err = meta.EachListItem(list, func(obj runtime.Object) error {
+				o, ok := obj.(metav1.ObjectMetaAccessor)
+				if !ok {
+					return fmt.Errorf("%T has no object metadata", obj)
+				}
+				item := &metav1.PartialObjectMetadata{
+					TypeMeta: metav1.TypeMeta{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind},
+				}
+				o.GetObjectMeta().(*metav1.ObjectMeta).DeepCopyInto(&item.ObjectMeta)
+				out.Items = append(out.Items, runtime.RawExtension{Object: item})
+				return nil
+			})
+			return true, out, err
+		}
+		return true, nil, fmt.Errorf("no fake clientset holds %s", action.GetResource())
+	})
+	return md
+}
+
+// metadataActions describes the metadata client's actions as "verb resource".
+func metadataActions(md *metadatafake.FakeMetadataClient) []string {
+	var out []string
+	for _, a := range md.Actions() {
+		out = append(out, a.GetVerb()+" "+a.GetResource().Resource)
+	}
+	return out
+}
+
+// fakeKinds are the kinds of the fake clientsets' resources (kubernetes and the Gateway API).
+var fakeKinds = func() map[schema.GroupVersionResource]schema.GroupVersionKind {
+	kinds := map[schema.GroupVersionResource]schema.GroupVersionKind{}
+	for _, s := range []*runtime.Scheme{kubescheme.Scheme, gatewayscheme.Scheme} {
+		for gvk := range s.AllKnownTypes() {
+			if strings.HasSuffix(gvk.Kind, "List") {
+				continue
+			}
+			plural, _ := meta.UnsafeGuessKindToResource(gvk)
+			kinds[plural] = gvk
+		}
+	}
+	return kinds
+}()
+
 // isWorkload says obj is a Deployment or StatefulSet (whose spec changes bump the generation).
 func isWorkload(obj runtime.Object) bool {
 	switch obj.(type) {
@@ -146,12 +217,20 @@ func startBackend(client *fake.Clientset) *k8s.Backend {
 	return startBackendWith(client, k8s.Options{})
 }
 
-// startBackendWith is startBackend with opts (namespace and read wait filled in).
+// startBackendWith is startBackend with opts (namespace and read wait filled in, and a
+// metadata client over client's objects unless opts has one).
 func startBackendWith(client *fake.Clientset, opts k8s.Options) *k8s.Backend {
 	ctx, cancel := context.WithCancel(context.Background())
 	DeferCleanup(cancel)
 	opts.Namespace = namespace
 	opts.ReadWaitTimeout = 2 * time.Second
+	if opts.Metadata == nil {
+		clients := []k8stesting.FakeClient{client}
+		if gw, ok := opts.Gateway.(k8stesting.FakeClient); ok {
+			clients = append(clients, gw)
+		}
+		opts.Metadata = newMetadataClient(clients...)
+	}
 	backend := k8s.NewBackend(client, lagertest.NewTestLogger("k8s"), opts)
 	Expect(backend.Start(ctx)).To(Succeed())
 	Eventually(func() int {

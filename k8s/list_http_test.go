@@ -147,13 +147,19 @@ var _ = Describe("GET /apps and GET /tasks served from encoded bodies", func() {
 		lrps, v, err := backend.ListLRPsVersioned(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(v).To(Equal(lrpVersion))
-		again, err := backend.ListLRPs(ctx)
+		again, v, err := backend.ListLRPsVersioned(ctx)
 		Expect(err).NotTo(HaveOccurred())
+		Expect(v).To(Equal(lrpVersion))
 		Expect(again).To(HaveLen(1))
-		Expect(again[0]).To(BeIdenticalTo(lrps[0])) // the sorted list is kept, not rebuilt
-		_, v, err = backend.ListTasksVersioned(ctx)
+		Expect(again).To(Equal(lrps)) // built again, to the same list
+		tasks, v, err := backend.ListTasksVersioned(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(v).To(Equal(taskVersion))
+		Expect(tasks).To(HaveLen(1))
+		tasksAgain, v, err := backend.ListTasksVersioned(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(v).To(Equal(taskVersion))
+		Expect(tasksAgain).To(Equal(tasks))
 
 		Expect(backend.StopLRP(ctx, lrpNumber(1).LRPIdentifier)).To(Succeed())
 		Expect(backend.LRPListVersion(ctx)).To(BeNumerically(">", lrpVersion))

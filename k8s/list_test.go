@@ -48,15 +48,24 @@ var _ = Describe("ListLRPs", func() {
 		return out
 	}
 
-	It("lists in guid order and reuses the list while nothing changed", func() {
-		first := list()
+	It("lists in guid order, the same list at the same version while nothing changed", func() {
+		first, version, err := backend.ListLRPsVersioned(ctx)
+		Expect(err).NotTo(HaveOccurred())
 		Expect(first).To(HaveLen(3))
 		Expect(first[0].GUID < first[1].GUID && first[1].GUID < first[2].GUID).To(BeTrue())
-		second := list()
-		Expect(second).To(HaveLen(3))
-		for i := range first {
-			Expect(second[i]).To(BeIdenticalTo(first[i]))
-		}
+		second, again, err := backend.ListLRPsVersioned(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(again).To(Equal(version))
+		Expect(second).To(Equal(first))
+	})
+
+	It("builds each list anew: nothing a caller does to one shows in the next", func() {
+		first := list()
+		first[0].Instances = 99
+		first[1] = nil
+		got := list()
+		Expect(got).To(HaveLen(3))
+		Expect(instances(got)).To(Equal([]int32{2, 2, 2}))
 	})
 
 	It("builds it again after an update, a desire and a stop", func() {

@@ -25,8 +25,7 @@ func (b *Backend) GetTask(_ context.Context, guid string) (*opi.Task, error) {
 
 // ListTasks returns, from the Job cache (no API call), every task CC has not been told the end
 // of, ordered by guid: CC's task sync fails a task it holds as running that is neither listed
-// nor found, so a task stays listed until its end was reported. The tasks are shared between
-// calls: callers must not modify them.
+// nor found, so a task stays listed until its end was reported.
 func (b *Backend) ListTasks(ctx context.Context) ([]*opi.Task, error) {
 	tasks, _, err := b.ListTasksVersioned(ctx)
 	return tasks, err
@@ -40,24 +39,21 @@ func (b *Backend) TaskListVersion(_ context.Context) (uint64, error) {
 	return b.jobChanges.count(), nil
 }
 
-// ListTasksVersioned is ListTasks and the Job cache's version, read before the list; the
-// sorted list is kept while the cache does not change, as for LRPs.
+// ListTasksVersioned is ListTasks and the Job cache's version, read before the list (see
+// ListLRPsVersioned, which is built the same way, on every call).
 func (b *Backend) ListTasksVersioned(_ context.Context) ([]*opi.Task, uint64, error) {
 	if err := b.checkSynced(); err != nil {
 		return nil, 0, err
 	}
 	version := b.jobChanges.count()
-	tasks := b.tasks.get(version, func() []*opi.Task {
-		jobs := b.cachedJobs()
-		tasks := make([]*opi.Task, 0, len(jobs))
-		for _, j := range jobs {
-			if j.reported == "" && j.DeletionTimestamp == nil && j.taskGUID != "" {
-				tasks = append(tasks, j.task())
-			}
+	jobs := b.cachedJobs()
+	tasks := make([]*opi.Task, 0, len(jobs))
+	for _, j := range jobs {
+		if j.reported == "" && j.DeletionTimestamp == nil && j.taskGUID != "" {
+			tasks = append(tasks, j.task())
 		}
-		sort.Slice(tasks, func(i, k int) bool { return tasks[i].GUID < tasks[k].GUID })
-		return tasks
-	})
+	}
+	sort.Slice(tasks, func(i, k int) bool { return tasks[i].GUID < tasks[k].GUID })
 	return tasks, version, nil
 }
 

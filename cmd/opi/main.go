@@ -18,6 +18,7 @@ import (
 
 	"code.cloudfoundry.org/lager/v3"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
@@ -162,6 +163,11 @@ func connect(ctx context.Context, cfg Config) error {
 	// Rules that depend on the cluster (env names, API versions), logged as found.
 	cluster := k8s.DiscoverCluster(ctx, client, cfg.Namespace, logger)
 	backendOptions := cfg.backendOptions()
+	// The janitor's lists ask for metadata only (PartialObjectMetadata, protobuf): the Secrets'
+	// values never reach opi. Made from the same config: the same credentials and metrics.
+	if backendOptions.Metadata, err = metadata.NewForConfig(restConfig); err != nil {
+		return fmt.Errorf("create kubernetes metadata client: %w", err)
+	}
 	backendOptions.CrashNotifier = callbacks
 	backendOptions.Watches = watches
 	backendOptions.ImageReader = &imageconfig.Reader{}
