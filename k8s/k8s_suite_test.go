@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -138,7 +139,7 @@ func newClient(objects ...runtime.Object) *fake.Clientset {
 
 // newMetadataClient is a metadata client (client-go's metadata fake) whose LISTs answer what the
 // fake clientsets hold, as an API server's metadata-only LIST does: each object's metadata
-// alone, as PartialObjectMetadata. It records its own actions: the clientsets see none of its
+// alone, as PartialObjectMetadata, of the objects its label selector matches. It records its own actions: the clientsets see none of its
 // LISTs, so a test tells which client listed what.
 func newMetadataClient(clients ...k8stesting.FakeClient) *metadatafake.FakeMetadataClient {
 	md := metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme())
@@ -159,10 +160,17 @@ func newMetadataClient(clients ...k8stesting.FakeClient) *metadatafake.FakeMetad
 			if m, err := meta.ListAccessor(list); err == nil {
 				out.ResourceVersion = m.GetResourceVersion()
 			}
+			selector := labels.Everything()
+			if l, ok := action.(k8stesting.ListAction); ok && l.GetListRestrictions().Labels != nil {
+				selector = l.GetListRestrictions().Labels
+			}
 			err = meta.EachListItem(list, func(obj runtime.Object) error {
 				o, ok := obj.(metav1.ObjectMetaAccessor)
 				if !ok {
 					return fmt.Errorf("%T has no object metadata", obj)
+				}
+				if !selector.Matches(labels.Set(o.GetObjectMeta().GetLabels())) {
+					return nil
 				}
 				item := &metav1.PartialObjectMetadata{
 					TypeMeta: metav1.TypeMeta{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind},

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"code.cloudfoundry.org/lager/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/opi"
@@ -44,27 +46,26 @@ func (b *Backend) StopLRP(ctx context.Context, id opi.LRPIdentifier) error {
 }
 
 // deleteUnowned deletes the LRP's Secrets and Service that have no controller. The names are
-// not known without the Deployment, so they are found by their labels. Failures are logged:
-// they leave garbage behind, not a running app.
+// not known without the Deployment, so they are found by their labels, listing their metadata
+// only (no Secret's value passes through opi). Failures are logged: they leave garbage behind,
+// not a running app.
 func (b *Backend) deleteUnowned(ctx context.Context, logger lager.Logger, id opi.LRPIdentifier) {
 	selector := metav1.ListOptions{LabelSelector: lrpSelector(id)}
-	secrets := b.client.CoreV1().Secrets(b.namespace)
-	if list, err := secrets.List(ctx, selector); err != nil {
-		logger.Error("list-secrets", err)
-	} else {
-		for i := range list.Items {
-			if metav1.GetControllerOf(&list.Items[i]) == nil {
-				deleteAsListed(ctx, logger, secrets.Delete, &list.Items[i], "delete-unowned-secret")
-			}
+	for _, kind := range []struct {
+		resource schema.GroupVersionResource
+		del      func(context.Context, string, metav1.DeleteOptions) error
+	}{
+		{secretsResource, b.client.CoreV1().Secrets(b.namespace).Delete},
+		{servicesResource, b.client.CoreV1().Services(b.namespace).Delete},
+	} {
+		list, err := b.listMetadata(kind.resource)(ctx, selector)
+		if err != nil {
+			logger.Error("list-"+kind.resource.Resource, err)
+			continue
 		}
-	}
-	services := b.client.CoreV1().Services(b.namespace)
-	if list, err := services.List(ctx, selector); err != nil {
-		logger.Error("list-services", err)
-	} else {
 		for i := range list.Items {
 			if metav1.GetControllerOf(&list.Items[i]) == nil {
-				deleteAsListed(ctx, logger, services.Delete, &list.Items[i], "delete-unowned-service")
+				deleteAsListed(ctx, logger, kind.del, &list.Items[i], "delete-unowned-"+strings.TrimSuffix(kind.resource.Resource, "s"))
 			}
 		}
 	}

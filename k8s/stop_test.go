@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
@@ -25,6 +26,7 @@ var _ = Describe("Stopping", func() {
 		client  *fake.Clientset
 		backend *k8s.Backend
 		lrp     *opi.LRP
+		md      *metadatafake.FakeMetadataClient
 		name    string
 		before  int
 	)
@@ -32,7 +34,8 @@ var _ = Describe("Stopping", func() {
 	BeforeEach(func() {
 		ctx = context.Background()
 		client = newClient()
-		backend = startBackend(client)
+		md = newMetadataClient(client)
+		backend = startBackendWith(client, k8s.Options{Metadata: md})
 		lrp = sampleLRP()
 		name = k8s.DeploymentName(lrp)
 	})
@@ -62,9 +65,10 @@ var _ = Describe("Stopping", func() {
 			before = len(client.Actions())
 			Expect(backend.StopLRP(ctx, lrp.LRPIdentifier)).To(Succeed())
 			Expect(backend.StopLRP(ctx, lrp.LRPIdentifier)).To(Succeed())
-			Expect(actionsSince(client, before)).To(Equal([]string{
-				"list deployments", "list secrets", "list services",
-				"list deployments", "list secrets", "list services",
+			Expect(actionsSince(client, before)).To(Equal([]string{"list deployments", "list deployments"}))
+			// The unowned objects are looked for by their metadata only.
+			Expect(metadataActions(md)).To(Equal([]string{
+				"list secrets", "list services", "list secrets", "list services",
 			}))
 		})
 
@@ -88,19 +92,26 @@ var _ = Describe("Stopping", func() {
 				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels},
 			}, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())
+			otherLabels := map[string]string{
+				"opi-bridge.io/guid": "another-app", "opi-bridge.io/version": lrp.Version, "opi-bridge.io/source-type": "APP",
+			}
+			_, err = client.CoreV1().Secrets(namespace).Create(ctx, &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Name: "another-app-env", Namespace: namespace, Labels: otherLabels},
+			}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
 			before = len(client.Actions())
 
 			Expect(backend.StopLRP(ctx, lrp.LRPIdentifier)).To(Succeed())
 			Expect(actionsSince(client, before)).To(Equal([]string{
 				"list deployments",
-				"list secrets",
 				"delete secrets " + name + "-env",
 				"delete secrets " + name + "-registry",
-				"list services",
 				"delete services " + name,
 			}))
+			Expect(metadataActions(md)).To(Equal([]string{"list secrets", "list services"}))
 			_, secrets, services := countObjects(client)
-			Expect(secrets).To(Equal(1))
+			Expect(secrets).To(Equal(2), "the owned one and another app's")
+			Expect(getSecret(client, "another-app-env")).NotTo(BeNil())
 			Expect(services).To(BeZero())
 		})
 
