@@ -67,6 +67,16 @@ func deploymentName(a *app) string {
 	})
 }
 
+// expectOneWorkloadOwningItsSecret checks that a has one workload in ns, which controls a's
+// env Secret.
+func expectOneWorkloadOwningItsSecret(ns string, a *app) {
+	d := workloads(ns, a)
+	ExpectWithOffset(1, d).To(HaveLen(1))
+	secret, err := kube.CoreV1().Secrets(ns).Get(context.Background(), deploymentName(a)+"-env", metav1.GetOptions{})
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	ExpectWithOffset(1, metav1.IsControlledBy(secret, &d[0])).To(BeTrue())
+}
+
 // leftoverSecret creates the env Secret of a as opi's first desire step does, and nothing else:
 // what opi killed right after that step leaves behind.
 func leftoverSecret(client kubernetes.Interface, ns string, a *app) *corev1.Secret {
@@ -318,11 +328,7 @@ var _ = Describe("Faults", func() {
 			Expect(listed(o)).NotTo(HaveKey(a.processGUID()))
 
 			desire(o, a)
-			d := workloads(ns, a)
-			Expect(d).To(HaveLen(1))
-			secret, err := kube.CoreV1().Secrets(ns).Get(context.Background(), deploymentName(a)+"-env", metav1.GetOptions{})
-			Expect(err).NotTo(HaveOccurred())
-			Expect(metav1.IsControlledBy(secret, &d[0])).To(BeTrue())
+			expectOneWorkloadOwningItsSecret(ns, a)
 			st := stateOf(kube, ns)
 			Expect(st.Orphans).To(BeEmpty())
 			Expect(st.Incomplete).To(BeEmpty())
@@ -340,11 +346,7 @@ var _ = Describe("Faults", func() {
 			Expect(stateOf(kube, ns).Incomplete).NotTo(BeEmpty())
 
 			desire(o, a)
-			d := workloads(ns, a)
-			Expect(d).To(HaveLen(1))
-			secret, err := kube.CoreV1().Secrets(ns).Get(context.Background(), deploymentName(a)+"-env", metav1.GetOptions{})
-			Expect(err).NotTo(HaveOccurred())
-			Expect(metav1.IsControlledBy(secret, &d[0])).To(BeTrue())
+			expectOneWorkloadOwningItsSecret(ns, a)
 			Expect(stateOf(kube, ns).Incomplete).To(BeEmpty())
 		})
 

@@ -97,10 +97,6 @@ func platformEnv(ports []int32, index bool) []corev1.EnvVar {
 	)
 }
 
-// userEnvNames are the LRP's env names that reach the Secret, sorted: all but those the
-// platform overrides.
-func userEnvNames(lrp *opi.LRP, index bool) []string { return envNames(lrp.Env, lrp.Ports, index) }
-
 // envNames are the names of env that reach the Secret of a workload with ports (and with
 // index, CF_INSTANCE_INDEX), sorted.
 func envNames(env map[string]string, ports []int32, index bool) []string {

@@ -95,6 +95,9 @@ type watchesTransport struct {
 }
 
 func (t watchesTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet { // writes, the hot path, pass without parsing their path
+		return t.next.RoundTrip(req)
+	}
 	verb, resource := VerbResource(req)
 	if verb != "list" && verb != "watch" {
 		return t.next.RoundTrip(req)
