@@ -37,7 +37,8 @@ type Options struct {
 	// Namespace is where apps run.
 	Namespace string
 	// ReadWaitTimeout bounds how long a write waits for the informer cache to observe it
-	// (default 5s). A write whose wait times out still succeeds.
+	// (default 5s). A write whose wait times out answers opi.ErrUnavailable (503): what it wrote
+	// is kept, and repeating it completes it.
 	ReadWaitTimeout time.Duration
 	// JanitorPeriod is how often Start's janitor sweeps leftovers of desires that never
 	// completed (see Sweep); 0 runs no janitor.

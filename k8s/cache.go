@@ -228,12 +228,23 @@ func notFound(id opi.LRPIdentifier) error {
 	return fmt.Errorf("lrp %s: %w", id.ProcessGUID(), opi.ErrNotFound)
 }
 
-// The waits below make a write visible to reads of this backend before it returns. They are
-// bounded by readWaitTimeout; a wait that times out is logged and the write still succeeds.
+// The waits below make a write visible to reads of this backend before it returns, at most
+// readWaitTimeout. A wait that times out means the cache is behind the API server (in
+// practice: its watch is reconnecting after the API server was unreachable, when client-go's
+// reflector may pause up to a minute between attempts). The write was made, but a read right
+// after it could miss it, so the call answers cacheBehind (503): CC retries, and a desire,
+// update or stop repeated completes what exists.
+
+// cacheBehind is the answer of a write whose wait for the cache timed out.
+func (b *Backend) cacheBehind(logger lager.Logger, what string, data lager.Data) error {
+	logger.Info("cache-wait-timed-out", data)
+	return fmt.Errorf("%w: %s, but opi's cache has not seen it in time (its watch of the api server may be reconnecting): the write is kept, retry to complete it",
+		opi.ErrUnavailable, what)
+}
 
 // waitForWorkload waits until the cache holds workload name at resourceVersion rv or
 // newer; with goneOK, also until it is gone (deleted meanwhile).
-func (b *Backend) waitForWorkload(ctx context.Context, logger lager.Logger, name, rv string, goneOK bool) {
+func (b *Backend) waitForWorkload(ctx context.Context, logger lager.Logger, name, rv string, goneOK bool) error {
 	ok := b.waitForCache(ctx, func() bool {
 		d, exists := b.cachedWorkloadByName(name)
 		if !exists {
@@ -242,22 +253,24 @@ func (b *Backend) waitForWorkload(ctx context.Context, logger lager.Logger, name
 		return kube.Observed(d.ResourceVersion, rv)
 	})
 	if !ok {
-		logger.Info("cache-wait-timed-out", lager.Data{"deployment": name, "resource-version": rv})
+		return b.cacheBehind(logger, b.kindName()+" "+name+" written", lager.Data{b.kindName(): name, "resource-version": rv})
 	}
+	return nil
 }
 
 // waitForNoWorkload waits until the cache has no live workload of the LRP.
-func (b *Backend) waitForNoWorkload(ctx context.Context, logger lager.Logger, id opi.LRPIdentifier) {
+func (b *Backend) waitForNoWorkload(ctx context.Context, logger lager.Logger, id opi.LRPIdentifier) error {
 	ok := b.waitForCache(ctx, func() bool {
 		return b.cachedWorkload(id) == nil
 	})
 	if !ok {
-		logger.Info("cache-wait-timed-out", lager.Data{"waiting-for": "deployment-gone"})
+		return b.cacheBehind(logger, b.kindName()+" deleted", lager.Data{"waiting-for": b.kindName() + "-gone"})
 	}
+	return nil
 }
 
 // waitForPodGone waits until the cache no longer reports pod uid as live.
-func (b *Backend) waitForPodGone(ctx context.Context, logger lager.Logger, id opi.LRPIdentifier, uid types.UID) {
+func (b *Backend) waitForPodGone(ctx context.Context, logger lager.Logger, id opi.LRPIdentifier, uid types.UID) error {
 	ok := b.waitForCache(ctx, func() bool {
 		for _, p := range b.cachedPods(id) {
 			if p.UID == uid && p.DeletionTimestamp == nil {
@@ -267,6 +280,7 @@ func (b *Backend) waitForPodGone(ctx context.Context, logger lager.Logger, id op
 		return true
 	})
 	if !ok {
-		logger.Info("cache-wait-timed-out", lager.Data{"waiting-for": "pod-gone", "pod-uid": uid})
+		return b.cacheBehind(logger, "pod deleted", lager.Data{"waiting-for": "pod-gone", "pod-uid": uid})
 	}
+	return nil
 }

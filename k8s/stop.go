@@ -40,7 +40,9 @@ func (b *Backend) StopLRP(ctx context.Context, id opi.LRPIdentifier) error {
 	} else {
 		b.deleteUnowned(ctx, logger, id)
 	}
-	b.waitForNoWorkload(ctx, logger, id)
+	if err := b.waitForNoWorkload(ctx, logger, id); err != nil {
+		return err
+	}
 	logger.Info("stopped")
 	return nil
 }
@@ -133,7 +135,9 @@ func (b *Backend) StopInstance(ctx context.Context, id opi.LRPIdentifier, index 
 	if err != nil {
 		return apiError(err, "delete pod")
 	}
-	b.waitForPodGone(ctx, logger, id, pod.UID)
+	if err := b.waitForPodGone(ctx, logger, id, pod.UID); err != nil {
+		return err
+	}
 	logger.Info("stopped", lager.Data{"pod": pod.Name})
 	return nil
 }

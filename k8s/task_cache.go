@@ -59,7 +59,7 @@ func (b *Backend) cachedJobs() []*jobRecord {
 
 // waitForJob waits until the cache holds Job name at resourceVersion rv or newer (or, with
 // goneOK, no longer holds it).
-func (b *Backend) waitForJob(ctx context.Context, logger lager.Logger, name, rv string, goneOK bool) {
+func (b *Backend) waitForJob(ctx context.Context, logger lager.Logger, name, rv string, goneOK bool) error {
 	ok := b.waitForCache(ctx, func() bool {
 		j, exists := b.cachedJob(name)
 		if !exists {
@@ -68,6 +68,7 @@ func (b *Backend) waitForJob(ctx context.Context, logger lager.Logger, name, rv 
 		return kube.Observed(j.ResourceVersion, rv)
 	})
 	if !ok {
-		logger.Info("cache-wait-timed-out", lager.Data{"job": name, "resource-version": rv})
+		return b.cacheBehind(logger, "job "+name+" written", lager.Data{"job": name, "resource-version": rv})
 	}
+	return nil
 }

@@ -74,7 +74,9 @@ func (b *Backend) CancelTask(ctx context.Context, guid string) error {
 		logger.Info("already-ended")
 		return nil
 	}
-	b.waitForJob(ctx, logger, name, patched.ResourceVersion, true)
+	if err := b.waitForJob(ctx, logger, name, patched.ResourceVersion, true); err != nil {
+		return err
+	}
 	logger.Info("cancelled", lager.Data{"job": name})
 	return nil
 }

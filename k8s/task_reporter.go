@@ -141,8 +141,9 @@ func (b *Backend) reportTask(ctx context.Context, logger lager.Logger, name stri
 			// CC was told, the record failed: the next attempt tells CC again (at least once).
 			return 0, apiError(err, "record task completion reported")
 		}
-		// Wait for the cache, so that a later turn of this Job does not take it as still owed.
-		b.waitForJob(ctx, logger, name, patched.ResourceVersion, true)
+		// Wait for the cache, so that a later turn of this Job does not take it as still owed
+		// (a timeout is logged: such a turn tells CC again, which it takes as at least once).
+		_ = b.waitForJob(ctx, logger, name, patched.ResourceVersion, true)
 		logger.Info("reported", lager.Data{"failed": failed, "failure-reason": reason})
 	}
 
@@ -160,8 +161,9 @@ func (b *Backend) reportTask(ctx context.Context, logger lager.Logger, name stri
 	if err != nil && !goneOrChanged(err) {
 		return 0, apiError(err, "delete job")
 	}
-	// Until the cache drops it, a queued turn of this Job would delete it again.
-	b.waitForJob(ctx, logger, name, "", true)
+	// Until the cache drops it, a queued turn of this Job would delete it again (a timeout is
+	// logged: that delete finds it gone).
+	_ = b.waitForJob(ctx, logger, name, "", true)
 	logger.Info("deleted")
 	return 0, nil
 }

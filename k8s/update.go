@@ -50,7 +50,9 @@ func (b *Backend) UpdateLRP(ctx context.Context, id opi.LRPIdentifier, update op
 	if err != nil {
 		return refusal(err, "update "+b.kindName())
 	}
-	b.waitForWorkload(ctx, logger, updated.GetName(), updated.GetResourceVersion(), true)
+	if err := b.waitForWorkload(ctx, logger, updated.GetName(), updated.GetResourceVersion(), true); err != nil {
+		return err
+	}
 	logger.Info("updated", lager.Data{b.kindName(): current.Name})
 	return nil
 }
