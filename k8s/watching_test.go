@@ -81,8 +81,10 @@ var _ = Describe("Caches that are not watching the API server", func() {
 		Expect(backend.Ready(ctx)).To(Succeed())
 	})
 
-	// lose ends the watch of resource (the API server went away) and lets time pass.
+	// lose ends the watch of resource after it was open for minutes (the API server went away,
+	// or the watch reached its timeout) and lets after pass.
 	lose := func(resource string, after time.Duration) {
+		elapsed.Add(int64(5 * time.Minute))
 		Expect(open[resource].Body.Close()).To(Succeed())
 		elapsed.Add(int64(after))
 	}
@@ -134,6 +136,16 @@ var _ = Describe("Caches that are not watching the API server", func() {
 		lose("deployments", time.Second)
 		Expect(backend.Ready(ctx)).To(Succeed())
 		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Instances: ptr.To(int32(5))})).To(Succeed())
+	})
+
+	It("refuses writes at once after a watch that lasted under a second: the reflector backs off", func() {
+		elapsed.Add(int64(500 * time.Millisecond))
+		Expect(open["pods"].Body.Close()).To(Succeed())
+		Expect(backend.Ready(ctx)).To(MatchError(ContainSubstring("not watching the api server yet (pods)")))
+		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Instances: ptr.To(int32(5))})).To(MatchError(opi.ErrUnavailable))
+		got, err := backend.GetLRP(ctx, lrp.LRPIdentifier)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(got.Instances).To(BeEquivalentTo(lrp.Instances))
 	})
 
 	It("sweeps nothing meanwhile: what a stale cache lacks would look like leftovers", func() {

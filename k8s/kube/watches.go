@@ -22,7 +22,14 @@ import (
 // A resource is watched while a LIST or WATCH of it is in flight (its response body not yet
 // ended): the reflector lists before it watches, and a LIST's objects reach the cache before
 // the WATCH is opened. Between two requests (a watch ending at its timeout, a failed attempt
-// and the next) a resource is idle; Unwatched counts it only once idle longer than a grace.
+// and the next) a resource is idle; Unwatched counts it only once idle longer than a grace,
+// or at once when the request that ended is one the reflector backs off after: a failed
+// attempt, an error status, or a WATCH that lasted under a second (a watch from a resource
+// version the API server no longer has, as after its restart, or one it closed at once).
+//
+// A request in flight is no promise that the cache will follow (that WATCH was in flight for a
+// moment). Watches spares writes that would time out; a write's own wait for the cache is what
+// decides whether it may answer success.
 type Watches struct {
 	mu    sync.Mutex
 	now   func() time.Time
@@ -30,9 +37,14 @@ type Watches struct {
 }
 
 type watchState struct {
-	inFlight  int
-	idleSince time.Time // when inFlight last dropped to 0
+	inFlight   int
+	idleSince  time.Time // when inFlight last dropped to 0
+	backingOff bool      // the request that ended last is one the reflector backs off after
 }
+
+// shortWatch is how long a WATCH must last for the reflector to open the next without a
+// backoff (client-go counts a shorter one without events as a "very short watch").
+const shortWatch = time.Second
 
 // NewWatches returns a Watches that has seen no request yet.
 func NewWatches() *Watches {
@@ -61,14 +73,15 @@ func (w *Watches) Unwatched(resources []string, grace time.Duration) []string {
 	var out []string
 	for _, r := range resources {
 		s := w.state[r]
-		if s == nil || (s.inFlight == 0 && now.Sub(s.idleSince) > grace) {
+		if s == nil || (s.inFlight == 0 && (s.backingOff || now.Sub(s.idleSince) > grace)) {
 			out = append(out, r)
 		}
 	}
 	return out
 }
 
-func (w *Watches) begin(resource string) {
+// begin counts a request of resource in flight and returns when it began.
+func (w *Watches) begin(resource string) time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s := w.state[resource]
@@ -77,15 +90,19 @@ func (w *Watches) begin(resource string) {
 		w.state[resource] = s
 	}
 	s.inFlight++
+	return w.now()
 }
 
-func (w *Watches) end(resource string) {
+// end counts a request of resource ended. failed says it failed or answered an error status;
+// a WATCH that began less than shortWatch ago counts as failed too.
+func (w *Watches) end(resource, verb string, began time.Time, failed bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s := w.state[resource]
 	s.inFlight--
 	if s.inFlight == 0 {
 		s.idleSince = w.now()
+		s.backingOff = failed || (verb == "watch" && s.idleSince.Sub(began) < shortWatch)
 	}
 }
 
@@ -102,13 +119,14 @@ func (t watchesTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if verb != "list" && verb != "watch" {
 		return t.next.RoundTrip(req)
 	}
-	t.w.begin(resource)
+	began := t.w.begin(resource)
 	resp, err := t.next.RoundTrip(req)
 	if err != nil {
-		t.w.end(resource)
+		t.w.end(resource, verb, began, true)
 		return resp, err
 	}
-	resp.Body = &trackedBody{ReadCloser: resp.Body, done: func() { t.w.end(resource) }}
+	failed := resp.StatusCode >= http.StatusBadRequest
+	resp.Body = &trackedBody{ReadCloser: resp.Body, done: func() { t.w.end(resource, verb, began, failed) }}
 	return resp, nil
 }
 

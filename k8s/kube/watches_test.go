@@ -1,6 +1,7 @@
 package kube_test
 
 import (
+	"cmp"
 	"errors"
 	"io"
 	"net/http"
@@ -14,16 +15,18 @@ import (
 	"github.com/opi-bridge/opi/k8s/kube"
 )
 
-// stubTransport answers every request with a body of its own, or with err.
+// stubTransport answers every request with a body of its own (status 200 unless set), or
+// with err.
 type stubTransport struct {
-	err error
+	err    error
+	status int
 }
 
 func (s stubTransport) RoundTrip(*http.Request) (*http.Response, error) {
 	if s.err != nil {
 		return nil, s.err
 	}
-	return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("{}"))}, nil
+	return &http.Response{StatusCode: cmp.Or(s.status, http.StatusOK), Body: io.NopCloser(strings.NewReader("{}"))}, nil
 }
 
 var _ = Describe("VerbResource", func() {
@@ -109,12 +112,34 @@ var _ = Describe("Watches", func() {
 		Expect(w.Unwatched([]string{"pods"}, grace)).To(Equal([]string{"pods"}))
 	})
 
-	It("counts a failed attempt as ended at once", func() {
+	// The reflector backs off after each of these, up to a minute after an outage: no grace.
+	It("counts a resource unwatched at once after a failed attempt", func() {
 		failing := w.Wrap(stubTransport{err: errors.New("connect: connection refused")})
 		_, err := request(failing, "/api/v1/namespaces/cf/pods?watch=1")
 		Expect(err).To(MatchError(ContainSubstring("connection refused")))
-		now = now.Add(2 * grace)
 		Expect(w.Unwatched([]string{"pods"}, grace)).To(Equal([]string{"pods"}))
+	})
+
+	It("counts a resource unwatched at once after a LIST answered with an error status", func() {
+		refused := w.Wrap(stubTransport{status: http.StatusTooManyRequests})
+		resp, err := request(refused, "/api/v1/namespaces/cf/pods")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(resp.Body.Close()).To(Succeed())
+		Expect(w.Unwatched([]string{"pods"}, grace)).To(Equal([]string{"pods"}))
+	})
+
+	It("counts a resource unwatched at once after a WATCH that lasted under a second (too old a resource version)", func() {
+		pods := watch("pods")
+		now = now.Add(999 * time.Millisecond)
+		_, err := io.ReadAll(pods.Body)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(w.Unwatched([]string{"pods"}, grace)).To(Equal([]string{"pods"}))
+
+		again := watch("pods") // the reflector's next attempt
+		Expect(w.Unwatched([]string{"pods"}, grace)).To(BeEmpty())
+		now = now.Add(time.Second)
+		Expect(again.Body.Close()).To(Succeed())
+		Expect(w.Unwatched([]string{"pods"}, grace)).To(BeEmpty(), "a watch of a second ends as at its timeout")
 	})
 
 	It("ignores every other request", func() {
