@@ -279,6 +279,7 @@ var _ = Describe("Faults", func() {
 				if status != want {
 					Expect(status).To(Equal(http.StatusServiceUnavailable), answer)
 					Expect(answer).To(ContainSubstring("orchestrator unavailable"))
+					GinkgoWriter.Printf("%s %s: %d %s\n", method, path, status, answer)
 				}
 				return status
 			}, 3*time.Minute, 250*time.Millisecond).Should(Equal(want))
