@@ -233,18 +233,28 @@ func notFound(id opi.LRPIdentifier) error {
 // practice: its watch is reconnecting after the API server was unreachable, when client-go's
 // reflector may pause up to a minute between attempts). The write was made, but a read right
 // after it could miss it, so the call answers cacheBehind (503): CC retries, and a desire,
-// update or stop repeated completes what exists.
+// update or stop repeated completes what exists. One case is told apart with a GET: a write
+// whose object a later write deleted or replaced meanwhile (a stop racing a desire) took effect
+// and was overtaken, which is success.
 
-// cacheBehind is the answer of a write whose wait for the cache timed out.
-func (b *Backend) cacheBehind(logger lager.Logger, what string, data lager.Data) error {
+// settle is the answer of a write whose wait for the cache timed out: success when live (nil
+// for none) says the object written is no longer the live one, else cacheBehind.
+func (b *Backend) settle(ctx context.Context, logger lager.Logger, live func(context.Context) (bool, error), what string, data lager.Data) error {
+	if live != nil {
+		if isLive, err := live(ctx); err == nil && !isLive {
+			logger.Info("overtaken-while-waiting-for-cache", data)
+			return nil
+		}
+	}
 	logger.Info("cache-wait-timed-out", data)
 	return fmt.Errorf("%w: %s, but opi's cache has not seen it in time (its watch of the api server may be reconnecting): the write is kept, retry to complete it",
 		opi.ErrUnavailable, what)
 }
 
-// waitForWorkload waits until the cache holds workload name at resourceVersion rv or
-// newer; with goneOK, also until it is gone (deleted meanwhile).
-func (b *Backend) waitForWorkload(ctx context.Context, logger lager.Logger, name, rv string, goneOK bool) error {
+// waitForWorkload waits until the cache holds workload w at its resource version or newer;
+// with goneOK, also until it is gone (deleted meanwhile).
+func (b *Backend) waitForWorkload(ctx context.Context, logger lager.Logger, w metav1.Object, goneOK bool) error {
+	name, rv := w.GetName(), w.GetResourceVersion()
 	ok := b.waitForCache(ctx, func() bool {
 		d, exists := b.cachedWorkloadByName(name)
 		if !exists {
@@ -253,18 +263,20 @@ func (b *Backend) waitForWorkload(ctx context.Context, logger lager.Logger, name
 		return kube.Observed(d.ResourceVersion, rv)
 	})
 	if !ok {
-		return b.cacheBehind(logger, b.kindName()+" "+name+" written", lager.Data{b.kindName(): name, "resource-version": rv})
+		return b.settle(ctx, logger, b.liveCheck(w), b.kindName()+" "+name+" written", lager.Data{b.kindName(): name, "resource-version": rv})
 	}
 	return nil
 }
 
-// waitForNoWorkload waits until the cache has no live workload of the LRP.
-func (b *Backend) waitForNoWorkload(ctx context.Context, logger lager.Logger, id opi.LRPIdentifier) error {
+// waitForWorkloadGone waits until the cache no longer holds workload name of uid as live: a
+// namesake desired since does not hold the wait.
+func (b *Backend) waitForWorkloadGone(ctx context.Context, logger lager.Logger, name string, uid types.UID) error {
 	ok := b.waitForCache(ctx, func() bool {
-		return b.cachedWorkload(id) == nil
+		cached, exists := b.cachedWorkloadByName(name)
+		return !exists || cached.UID != uid || cached.DeletionTimestamp != nil
 	})
 	if !ok {
-		return b.cacheBehind(logger, b.kindName()+" deleted", lager.Data{"waiting-for": b.kindName() + "-gone"})
+		return b.settle(ctx, logger, nil, b.kindName()+" "+name+" deleted", lager.Data{"waiting-for": b.kindName() + "-gone", b.kindName(): name})
 	}
 	return nil
 }
@@ -280,7 +292,7 @@ func (b *Backend) waitForPodGone(ctx context.Context, logger lager.Logger, id op
 		return true
 	})
 	if !ok {
-		return b.cacheBehind(logger, "pod deleted", lager.Data{"waiting-for": "pod-gone", "pod-uid": uid})
+		return b.settle(ctx, logger, nil, "pod deleted", lager.Data{"waiting-for": "pod-gone", "pod-uid": uid})
 	}
 	return nil
 }

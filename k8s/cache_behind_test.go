@@ -7,8 +7,10 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -176,6 +178,37 @@ var _ = Describe("A write that opi's cache has not seen within the read wait", f
 		gate.release()
 		Expect(backend.StopLRP(ctx, lrp.LRPIdentifier)).To(Succeed())
 		Expect(listed()).To(BeEmpty())
+	})
+
+	It("a desire whose workload a stop deleted meanwhile succeeds: it took effect and was overtaken", func() {
+		gate.hold()
+		name := k8s.DeploymentName(lrp)
+		go func() {
+			defer GinkgoRecover()
+			Eventually(func() error {
+				return client.AppsV1().Deployments(namespace).Delete(ctx, name, metav1.DeleteOptions{})
+			}).Should(Succeed())
+		}()
+		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+	})
+
+	It("a stop waits for the workload it deleted only: a namesake desired meanwhile does not hold it", func() {
+		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+		// The delete is followed by a desire of the same name, and the cache sees the two as
+		// one change (as when its reflector re-lists): the workload it holds is a namesake.
+		deployments := appsv1.SchemeGroupVersion.WithResource("deployments")
+		client.PrependReactor("delete", "deployments", func(action k8stesting.Action) (bool, runtime.Object, error) {
+			obj, err := client.Tracker().Get(deployments, namespace, action.(k8stesting.DeleteAction).GetName())
+			if err != nil {
+				return true, nil, err
+			}
+			namesake := obj.(*appsv1.Deployment).DeepCopy()
+			namesake.UID = "namesake"
+			namesake.ResourceVersion = "99999"
+			return true, nil, client.Tracker().Update(deployments, namesake, namespace)
+		})
+		Expect(backend.StopLRP(ctx, lrp.LRPIdentifier)).To(Succeed())
+		Expect(getDeployment(client, k8s.DeploymentName(lrp)).UID).To(BeEquivalentTo("namesake"))
 	})
 
 	It("a stop of an instance answers 503 with its pod deleted; once the cache follows, the instance is gone", func() {

@@ -113,7 +113,7 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 		return b.refused(ctx, logger, &undo, raw, answer)
 	}
 
-	if err := b.waitForWorkload(ctx, logger, deployment.GetName(), deployment.GetResourceVersion(), false); err != nil {
+	if err := b.waitForWorkload(ctx, logger, deployment, false); err != nil {
 		return err
 	}
 	logger.Info("desired", lager.Data{b.kindName(): deployment.GetName(), "created": created})

@@ -37,11 +37,11 @@ func (b *Backend) StopLRP(ctx context.Context, id opi.LRPIdentifier) error {
 		if err != nil && kube.Classify(err) != kube.KindNotFound {
 			return apiError(err, "delete "+b.kindName())
 		}
+		if err := b.waitForWorkloadGone(ctx, logger, deployment.Name, deployment.UID); err != nil {
+			return err
+		}
 	} else {
 		b.deleteUnowned(ctx, logger, id)
-	}
-	if err := b.waitForNoWorkload(ctx, logger, id); err != nil {
-		return err
 	}
 	logger.Info("stopped")
 	return nil

@@ -58,8 +58,8 @@ func (b *Backend) cachedJobs() []*jobRecord {
 }
 
 // waitForJob waits until the cache holds Job name at resourceVersion rv or newer (or, with
-// goneOK, no longer holds it).
-func (b *Backend) waitForJob(ctx context.Context, logger lager.Logger, name, rv string, goneOK bool) error {
+// goneOK, no longer holds it). live, when not nil, tells an overtaken write (see settle).
+func (b *Backend) waitForJob(ctx context.Context, logger lager.Logger, name, rv string, goneOK bool, live func(context.Context) (bool, error)) error {
 	ok := b.waitForCache(ctx, func() bool {
 		j, exists := b.cachedJob(name)
 		if !exists {
@@ -68,7 +68,7 @@ func (b *Backend) waitForJob(ctx context.Context, logger lager.Logger, name, rv 
 		return kube.Observed(j.ResourceVersion, rv)
 	})
 	if !ok {
-		return b.cacheBehind(logger, "job "+name+" written", lager.Data{"job": name, "resource-version": rv})
+		return b.settle(ctx, logger, live, "job "+name+" written", lager.Data{"job": name, "resource-version": rv})
 	}
 	return nil
 }

@@ -74,7 +74,7 @@ func (b *Backend) CancelTask(ctx context.Context, guid string) error {
 		logger.Info("already-ended")
 		return nil
 	}
-	if err := b.waitForJob(ctx, logger, name, patched.ResourceVersion, true); err != nil {
+	if err := b.waitForJob(ctx, logger, name, patched.ResourceVersion, true, nil); err != nil {
 		return err
 	}
 	logger.Info("cancelled", lager.Data{"job": name})

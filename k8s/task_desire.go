@@ -66,7 +66,7 @@ func (b *Backend) DesireTask(ctx context.Context, task *opi.Task) error {
 			return b.ownershipError(logger, err, "own registry secret")
 		}
 	}
-	if err := b.waitForJob(ctx, logger, job.Name, job.ResourceVersion, false); err != nil {
+	if err := b.waitForJob(ctx, logger, job.Name, job.ResourceVersion, false, live); err != nil {
 		return err
 	}
 	logger.Info("desired", lager.Data{"job": job.Name, "created": created})

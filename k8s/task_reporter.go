@@ -143,7 +143,7 @@ func (b *Backend) reportTask(ctx context.Context, logger lager.Logger, name stri
 		}
 		// Wait for the cache, so that a later turn of this Job does not take it as still owed
 		// (a timeout is logged: such a turn tells CC again, which it takes as at least once).
-		_ = b.waitForJob(ctx, logger, name, patched.ResourceVersion, true)
+		_ = b.waitForJob(ctx, logger, name, patched.ResourceVersion, true, nil)
 		logger.Info("reported", lager.Data{"failed": failed, "failure-reason": reason})
 	}
 
@@ -163,7 +163,7 @@ func (b *Backend) reportTask(ctx context.Context, logger lager.Logger, name stri
 	}
 	// Until the cache drops it, a queued turn of this Job would delete it again (a timeout is
 	// logged: that delete finds it gone).
-	_ = b.waitForJob(ctx, logger, name, "", true)
+	_ = b.waitForJob(ctx, logger, name, "", true, nil)
 	logger.Info("deleted")
 	return 0, nil
 }

@@ -110,13 +110,8 @@ func (b *Backend) undoDesire(ctx context.Context, logger lager.Logger, w *desire
 		}
 	}
 	if d := w.workload; d != nil {
-		gone := b.waitForCache(ctx, func() bool {
-			cached, ok := b.cachedWorkloadByName(d.GetName())
-			return !ok || cached.UID != d.GetUID()
-		})
-		if !gone {
-			logger.Info("cache-wait-timed-out", lager.Data{"waiting-for": b.kindName() + "-gone", b.kindName(): d.GetName()})
-		}
+		// A timeout is logged: the refusal is the answer either way.
+		_ = b.waitForWorkloadGone(ctx, logger, d.GetName(), d.GetUID())
 	}
 	return removed, errors.Join(errs...)
 }

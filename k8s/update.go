@@ -50,7 +50,7 @@ func (b *Backend) UpdateLRP(ctx context.Context, id opi.LRPIdentifier, update op
 	if err != nil {
 		return refusal(err, "update "+b.kindName())
 	}
-	if err := b.waitForWorkload(ctx, logger, updated.GetName(), updated.GetResourceVersion(), true); err != nil {
+	if err := b.waitForWorkload(ctx, logger, updated, true); err != nil {
 		return err
 	}
 	logger.Info("updated", lager.Data{b.kindName(): current.Name})
