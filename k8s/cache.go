@@ -232,13 +232,13 @@ func notFound(id opi.LRPIdentifier) error {
 // readWaitTimeout. A wait that times out means the cache is behind the API server (in
 // practice: its watch is reconnecting after the API server was unreachable, when client-go's
 // reflector may pause up to a minute between attempts). The write was made, but a read right
-// after it could miss it, so the call answers cacheBehind (503): CC retries, and a desire,
+// after it could miss it, so the call answers opi.ErrUnavailable (503): CC retries, and a desire,
 // update or stop repeated completes what exists. One case is told apart with a GET: a write
 // whose object a later write deleted or replaced meanwhile (a stop racing a desire) took effect
 // and was overtaken, which is success.
 
 // settle is the answer of a write whose wait for the cache timed out: success when live (nil
-// for none) says the object written is no longer the live one, else cacheBehind.
+// for none) says the object written is no longer the live one, else opi.ErrUnavailable.
 func (b *Backend) settle(ctx context.Context, logger lager.Logger, live func(context.Context) (bool, error), what string, data lager.Data) error {
 	if live != nil {
 		if isLive, err := live(ctx); err == nil && !isLive {
