@@ -231,7 +231,7 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 		taskRetention:   opts.TaskRetention,
 		watches:         opts.Watches,
 	}
-	b.cached = []string{strings.ToLower(b.kind.kind()) + "s", "pods", "jobs"}
+	b.cached = []string{b.kindName() + "s", "pods", "jobs"}
 	b.newInformers()
 	b.newTaskInformer()
 	if b.taskNotifier != nil {
