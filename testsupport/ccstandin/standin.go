@@ -1,7 +1,8 @@
 // Package ccstandin is a stand-in for Cloud Controller's internal API: an HTTPS server with
 // mutual TLS (or plain HTTP) on loopback that records every callback opi sends (task
 // completions, staging results, crash reports) and can be told to fail the first attempts to a
-// path, to prove retries. The integration suite and `make run` use it.
+// path, to prove retries, or to never answer. The integration suite and `make run` use it, and
+// start opi with the flags OpiArgs gives (opi accepts callbacks only to endpoints it is told).
 //
 // Besides recording, it answers GET /callbacks with every callback so far as a JSON array
 // (curl it to see what opi told "CC").
@@ -28,7 +29,7 @@ type Callback struct {
 	Method string          `json:"method"`
 	Path   string          `json:"path"`
 	Body   json.RawMessage `json:"body"`
-	// Status is what the stand-in answered.
+	// Status is what the stand-in answered (0: nothing, it was stalled).
 	Status int       `json:"status"`
 	Time   time.Time `json:"time"`
 }
@@ -61,6 +62,9 @@ type Server struct {
 	mu        sync.Mutex
 	callbacks []Callback
 	failures  map[string]failure
+	stalled   bool
+	// closed ends the requests held by Stall.
+	closed chan struct{}
 }
 
 type failure struct {
@@ -73,7 +77,7 @@ func Start(opts Options) (*Server, error) {
 	if opts.Addr == "" {
 		opts.Addr = "127.0.0.1:0"
 	}
-	s := &Server{log: opts.Log, failures: map[string]failure{}}
+	s := &Server{log: opts.Log, failures: map[string]failure{}, closed: make(chan struct{})}
 	listener, err := net.Listen("tcp", opts.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
@@ -143,16 +147,24 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	status := http.StatusOK
 	s.mu.Lock()
+	if s.stalled {
+		s.callbacks = append(s.callbacks, Callback{Method: r.Method, Path: r.URL.Path, Body: rawJSON(body), Time: time.Now()})
+		s.mu.Unlock()
+		if s.log != nil {
+			fmt.Fprintf(s.log, "cc-standin: %s %s -> (stalled, no answer)\n", r.Method, r.URL.Path)
+		}
+		select {
+		case <-r.Context().Done():
+		case <-s.closed:
+		}
+		return
+	}
 	if f, ok := s.failures[r.URL.Path]; ok && f.remaining > 0 {
 		status = f.status
 		f.remaining--
 		s.failures[r.URL.Path] = f
 	}
-	raw := json.RawMessage(body)
-	if !json.Valid(body) {
-		raw, _ = json.Marshal(string(body))
-	}
-	cb := Callback{Method: r.Method, Path: r.URL.Path, Body: raw, Status: status, Time: time.Now()}
+	cb := Callback{Method: r.Method, Path: r.URL.Path, Body: rawJSON(body), Status: status, Time: time.Now()}
 	s.callbacks = append(s.callbacks, cb)
 	s.mu.Unlock()
 	if s.log != nil {
@@ -163,11 +175,40 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte("{}"))
 }
 
+// rawJSON is a body as recorded: itself when it is JSON, else as a JSON string.
+func rawJSON(body []byte) json.RawMessage {
+	if json.Valid(body) {
+		return json.RawMessage(body)
+	}
+	raw, _ := json.Marshal(string(body))
+	return raw
+}
+
 // FailNext makes the next n requests to path answer status (e.g. 503) before it accepts again.
 func (s *Server) FailNext(path string, n, status int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failures[path] = failure{remaining: n, status: status}
+}
+
+// Stall makes the stand-in a callback endpoint that never answers: every request but GET
+// /callbacks is read, recorded with Status 0, and then held until the client gives up or Close.
+func (s *Server) Stall() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stalled = true
+}
+
+// OpiArgs are the flags that make opi send its callbacks to this stand-in: its URL as
+// cc.internal_url (the one endpoint callbacks may go to, crash reports included) and, over
+// TLS, the CA of its server certificate and a client certificate it accepts. Every suite and
+// `make run` that starts opi with a stand-in uses these.
+func (s *Server) OpiArgs() []string {
+	args := []string{"--cc-internal-url", s.URL}
+	if s.CAFile != "" {
+		args = append(args, "--cc-ca", s.CAFile, "--cc-client-cert", s.ClientCertFile, "--cc-client-key", s.ClientKeyFile)
+	}
+	return args
 }
 
 // Callbacks are every request received so far, oldest first.
@@ -201,5 +242,12 @@ func (s *Server) Accepted(prefix string) []Callback {
 
 // Close stops the stand-in.
 func (s *Server) Close() error {
+	s.mu.Lock()
+	select {
+	case <-s.closed:
+	default:
+		close(s.closed)
+	}
+	s.mu.Unlock()
 	return s.server.Close()
 }
