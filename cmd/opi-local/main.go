@@ -167,9 +167,8 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 		return errors.Join(err, stopAll())
 	}
 
-	opiArgs := []string{"connect", "--kubeconfig", f.kubeconfigOut, "--listen", *listen, "--namespace", *namespace, "--backend", *backend,
-		"--cc-internal-url", local.cc.URL, "--cc-ca", local.cc.CAFile,
-		"--cc-client-cert", local.cc.ClientCertFile, "--cc-client-key", local.cc.ClientKeyFile}
+	opiArgs := append([]string{"connect", "--kubeconfig", f.kubeconfigOut, "--listen", *listen, "--namespace", *namespace, "--backend", *backend},
+		local.cc.OpiArgs()...)
 	fmt.Fprintf(out, "starting %s %s\n", *opiBin, strings.Join(opiArgs, " "))
 	opi, err := localkube.StartProcess("opi", *opiBin, opiArgs, os.Environ(), out, "")
 	if err != nil {

@@ -127,6 +127,13 @@ type CCConfig struct {
 	Plaintext bool `json:"plaintext"`
 	// DeliveryBound is how long a callback CC does not accept (network errors, 5xx) is retried.
 	DeliveryBound Duration `json:"delivery_bound"`
+	// CallbackURLs are the endpoints (scheme, host, port) task and staging callbacks may go to
+	// besides InternalURL's. A request whose completion_callback is none of them is refused
+	// with 400; with neither set every task and staging request is.
+	CallbackURLs []string `json:"callback_urls"`
+	// MaxDeliveriesPerEndpoint bounds the callbacks in delivery to one endpoint at once, so a
+	// slow endpoint holds no more of the reporters' workers (default cc.DefaultMaxPerEndpoint).
+	MaxDeliveriesPerEndpoint int `json:"max_deliveries_per_endpoint"`
 }
 
 // LeaderElectionConfig is the `leader_election` section. With several replicas of opi, exactly
@@ -191,7 +198,7 @@ func DefaultConfig() Config {
 		WriteTimeout:    Duration{handler.DefaultWriteTimeout},
 		LogLevel:        "info",
 		Backend:         k8s.WorkloadDeployments,
-		CC:              CCConfig{DeliveryBound: Duration{cc.DefaultDeliveryBound}},
+		CC:              CCConfig{DeliveryBound: Duration{cc.DefaultDeliveryBound}, MaxDeliveriesPerEndpoint: cc.DefaultMaxPerEndpoint},
 		Workloads: WorkloadsConfig{
 			ProbeTimeout: Duration{k8s.DefaultProbeTimeout},
 			MinReady:     Duration{k8s.DefaultMinReady},
@@ -271,6 +278,8 @@ func parseFlags(args []string, cfg *Config) (configPath string, err error) {
 	fs.StringVar(&cfg.CC.CA, "cc-ca", cfg.CC.CA, "CA (PEM) of Cloud Controller's server certificate")
 	fs.BoolVar(&cfg.CC.Plaintext, "cc-plaintext", cfg.CC.Plaintext, "allow plain http callbacks to hosts that are not loopback")
 	fs.Var(&cfg.CC.DeliveryBound, "cc-delivery-bound", "how long a callback Cloud Controller does not accept is retried")
+	fs.Var(&urlList{urls: &cfg.CC.CallbackURLs}, "cc-callback-url", "an endpoint (scheme://host:port) task and staging callbacks may go to besides --cc-internal-url's; repeatable, or comma-separated")
+	fs.IntVar(&cfg.CC.MaxDeliveriesPerEndpoint, "cc-max-deliveries-per-endpoint", cfg.CC.MaxDeliveriesPerEndpoint, "how many callbacks may be in delivery to one endpoint at once")
 	fs.Var(&cfg.Workloads.ProbeTimeout, "probe-timeout", "how long each single health check of an instance may take")
 	fs.Var(&cfg.Workloads.MinReady, "min-ready", "how long a new instance must stay Ready before a rollout counts it")
 	fs.StringVar(&cfg.Workloads.PodSecurity, "pod-security", cfg.Workloads.PodSecurity, "baseline or restricted (for namespaces enforcing the restricted Pod Security Standard)")
@@ -348,6 +357,9 @@ func (c Config) Validate() error {
 	}
 	if c.CC.DeliveryBound.Duration <= 0 {
 		return fmt.Errorf("cc.delivery_bound must be positive")
+	}
+	if err := c.CC.validateCallbacks(); err != nil {
+		return err
 	}
 	if d := c.TaskDefaults; d.MemoryMB < 1 || d.MemoryMB > bifrost.MaxMemoryMB || d.DiskMB < 0 || d.DiskMB > bifrost.MaxDiskMB || d.CPUWeight < 0 || d.CPUWeight > bifrost.MaxCPUWeight {
 		return fmt.Errorf("task_defaults: memory_mb must be 1..%d, disk_mb 0..%d, cpu_weight 0..%d", bifrost.MaxMemoryMB, bifrost.MaxDiskMB, bifrost.MaxCPUWeight)

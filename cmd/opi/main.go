@@ -136,18 +136,23 @@ func connect(ctx context.Context, cfg Config) error {
 	}
 
 	ccClient, err := cc.New(cc.Options{
-		InternalURL:   cfg.CC.InternalURL,
-		ClientCert:    cfg.CC.ClientCert,
-		ClientKey:     cfg.CC.ClientKey,
-		CA:            cfg.CC.CA,
-		Plaintext:     cfg.CC.Plaintext,
-		DeliveryBound: cfg.CC.DeliveryBound.Duration,
+		InternalURL:    cfg.CC.InternalURL,
+		ClientCert:     cfg.CC.ClientCert,
+		ClientKey:      cfg.CC.ClientKey,
+		CA:             cfg.CC.CA,
+		Plaintext:      cfg.CC.Plaintext,
+		DeliveryBound:  cfg.CC.DeliveryBound.Duration,
+		CallbackURLs:   cfg.CC.CallbackURLs,
+		MaxPerEndpoint: cfg.CC.MaxDeliveriesPerEndpoint,
 	}, logger)
 	if err != nil {
 		return fmt.Errorf("cloud controller client: %w", err)
 	}
 	if cfg.CC.InternalURL == "" {
 		logger.Info("crash-reports-off", lager.Data{"reason": "no cc.internal_url configured"})
+	}
+	if cfg.CC.InternalURL == "" && len(cfg.CC.CallbackURLs) == 0 {
+		logger.Info("callbacks-off", lager.Data{"reason": "neither cc.internal_url nor cc.callback_urls configured: every task and staging request is refused with 400"})
 	}
 	// callbacks deliver what the backend tells CC (task completions, crashes).
 	callbacks := &bifrost.Callbacks{Client: ccClient}
