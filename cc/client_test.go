@@ -292,7 +292,7 @@ var _ = Describe("Client", func() {
 					results <- client.Deliver(stuck, "task", fmt.Sprintf("%s/slow/%d", slow.URL, i), map[string]any{}, time.Now())
 				}()
 			}
-			Eventually(slow.Callbacks).Should(HaveLen(cc.DefaultMaxPerEndpoint))
+			Eventually(slow.Held).Should(Equal(cc.DefaultMaxPerEndpoint))
 
 			// One more to the slow endpoint is still owed at once; the healthy one is delivered.
 			ctx, stop := context.WithTimeout(context.Background(), 20*time.Second)
@@ -300,7 +300,7 @@ var _ = Describe("Client", func() {
 			Expect(client.Deliver(ctx, "task", slow.URL+"/slow/more", map[string]any{}, time.Now())).To(MatchError(cc.ErrEndpointBusy))
 			Expect(client.Deliver(ctx, "task", healthy.URL+"/cb", map[string]any{}, time.Now())).To(Succeed())
 			Expect(healthy.Accepted("/cb")).To(HaveLen(1))
-			Expect(slow.Callbacks()).To(HaveLen(cc.DefaultMaxPerEndpoint))
+			Expect(slow.Held()).To(Equal(cc.DefaultMaxPerEndpoint))
 
 			// The stuck deliveries are still owed when their context ends, and free their share.
 			cancel()

@@ -32,12 +32,10 @@ var _ = Describe("Crash reports", func() {
 		standin, err = ccstandin.Start(ccstandin.Options{TLS: true, Dir: GinkgoT().TempDir(), Log: GinkgoWriter})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(standin.Close)
-		ccArgs = []string{
-			"--cc-internal-url", standin.URL, "--cc-ca", standin.CAFile,
-			"--cc-client-cert", standin.ClientCertFile, "--cc-client-key", standin.ClientKeyFile,
+		ccArgs = append(standin.OpiArgs(),
 			// A killed leader's Lease is taken over within seconds.
 			"--leader-lease-duration", "4s", "--leader-renew-deadline", "3s", "--leader-retry-period", "1s",
-		}
+		)
 		a = newApp()
 		// localkube's kwok stage reports such pods crash-looping: restartCount 1, last exit 1.
 		a.extra = map[string]any{"user_defined_annotations": map[string]string{localkube.CrashAnnotation: "true"}}

@@ -90,9 +90,8 @@ var _ = Describe("Docker staging", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		expectedExecutionMD = `{"cmd":["--port","8080"],"entrypoint":["/bin/hello"],"workdir":"/srv","user":"1000","ports":[{"Port":8080,"Protocol":"tcp"},{"Port":9090,"Protocol":"udp"}]}`
 
-		o = startOpi(newNamespace(),
-			"--cc-ca", cc.CAFile, "--cc-client-cert", cc.ClientCertFile, "--cc-client-key", cc.ClientKeyFile,
-			"--leader-lease-duration", "4s", "--leader-renew-deadline", "3s", "--leader-retry-period", "1s")
+		o = startOpi(newNamespace(), append(cc.OpiArgs(),
+			"--leader-lease-duration", "4s", "--leader-renew-deadline", "3s", "--leader-retry-period", "1s")...)
 	})
 
 	successBody := func(image string) string {

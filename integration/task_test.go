@@ -30,10 +30,9 @@ var _ = Describe("Tasks", func() {
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(cc.Close)
 		ns = newNamespace()
-		opi = startOpi(ns,
-			"--cc-ca", cc.CAFile, "--cc-client-cert", cc.ClientCertFile, "--cc-client-key", cc.ClientKeyFile,
+		opi = startOpi(ns, append(cc.OpiArgs(),
 			"--leader-lease-duration", "4s", "--leader-renew-deadline", "3s", "--leader-retry-period", "1s",
-			"--task-retention", "2s")
+			"--task-retention", "2s")...)
 	})
 
 	callbackPath := func(guid string) string { return "/internal/v4/tasks/" + guid + "/completed" }
@@ -149,6 +148,23 @@ var _ = Describe("Tasks", func() {
 		Expect(accepted(guid)()).To(HaveLen(1))
 	})
 
+	It("refuses a task whose completion_callback is not the configured CC's endpoint with 400, writing no Job", func() {
+		guid := fixture.NewGUID()
+		other := freeAddr() // loopback, another port than the stand-in's
+		for _, callback := range []string{
+			"https://" + other + callbackPath(guid),
+			strings.Replace(cc.URL, "127.0.0.1", "localhost", 1) + callbackPath(guid),
+		} {
+			body := fixture.Task(callback, "exit 0").Merge(map[string]any{"app_guid": "app-" + guid})
+			status, resp := opi.call(http.MethodPost, "/tasks/"+guid, body.JSON())
+			Expect(status).To(Equal(http.StatusBadRequest), resp)
+			Expect(resp).To(MatchJSON(fmt.Sprintf(`{"message":"completion_callback cannot be used: %s is not cc.internal_url's endpoint nor one of cc.callback_urls (scheme, host and port must match)"}`, callback)))
+		}
+		_, err := kube.BatchV1().Jobs(ns).Get(context.Background(), k8s.TaskJobName(guid), metav1.GetOptions{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no Job was written: %v", err)
+		Expect(kubectl("get", "secrets", "-n", ns, "-o", "name")).NotTo(ContainSubstring(k8s.TaskJobName(guid)))
+	})
+
 	It("retries a callback Cloud Controller fails", func() {
 		guid := fixture.NewGUID()
 		cc.FailNext(callbackPath(guid), 2, http.StatusServiceUnavailable)
@@ -170,5 +186,38 @@ var _ = Describe("Tasks", func() {
 		Eventually(accepted(guid)).Should(HaveLen(1))
 		Eventually(jobGone(guid)).Should(BeTrue())
 		Expect(accepted(guid)()).To(HaveLen(1))
+	})
+})
+
+var _ = Describe("Task callbacks to an endpoint that never answers", func() {
+	It("hold no more than its share of the reporter: callbacks to the healthy endpoint are delivered meanwhile", func() {
+		healthy, err := ccstandin.Start(ccstandin.Options{TLS: true, Dir: GinkgoT().TempDir(), Log: GinkgoWriter})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(healthy.Close)
+		// Plain http on loopback: the stand-ins have a CA each, and opi trusts one.
+		slow, err := ccstandin.Start(ccstandin.Options{Log: GinkgoWriter})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(slow.Close)
+		slow.Stall()
+		ns := newNamespace()
+		o := startOpi(ns, append(healthy.OpiArgs(), "--cc-callback-url", slow.URL)...)
+
+		desire := func(callbackBase string) string {
+			guid := fixture.NewGUID()
+			body := fixture.Task(callbackBase+"/internal/v4/tasks/"+guid+"/completed", "exit 0").Merge(map[string]any{"app_guid": "app-" + guid})
+			status, resp := o.call(http.MethodPost, "/tasks/"+guid, body.JSON())
+			Expect(status).To(Equal(http.StatusAccepted), resp)
+			return guid
+		}
+		// More than the task reporter's 8 workers: without a share per endpoint every worker
+		// would wait on the slow endpoint for up to the delivery bound.
+		for range 10 {
+			desire(slow.URL)
+		}
+		Eventually(slow.Held).Should(Equal(2), "cc.max_deliveries_per_endpoint (2) deliveries wait on the slow endpoint")
+
+		guid := desire(healthy.URL)
+		Eventually(func() int { return len(healthy.Accepted("/internal/v4/tasks/" + guid + "/completed")) }).Should(Equal(1), "opi said:\n%s", o.Logs())
+		Expect(slow.Held()).To(Equal(2), "no more than cc.max_deliveries_per_endpoint wait on the slow endpoint")
 	})
 })

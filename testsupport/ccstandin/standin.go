@@ -63,6 +63,7 @@ type Server struct {
 	callbacks []Callback
 	failures  map[string]failure
 	stalled   bool
+	held      int
 	// closed ends the requests held by Stall.
 	closed chan struct{}
 }
@@ -149,7 +150,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	if s.stalled {
 		s.callbacks = append(s.callbacks, Callback{Method: r.Method, Path: r.URL.Path, Body: rawJSON(body), Time: time.Now()})
+		s.held++
 		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			s.held--
+			s.mu.Unlock()
+		}()
 		if s.log != nil {
 			fmt.Fprintf(s.log, "cc-standin: %s %s -> (stalled, no answer)\n", r.Method, r.URL.Path)
 		}
@@ -197,6 +204,13 @@ func (s *Server) Stall() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stalled = true
+}
+
+// Held is how many requests a stalled stand-in holds right now.
+func (s *Server) Held() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held
 }
 
 // OpiArgs are the flags that make opi send its callbacks to this stand-in: its URL as
