@@ -4,8 +4,10 @@ package handler
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
 	"time"
 
 	"code.cloudfoundry.org/lager/v3"
@@ -61,7 +63,9 @@ type RequestObserver interface {
 type Config struct {
 	LRP LRPBifrost
 	// Task, when set, serves the task routes (/tasks).
-	Task      TaskBifrost
+	Task TaskBifrost
+	// Readiness answers /readyz, at most once every ReadinessPeriod (pass one *CachedReadiness
+	// to New and NewOps to share that bound).
 	Readiness ReadinessChecker
 	Logger    lager.Logger
 	// MaxBodyBytes bounds request bodies; DefaultMaxBodyBytes when 0.
@@ -143,9 +147,21 @@ func newRouter(logger lager.Logger) *Router {
 	return r
 }
 
+// MaxPprofSeconds bounds pprof's ?seconds= (the CPU profile, the trace, and the delta of a named
+// profile): the ops server's write timeout is set to cover it, so that no request holds a
+// connection longer than that.
+const MaxPprofSeconds = 30
+
 // servePprof serves Go's profiles: the index, every named profile (heap, goroutine, allocs, ...),
-// and the CPU profile, trace, symbol and cmdline endpoints.
+// and the CPU profile, trace, symbol and cmdline endpoints. A ?seconds= beyond MaxPprofSeconds
+// is refused with 400.
 func servePprof(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	if s := r.URL.Query().Get("seconds"); s != "" {
+		if n, err := strconv.ParseFloat(s, 64); err != nil || n < 0 || n > MaxPprofSeconds {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("seconds must be a number from 0 to %d, got %q", MaxPprofSeconds, s))
+			return
+		}
+	}
 	switch ps.ByName("name") {
 	case "/profile":
 		pprof.Profile(w, r)
@@ -171,7 +187,7 @@ func New(cfg Config) *Router {
 	}
 	lrp := &lrpHandler{bifrost: cfg.LRP, logger: cfg.Logger, maxBody: cfg.MaxBodyBytes, writeTimeout: cfg.WriteTimeout}
 	lrp.versioned, _ = cfg.LRP.(VersionedLRPLister)
-	health := &healthHandler{readiness: cfg.Readiness, logger: cfg.Logger}
+	health := &healthHandler{readiness: cachedReadiness(cfg.Readiness), logger: cfg.Logger}
 
 	r := newRouter(cfg.Logger)
 	route := func(method, path string, handle httprouter.Handle) {
@@ -210,6 +226,7 @@ func New(cfg Config) *Router {
 
 // OpsConfig is what NewOps needs.
 type OpsConfig struct {
+	// Readiness answers /readyz, at most once every ReadinessPeriod.
 	Readiness ReadinessChecker
 	Logger    lager.Logger
 	// Metrics, when set, is served at GET /metrics.
@@ -223,7 +240,7 @@ type OpsConfig struct {
 // Prometheus reach it without the client certificate the API demands.
 func NewOps(cfg OpsConfig) *Router {
 	r := newRouter(cfg.Logger)
-	health := &healthHandler{readiness: cfg.Readiness, logger: cfg.Logger}
+	health := &healthHandler{readiness: cachedReadiness(cfg.Readiness), logger: cfg.Logger}
 	r.GET("/healthz", health.live)
 	r.GET("/readyz", health.ready)
 	r.GET("/openapi.json", serveOpenAPI)
