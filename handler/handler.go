@@ -19,8 +19,16 @@ import (
 
 //go:generate go tool counterfeiter -generate
 
-// DefaultMaxBodyBytes is the request body limit when none is configured: 10 MiB.
-const DefaultMaxBodyBytes = 10 << 20
+// DefaultMaxBodyBytes is the request body limit when none is configured: 2 MiB, the largest
+// valid request. Its largest part is the environment, which opi stores in one Secret and so
+// bounds to bifrost.MaxEnvBytes (1 MiB of names and values); in JSON its values are escaped,
+// and VCAP_SERVICES (JSON in a string) doubles each of its quotes: about 1.5 MiB at most in
+// practice. The other lists are bounded by count (bifrost.MaxRoutes and so on): 1,000 routes of
+// about 250 bytes (a 253-character hostname at most) ≈ 0.25 MiB, 1,000 egress rules of about 200
+// bytes ≈ 0.2 MiB, and the rest (image, command, annotations, volume mounts, metadata) well
+// under 64 KiB. 1.5 + 0.25 + 0.2 + 0.06 ≈ 2 MiB. A body beyond it gets 413; max_body_bytes
+// raises it (and with it what DefaultMaxInFlight's arithmetic assumed).
+const DefaultMaxBodyBytes = 2 << 20
 
 // DefaultWriteTimeout bounds a write's backend calls when none is configured: below CC's own
 // 60 s receive timeout, so CC gets a 503 rather than a broken connection, and above what a busy
@@ -79,6 +87,10 @@ type Config struct {
 	WriteTimeout time.Duration
 	// Staging, when set, serves POST /stage/{staging_guid}.
 	Staging StagingBifrost
+	// MaxInFlight bounds the requests with a body (desire, update, stage, task) handled at once,
+	// counted in maximal requests (see inFlight); beyond it 503 with Retry-After.
+	// DefaultMaxInFlight when 0. Reads, stops and cancels carry no body and are not counted.
+	MaxInFlight int
 }
 
 // Route is one registered route: its method and its httprouter path pattern (":name" for a
@@ -189,27 +201,32 @@ func New(cfg Config) *Router {
 	lrp.versioned, _ = cfg.LRP.(VersionedLRPLister)
 	health := &healthHandler{readiness: cachedReadiness(cfg.Readiness), logger: cfg.Logger}
 
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	bodies := newInFlight(cfg.MaxInFlight, cfg.MaxBodyBytes)
+
 	r := newRouter(cfg.Logger)
 	route := func(method, path string, handle httprouter.Handle) {
 		r.Handle(method, path, observe(cfg.Observer, method+" "+path, handle))
 	}
 	// httprouter needs one name for a path segment across routes: ":guid" is the process guid
 	// on desire and update, and the CC process guid elsewhere.
-	route(http.MethodPut, "/apps/:guid", lrp.desire)
+	route(http.MethodPut, "/apps/:guid", bodies.limit(writeError, lrp.desire))
 	route(http.MethodGet, "/apps", lrp.list)
 	route(http.MethodGet, "/apps/:guid/:version", lrp.get)
-	route(http.MethodPost, "/apps/:guid", lrp.update)
+	route(http.MethodPost, "/apps/:guid", bodies.limit(writeError, lrp.update))
 	route(http.MethodPut, "/apps/:guid/:version/stop", lrp.stop)
 	route(http.MethodPut, "/apps/:guid/:version/stop/:index", lrp.stopInstance)
 	route(http.MethodGet, "/apps/:guid/:version/instances", lrp.instances)
 	if cfg.Staging != nil {
 		stage := &stageHandler{bifrost: cfg.Staging, logger: cfg.Logger, maxBody: cfg.MaxBodyBytes, writeTimeout: cfg.WriteTimeout}
-		route(http.MethodPost, "/stage/:staging_guid", stage.stage)
+		route(http.MethodPost, "/stage/:staging_guid", bodies.limit(writeMessageError, stage.stage))
 	}
 	if cfg.Task != nil {
 		task := &taskHandler{bifrost: cfg.Task, logger: cfg.Logger, maxBody: cfg.MaxBodyBytes, writeTimeout: cfg.WriteTimeout}
 		task.versioned, _ = cfg.Task.(VersionedTaskLister)
-		route(http.MethodPost, "/tasks/:task_guid", task.desire)
+		route(http.MethodPost, "/tasks/:task_guid", bodies.limit(writeMessageError, task.desire))
 		route(http.MethodGet, "/tasks/:task_guid", task.get)
 		route(http.MethodGet, "/tasks", task.list)
 		route(http.MethodDelete, "/tasks/:task_guid", task.cancel)

@@ -244,13 +244,16 @@ var _ = Describe("The janitor", func() {
 			leftoverSecret(lrp, 2*time.Minute)
 			var down atomic.Bool
 			down.Store(true)
+			var fired atomic.Int32
 			md.PrependReactor("list", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
 				if down.Load() {
+					fired.Add(1)
 					return true, nil, connectionRefused
 				}
 				return false, nil, nil
 			})
 			backend.Sweep(ctx)
+			Expect(fired.Load()).To(BeNumerically(">=", 1), "the fault hook fired")
 			Expect(secretExists(name + "-env")).To(BeTrue())
 			down.Store(false)
 			backend.Sweep(ctx)
@@ -388,14 +391,22 @@ var _ = Describe("The janitor", func() {
 	Describe("and a desire racing it (or a stop)", func() {
 		It("recreate the env Secret, owned, when it vanished before the owner patch", func() {
 			backend = start(k8s.Options{})
+			// An unowned Secret of the LRP's (an interrupted desire's) is what the desire
+			// patches to own: a Secret the desire creates itself is created owned, unpatched.
+			leftoverSecret(lrp, time.Minute)
+			var fired atomic.Int32
 			client.PrependReactor("patch", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
-				// The Secret is deleted between its creation and the patch.
-				_ = client.Tracker().Delete(a.GetResource(), namespace, name+"-env")
+				// The Secret is deleted (the janitor, a stop) between the desire's read and its patch.
+				if a.(k8stesting.PatchAction).GetName() == name+"-env" && fired.Add(1) == 1 {
+					Expect(client.Tracker().Delete(a.GetResource(), namespace, name+"-env")).To(Succeed())
+				}
 				return false, nil, nil
 			})
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			Expect(fired.Load()).To(BeNumerically(">=", 1), "the fault hook fired")
 			Expect(metav1.IsControlledBy(getSecret(client, name+"-env"), getDeployment(client, name))).To(BeTrue())
 			Expect(getSecret(client, name+"-env").Data).To(HaveKey("FOO"))
+			Expect(getSecret(client, name+"-env").Data).NotTo(HaveKey("VCAP_SERVICES"), "created again from the desire, not the leftover")
 		})
 	})
 })

@@ -27,6 +27,9 @@ type Config struct {
 	KubernetesConfig `json:"kubernetes"`
 	// MaxBodyBytes bounds request bodies (413 beyond it).
 	MaxBodyBytes int64 `json:"max_body_bytes"`
+	// MaxInFlight bounds the requests with a body handled at once, counted in requests of
+	// MaxBodyBytes (smaller ones by their size); beyond it 503 with Retry-After.
+	MaxInFlight int `json:"max_in_flight"`
 	// ShutdownTimeout bounds how long in-flight requests may finish after SIGTERM.
 	ShutdownTimeout Duration `json:"shutdown_timeout"`
 	// WriteTimeout bounds a write's Kubernetes calls; past it the write answers 503.
@@ -197,6 +200,7 @@ func DefaultConfig() Config {
 			AppNetworkConfig: defaultAppNetworkConfig(),
 		},
 		MaxBodyBytes:    handler.DefaultMaxBodyBytes,
+		MaxInFlight:     handler.DefaultMaxInFlight,
 		ShutdownTimeout: Duration{15 * time.Second},
 		WriteTimeout:    Duration{handler.DefaultWriteTimeout},
 		LogLevel:        "info",
@@ -260,6 +264,7 @@ func parseFlags(args []string, cfg *Config) (configPath string, err error) {
 	fs.StringVar(&cfg.Namespace, "namespace", cfg.Namespace, "namespace apps run in")
 	fs.BoolVar(&cfg.CreateNamespace, "create-namespace", cfg.CreateNamespace, "create the namespace when missing")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", cfg.MaxBodyBytes, "largest request body accepted")
+	fs.IntVar(&cfg.MaxInFlight, "max-in-flight", cfg.MaxInFlight, "requests with a body handled at once, counted in maximal ones (smaller ones by their size); beyond it 503")
 	fs.Var((*float32Value)(&cfg.KubeQPS), "kube-qps", "API server requests per second")
 	fs.IntVar(&cfg.KubeBurst, "kube-burst", cfg.KubeBurst, "API server request burst")
 	fs.Var(&cfg.ReadWaitTimeout, "read-wait-timeout", "how long a write waits for the cache to reflect it")
@@ -369,6 +374,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBodyBytes <= 0 {
 		return fmt.Errorf("max_body_bytes must be positive")
+	}
+	if c.MaxInFlight <= 0 {
+		return fmt.Errorf("max_in_flight must be positive")
 	}
 	if c.KubeQPS <= 0 || c.KubeBurst <= 0 {
 		return fmt.Errorf("kubernetes.kube_qps and kubernetes.kube_burst must be positive")

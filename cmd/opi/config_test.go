@@ -7,6 +7,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/opi-bridge/opi/handler"
 )
 
 var _ = Describe("LoadConfig", func() {
@@ -23,7 +25,8 @@ var _ = Describe("LoadConfig", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(cfg.Listen).To(Equal("127.0.0.1:8085"))
 		Expect(cfg.Namespace).To(Equal("cf-workloads"))
-		Expect(cfg.MaxBodyBytes).To(BeEquivalentTo(10 << 20))
+		Expect(cfg.MaxBodyBytes).To(BeEquivalentTo(2 << 20))
+		Expect(cfg.MaxInFlight).To(Equal(handler.DefaultMaxInFlight))
 		Expect(cfg.KubeQPS).To(BeNumerically(">", 50))
 		Expect(cfg.ReadWaitTimeout.Duration).To(Equal(5 * time.Second))
 		Expect(cfg.CacheSyncTimeout.Duration).To(Equal(time.Minute))

@@ -95,7 +95,7 @@ var _ = Describe("The logger", func() {
 			"secret": "dora-0123-env",
 			"note":   "basic authentication is off",
 		})
-		logger.Session("callback "+basic).Info("sent " + bearer)
+		logger.Session("callback " + basic).Info("sent " + bearer)
 		logger.Info("posted api_key=" + apiKey + "-4")
 		text := out.String()
 		for _, leaked := range []string{"YWRtaW46aHVudGVyMg", "eyJhbGciOiJSUzI1NiJ9", apiKey, "hunter2-Xy9", "Tr0ub4dor"} {

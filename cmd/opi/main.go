@@ -244,6 +244,7 @@ func connect(ctx context.Context, cfg Config) error {
 		Readiness:    readiness,
 		Logger:       logger.Session("api"),
 		MaxBodyBytes: cfg.MaxBodyBytes,
+		MaxInFlight:  cfg.MaxInFlight,
 		Observer:     m,
 		Metrics:      m.Handler(),
 		WriteTimeout: cfg.WriteTimeout.Duration,
