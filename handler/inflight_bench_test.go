@@ -138,4 +138,5 @@ func BenchmarkMaximalDesireHeap(b *testing.B) {
 	}
 	b.ReportMetric(live/float64(b.N)/float64(concurrent), "live-B/req")
 	b.ReportMetric(alloc/float64(b.N)/float64(concurrent), "alloc-B/req")
+	b.ReportMetric(float64(len(body)), "body-B")
 }
