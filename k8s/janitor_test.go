@@ -27,6 +27,9 @@ import (
 	"github.com/opi-bridge/opi/opi"
 )
 
+// leftoverPassword is the credential in a leftover env Secret's VCAP_SERVICES.
+const leftoverPassword = "pX7#qL2v9Rm-wq4Tz"
+
 var _ = Describe("The janitor", func() {
 	var (
 		ctx     context.Context
@@ -52,7 +55,9 @@ var _ = Describe("The janitor", func() {
 				Name: k8s.DeploymentName(l) + "-env", Namespace: namespace, Labels: lrpLabels(l),
 				CreationTimestamp: metav1.NewTime(time.Now().Add(-age)),
 			},
-			Data: map[string][]byte{"VCAP_SERVICES": []byte("leftover-secret-value")},
+			// A value that looks like what it stands for (a service binding's password), so
+			// that a leak spec fails should it reach the log.
+			Data: map[string][]byte{"VCAP_SERVICES": []byte(`{"db":[{"credentials":{"password":"` + leftoverPassword + `"}}]}`)},
 		}
 		created, err := client.CoreV1().Secrets(namespace).Create(ctx, s, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
@@ -109,7 +114,7 @@ var _ = Describe("The janitor", func() {
 			Expect(serviceExists(name)).To(BeFalse())
 			Expect(logger.Buffer()).To(gbytes.Say("deleted-leftover-secret"))
 			Expect(string(logger.Buffer().Contents())).To(ContainSubstring(name + "-env"))
-			Expect(string(logger.Buffer().Contents())).NotTo(ContainSubstring("leftover-secret-value"))
+			Expect(string(logger.Buffer().Contents())).NotTo(ContainSubstring(leftoverPassword))
 		})
 
 		It("deletes only the object it looked at, not a namesake made since", func() {
@@ -406,7 +411,7 @@ var _ = Describe("The janitor", func() {
 			Expect(fired.Load()).To(BeNumerically(">=", 1), "the fault hook fired")
 			Expect(metav1.IsControlledBy(getSecret(client, name+"-env"), getDeployment(client, name))).To(BeTrue())
 			Expect(getSecret(client, name+"-env").Data).To(HaveKey("FOO"))
-			Expect(getSecret(client, name+"-env").Data).NotTo(HaveKey("VCAP_SERVICES"), "created again from the desire, not the leftover")
+			Expect(string(getSecret(client, name+"-env").Data["VCAP_SERVICES"])).NotTo(ContainSubstring(leftoverPassword), "created again from the desire, not the leftover")
 		})
 	})
 })
