@@ -14,14 +14,18 @@ import (
 // DefaultMaxInFlight is how many maximal requests (bodies of DefaultMaxBodyBytes) may be in
 // flight at once when none is configured; smaller ones count by their size (see inFlight).
 //
-// Derived from BenchmarkMaximalDesireHeap (handler/inflight_bench_test.go), which measures
-// what one maximal desire allocates in the handler and bifrost, body read, decoded and
-// converted: about 9 MiB (see docs/reliability.md, "Request bounds"). The backend then builds
-// the env Secret and the workload from it, about as much again (the env is copied into the
-// Secret, then encoded): call it 18 MiB a maximal request, all of it live at once in the worst
-// case. The manifests give opi 256 Mi; its caches at 1,000 apps take about 50 MB and at 10,000
-// apps a few times that, so about 100 MiB are left for requests: 100 / 18 ≈ 5.5, rounded down
-// to 5. Raise it with the memory limit.
+// Derived from BenchmarkMaximalDesireHeap (handler/inflight_bench_test.go; docs/reliability.md,
+// "Request bounds"): a desire at every bound at once (a 1.28 MB body: a 1 MiB environment,
+// 1,000 routes, 1,000 egress rules, 10 ports) allocates 6.9 MB in the handler and bifrost (read,
+// decoded, validated, converted), 5.4 bytes per body byte, and holds 1.7 MB live while it waits
+// on the backend. Worst case, counting everything a request allocates as live at once, and
+// scaled to a body of the full 2 MiB: 5.4 × 2 MiB ≈ 11.3 MiB. The backend's copies (the env
+// Secret, its protobuf encoding, the workload), which the benchmark does not reach, add about
+// three times the 1 MiB environment: ≈ 14.5 MiB a maximal request. The manifests give opi
+// 256 Mi, of which its caches and runtime take ~50 MB at 1,000 apps and a few times that at
+// 10,000: leave them ~150 MiB, and ~100 MiB are left for requests. With GOGC=25's headroom
+// (garbage up to a quarter of the live heap), 5 × 14.5 × 1.25 ≈ 91 MiB < 100 MiB; 6 would be
+// 109. Raise it together with the memory limit.
 const DefaultMaxInFlight = 5
 
 // minWeightFraction: a request counts as at least 1/minWeightFraction of a maximal one (what a
