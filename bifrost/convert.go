@@ -21,6 +21,9 @@ func ConvertDesire(req models.DesireLRPRequest, rules Rules) (*opi.LRP, error) {
 		return nil, invalid("process_guid", "%q does not match guid-version %q", req.ProcessGUID, id.ProcessGUID())
 	}
 
+	if err := checkDesireCounts(req); err != nil {
+		return nil, err
+	}
 	docker, err := dockerImage(req.Lifecycle, "runs")
 	if err != nil {
 		return nil, err
@@ -64,6 +67,9 @@ func ConvertDesire(req models.DesireLRPRequest, rules Rules) (*opi.LRP, error) {
 
 	routes, err := convertRoutes("routes", req.Routes)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkCount("routes", len(routes), MaxRoutes); err != nil {
 		return nil, err
 	}
 	if err := ValidateAnnotations("user_defined_annotations", req.UserDefinedAnnotations); err != nil {
@@ -185,6 +191,9 @@ func ConvertUpdate(req models.UpdateDesiredLRPRequest) (opi.LRPIdentifier, opi.L
 	if req.Update.Routes != nil {
 		routes, err := convertRoutes("update.routes", req.Update.Routes)
 		if err != nil {
+			return id, out, err
+		}
+		if err := checkCount("update.routes", len(routes), MaxRoutes); err != nil {
 			return id, out, err
 		}
 		out.Routes = &routes

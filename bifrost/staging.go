@@ -67,6 +67,9 @@ func ConvertStaging(stagingGUID string, req models.StagingRequest, urls URLCheck
 	if err := checkResources(req.MemoryMB, 0, req.DiskMB, req.CPUWeight); err != nil {
 		return nil, err
 	}
+	if err := checkEnvListCount(req.Environment); err != nil {
+		return nil, err
+	}
 	for i, env := range req.Environment {
 		// The staging's env reaches no container (only the image's config is read), so the
 		// cluster's strictness does not apply: the widest rule Kubernetes has.

@@ -132,6 +132,9 @@ func (t *Task) ConvertTask(guid string, req models.TaskRequest) (*opi.Task, erro
 		return nil, err
 	}
 
+	if err := checkEnvListCount(req.Environment); err != nil {
+		return nil, err
+	}
 	env := make(map[string]string, len(req.Environment))
 	for i, v := range req.Environment {
 		if err := ValidateEnvName(fmt.Sprintf("environment[%d].name", i), v.Name, t.Rules); err != nil {

@@ -4,8 +4,10 @@ package handler
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
 	"time"
 
 	"code.cloudfoundry.org/lager/v3"
@@ -17,8 +19,16 @@ import (
 
 //go:generate go tool counterfeiter -generate
 
-// DefaultMaxBodyBytes is the request body limit when none is configured: 10 MiB.
-const DefaultMaxBodyBytes = 10 << 20
+// DefaultMaxBodyBytes is the request body limit when none is configured: 2 MiB, the largest
+// valid request. Its largest part is the environment, which opi stores in one Secret and so
+// bounds to bifrost.MaxEnvBytes (1 MiB of names and values); in JSON its values are escaped,
+// and VCAP_SERVICES (JSON in a string) doubles each of its quotes: about 1.5 MiB at most in
+// practice. The other lists are bounded by count (bifrost.MaxRoutes and so on): 1,000 routes of
+// about 250 bytes (a 253-character hostname at most) ≈ 0.25 MiB, 1,000 egress rules of about 200
+// bytes ≈ 0.2 MiB, and the rest (image, command, annotations, volume mounts, metadata) well
+// under 64 KiB. 1.5 + 0.25 + 0.2 + 0.06 ≈ 2 MiB. A body beyond it gets 413; max_body_bytes
+// raises it (and with it what DefaultMaxInFlight's arithmetic assumed).
+const DefaultMaxBodyBytes = 2 << 20
 
 // DefaultWriteTimeout bounds a write's backend calls when none is configured: below CC's own
 // 60 s receive timeout, so CC gets a 503 rather than a broken connection, and above what a busy
@@ -61,7 +71,9 @@ type RequestObserver interface {
 type Config struct {
 	LRP LRPBifrost
 	// Task, when set, serves the task routes (/tasks).
-	Task      TaskBifrost
+	Task TaskBifrost
+	// Readiness answers /readyz, at most once every ReadinessPeriod (pass one *CachedReadiness
+	// to New and NewOps to share that bound).
 	Readiness ReadinessChecker
 	Logger    lager.Logger
 	// MaxBodyBytes bounds request bodies; DefaultMaxBodyBytes when 0.
@@ -75,6 +87,10 @@ type Config struct {
 	WriteTimeout time.Duration
 	// Staging, when set, serves POST /stage/{staging_guid}.
 	Staging StagingBifrost
+	// MaxInFlight bounds the requests with a body (desire, update, stage, task) handled at once,
+	// counted in maximal requests (see inFlight); beyond it 503 with Retry-After.
+	// DefaultMaxInFlight when 0. Reads, stops and cancels carry no body and are not counted.
+	MaxInFlight int
 }
 
 // Route is one registered route: its method and its httprouter path pattern (":name" for a
@@ -143,9 +159,21 @@ func newRouter(logger lager.Logger) *Router {
 	return r
 }
 
+// MaxPprofSeconds bounds pprof's ?seconds= (the CPU profile, the trace, and the delta of a named
+// profile): the ops server's write timeout is set to cover it, so that no request holds a
+// connection longer than that.
+const MaxPprofSeconds = 30
+
 // servePprof serves Go's profiles: the index, every named profile (heap, goroutine, allocs, ...),
-// and the CPU profile, trace, symbol and cmdline endpoints.
+// and the CPU profile, trace, symbol and cmdline endpoints. A ?seconds= beyond MaxPprofSeconds
+// is refused with 400.
 func servePprof(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	if s := r.URL.Query().Get("seconds"); s != "" {
+		if n, err := strconv.ParseFloat(s, 64); err != nil || n < 0 || n > MaxPprofSeconds {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("seconds must be a number from 0 to %d, got %q", MaxPprofSeconds, s))
+			return
+		}
+	}
 	switch ps.ByName("name") {
 	case "/profile":
 		pprof.Profile(w, r)
@@ -171,7 +199,12 @@ func New(cfg Config) *Router {
 	}
 	lrp := &lrpHandler{bifrost: cfg.LRP, logger: cfg.Logger, maxBody: cfg.MaxBodyBytes, writeTimeout: cfg.WriteTimeout}
 	lrp.versioned, _ = cfg.LRP.(VersionedLRPLister)
-	health := &healthHandler{readiness: cfg.Readiness, logger: cfg.Logger}
+	health := &healthHandler{readiness: cachedReadiness(cfg.Readiness), logger: cfg.Logger}
+
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	bodies := newInFlight(cfg.MaxInFlight, cfg.MaxBodyBytes)
 
 	r := newRouter(cfg.Logger)
 	route := func(method, path string, handle httprouter.Handle) {
@@ -179,21 +212,21 @@ func New(cfg Config) *Router {
 	}
 	// httprouter needs one name for a path segment across routes: ":guid" is the process guid
 	// on desire and update, and the CC process guid elsewhere.
-	route(http.MethodPut, "/apps/:guid", lrp.desire)
+	route(http.MethodPut, "/apps/:guid", bodies.limit(writeError, lrp.desire))
 	route(http.MethodGet, "/apps", lrp.list)
 	route(http.MethodGet, "/apps/:guid/:version", lrp.get)
-	route(http.MethodPost, "/apps/:guid", lrp.update)
+	route(http.MethodPost, "/apps/:guid", bodies.limit(writeError, lrp.update))
 	route(http.MethodPut, "/apps/:guid/:version/stop", lrp.stop)
 	route(http.MethodPut, "/apps/:guid/:version/stop/:index", lrp.stopInstance)
 	route(http.MethodGet, "/apps/:guid/:version/instances", lrp.instances)
 	if cfg.Staging != nil {
 		stage := &stageHandler{bifrost: cfg.Staging, logger: cfg.Logger, maxBody: cfg.MaxBodyBytes, writeTimeout: cfg.WriteTimeout}
-		route(http.MethodPost, "/stage/:staging_guid", stage.stage)
+		route(http.MethodPost, "/stage/:staging_guid", bodies.limit(writeMessageError, stage.stage))
 	}
 	if cfg.Task != nil {
 		task := &taskHandler{bifrost: cfg.Task, logger: cfg.Logger, maxBody: cfg.MaxBodyBytes, writeTimeout: cfg.WriteTimeout}
 		task.versioned, _ = cfg.Task.(VersionedTaskLister)
-		route(http.MethodPost, "/tasks/:task_guid", task.desire)
+		route(http.MethodPost, "/tasks/:task_guid", bodies.limit(writeMessageError, task.desire))
 		route(http.MethodGet, "/tasks/:task_guid", task.get)
 		route(http.MethodGet, "/tasks", task.list)
 		route(http.MethodDelete, "/tasks/:task_guid", task.cancel)
@@ -210,6 +243,7 @@ func New(cfg Config) *Router {
 
 // OpsConfig is what NewOps needs.
 type OpsConfig struct {
+	// Readiness answers /readyz, at most once every ReadinessPeriod.
 	Readiness ReadinessChecker
 	Logger    lager.Logger
 	// Metrics, when set, is served at GET /metrics.
@@ -223,7 +257,7 @@ type OpsConfig struct {
 // Prometheus reach it without the client certificate the API demands.
 func NewOps(cfg OpsConfig) *Router {
 	r := newRouter(cfg.Logger)
-	health := &healthHandler{readiness: cfg.Readiness, logger: cfg.Logger}
+	health := &healthHandler{readiness: cachedReadiness(cfg.Readiness), logger: cfg.Logger}
 	r.GET("/healthz", health.live)
 	r.GET("/readyz", health.ready)
 	r.GET("/openapi.json", serveOpenAPI)

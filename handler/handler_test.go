@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"time"
 
 	"code.cloudfoundry.org/lager/v3/lagertest"
 	. "github.com/onsi/ginkgo/v2"
@@ -37,14 +38,17 @@ var _ = Describe("Handler", func() {
 		readiness *fakes.FakeReadinessChecker
 		logger    *lagertest.TestLogger
 		server    *httptest.Server
+		now       time.Time // the readiness cache's clock
 	)
 
 	BeforeEach(func() {
 		bifrost = new(fakes.FakeLRPBifrost)
 		readiness = new(fakes.FakeReadinessChecker)
 		logger = lagertest.NewTestLogger("handler")
+		now = time.Unix(1600000000, 0)
 		server = httptest.NewServer(handler.New(handler.Config{
-			LRP: bifrost, Readiness: readiness, Logger: logger, MaxBodyBytes: 4096,
+			LRP: bifrost, Logger: logger, MaxBodyBytes: 4096,
+			Readiness: &handler.CachedReadiness{Checker: readiness, Now: func() time.Time { return now }},
 		}))
 		DeferCleanup(server.Close)
 	})
@@ -340,6 +344,7 @@ var _ = Describe("Handler", func() {
 			status, _ := do("GET", "/readyz", "")
 			Expect(status).To(Equal(http.StatusOK))
 			readiness.ReadyReturns(errors.New("caches not synced"))
+			now = now.Add(handler.ReadinessPeriod)
 			status, body := do("GET", "/readyz", "")
 			Expect(status).To(Equal(http.StatusServiceUnavailable))
 			// The reason is logged, never answered.

@@ -216,6 +216,17 @@ var _ = Describe("The operations router", func() {
 		Expect(body).To(ContainSubstring("goroutine profile"))
 	})
 
+	It("refuses a pprof duration its write timeout would not cover", func() {
+		server := serve(true)
+		status, body := get(server, "/debug/pprof/profile?seconds=3600")
+		Expect(status).To(Equal(http.StatusBadRequest))
+		Expect(body).To(ContainSubstring("seconds must be a number from 0 to 30"))
+		status, _ = get(server, "/debug/pprof/trace?seconds=31")
+		Expect(status).To(Equal(http.StatusBadRequest))
+		status, _ = get(server, "/debug/pprof/goroutine?seconds=nope")
+		Expect(status).To(Equal(http.StatusBadRequest))
+	})
+
 	It("does not serve the API", func() {
 		status, _ := get(serve(false), "/apps")
 		Expect(status).To(Equal(http.StatusNotFound))

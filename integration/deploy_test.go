@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -103,6 +104,16 @@ var _ = Describe("Deploying with the manifests", Ordered, func() {
 		role, err := kube.RbacV1().Roles(deployNamespace).Get(ctx, "opi", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(role.Rules).To(Equal(rbacRules()))
+		// Leases: only opi's own may be read or renewed; create (which cannot name one) is alone.
+		for _, rule := range role.Rules {
+			if slices.Contains(rule.Resources, "leases") {
+				if slices.Equal(rule.Verbs, []string{"create"}) {
+					Expect(rule.ResourceNames).To(BeEmpty())
+				} else {
+					Expect(rule.ResourceNames).To(Equal([]string{"opi-leader"}), "lease rule %v", rule.Verbs)
+				}
+			}
+		}
 		binding, err := kube.RbacV1().RoleBindings(deployNamespace).Get(ctx, "opi", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(binding.RoleRef.Name).To(Equal("opi"))
@@ -143,11 +154,20 @@ var _ = Describe("Deploying with the manifests", Ordered, func() {
 		svc, err := kube.CoreV1().Services(deployNamespace).Get(ctx, "opi", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(svc.Spec.Selector).To(Equal(d.Spec.Selector.MatchLabels))
-		var ports []string
-		for _, p := range svc.Spec.Ports {
-			ports = append(ports, p.Name+"="+p.TargetPort.String())
+		servicePorts := func(svc *corev1.Service) []string {
+			var ports []string
+			for _, p := range svc.Spec.Ports {
+				ports = append(ports, p.Name+"="+p.TargetPort.String())
+			}
+			return ports
 		}
-		Expect(ports).To(ConsistOf("api=api", "ops=ops"))
+		// The Service exposed to CC carries the API only; the ops port has its own, in-cluster one.
+		Expect(servicePorts(svc)).To(ConsistOf("api=api"))
+		opsSvc, err := kube.CoreV1().Services(deployNamespace).Get(ctx, "opi-ops", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(opsSvc.Spec.Type).To(Equal(corev1.ServiceTypeClusterIP))
+		Expect(opsSvc.Spec.Selector).To(Equal(d.Spec.Selector.MatchLabels))
+		Expect(servicePorts(opsSvc)).To(ConsistOf("ops=ops"))
 
 		Expect(os.ReadFile(configFile)).To(ContainSubstring("internal_url:"))
 	})

@@ -81,12 +81,13 @@ var _ = Describe("Mutual TLS", Ordered, func() {
 		}
 		return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: 10 * time.Second}
 	}
-	clientCert := func(signer *testCA) *tls.Certificate {
-		certPEM, keyPEM := signer.issue("cloud-controller", false)
+	clientCertNamed := func(signer *testCA, name string) *tls.Certificate {
+		certPEM, keyPEM := signer.issue(name, false)
 		cert, err := tls.X509KeyPair(certPEM, keyPEM)
 		Expect(err).NotTo(HaveOccurred())
 		return &cert
 	}
+	clientCert := func(signer *testCA) *tls.Certificate { return clientCertNamed(signer, "cloud-controller") }
 
 	BeforeAll(func() {
 		dir := GinkgoT().TempDir()
@@ -102,7 +103,7 @@ var _ = Describe("Mutual TLS", Ordered, func() {
 			URL: "https://" + addr, Namespace: ns,
 			args: []string{"connect", "--kubeconfig", kubeconfig, "--listen", addr, "--namespace", ns, "--create-namespace=false",
 				"--tls-cert", writeFile(dir, "server.pem", serverCert), "--tls-key", writeFile(dir, "server-key.pem", serverKey),
-				"--tls-client-ca", writeFile(dir, "ca.pem", ca.pem)},
+				"--tls-client-ca", writeFile(dir, "ca.pem", ca.pem), "--tls-client-names", "cloud-controller"},
 			client: clientWith(clientCert(ca), 0),
 		}
 		o.start()
@@ -119,6 +120,11 @@ var _ = Describe("Mutual TLS", Ordered, func() {
 	It("refuses a client certificate from another CA", func() {
 		_, err := clientWith(clientCert(other), 0).Get(o.URL + "/apps")
 		Expect(err).To(HaveOccurred())
+	})
+
+	It("refuses, at the handshake, a certificate of the same CA with a name not in tls_client_names", func() {
+		_, err := clientWith(clientCertNamed(ca, "diego-cell"), 0).Get(o.URL + "/apps")
+		Expect(err).To(MatchError(ContainSubstring("bad certificate")))
 	})
 
 	It("refuses a client without a certificate", func() {
@@ -145,5 +151,22 @@ var _ = Describe("Plain HTTP off loopback", func() {
 		session := runOpiOnce("connect", "--kubeconfig", cluster.Kubeconfig(), "--listen", "0.0.0.0:0", "--namespace", "default")
 		Expect(session.ExitCode()).To(Equal(2))
 		Expect(string(session.Err.Contents())).To(ContainSubstring("refusing to serve plain HTTP"))
+	})
+})
+
+var _ = Describe("A non-loopback listen without client certificates", func() {
+	It("is refused unless the operator opts out in so many words", func() {
+		dir := GinkgoT().TempDir()
+		ca := newTestCA("opi-test-ca")
+		cert, key := ca.issue("opi", true)
+		certFile, keyFile := writeFile(dir, "server.pem", cert), writeFile(dir, "server-key.pem", key)
+		for _, args := range [][]string{
+			{"--tls-cert", certFile, "--tls-key", keyFile},
+			{"--plaintext"},
+		} {
+			session := runOpiOnce(append([]string{"connect", "--kubeconfig", cluster.Kubeconfig(), "--listen", "0.0.0.0:0", "--namespace", "default"}, args...)...)
+			Expect(session.ExitCode()).To(Equal(2), "%v", args)
+			Expect(string(session.Err.Contents())).To(ContainSubstring("insecure_skip_client_certificates"), "%v", args)
+		}
 	})
 })

@@ -27,6 +27,9 @@ import (
 	"github.com/opi-bridge/opi/opi"
 )
 
+// leftoverPassword is the credential in a leftover env Secret's VCAP_SERVICES.
+const leftoverPassword = "pX7#qL2v9Rm-wq4Tz"
+
 var _ = Describe("The janitor", func() {
 	var (
 		ctx     context.Context
@@ -52,7 +55,9 @@ var _ = Describe("The janitor", func() {
 				Name: k8s.DeploymentName(l) + "-env", Namespace: namespace, Labels: lrpLabels(l),
 				CreationTimestamp: metav1.NewTime(time.Now().Add(-age)),
 			},
-			Data: map[string][]byte{"VCAP_SERVICES": []byte("leftover-secret-value")},
+			// A value that looks like what it stands for (a service binding's password), so
+			// that a leak spec fails should it reach the log.
+			Data: map[string][]byte{"VCAP_SERVICES": []byte(`{"db":[{"credentials":{"password":"` + leftoverPassword + `"}}]}`)},
 		}
 		created, err := client.CoreV1().Secrets(namespace).Create(ctx, s, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
@@ -109,7 +114,7 @@ var _ = Describe("The janitor", func() {
 			Expect(serviceExists(name)).To(BeFalse())
 			Expect(logger.Buffer()).To(gbytes.Say("deleted-leftover-secret"))
 			Expect(string(logger.Buffer().Contents())).To(ContainSubstring(name + "-env"))
-			Expect(string(logger.Buffer().Contents())).NotTo(ContainSubstring("leftover-secret-value"))
+			Expect(string(logger.Buffer().Contents())).NotTo(ContainSubstring(leftoverPassword))
 		})
 
 		It("deletes only the object it looked at, not a namesake made since", func() {
@@ -244,13 +249,16 @@ var _ = Describe("The janitor", func() {
 			leftoverSecret(lrp, 2*time.Minute)
 			var down atomic.Bool
 			down.Store(true)
+			var fired atomic.Int32
 			md.PrependReactor("list", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
 				if down.Load() {
+					fired.Add(1)
 					return true, nil, connectionRefused
 				}
 				return false, nil, nil
 			})
 			backend.Sweep(ctx)
+			Expect(fired.Load()).To(BeNumerically(">=", 1), "the fault hook fired")
 			Expect(secretExists(name + "-env")).To(BeTrue())
 			down.Store(false)
 			backend.Sweep(ctx)
@@ -388,14 +396,22 @@ var _ = Describe("The janitor", func() {
 	Describe("and a desire racing it (or a stop)", func() {
 		It("recreate the env Secret, owned, when it vanished before the owner patch", func() {
 			backend = start(k8s.Options{})
+			// An unowned Secret of the LRP's (an interrupted desire's) is what the desire
+			// patches to own: a Secret the desire creates itself is created owned, unpatched.
+			leftoverSecret(lrp, time.Minute)
+			var fired atomic.Int32
 			client.PrependReactor("patch", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
-				// The Secret is deleted between its creation and the patch.
-				_ = client.Tracker().Delete(a.GetResource(), namespace, name+"-env")
+				// The Secret is deleted (the janitor, a stop) between the desire's read and its patch.
+				if a.(k8stesting.PatchAction).GetName() == name+"-env" && fired.Add(1) == 1 {
+					Expect(client.Tracker().Delete(a.GetResource(), namespace, name+"-env")).To(Succeed())
+				}
 				return false, nil, nil
 			})
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			Expect(fired.Load()).To(BeNumerically(">=", 1), "the fault hook fired")
 			Expect(metav1.IsControlledBy(getSecret(client, name+"-env"), getDeployment(client, name))).To(BeTrue())
 			Expect(getSecret(client, name+"-env").Data).To(HaveKey("FOO"))
+			Expect(string(getSecret(client, name+"-env").Data["VCAP_SERVICES"])).NotTo(ContainSubstring(leftoverPassword), "created again from the desire, not the leftover")
 		})
 	})
 })

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"sigs.k8s.io/yaml"
@@ -26,6 +27,9 @@ type Config struct {
 	KubernetesConfig `json:"kubernetes"`
 	// MaxBodyBytes bounds request bodies (413 beyond it).
 	MaxBodyBytes int64 `json:"max_body_bytes"`
+	// MaxInFlight bounds the requests with a body handled at once, counted in requests of
+	// MaxBodyBytes (smaller ones by their size); beyond it 503 with Retry-After.
+	MaxInFlight int `json:"max_in_flight"`
 	// ShutdownTimeout bounds how long in-flight requests may finish after SIGTERM.
 	ShutdownTimeout Duration `json:"shutdown_timeout"`
 	// WriteTimeout bounds a write's Kubernetes calls; past it the write answers 503.
@@ -38,6 +42,15 @@ type Config struct {
 	// TLSClientCA, when set, makes opi require client certificates signed by it (mutual TLS, as
 	// CC's opi.client_cert_file / client_key_file / ca_file expect).
 	TLSClientCA string `json:"tls_client_ca"`
+	// TLSClientNames, when set, are the only client certificates opi accepts of those
+	// TLSClientCA signed: a certificate's subject CN or one of its DNS SANs must be in the list
+	// (CC's, e.g. "cloud-controller"), or the handshake fails. Empty: any certificate of that CA
+	// (with CF's shared internal CA, every CF component), which opi warns about at start-up.
+	TLSClientNames []string `json:"tls_client_names"`
+	// InsecureSkipClientCertificates lets opi listen on a non-loopback address without
+	// TLSClientCA, so that anyone who reaches the port may drive opi. Without it such a listen is
+	// refused at start-up (Plaintext does not imply it).
+	InsecureSkipClientCertificates bool `json:"insecure_skip_client_certificates"`
 	// Plaintext allows serving without TLS on a non-loopback address.
 	Plaintext bool `json:"plaintext"`
 	// OpsListen, when set, is the operations listener's address: plain HTTP serving /healthz,
@@ -194,6 +207,7 @@ func DefaultConfig() Config {
 			AppNetworkConfig: defaultAppNetworkConfig(),
 		},
 		MaxBodyBytes:    handler.DefaultMaxBodyBytes,
+		MaxInFlight:     handler.DefaultMaxInFlight,
 		ShutdownTimeout: Duration{15 * time.Second},
 		WriteTimeout:    Duration{handler.DefaultWriteTimeout},
 		LogLevel:        "info",
@@ -257,6 +271,7 @@ func parseFlags(args []string, cfg *Config) (configPath string, err error) {
 	fs.StringVar(&cfg.Namespace, "namespace", cfg.Namespace, "namespace apps run in")
 	fs.BoolVar(&cfg.CreateNamespace, "create-namespace", cfg.CreateNamespace, "create the namespace when missing")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", cfg.MaxBodyBytes, "largest request body accepted")
+	fs.IntVar(&cfg.MaxInFlight, "max-in-flight", cfg.MaxInFlight, "requests with a body handled at once, counted in maximal ones (smaller ones by their size); beyond it 503")
 	fs.Var((*float32Value)(&cfg.KubeQPS), "kube-qps", "API server requests per second")
 	fs.IntVar(&cfg.KubeBurst, "kube-burst", cfg.KubeBurst, "API server request burst")
 	fs.Var(&cfg.ReadWaitTimeout, "read-wait-timeout", "how long a write waits for the cache to reflect it")
@@ -269,6 +284,8 @@ func parseFlags(args []string, cfg *Config) (configPath string, err error) {
 	fs.StringVar(&cfg.TLSCert, "tls-cert", cfg.TLSCert, "server certificate (PEM); serve TLS")
 	fs.StringVar(&cfg.TLSKey, "tls-key", cfg.TLSKey, "server private key (PEM)")
 	fs.StringVar(&cfg.TLSClientCA, "tls-client-ca", cfg.TLSClientCA, "CA (PEM) that client certificates must be signed by (mutual TLS)")
+	fs.Var((*stringList)(&cfg.TLSClientNames), "tls-client-names", "comma-separated names (CN or DNS SAN) of the only client certificates accepted (default: any the client CA signed)")
+	fs.BoolVar(&cfg.InsecureSkipClientCertificates, "insecure-skip-client-certificates", cfg.InsecureSkipClientCertificates, "allow a non-loopback listen without --tls-client-ca: anyone who reaches it may drive opi")
 	fs.BoolVar(&cfg.Plaintext, "plaintext", cfg.Plaintext, "allow plain HTTP on a non-loopback address")
 	fs.StringVar(&cfg.OpsListen, "ops-listen", cfg.OpsListen, "address of the plaintext operations listener (/healthz, /readyz, /metrics)")
 	fs.BoolVar(&cfg.Pprof, "pprof", cfg.Pprof, "serve Go's pprof profiles on the operations listener")
@@ -311,6 +328,22 @@ func (f *float32Value) Set(s string) error {
 	return err
 }
 
+// stringList is a comma-separated list flag; each use replaces the list.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+// Set parses a flag's value ("a,b"); empty names are dropped.
+func (l *stringList) Set(s string) error {
+	*l = nil
+	for _, name := range strings.Split(s, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			*l = append(*l, name)
+		}
+	}
+	return nil
+}
+
 // Validate reports the first configuration mistake.
 func (c Config) Validate() error {
 	host, _, err := net.SplitHostPort(c.Listen)
@@ -334,11 +367,25 @@ func (c Config) Validate() error {
 	if c.TLSCert == "" && !c.Plaintext && !isLoopback(host) {
 		return fmt.Errorf("refusing to serve plain HTTP on %s: give --tls-cert and --tls-key (and --tls-client-ca for mutual TLS), listen on a loopback address, or opt in with --plaintext", c.Listen)
 	}
+	if c.TLSClientCA == "" && !c.InsecureSkipClientCertificates && !isLoopback(host) {
+		return fmt.Errorf("refusing to serve on %s without client certificates: give tls_client_ca (--tls-client-ca, mutual TLS with CC), listen on a loopback address, or opt out with insecure_skip_client_certificates: true (--insecure-skip-client-certificates)", c.Listen)
+	}
+	if len(c.TLSClientNames) > 0 && c.TLSClientCA == "" {
+		return fmt.Errorf("tls_client_names needs tls_client_ca: names are checked on client certificates")
+	}
+	for _, name := range c.TLSClientNames {
+		if name == "" {
+			return fmt.Errorf("tls_client_names must not hold an empty name")
+		}
+	}
 	if c.Namespace == "" {
 		return fmt.Errorf("kubernetes.namespace must not be empty")
 	}
 	if c.MaxBodyBytes <= 0 {
 		return fmt.Errorf("max_body_bytes must be positive")
+	}
+	if c.MaxInFlight <= 0 {
+		return fmt.Errorf("max_in_flight must be positive")
 	}
 	if c.KubeQPS <= 0 || c.KubeBurst <= 0 {
 		return fmt.Errorf("kubernetes.kube_qps and kubernetes.kube_burst must be positive")

@@ -7,6 +7,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/opi-bridge/opi/handler"
 )
 
 var _ = Describe("LoadConfig", func() {
@@ -23,7 +25,8 @@ var _ = Describe("LoadConfig", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(cfg.Listen).To(Equal("127.0.0.1:8085"))
 		Expect(cfg.Namespace).To(Equal("cf-workloads"))
-		Expect(cfg.MaxBodyBytes).To(BeEquivalentTo(10 << 20))
+		Expect(cfg.MaxBodyBytes).To(BeEquivalentTo(2 << 20))
+		Expect(cfg.MaxInFlight).To(Equal(handler.DefaultMaxInFlight))
 		Expect(cfg.KubeQPS).To(BeNumerically(">", 50))
 		Expect(cfg.ReadWaitTimeout.Duration).To(Equal(5 * time.Second))
 		Expect(cfg.CacheSyncTimeout.Duration).To(Equal(time.Minute))
@@ -100,10 +103,32 @@ var _ = Describe("LoadConfig", func() {
 		Entry("empty namespace", []string{"--namespace", ""}, "", "namespace"),
 		Entry("no cache-sync timeout", []string{"--cache-sync-timeout", "0s"}, "", "kubernetes.cache_sync_timeout must be positive"),
 		Entry("pprof without an operations listener", []string{"--pprof"}, "", "pprof needs ops_listen"),
+		Entry("TLS off loopback without a client CA", []string{"--listen", "0.0.0.0:8085", "--tls-cert", "c.pem", "--tls-key", "k.pem"}, "", "refusing to serve on 0.0.0.0:8085 without client certificates"),
+		Entry("plain HTTP off loopback without opting out of client certificates", []string{"--listen", "0.0.0.0:8085", "--plaintext"}, "", "insecure_skip_client_certificates"),
+		Entry("client names without a client CA", []string{"--tls-client-names", "cloud-controller"}, "", "tls_client_names needs tls_client_ca"),
 	)
 
+	It("allows a non-loopback listen without a client CA only when the operator opts out in so many words", func() {
+		_, err := LoadConfig([]string{"--listen", "0.0.0.0:8085", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--insecure-skip-client-certificates"})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = LoadConfig([]string{"--config", writeConfig("listen: 0.0.0.0:8085\ntls_cert: c.pem\ntls_key: k.pem\ninsecure_skip_client_certificates: true\n")})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = LoadConfig([]string{"--listen", "0.0.0.0:8085", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-client-ca", "ca.pem"})
+		Expect(err).NotTo(HaveOccurred())
+	})
+
+	It("reads tls_client_names from the file, and the flag's comma-separated list replaces it", func() {
+		path := writeConfig("tls_cert: c.pem\ntls_key: k.pem\ntls_client_ca: ca.pem\ntls_client_names: [cloud-controller, cc-worker]\n")
+		cfg, err := LoadConfig([]string{"--config", path})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cfg.TLSClientNames).To(Equal([]string{"cloud-controller", "cc-worker"}))
+		cfg, err = LoadConfig([]string{"--config", path, "--tls-client-names", "a, b"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cfg.TLSClientNames).To(Equal([]string{"a", "b"}))
+	})
+
 	It("allows plain HTTP off loopback only when asked", func() {
-		_, err := LoadConfig([]string{"--listen", "0.0.0.0:8085", "--plaintext"})
+		_, err := LoadConfig([]string{"--listen", "0.0.0.0:8085", "--plaintext", "--insecure-skip-client-certificates"})
 		Expect(err).NotTo(HaveOccurred())
 		_, err = LoadConfig([]string{"--listen", "[::1]:8085"})
 		Expect(err).NotTo(HaveOccurred())

@@ -76,6 +76,38 @@ var _ = Describe("The logger", func() {
 		Expect(text).To(ContainSubstring(`"deployment":"dora-0123"`))
 	})
 
+	It("redacts API keys, pw, and Basic and Bearer credentials, in data and in the message text", func() {
+		// Secret-looking values, as a real leak would carry them: a base64 user:password, a
+		// JWT, an API key.
+		basic := "Basic YWRtaW46aHVudGVyMg=="
+		bearer := "Bearer eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJvcGkifQ.c2lnbmF0dXJl"
+		apiKey := "sk_live_51HqLyjWDarjtT1zdp7dc"
+		logger.Info("leak", lager.Data{
+			"api_key":       apiKey,
+			"apikey":        apiKey + "-2",
+			"pw":            "hunter2-Xy9!",
+			"db_pw":         "Tr0ub4dor&3",
+			"header":        basic,
+			"authorization": bearer,
+			"error":         "registry said 401 to " + bearer,
+			"query":         "api_key=" + apiKey + "-3&page=2",
+			// Object names and plain words stay searchable.
+			"secret": "dora-0123-env",
+			"note":   "basic authentication is off",
+		})
+		logger.Session("callback " + basic).Info("sent " + bearer)
+		logger.Info("posted api_key=" + apiKey + "-4")
+		text := out.String()
+		for _, leaked := range []string{"YWRtaW46aHVudGVyMg", "eyJhbGciOiJSUzI1NiJ9", apiKey, "hunter2-Xy9", "Tr0ub4dor"} {
+			Expect(text).NotTo(ContainSubstring(leaked), "reached the log:\n%s", text)
+		}
+		Expect(text).To(ContainSubstring("dora-0123-env"))
+		Expect(text).To(ContainSubstring("basic authentication is off"))
+		logs := lines()
+		Expect(logs[1]["message"]).To(Equal("opi.callback *REDACTED*"), "the message keeps its start")
+		Expect(logs[2]["message"]).To(Equal("opi.posted *REDACTED*"))
+	})
+
 	It("refuses an unknown level", func() {
 		_, err := newLogger(out, "loud")
 		Expect(err).To(HaveOccurred())

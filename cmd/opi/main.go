@@ -224,12 +224,13 @@ func connect(ctx context.Context, cfg Config) error {
 
 	var tlsConfig *tls.Config
 	if cfg.TLSCert != "" {
-		reloader, err := newCertReloader(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA, logger.Session("tls"))
+		reloader, err := newCertReloader(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA, cfg.TLSClientNames, logger.Session("tls"))
 		if err != nil {
 			return err
 		}
 		tlsConfig = reloader.TLSConfig()
 	}
+	warnAboutClients(cfg, logger)
 	listener, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
@@ -240,12 +241,15 @@ func connect(ctx context.Context, cfg Config) error {
 	tasks := &bifrost.Task{Backend: backend, URLs: ccClient, Rules: bifrost.Rules{StrictEnvNames: !cluster.RelaxedEnvNames}, Defaults: bifrost.TaskDefaults{
 		MemoryMB: cfg.TaskDefaults.MemoryMB, DiskMB: cfg.TaskDefaults.DiskMB, CPUWeight: cfg.TaskDefaults.CPUWeight,
 	}}
+	// One readiness cache for both ports: at most one API server request a second for /readyz.
+	readiness := handler.NewCachedReadiness(backend)
 	server := newServer(handler.New(handler.Config{
 		LRP:          &bifrost.LRP{Backend: backend, Rules: bifrost.Rules{StrictEnvNames: !cluster.RelaxedEnvNames}},
 		Task:         tasks,
-		Readiness:    backend,
+		Readiness:    readiness,
 		Logger:       logger.Session("api"),
 		MaxBodyBytes: cfg.MaxBodyBytes,
+		MaxInFlight:  cfg.MaxInFlight,
 		Observer:     m,
 		Metrics:      m.Handler(),
 		WriteTimeout: cfg.WriteTimeout.Duration,
@@ -260,13 +264,9 @@ func connect(ctx context.Context, cfg Config) error {
 		if err != nil {
 			return fmt.Errorf("listen on %s: %w", cfg.OpsListen, err)
 		}
-		ops := newServer(handler.NewOps(handler.OpsConfig{
-			Readiness: backend, Logger: logger.Session("ops"), Metrics: m.Handler(), Pprof: cfg.Pprof,
-		}), cfg.WriteTimeout.Duration)
-		// pprof's CPU profile and trace stream for as long as asked (?seconds=N).
-		if cfg.Pprof {
-			ops.WriteTimeout = 0
-		}
+		ops := newOpsServer(handler.NewOps(handler.OpsConfig{
+			Readiness: readiness, Logger: logger.Session("ops"), Metrics: m.Handler(), Pprof: cfg.Pprof,
+		}))
 		servers = append(servers, ops)
 		go func() { served <- ops.Serve(opsListener) }()
 		logger.Info("ops-listening", lager.Data{"listen": opsListener.Addr().String(), "pprof": cfg.Pprof})
@@ -308,6 +308,23 @@ wait:
 	return failed
 }
 
+// warnAboutClients logs, at start-up, who may drive opi when that is more than CC: any
+// certificate of the client CA (no tls_client_names), or anyone (no client CA at all).
+func warnAboutClients(cfg Config, logger lager.Logger) {
+	switch {
+	case cfg.TLSClientCA != "" && len(cfg.TLSClientNames) == 0:
+		logger.Info("warning-any-client-certificate-accepted", lager.Data{
+			"tls-client-ca": cfg.TLSClientCA,
+			"note":          "tls_client_names is empty: any certificate the client CA signed may drive opi; name CC's certificate in tls_client_names",
+		})
+	case cfg.TLSClientCA == "" && cfg.InsecureSkipClientCertificates:
+		logger.Info("warning-no-client-certificates", lager.Data{
+			"listen": cfg.Listen,
+			"note":   "insecure_skip_client_certificates is on: anyone who reaches the listen address may drive opi",
+		})
+	}
+}
+
 // ensureNamespaceTimeout bounds the namespace check (and its creation) at start-up.
 const ensureNamespaceTimeout = 20 * time.Second
 
@@ -321,6 +338,16 @@ const (
 	// deadline still answers 503, and GET /apps streams megabytes at thousands of apps.
 	writeSlack = 30 * time.Second
 )
+
+// opsWriteTimeout bounds each answer of the ops server: pprof's longest (a CPU profile or trace
+// of handler.MaxPprofSeconds) plus writeSlack to send it. Probes and /metrics take milliseconds.
+const opsWriteTimeout = handler.MaxPprofSeconds*time.Second + writeSlack
+
+// newOpsServer is the operations listener's HTTP server: newServer's bounds on slow clients,
+// and a write timeout that covers pprof's longest profile (and nothing longer).
+func newOpsServer(h http.Handler) *http.Server {
+	return newServer(h, opsWriteTimeout-writeSlack)
+}
 
 // newServer is an HTTP server for h that bounds slow clients. Its WriteTimeout (counted from
 // the end of the request's headers) covers the write timeout of the handler's backend calls

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"os"
+	"slices"
 
 	"code.cloudfoundry.org/lager/v3"
 
@@ -16,12 +17,17 @@ import (
 // the last one that loaded.
 type certReloader struct {
 	certFile, keyFile, clientCAFile string
-	files                           *tlsfiles.Reloader[*tls.Config]
+	// clientNames, when not empty, are the subject CNs or DNS SANs a client certificate must
+	// have one of (tls_client_names).
+	clientNames []string
+	logger      lager.Logger
+	files       *tlsfiles.Reloader[*tls.Config]
 }
 
-// newCertReloader loads the files once; a failure here is a start-up error.
-func newCertReloader(certFile, keyFile, clientCAFile string, logger lager.Logger) (*certReloader, error) {
-	r := &certReloader{certFile: certFile, keyFile: keyFile, clientCAFile: clientCAFile}
+// newCertReloader loads the files once; a failure here is a start-up error. clientNames (only
+// with a clientCAFile) limit the client certificates accepted to those naming one of them.
+func newCertReloader(certFile, keyFile, clientCAFile string, clientNames []string, logger lager.Logger) (*certReloader, error) {
+	r := &certReloader{certFile: certFile, keyFile: keyFile, clientCAFile: clientCAFile, clientNames: clientNames, logger: logger}
 	files := []string{certFile, keyFile}
 	if clientCAFile != "" {
 		files = append(files, clientCAFile)
@@ -62,6 +68,24 @@ func (r *certReloader) load() (*tls.Config, error) {
 		}
 		cfg.ClientCAs = pool
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+		if len(r.clientNames) > 0 {
+			cfg.VerifyConnection = r.verifyClientName
+		}
 	}
 	return cfg, nil
+}
+
+// verifyClientName refuses, at the handshake (the client sees a bad-certificate alert), a
+// client certificate that the client CA signed but that names none of clientNames in its
+// subject CN or its DNS SANs. It runs after the chain was verified.
+func (r *certReloader) verifyClientName(cs tls.ConnectionState) error {
+	if len(cs.PeerCertificates) == 0 {
+		return fmt.Errorf("no client certificate")
+	}
+	leaf := cs.PeerCertificates[0]
+	if slices.Contains(r.clientNames, leaf.Subject.CommonName) || slices.ContainsFunc(leaf.DNSNames, func(n string) bool { return slices.Contains(r.clientNames, n) }) {
+		return nil
+	}
+	r.logger.Info("client-certificate-refused", lager.Data{"cn": leaf.Subject.CommonName, "dns-names": leaf.DNSNames, "allowed": r.clientNames})
+	return fmt.Errorf("client certificate %q is not one of tls_client_names", leaf.Subject.CommonName)
 }

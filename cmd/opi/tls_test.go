@@ -80,8 +80,8 @@ var _ = Describe("Certificate rotation", func() {
 		logger = lagertest.NewTestLogger("tls")
 	})
 
-	start := func() {
-		reloader, err := newCertReloader(certFile, keyFile, caFile, logger)
+	startWith := func(clientNames []string) {
+		reloader, err := newCertReloader(certFile, keyFile, caFile, clientNames, logger)
 		Expect(err).NotTo(HaveOccurred())
 		listener, err := net.Listen("tcp", "127.0.0.1:0")
 		Expect(err).NotTo(HaveOccurred())
@@ -90,6 +90,7 @@ var _ = Describe("Certificate rotation", func() {
 		go func() { _ = server.Serve(tls.NewListener(listener, reloader.TLSConfig())) }()
 		DeferCleanup(server.Close)
 	}
+	start := func() { startWith(nil) }
 
 	It("serves the rotated server certificate and client CA without a restart", func() {
 		start()
@@ -129,9 +130,65 @@ var _ = Describe("Certificate rotation", func() {
 		Expect(err).To(HaveOccurred(), "the second server certificate is not signed by the first CA")
 	})
 
+	Describe("with tls_client_names", func() {
+		client := func(name string, dnsNames ...string) pki.Pair {
+			pair, err := firstCA.Client(name, dnsNames...)
+			Expect(err).NotTo(HaveOccurred())
+			return pair
+		}
+
+		It("accepts a certificate of the client CA only when its CN or a DNS SAN is listed, refusing others at the handshake", func() {
+			startWith([]string{"cloud-controller", "cc.service.cf.internal"})
+
+			_, err := handshake(firstCA, client("cloud-controller"))
+			Expect(err).NotTo(HaveOccurred(), "CN listed")
+			_, err = handshake(firstCA, client("api-worker", "cc.service.cf.internal"))
+			Expect(err).NotTo(HaveOccurred(), "DNS SAN listed")
+
+			_, err = handshake(firstCA, client("diego-cell", "cell.service.cf.internal"))
+			Expect(err).To(MatchError(ContainSubstring("bad certificate")), "same CA, another name")
+			Expect(logger.Buffer()).To(gbytes.Say("client-certificate-refused"))
+		})
+
+		It("keeps checking the names after a rotation of the client CA", func() {
+			startWith([]string{"cloud-controller"})
+			secondCA, _, _ := issue("second")
+			replace(caFile, secondCA.CertPEM)
+			other, err := secondCA.Client("diego-cell")
+			Expect(err).NotTo(HaveOccurred())
+			cc, err := secondCA.Client("cloud-controller")
+			Expect(err).NotTo(HaveOccurred())
+
+			_, err = handshake(firstCA, cc)
+			Expect(err).NotTo(HaveOccurred())
+			_, err = handshake(firstCA, other)
+			Expect(err).To(HaveOccurred())
+		})
+	})
+
 	It("refuses to start without loadable files", func() {
 		Expect(os.WriteFile(keyFile, []byte("not a key"), 0o600)).To(Succeed())
-		_, err := newCertReloader(certFile, keyFile, caFile, logger)
+		_, err := newCertReloader(certFile, keyFile, caFile, nil, logger)
 		Expect(err).To(MatchError(ContainSubstring("load tls certificate")))
+	})
+})
+
+var _ = Describe("The start-up warning about clients", func() {
+	It("says that any certificate of the client CA is accepted when tls_client_names is empty", func() {
+		logger := lagertest.NewTestLogger("opi")
+		warnAboutClients(Config{TLSClientCA: "/etc/opi/tls/ca.crt"}, logger)
+		Expect(logger.Buffer()).To(gbytes.Say("warning-any-client-certificate-accepted"))
+	})
+
+	It("says nothing when the client names are listed", func() {
+		logger := lagertest.NewTestLogger("opi")
+		warnAboutClients(Config{TLSClientCA: "/etc/opi/tls/ca.crt", TLSClientNames: []string{"cloud-controller"}}, logger)
+		Expect(logger.Buffer().Contents()).To(BeEmpty())
+	})
+
+	It("says that anyone may drive opi when client certificates are skipped", func() {
+		logger := lagertest.NewTestLogger("opi")
+		warnAboutClients(Config{Listen: "0.0.0.0:8085", InsecureSkipClientCertificates: true}, logger)
+		Expect(logger.Buffer()).To(gbytes.Say("warning-no-client-certificates"))
 	})
 })

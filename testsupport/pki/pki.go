@@ -73,10 +73,11 @@ func (ca *CA) Server(name string, hosts ...string) (Pair, error) {
 	return ca.sign(tmpl)
 }
 
-// Client issues a client certificate named name.
-func (ca *CA) Client(name string) (Pair, error) {
+// Client issues a client certificate named name (its subject CN), with dnsNames as its DNS SANs.
+func (ca *CA) Client(name string, dnsNames ...string) (Pair, error) {
 	tmpl := ca.template(name)
 	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	tmpl.DNSNames = dnsNames
 	return ca.sign(tmpl)
 }
 
