@@ -2,6 +2,8 @@ package k8s
 
 import (
 	"context"
+	"errors"
+	"strconv"
 	"sync"
 	"time"
 
@@ -21,6 +23,23 @@ import (
 // DefaultStagingWorkers is how many stagings the leader works on at once. A worker may wait
 // long on an unresponsive registry or CC (each bounded), so there are a few.
 const DefaultStagingWorkers = 4
+
+// Bounds of a staging (Options.StagingMaxAttempts, StagingMaxAge).
+const (
+	DefaultStagingMaxAttempts = 5
+	DefaultStagingMaxAge      = 15 * time.Minute
+)
+
+// StagingAbandonedReason is what CC is told of a staging settled at its bounds.
+const StagingAbandonedReason = "staging gave up reading the image after repeated attempts"
+
+var errStagingBounds = errors.New("staging record at its bounds")
+
+// stagingBounds are the most read attempts and the greatest age of a staging record.
+type stagingBounds struct {
+	attempts int
+	age      time.Duration
+}
 
 // stagingWorker is one leadership term's staging work: an informer on the staging Secrets (only
 // the leader watches them) feeding a workqueue of Secret keys.
@@ -114,6 +133,11 @@ func (w *stagingWorker) work(ctx context.Context) {
 // process settles one staging: read the image's configuration, tell CC, delete the record. An
 // error means the staging is still owed (the record stays and the key comes back).
 func (w *stagingWorker) process(ctx context.Context, key string) error {
+	if err := ctx.Err(); err != nil {
+		// The leadership ended: a key still queued (a shut-down queue hands out what it
+		// holds) is the next leader's.
+		return err
+	}
 	obj, exists, err := w.informer.GetIndexer().GetByKey(key)
 	if err != nil || !exists {
 		return err
@@ -140,15 +164,34 @@ func (w *stagingWorker) process(ctx context.Context, key string) error {
 		Image:       pending.image,
 		OwedSince:   pending.acceptedAt,
 	}
-	cfg, err := w.b.imageReader.ReadImageConfig(ctx, pending.image, pending.registry)
-	switch {
-	case err != nil && ctx.Err() != nil:
-		return err
-	case err != nil:
-		logger.Info("image-unreadable", lager.Data{"reason": err.Error()})
-		completion.FailureReason = err.Error()
-	default:
-		completion.Config = cfg
+	bounds := w.b.stagingBounds
+	if age := time.Since(pending.acceptedAt); pending.attempts >= bounds.attempts || age > bounds.age {
+		// Settled without reading: a read that cannot complete (or kills opi) is not tried
+		// forever.
+		logger.Error("staging-abandoned", errStagingBounds, lager.Data{"attempts": pending.attempts, "age": age.Round(time.Second).String(),
+			"max-attempts": bounds.attempts, "max-age": bounds.age.String()})
+		completion.FailureReason = StagingAbandonedReason
+	} else {
+		// Counted before the read starts, on the record as the cache has it (a stale copy
+		// conflicts and comes back): the next leader sees it even if this read kills opi.
+		if err := w.countAttempt(ctx, secret, pending.attempts+1); err != nil {
+			return err
+		}
+		cfg, err := w.b.imageReader.ReadImageConfig(ctx, pending.image, pending.registry)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return err
+		case err != nil:
+			data := lager.Data{"reason": err.Error(), "attempt": pending.attempts + 1}
+			var detailed interface{ Detail() string }
+			if errors.As(err, &detailed) {
+				data["detail"] = detailed.Detail()
+			}
+			logger.Info("image-unreadable", data)
+			completion.FailureReason = err.Error()
+		default:
+			completion.Config = cfg
+		}
 	}
 	if err := w.b.stagingNotifier.StagingCompleted(ctx, completion); err != nil {
 		return err
@@ -158,6 +201,20 @@ func (w *stagingWorker) process(ctx context.Context, key string) error {
 	w.settled[secret.UID] = true
 	w.mu.Unlock()
 	return w.remove(ctx, logger, secret)
+}
+
+// countAttempt records on the staging Secret that attempt is begun. It updates the copy it was
+// given: a record changed since (another leader's count) conflicts.
+func (w *stagingWorker) countAttempt(ctx context.Context, secret *corev1.Secret, attempt int) error {
+	counted := secret.DeepCopy()
+	if counted.Annotations == nil {
+		counted.Annotations = map[string]string{}
+	}
+	counted.Annotations[AnnotationStagingAttempts] = strconv.Itoa(attempt)
+	if _, err := w.b.client.CoreV1().Secrets(secret.Namespace).Update(ctx, counted, metav1.UpdateOptions{}); err != nil {
+		return apiError(err, "count the attempt of staging record "+secret.Name)
+	}
+	return nil
 }
 
 // remove deletes the record it was given (not a namesake made since: the uid is a
