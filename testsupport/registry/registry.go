@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -55,9 +56,10 @@ type Registry struct {
 	// Host is host:port, the registry part of image references (e.g. 127.0.0.1:5000).
 	Host string
 
-	opts     Options
-	server   *http.Server
-	listener net.Listener
+	opts        Options
+	server      *http.Server
+	listener    net.Listener
+	connections atomic.Int64
 }
 
 // Start starts a registry.
@@ -80,11 +82,20 @@ func Start(opts Options) (*Registry, error) {
 		Host:     listener.Addr().String(),
 		opts:     opts,
 		listener: listener,
-		server:   &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second},
 	}
+	r.server = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
+		ConnState: func(_ net.Conn, state http.ConnState) {
+			if state == http.StateNew {
+				r.connections.Add(1)
+			}
+		}}
 	go func() { _ = r.server.Serve(listener) }()
 	return r, nil
 }
+
+// Connections is how many connections the registry accepted (whether or not a request
+// followed): a spec that must not reach it checks this.
+func (r *Registry) Connections() int64 { return r.connections.Load() }
 
 // AllowedCIDR is the one address opi must allow for registries (opi refuses loopback
 // registries unless allowed).
