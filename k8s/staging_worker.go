@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strconv"
 	"sync"
@@ -83,7 +84,14 @@ func (b *Backend) runStaging(ctx context.Context) {
 	}
 	if _, err := w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		UpdateFunc: func(old, obj any) {
+			// A changed attempt count is the worker's own doing (countAttempt), while it works
+			// on the record: nothing new to work on.
+			if attemptsOf(old) != attemptsOf(obj) {
+				return
+			}
+			enqueue(obj)
+		},
 		DeleteFunc: w.forget,
 	}); err != nil {
 		w.logger.Error("add-event-handler", err)
@@ -109,6 +117,14 @@ func (b *Backend) runStaging(ctx context.Context) {
 	w.queue.ShutDown()
 	wg.Wait()
 	w.logger.Info("stopped")
+}
+
+// attemptsOf is obj's attempt count annotation, as written.
+func attemptsOf(obj any) string {
+	if m, ok := obj.(metav1.Object); ok {
+		return m.GetAnnotations()[AnnotationStagingAttempts]
+	}
+	return ""
 }
 
 // work processes keys until the queue shuts down.
@@ -203,15 +219,18 @@ func (w *stagingWorker) process(ctx context.Context, key string) error {
 	return w.remove(ctx, logger, secret)
 }
 
-// countAttempt records on the staging Secret that attempt is begun. It updates the copy it was
-// given: a record changed since (another leader's count) conflicts.
+// countAttempt records on the staging Secret that attempt is begun: a merge patch with the
+// resource version of the copy it was given as a precondition, so that a record changed since
+// (another leader's count) conflicts. (A patch: opi's Role may not update Secrets.)
 func (w *stagingWorker) countAttempt(ctx context.Context, secret *corev1.Secret, attempt int) error {
-	counted := secret.DeepCopy()
-	if counted.Annotations == nil {
-		counted.Annotations = map[string]string{}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": secret.ResourceVersion,
+		"annotations":     map[string]string{AnnotationStagingAttempts: strconv.Itoa(attempt)},
+	}})
+	if err != nil {
+		return err
 	}
-	counted.Annotations[AnnotationStagingAttempts] = strconv.Itoa(attempt)
-	if _, err := w.b.client.CoreV1().Secrets(secret.Namespace).Update(ctx, counted, metav1.UpdateOptions{}); err != nil {
+	if _, err := w.b.client.CoreV1().Secrets(secret.Namespace).Patch(ctx, secret.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return apiError(err, "count the attempt of staging record "+secret.Name)
 	}
 	return nil
