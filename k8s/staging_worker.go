@@ -83,7 +83,7 @@ func (b *Backend) runStaging(ctx context.Context) {
 		}
 	}
 	if _, err := w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
+		AddFunc: enqueue,
 		UpdateFunc: func(old, obj any) {
 			// A changed attempt count is the worker's own doing (countAttempt), while it works
 			// on the record: nothing new to work on.
