@@ -145,19 +145,17 @@ func configOf(img v1.Image) (*opi.ImageConfig, error) {
 	return cfg, nil
 }
 
-// reason is the sentence for a failed read: what the transport saw first (a refused address,
-// a body past its limit), then the registry's answer.
+// reason is the sentence for a failed read: a body past its limit, a refused address, the
+// registry's answer, what the transport saw (an address refused on the way), a timeout.
 func reason(state *readState, withCredentials bool, readErr, err error) string {
 	var terr *transport.Error
 	var netErr net.Error
 	var urlErr *url.Error
 	switch {
-	case state.refused.Load() || errors.Is(err, errNotAllowed):
-		return ReasonNotAllowed
 	case state.tooLarge.Load() || errors.Is(err, errTooLarge):
 		return ReasonTooLarge
-	case readErr != nil:
-		return ReasonUnreachable
+	case errors.Is(err, errNotAllowed):
+		return ReasonNotAllowed
 	case errors.As(err, &terr) && isUnauthorized(terr):
 		if withCredentials {
 			return ReasonCredentialsRefused
@@ -167,7 +165,11 @@ func reason(state *readState, withCredentials bool, readErr, err error) string {
 		return ReasonNotFound
 	case errors.As(err, &terr):
 		return ReasonRegistryFailed
-	case errors.As(err, &netErr), errors.As(err, &urlErr):
+	case state.refused.Load():
+		// A refused dial whose error go-containerregistry did not keep (it joins the
+		// attempts of its ping, for one): no answer came, and an address was refused.
+		return ReasonNotAllowed
+	case readErr != nil, errors.As(err, &netErr), errors.As(err, &urlErr):
 		return ReasonUnreachable
 	default:
 		// Not an image go-containerregistry can read (a media type it does not know, no
