@@ -25,6 +25,13 @@ import (
 	"github.com/opi-bridge/opi/opi"
 )
 
+// loopbackAllowed is the policy the specs read their loopback registries with.
+func loopbackAllowed() *imageconfig.AddressPolicy {
+	allowed, err := imageconfig.ParseCIDRs([]string{"127.0.0.0/8"})
+	Expect(err).NotTo(HaveOccurred())
+	return imageconfig.NewAddressPolicy(allowed, nil)
+}
+
 var _ = Describe("Reader", func() {
 	var (
 		ctx    context.Context
@@ -74,7 +81,7 @@ var _ = Describe("Reader", func() {
 
 	BeforeEach(func() {
 		ctx = context.Background()
-		reader = &imageconfig.Reader{}
+		reader = &imageconfig.Reader{Policy: loopbackAllowed()}
 	})
 
 	It("reads cmd, entrypoint, working dir, user and the exposed ports ordered by number", func() {
@@ -132,12 +139,12 @@ var _ = Describe("Reader", func() {
 
 		It("says the credentials were refused, without naming them", func() {
 			_, err := reader.ReadImageConfig(ctx, image, &opi.PrivateRegistry{Username: "stager", Password: "wrong-pw"})
-			Expect(err).To(MatchError("registry refused the credentials for " + image))
+			Expect(err).To(MatchError(imageconfig.ReasonCredentialsRefused))
 		})
 
 		It("says credentials are required when none were given", func() {
 			_, err := reader.ReadImageConfig(ctx, image, nil)
-			Expect(err).To(MatchError("registry requires credentials for " + image))
+			Expect(err).To(MatchError(imageconfig.ReasonCredentialsRequired))
 		})
 	})
 
@@ -146,9 +153,9 @@ var _ = Describe("Reader", func() {
 		push(host+"/sample/app:v1", sampleConfig, authn.Anonymous)
 
 		_, err := reader.ReadImageConfig(ctx, host+"/sample/app:v2", nil)
-		Expect(err).To(MatchError("image " + host + "/sample/app:v2 not found"))
+		Expect(err).To(MatchError(imageconfig.ReasonNotFound))
 		_, err = reader.ReadImageConfig(ctx, host+"/nobody/here:latest", nil)
-		Expect(err).To(MatchError("image " + host + "/nobody/here:latest not found"))
+		Expect(err).To(MatchError(imageconfig.ReasonNotFound))
 	})
 
 	It("says a registry that is down is unreachable", func() {
@@ -157,7 +164,7 @@ var _ = Describe("Reader", func() {
 		server.Close()
 
 		_, err := reader.ReadImageConfig(ctx, host+"/sample/app:v1", nil)
-		Expect(err).To(MatchError("registry of " + host + "/sample/app:v1 is unreachable"))
+		Expect(err).To(MatchError(imageconfig.ReasonUnreachable))
 	})
 
 	It("says a registry that does not answer in time did not answer", func() {
@@ -169,7 +176,7 @@ var _ = Describe("Reader", func() {
 		reader.Timeout = 300 * time.Millisecond
 
 		_, err := reader.ReadImageConfig(ctx, host+"/sample/app:v1", nil)
-		Expect(err).To(MatchError("registry of " + host + "/sample/app:v1 did not answer within 300ms"))
+		Expect(err).To(MatchError(imageconfig.ReasonUnreachable))
 	})
 
 	It("returns the context's error when the caller's context ends first", func() {
@@ -181,15 +188,14 @@ var _ = Describe("Reader", func() {
 		Expect(err).To(MatchError(context.Canceled))
 	})
 
-	It("keeps a long message short", func() {
-		image := serve("", "") + "/" + strings.Repeat("a", 300) + ":v1"
+	It("says a fixed sentence whatever the reference, never the reference itself", func() {
+		image := serve("", "") + "/" + strings.Repeat("a", 120) + "/app:v1"
 		_, err := reader.ReadImageConfig(ctx, image, nil)
-		Expect(err).To(HaveOccurred())
-		Expect(len(err.Error())).To(BeNumerically("<=", 255))
+		Expect(err).To(MatchError(imageconfig.ReasonNotFound))
 	})
 
 	It("rejects what is not an image reference", func() {
 		_, err := reader.ReadImageConfig(ctx, "UPPER/Case::bad", nil)
-		Expect(err).To(MatchError(`image "UPPER/Case::bad" is not a valid image reference`))
+		Expect(err).To(MatchError(imageconfig.ReasonNotAnImage))
 	})
 })

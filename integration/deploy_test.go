@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"github.com/onsi/gomega/gbytes"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -206,6 +208,29 @@ var _ = Describe("Deploying with the manifests", Ordered, func() {
 		o.start()
 		return o, "http://" + opsAddr
 	}
+
+	It("gives opi's own pods a NetworkPolicy: out to DNS, the API server, CC and registries; in to the api and ops ports", func() {
+		np, err := kube.NetworkingV1().NetworkPolicies(deployNamespace).Get(context.Background(), "opi", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(np.Spec.PodSelector.MatchLabels).To(Equal(map[string]string{"app.kubernetes.io/name": "opi"}))
+		Expect(np.Spec.PolicyTypes).To(ConsistOf(networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress))
+		portsOf := func(rules []networkingv1.NetworkPolicyPort) []string {
+			var out []string
+			for _, p := range rules {
+				out = append(out, fmt.Sprintf("%s/%s", *p.Protocol, p.Port.String()))
+			}
+			return out
+		}
+		var egress, ingress []string
+		for _, r := range np.Spec.Egress {
+			egress = append(egress, portsOf(r.Ports)...)
+		}
+		for _, r := range np.Spec.Ingress {
+			ingress = append(ingress, portsOf(r.Ports)...)
+		}
+		Expect(egress).To(ConsistOf("UDP/53", "TCP/53", "TCP/443", "TCP/6443", "TCP/9023", "TCP/5000"))
+		Expect(ingress).To(ConsistOf("TCP/8085", "TCP/8086"))
+	})
 
 	It("runs opi with the in-cluster configuration and only the Role's rights", func() {
 		o, ops := startInCluster()

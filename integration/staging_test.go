@@ -34,6 +34,7 @@ var _ = Describe("Docker staging", Ordered, func() {
 		o                   *opiServer
 		cc                  *ccstandin.Server
 		public, private     *registry.Registry
+		hostile             *registry.Registry
 		publicRef, privRef  string
 		expectedExecutionMD string
 	)
@@ -90,8 +91,14 @@ var _ = Describe("Docker staging", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		expectedExecutionMD = `{"cmd":["--port","8080"],"entrypoint":["/bin/hello"],"workdir":"/srv","user":"1000","ports":[{"Port":8080,"Protocol":"tcp"},{"Port":9090,"Protocol":"udp"}]}`
 
-		o = startOpi(newNamespace(), append(cc.OpiArgs(),
-			"--leader-lease-duration", "4s", "--leader-renew-deadline", "3s", "--leader-retry-period", "1s")...)
+		hostile, err = registry.Start(registry.Options{Hostile: registry.EndlessConfig})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(hostile.Close)
+
+		o = startOpi(newNamespace(), append(append(cc.OpiArgs(),
+			"--leader-lease-duration", "4s", "--leader-renew-deadline", "3s", "--leader-retry-period", "1s"),
+			// Loopback registries are refused unless allowed: these are, explicitly.
+			registry.OpiArgs(public, private, hostile)...)...)
 	})
 
 	successBody := func(image string) string {
@@ -133,7 +140,7 @@ var _ = Describe("Docker staging", Ordered, func() {
 		guid := fixture.NewGUID()
 		stage(guid, stagingBody(guid, privRef, registryUser, "wrong-pw", callbackURL(guid)))
 
-		Expect(accepted(guid)).To(MatchJSON(`{"error":{"id":"StagingError","message":"registry refused the credentials for ` + privRef + `"}}`))
+		Expect(accepted(guid)).To(MatchJSON(`{"error":{"id":"StagingError","message":"the image's registry refused the credentials"}}`))
 		Eventually(stagingRecords).Should(BeEmpty())
 	})
 
@@ -142,7 +149,33 @@ var _ = Describe("Docker staging", Ordered, func() {
 		unknown := public.Host + "/sample/hello:nope"
 		stage(guid, stagingBody(guid, unknown, "", "", callbackURL(guid)))
 
-		Expect(accepted(guid)).To(MatchJSON(`{"error":{"id":"StagingError","message":"image ` + unknown + ` not found"}}`))
+		Expect(accepted(guid)).To(MatchJSON(`{"error":{"id":"StagingError","message":"the image was not found"}}`))
+	})
+
+	It("tells CC the image is too large when a registry declares a 1 TiB config and streams it without end, and stays up", func() {
+		guid := fixture.NewGUID()
+		stage(guid, stagingBody(guid, hostile.Host+"/huge/config:v1", "", "", callbackURL(guid)))
+
+		Expect(accepted(guid)).To(MatchJSON(`{"error":{"id":"StagingError","message":"the image's manifest or configuration is too large"}}`))
+		Eventually(stagingRecords).Should(BeEmpty())
+		status, _ := o.call("GET", "/apps", "")
+		Expect(status).To(Equal(http.StatusOK))
+	})
+
+	It("tells CC the registry is not allowed for an address opi is not allowed to reach, without contacting it", func() {
+		// 127.0.0.2 is loopback, outside the one address each registry above is allowed.
+		probe, err := registry.Start(registry.Options{Addr: "127.0.0.2:0"})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(probe.Close)
+		image := probe.Host + "/sample/hello:v1"
+		metadataRef := "169.254.169.254/latest/meta-data:v1"
+
+		for _, ref := range []string{image, metadataRef} {
+			guid := fixture.NewGUID()
+			stage(guid, stagingBody(guid, ref, "", "", callbackURL(guid)))
+			Expect(accepted(guid)).To(MatchJSON(`{"error":{"id":"StagingError","message":"the image's registry is not allowed"}}`))
+		}
+		Expect(probe.Connections()).To(BeZero())
 	})
 
 	It("answers a buildpack staging with 400 and writes nothing", func() {

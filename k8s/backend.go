@@ -101,6 +101,12 @@ type Options struct {
 	ImageReader     opi.ImageReader
 	StagingNotifier opi.StagingNotifier
 	StagingWorkers  int
+	// StagingMaxAttempts and StagingMaxAge bound a staging: a record read that many times
+	// (each attempt counted on the record before its read starts), or older than that, is
+	// settled as a failure without reading (defaults DefaultStagingMaxAttempts,
+	// DefaultStagingMaxAge). No record can crash-loop opi.
+	StagingMaxAttempts int
+	StagingMaxAge      time.Duration
 }
 
 // Defaults of Options.
@@ -173,6 +179,7 @@ type Backend struct {
 	imageReader     opi.ImageReader
 	stagingNotifier opi.StagingNotifier
 	stagingWorkers  int
+	stagingBounds   stagingBounds
 
 	// leaderWork is what one replica of opi does for all of them; see RunLeaderWork.
 	leaderWork []leaderTask
@@ -207,6 +214,12 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 	if opts.StagingWorkers <= 0 {
 		opts.StagingWorkers = DefaultStagingWorkers
 	}
+	if opts.StagingMaxAttempts <= 0 {
+		opts.StagingMaxAttempts = DefaultStagingMaxAttempts
+	}
+	if opts.StagingMaxAge <= 0 {
+		opts.StagingMaxAge = DefaultStagingMaxAge
+	}
 	b := &Backend{
 		client:          client,
 		gateway:         opts.Gateway,
@@ -227,6 +240,7 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 		imageReader:     opts.ImageReader,
 		stagingNotifier: opts.StagingNotifier,
 		stagingWorkers:  opts.StagingWorkers,
+		stagingBounds:   stagingBounds{attempts: opts.StagingMaxAttempts, age: opts.StagingMaxAge},
 		taskNotifier:    opts.TaskNotifier,
 		taskRetention:   opts.TaskRetention,
 		watches:         opts.Watches,

@@ -3,6 +3,8 @@ package k8s
 import (
 	"context"
 	"fmt"
+	"math"
+	"strconv"
 	"time"
 
 	"code.cloudfoundry.org/lager/v3"
@@ -26,6 +28,10 @@ const (
 	// AnnotationAcceptedAt is when opi accepted the staging (RFC 3339, nanoseconds): the
 	// callback's delivery bound counts from it.
 	AnnotationAcceptedAt = annotationPrefix + "accepted-at"
+	// AnnotationStagingAttempts counts the reads of the image begun for a record: the worker
+	// raises it before each read starts, so that a read that kills opi (out of memory) is
+	// counted too and the next leader sees it.
+	AnnotationStagingAttempts = annotationPrefix + "staging-attempts"
 
 	stagingNamePrefix = "staging-"
 
@@ -86,6 +92,9 @@ type pendingStaging struct {
 	guid, image, callbackURL string
 	registry                 *opi.PrivateRegistry
 	acceptedAt               time.Time
+	// attempts is how many reads were begun (AnnotationStagingAttempts; unparsable: the bound,
+	// since someone other than opi wrote it).
+	attempts int
 }
 
 func stagingFromSecret(s *corev1.Secret) (pendingStaging, error) {
@@ -97,6 +106,13 @@ func stagingFromSecret(s *corev1.Secret) (pendingStaging, error) {
 	}
 	if t, err := time.Parse(time.RFC3339Nano, s.Annotations[AnnotationAcceptedAt]); err == nil {
 		p.acceptedAt = t
+	}
+	if v, ok := s.Annotations[AnnotationStagingAttempts]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			n = math.MaxInt32
+		}
+		p.attempts = n
 	}
 	if p.guid == "" || p.image == "" || p.callbackURL == "" {
 		return p, fmt.Errorf("staging record %s lacks its guid, image or callback url", s.Name)

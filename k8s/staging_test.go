@@ -248,6 +248,85 @@ var _ = Describe("Staging", func() {
 			Expect(notifier.StagingCompletedCallCount()).To(BeZero())
 		})
 
+		// annotate sets an annotation of the staging record, as an earlier leader left it.
+		annotate := func(key, value string) {
+			secret := getSecret(client, name)
+			secret.Annotations[key] = value
+			_, err := client.CoreV1().Secrets(namespace).Update(ctx, secret, metav1.UpdateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+		}
+
+		It("counts the attempt on the record before the read starts", func() {
+			var counted []string
+			reader.ReadImageConfigStub = func(context.Context, string, *opi.PrivateRegistry) (*opi.ImageConfig, error) {
+				counted = append(counted, getSecret(client, name).Annotations["opi-bridge.io/staging-attempts"])
+				return cfg, nil
+			}
+			Expect(backend.Stage(ctx, sampleStaging())).To(Succeed())
+			annotate("opi-bridge.io/staging-attempts", "2")
+			lead(backend)
+
+			Eventually(secretExists).Should(BeFalse())
+			Expect(counted).To(Equal([]string{"3"}))
+			_, completion := notifier.StagingCompletedArgsForCall(0)
+			Expect(completion.Config).To(Equal(cfg))
+		})
+
+		It("settles a record at its attempts bound as a StagingError without reading (a read that killed opi is not tried again)", func() {
+			Expect(backend.Stage(ctx, sampleStaging())).To(Succeed())
+			annotate("opi-bridge.io/staging-attempts", "5")
+			lead(backend)
+
+			Eventually(secretExists).Should(BeFalse())
+			Expect(reader.ReadImageConfigCallCount()).To(BeZero())
+			Expect(notifier.StagingCompletedCallCount()).To(Equal(1))
+			_, completion := notifier.StagingCompletedArgsForCall(0)
+			Expect(completion.Config).To(BeNil())
+			Expect(completion.FailureReason).To(Equal("staging gave up reading the image after repeated attempts"))
+		})
+
+		It("settles a record older than its age bound without reading", func() {
+			backend = k8s.NewBackend(client, logger, k8s.Options{
+				Namespace: namespace, ReadWaitTimeout: 2 * time.Second,
+				ImageReader: reader, StagingNotifier: notifier, StagingMaxAge: time.Minute,
+			})
+			Expect(backend.Stage(ctx, sampleStaging())).To(Succeed())
+			annotate("opi-bridge.io/accepted-at", time.Now().Add(-2*time.Minute).UTC().Format(time.RFC3339Nano))
+			lead(backend)
+
+			Eventually(secretExists).Should(BeFalse())
+			Expect(reader.ReadImageConfigCallCount()).To(BeZero())
+			_, completion := notifier.StagingCompletedArgsForCall(0)
+			Expect(completion.FailureReason).To(Equal("staging gave up reading the image after repeated attempts"))
+		})
+
+		It("reads while the configured bound allows, and settles at it", func() {
+			backend = k8s.NewBackend(client, logger, k8s.Options{
+				Namespace: namespace, ReadWaitTimeout: 2 * time.Second,
+				ImageReader: reader, StagingNotifier: notifier, StagingMaxAttempts: 2,
+			})
+			// Each read ends with the leadership, as an out-of-memory kill would.
+			reading := make(chan struct{}, 2)
+			reader.ReadImageConfigStub = func(ctx context.Context, _ string, _ *opi.PrivateRegistry) (*opi.ImageConfig, error) {
+				reading <- struct{}{}
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}
+			Expect(backend.Stage(ctx, sampleStaging())).To(Succeed())
+			for range 2 {
+				stop := lead(backend)
+				Eventually(reading).Should(Receive())
+				stop()
+			}
+			Expect(getSecret(client, name).Annotations["opi-bridge.io/staging-attempts"]).To(Equal("2"))
+
+			lead(backend)
+			Eventually(secretExists).Should(BeFalse())
+			Expect(reader.ReadImageConfigCallCount()).To(Equal(2))
+			_, completion := notifier.StagingCompletedArgsForCall(0)
+			Expect(completion.FailureReason).To(Equal("staging gave up reading the image after repeated attempts"))
+		})
+
 		It("is not run without an image reader and a notifier", func() {
 			plain := k8s.NewBackend(client, logger, k8s.Options{Namespace: namespace})
 			Expect(plain.Stage(ctx, sampleStaging())).To(Succeed())

@@ -2,6 +2,9 @@ package k8s
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
 	"sync"
 	"time"
 
@@ -21,6 +24,23 @@ import (
 // DefaultStagingWorkers is how many stagings the leader works on at once. A worker may wait
 // long on an unresponsive registry or CC (each bounded), so there are a few.
 const DefaultStagingWorkers = 4
+
+// Bounds of a staging (Options.StagingMaxAttempts, StagingMaxAge).
+const (
+	DefaultStagingMaxAttempts = 5
+	DefaultStagingMaxAge      = 15 * time.Minute
+)
+
+// StagingAbandonedReason is what CC is told of a staging settled at its bounds.
+const StagingAbandonedReason = "staging gave up reading the image after repeated attempts"
+
+var errStagingBounds = errors.New("staging record at its bounds")
+
+// stagingBounds are the most read attempts and the greatest age of a staging record.
+type stagingBounds struct {
+	attempts int
+	age      time.Duration
+}
 
 // stagingWorker is one leadership term's staging work: an informer on the staging Secrets (only
 // the leader watches them) feeding a workqueue of Secret keys.
@@ -63,8 +83,15 @@ func (b *Backend) runStaging(ctx context.Context) {
 		}
 	}
 	if _, err := w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		AddFunc: enqueue,
+		UpdateFunc: func(old, obj any) {
+			// A changed attempt count is the worker's own doing (countAttempt), while it works
+			// on the record: nothing new to work on.
+			if attemptsOf(old) != attemptsOf(obj) {
+				return
+			}
+			enqueue(obj)
+		},
 		DeleteFunc: w.forget,
 	}); err != nil {
 		w.logger.Error("add-event-handler", err)
@@ -92,6 +119,14 @@ func (b *Backend) runStaging(ctx context.Context) {
 	w.logger.Info("stopped")
 }
 
+// attemptsOf is obj's attempt count annotation, as written.
+func attemptsOf(obj any) string {
+	if m, ok := obj.(metav1.Object); ok {
+		return m.GetAnnotations()[AnnotationStagingAttempts]
+	}
+	return ""
+}
+
 // work processes keys until the queue shuts down.
 func (w *stagingWorker) work(ctx context.Context) {
 	for {
@@ -114,6 +149,11 @@ func (w *stagingWorker) work(ctx context.Context) {
 // process settles one staging: read the image's configuration, tell CC, delete the record. An
 // error means the staging is still owed (the record stays and the key comes back).
 func (w *stagingWorker) process(ctx context.Context, key string) error {
+	if err := ctx.Err(); err != nil {
+		// The leadership ended: a key still queued (a shut-down queue hands out what it
+		// holds) is the next leader's.
+		return err
+	}
 	obj, exists, err := w.informer.GetIndexer().GetByKey(key)
 	if err != nil || !exists {
 		return err
@@ -140,15 +180,34 @@ func (w *stagingWorker) process(ctx context.Context, key string) error {
 		Image:       pending.image,
 		OwedSince:   pending.acceptedAt,
 	}
-	cfg, err := w.b.imageReader.ReadImageConfig(ctx, pending.image, pending.registry)
-	switch {
-	case err != nil && ctx.Err() != nil:
-		return err
-	case err != nil:
-		logger.Info("image-unreadable", lager.Data{"reason": err.Error()})
-		completion.FailureReason = err.Error()
-	default:
-		completion.Config = cfg
+	bounds := w.b.stagingBounds
+	if age := time.Since(pending.acceptedAt); pending.attempts >= bounds.attempts || age > bounds.age {
+		// Settled without reading: a read that cannot complete (or kills opi) is not tried
+		// forever.
+		logger.Error("staging-abandoned", errStagingBounds, lager.Data{"attempts": pending.attempts, "age": age.Round(time.Second).String(),
+			"max-attempts": bounds.attempts, "max-age": bounds.age.String()})
+		completion.FailureReason = StagingAbandonedReason
+	} else {
+		// Counted before the read starts, on the record as the cache has it (a stale copy
+		// conflicts and comes back): the next leader sees it even if this read kills opi.
+		if err := w.countAttempt(ctx, secret, pending.attempts+1); err != nil {
+			return err
+		}
+		cfg, err := w.b.imageReader.ReadImageConfig(ctx, pending.image, pending.registry)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return err
+		case err != nil:
+			data := lager.Data{"reason": err.Error(), "attempt": pending.attempts + 1}
+			var detailed interface{ Detail() string }
+			if errors.As(err, &detailed) {
+				data["detail"] = detailed.Detail()
+			}
+			logger.Info("image-unreadable", data)
+			completion.FailureReason = err.Error()
+		default:
+			completion.Config = cfg
+		}
 	}
 	if err := w.b.stagingNotifier.StagingCompleted(ctx, completion); err != nil {
 		return err
@@ -158,6 +217,23 @@ func (w *stagingWorker) process(ctx context.Context, key string) error {
 	w.settled[secret.UID] = true
 	w.mu.Unlock()
 	return w.remove(ctx, logger, secret)
+}
+
+// countAttempt records on the staging Secret that attempt is begun: a merge patch with the
+// resource version of the copy it was given as a precondition, so that a record changed since
+// (another leader's count) conflicts. (A patch: opi's Role may not update Secrets.)
+func (w *stagingWorker) countAttempt(ctx context.Context, secret *corev1.Secret, attempt int) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": secret.ResourceVersion,
+		"annotations":     map[string]string{AnnotationStagingAttempts: strconv.Itoa(attempt)},
+	}})
+	if err != nil {
+		return err
+	}
+	if _, err := w.b.client.CoreV1().Secrets(secret.Namespace).Patch(ctx, secret.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return apiError(err, "count the attempt of staging record "+secret.Name)
+	}
+	return nil
 }
 
 // remove deletes the record it was given (not a namesake made since: the uid is a

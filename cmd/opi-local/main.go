@@ -169,6 +169,8 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 
 	opiArgs := append([]string{"connect", "--kubeconfig", f.kubeconfigOut, "--listen", *listen, "--namespace", *namespace, "--backend", *backend},
 		local.cc.OpiArgs()...)
+	// opi refuses loopback registries unless allowed: the local registry is, explicitly.
+	opiArgs = append(opiArgs, registry.OpiArgs(local.registry)...)
 	fmt.Fprintf(out, "starting %s %s\n", *opiBin, strings.Join(opiArgs, " "))
 	opi, err := localkube.StartProcess("opi", *opiBin, opiArgs, os.Environ(), out, "")
 	if err != nil {

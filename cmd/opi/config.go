@@ -76,6 +76,9 @@ type Config struct {
 	TaskDefaults TaskDefaultsConfig `json:"task_defaults"`
 	// TaskRetention is how long a task's Job is kept after CC accepted its end (0: at once).
 	TaskRetention Duration `json:"task_retention"`
+
+	// Staging is how docker staging reads images (bounds, registry addresses).
+	Staging StagingConfig `json:"staging"`
 }
 
 // TaskDefaultsConfig is the `task_defaults` section.
@@ -224,6 +227,7 @@ func DefaultConfig() Config {
 			CPUWeight: bifrost.DefaultTaskDefaults.CPUWeight,
 		},
 		TaskRetention: Duration{2 * time.Minute},
+		Staging:       defaultStagingConfig(),
 		LeaderElection: LeaderElectionConfig{
 			Enabled:       true,
 			LeaseName:     "opi-leader",
@@ -307,6 +311,7 @@ func parseFlags(args []string, cfg *Config) (configPath string, err error) {
 	fs.Var(&cfg.LeaderElection.RetryPeriod, "leader-retry-period", "how often replicas try to take or renew the Lease")
 	fs.Var(&cfg.TaskRetention, "task-retention", "how long a task's Job is kept after Cloud Controller accepted its end (0: at once)")
 	cfg.AppNetworkConfig.bindFlags(fs)
+	cfg.Staging.bindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return "", err
 	}
@@ -423,6 +428,9 @@ func (c Config) Validate() error {
 		}
 	}
 	if err := c.AppNetworkConfig.validate(); err != nil {
+		return err
+	}
+	if err := c.Staging.validate(); err != nil {
 		return err
 	}
 	if w := c.Workloads; w.ProbeTimeout.Duration <= 0 || w.MinReady.Duration < 0 {

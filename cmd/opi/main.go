@@ -26,7 +26,6 @@ import (
 	"github.com/opi-bridge/opi/bifrost"
 	"github.com/opi-bridge/opi/cc"
 	"github.com/opi-bridge/opi/handler"
-	"github.com/opi-bridge/opi/imageconfig"
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/metrics"
@@ -175,7 +174,9 @@ func connect(ctx context.Context, cfg Config) error {
 	}
 	backendOptions.CrashNotifier = callbacks
 	backendOptions.Watches = watches
-	backendOptions.ImageReader = &imageconfig.Reader{}
+	if err := cfg.Staging.applyTo(&backendOptions); err != nil {
+		return err
+	}
 	backendOptions.StagingNotifier = callbacks
 	backendOptions.TaskNotifier = callbacks
 	if cfg.Routing == k8s.RoutingGateway {

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -31,16 +32,34 @@ type Options struct {
 	Username, Password string
 	// Addr to listen on; default 127.0.0.1:0.
 	Addr string
+	// Hostile, when set, makes every image reference answer as a hostile registry would
+	// instead of serving pushed images.
+	Hostile Hostility
 }
+
+// Hostility is how a hostile registry answers.
+type Hostility string
+
+const (
+	// EndlessConfig answers every manifest with one that declares a 1 TiB config blob, and
+	// streams that blob without end (no Content-Length).
+	EndlessConfig Hostility = "endless-config"
+	// EndlessManifest streams a manifest without end.
+	EndlessManifest Hostility = "endless-manifest"
+)
+
+// HugeConfigSize is the config size an EndlessConfig registry declares.
+const HugeConfigSize = 1 << 40
 
 // Registry is a running registry.
 type Registry struct {
 	// Host is host:port, the registry part of image references (e.g. 127.0.0.1:5000).
 	Host string
 
-	opts     Options
-	server   *http.Server
-	listener net.Listener
+	opts        Options
+	server      *http.Server
+	listener    net.Listener
+	connections atomic.Int64
 }
 
 // Start starts a registry.
@@ -53,6 +72,9 @@ func Start(opts Options) (*Registry, error) {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
 	var handler http.Handler = ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))
+	if opts.Hostile != "" {
+		handler = hostile(opts.Hostile)
+	}
 	if opts.Username != "" {
 		handler = basicAuth(opts.Username, opts.Password, handler)
 	}
@@ -60,10 +82,80 @@ func Start(opts Options) (*Registry, error) {
 		Host:     listener.Addr().String(),
 		opts:     opts,
 		listener: listener,
-		server:   &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second},
 	}
+	r.server = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
+		ConnState: func(_ net.Conn, state http.ConnState) {
+			if state == http.StateNew {
+				r.connections.Add(1)
+			}
+		}}
 	go func() { _ = r.server.Serve(listener) }()
 	return r, nil
+}
+
+// Connections is how many connections the registry accepted (whether or not a request
+// followed): a spec that must not reach it checks this.
+func (r *Registry) Connections() int64 { return r.connections.Load() }
+
+// AllowedCIDR is the one address opi must allow for registries (opi refuses loopback
+// registries unless allowed).
+func (r *Registry) AllowedCIDR() string {
+	host, _, _ := net.SplitHostPort(r.Host)
+	if strings.Contains(host, ":") {
+		return host + "/128"
+	}
+	return host + "/32"
+}
+
+// OpiArgs are the arguments `opi connect` needs to stage from the registries given: each one's
+// address allowed.
+func OpiArgs(registries ...*Registry) []string {
+	var cidrs []string
+	for _, r := range registries {
+		cidrs = append(cidrs, r.AllowedCIDR())
+	}
+	return []string{"--staging-allowed-cidrs", strings.Join(cidrs, ",")}
+}
+
+// hostile answers the registry API as mode says: the /v2/ ping with 200, every manifest and
+// blob hostilely.
+func hostile(mode Hostility) http.Handler {
+	config := `{"architecture":"amd64","os":"linux","config":{"Cmd":["`
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		switch path := req.URL.Path; {
+		case path == "/v2/" || path == "/v2":
+			w.WriteHeader(http.StatusOK)
+		case strings.Contains(path, "/manifests/") && mode == EndlessManifest:
+			w.Header().Set("Content-Type", string(types.DockerManifestSchema2))
+			stream(w, `{"schemaVersion":2,"mediaType":"`+string(types.DockerManifestSchema2)+`","layers":[`, `{},`)
+		case strings.Contains(path, "/manifests/"):
+			manifest := fmt.Sprintf(`{"schemaVersion":2,"mediaType":%q,"config":{"mediaType":%q,"size":%d,"digest":"sha256:%s"},"layers":[]}`,
+				types.DockerManifestSchema2, types.DockerConfigJSON, HugeConfigSize, strings.Repeat("ab", 32))
+			w.Header().Set("Content-Type", string(types.DockerManifestSchema2))
+			w.Header().Set("Content-Length", fmt.Sprint(len(manifest)))
+			if req.Method != http.MethodHead {
+				_, _ = io.WriteString(w, manifest)
+			}
+		case strings.Contains(path, "/blobs/"):
+			w.Header().Set("Content-Type", "application/octet-stream")
+			stream(w, config, "x")
+		default:
+			http.NotFound(w, req)
+		}
+	})
+}
+
+// stream writes head, then repeat over and over until the client goes away.
+func stream(w http.ResponseWriter, head, repeat string) {
+	chunk := []byte(strings.Repeat(repeat, (64<<10)/len(repeat)))
+	if _, err := io.WriteString(w, head); err != nil {
+		return
+	}
+	for {
+		if _, err := w.Write(chunk); err != nil {
+			return
+		}
+	}
 }
 
 // basicAuth answers 401 with a Basic challenge (as registries do, so that clients retry with
