@@ -327,6 +327,25 @@ var _ = Describe("Staging", func() {
 			Expect(completion.FailureReason).To(Equal("staging gave up reading the image after repeated attempts"))
 		})
 
+		It("delivers what it read once while CC refuses, past the attempts bound (a busy CC is not a failed read)", func() {
+			backend = k8s.NewBackend(client, logger, k8s.Options{
+				Namespace: namespace, ReadWaitTimeout: 2 * time.Second,
+				ImageReader: reader, StagingNotifier: notifier, StagingMaxAttempts: 2,
+			})
+			for i := range 4 {
+				notifier.StagingCompletedReturnsOnCall(i, errors.New("cloud controller is busy"))
+			}
+			lead(backend)
+			Expect(backend.Stage(ctx, sampleStaging())).To(Succeed())
+
+			Eventually(secretExists, 30*time.Second).Should(BeFalse())
+			Expect(notifier.StagingCompletedCallCount()).To(Equal(5))
+			Expect(reader.ReadImageConfigCallCount()).To(Equal(1))
+			_, completion := notifier.StagingCompletedArgsForCall(4)
+			Expect(completion.Failed()).To(BeFalse())
+			Expect(completion.Config).To(Equal(cfg))
+		})
+
 		It("is not run without an image reader and a notifier", func() {
 			plain := k8s.NewBackend(client, logger, k8s.Options{Namespace: namespace})
 			Expect(plain.Stage(ctx, sampleStaging())).To(Succeed())

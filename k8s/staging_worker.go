@@ -55,6 +55,11 @@ type stagingWorker struct {
 	// never delivered twice.
 	mu      sync.Mutex
 	settled map[types.UID]bool
+	// read holds, per record uid, the outcome of a read whose callback CC has not accepted yet:
+	// a delivery that fails (CC down, or its endpoint's share in use) is retried with what was
+	// read, neither reading again nor counting an attempt, so a slow CC never turns a good
+	// image into an abandoned staging. Lost with the process, when the next leader reads again.
+	read map[types.UID]opi.StagingCompletion
 }
 
 // runStaging works off every staging record until ctx ends: those left from before a restart or
@@ -73,6 +78,7 @@ func (b *Backend) runStaging(ctx context.Context) {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "staging"}),
 		settled: map[types.UID]bool{},
+		read:    map[types.UID]opi.StagingCompletion{},
 	}
 	if err := w.informer.SetTransform(stripManagedFields); err != nil {
 		w.logger.Error("set-transform", err)
@@ -181,7 +187,9 @@ func (w *stagingWorker) process(ctx context.Context, key string) error {
 		OwedSince:   pending.acceptedAt,
 	}
 	bounds := w.b.stagingBounds
-	if age := time.Since(pending.acceptedAt); pending.attempts >= bounds.attempts || age > bounds.age {
+	if done, ok := w.readOutcome(secret.UID); ok {
+		completion = done
+	} else if age := time.Since(pending.acceptedAt); pending.attempts >= bounds.attempts || age > bounds.age {
 		// Settled without reading: a read that cannot complete (or kills opi) is not tried
 		// forever.
 		logger.Error("staging-abandoned", errStagingBounds, lager.Data{"attempts": pending.attempts, "age": age.Round(time.Second).String(),
@@ -210,11 +218,15 @@ func (w *stagingWorker) process(ctx context.Context, key string) error {
 		}
 	}
 	if err := w.b.stagingNotifier.StagingCompleted(ctx, completion); err != nil {
+		w.mu.Lock()
+		w.read[secret.UID] = completion
+		w.mu.Unlock()
 		return err
 	}
 	logger.Info("settled", lager.Data{"failed": completion.Failed()})
 	w.mu.Lock()
 	w.settled[secret.UID] = true
+	delete(w.read, secret.UID)
 	w.mu.Unlock()
 	return w.remove(ctx, logger, secret)
 }
@@ -252,13 +264,21 @@ func (w *stagingWorker) remove(ctx context.Context, logger lager.Logger, secret 
 	}
 }
 
+// readOutcome is what an earlier read of the record uid found, while its delivery is owed.
+func (w *stagingWorker) readOutcome(uid types.UID) (opi.StagingCompletion, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c, ok := w.read[uid]
+	return c, ok
+}
+
 func (w *stagingWorker) isSettled(uid types.UID) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.settled[uid]
 }
 
-// forget drops a deleted record's uid from settled.
+// forget drops a deleted record's uid from settled and read.
 func (w *stagingWorker) forget(obj any) {
 	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tombstone.Obj
@@ -266,6 +286,7 @@ func (w *stagingWorker) forget(obj any) {
 	if secret, ok := obj.(*corev1.Secret); ok {
 		w.mu.Lock()
 		delete(w.settled, secret.UID)
+		delete(w.read, secret.UID)
 		w.mu.Unlock()
 	}
 }
