@@ -66,10 +66,10 @@ func ConvertDesire(req models.DesireLRPRequest, rules Rules) (*opi.LRP, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := ValidateAnnotations("user_defined_annotations", req.UserDefinedAnnotations); err != nil {
+	if err := ValidateUserAnnotations("user_defined_annotations", req.UserDefinedAnnotations, rules); err != nil {
 		return nil, err
 	}
-	egress, err := convertEgressRules(req.EgressRules)
+	egress, err := ConvertEgressRules(req.EgressRules)
 	if err != nil {
 		return nil, err
 	}

@@ -34,6 +34,9 @@ type NetworkPolicyOptions struct {
 	Routers []PolicyPeer
 	// DNSNamespace, when set, lets every app reach port 53 (udp and tcp) of the pods there.
 	DNSNamespace string
+	// TaskDefaultEgress are the egress rules of a task whose app has no LRP with rules (CC's
+	// task requests carry none); none: DNS only.
+	TaskDefaultEgress []opi.EgressRule
 }
 
 // PolicyPeer names pods by their namespace's name and, optionally, their labels.

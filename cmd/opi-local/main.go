@@ -169,7 +169,9 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 
 	opiArgs := []string{"connect", "--kubeconfig", f.kubeconfigOut, "--listen", *listen, "--namespace", *namespace, "--backend", *backend,
 		"--cc-internal-url", local.cc.URL, "--cc-ca", local.cc.CAFile,
-		"--cc-client-cert", local.cc.ClientCertFile, "--cc-client-key", local.cc.ClientKeyFile}
+		"--cc-client-cert", local.cc.ClientCertFile, "--cc-client-key", local.cc.ClientKeyFile,
+		// The guide's crash example annotates a pod with localkube.CrashAnnotation.
+		"--user-annotation-prefixes", "prometheus.io/," + localkube.AnnotationPrefix}
 	fmt.Fprintf(out, "starting %s %s\n", *opiBin, strings.Join(opiArgs, " "))
 	opi, err := localkube.StartProcess("opi", *opiBin, opiArgs, os.Environ(), out, "")
 	if err != nil {

@@ -236,7 +236,7 @@ func connect(ctx context.Context, cfg Config) error {
 		MemoryMB: cfg.TaskDefaults.MemoryMB, DiskMB: cfg.TaskDefaults.DiskMB, CPUWeight: cfg.TaskDefaults.CPUWeight,
 	}}
 	server := newServer(handler.New(handler.Config{
-		LRP:          &bifrost.LRP{Backend: backend, Rules: bifrost.Rules{StrictEnvNames: !cluster.RelaxedEnvNames}},
+		LRP:          &bifrost.LRP{Backend: backend, Rules: bifrost.Rules{StrictEnvNames: !cluster.RelaxedEnvNames, UserAnnotationPrefixes: cfg.UserAnnotationPrefixes}},
 		Task:         tasks,
 		Readiness:    backend,
 		Logger:       logger.Session("api"),
