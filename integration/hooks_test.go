@@ -192,17 +192,19 @@ var _ = Describe("Routing, isolation and placement hooks", func() {
 			And(HaveField("State", "UNCLAIMED"), HaveField("PlacementError", `found no compatible cell with placement tag "iso-1"`))))
 	})
 
-	It("mounts the claim a volume id names, and refuses a mount whose claim does not exist", func() {
+	It("mounts the claim a volume id names when it carries the app's space guid, and refuses a mount whose claim does not exist or belongs to another space", func() {
 		o := startOpi(ns)
-		claim := &corev1.PersistentVolumeClaim{
-			ObjectMeta: metav1.ObjectMeta{Name: "vol-1", Namespace: ns},
-			Spec: corev1.PersistentVolumeClaimSpec{
-				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
-				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-			},
+		for name, space := range map[string]string{"vol-1": "space-1", "vol-2": "space-2"} {
+			claim := &corev1.PersistentVolumeClaim{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"opi-bridge.io/space-guid": space}},
+				Spec: corev1.PersistentVolumeClaimSpec{
+					AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+					Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+				},
+			}
+			_, err := kube.CoreV1().PersistentVolumeClaims(ns).Create(context.Background(), claim, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
 		}
-		_, err := kube.CoreV1().PersistentVolumeClaims(ns).Create(context.Background(), claim, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
 
 		a.extra = map[string]any{"volume_mounts": []any{map[string]any{"volume_id": "vol-1", "mount_dir": "/var/vcap/data/vol"}}}
 		desire(o, a)
@@ -216,5 +218,13 @@ var _ = Describe("Routing, isolation and placement hooks", func() {
 		Expect(status).To(Equal(http.StatusBadRequest))
 		Expect(body).To(ContainSubstring(`no PersistentVolumeClaim \"no-such-claim\"`))
 		Expect(ownedObjects(ns, missing)).To(BeZero())
+
+		// fixture.DesireLRP's space guid is space-1.
+		other := newApp()
+		other.extra = map[string]any{"volume_mounts": []any{map[string]any{"volume_id": "vol-2", "mount_dir": "/data"}}}
+		status, body = o.call("PUT", "/apps/"+other.processGUID(), other.body())
+		Expect(status).To(Equal(http.StatusBadRequest))
+		Expect(body).To(ContainSubstring(`PersistentVolumeClaim \"vol-2\" is not labelled opi-bridge.io/space-guid=\"space-1\"`))
+		Expect(ownedObjects(ns, other)).To(BeZero())
 	})
 })
