@@ -169,7 +169,9 @@ type Backend struct {
 	cacheChanged kube.Signal
 
 	// hooks are the concerns that react to an LRP's events (hooks.go).
-	hooks           []hook
+	hooks []hook
+	// policies is the network policy hook, which keeps the tasks' policies too.
+	policies        *networkPolicyHook
 	imageReader     opi.ImageReader
 	stagingNotifier opi.StagingNotifier
 	stagingWorkers  int
