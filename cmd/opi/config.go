@@ -118,7 +118,7 @@ type KubernetesConfig struct {
 	// allowed); other keys are refused with 400.
 	UserAnnotationPrefixes []string `json:"user_annotation_prefixes"`
 	// TaskDefaultEgressRules are the egress rules (CC's egress_rules shape) of a task whose app
-	// has no LRP with rules (unset: none, DNS only).
+	// has no LRP (unset: none, DNS only); a task of an app with an LRP gets the LRP's rules.
 	TaskDefaultEgressRules []json.RawMessage `json:"task_default_egress_rules"`
 }
 
@@ -298,7 +298,7 @@ func parseFlags(args []string, cfg *Config) (configPath string, err error) {
 		}
 		return nil
 	})
-	fs.Func("task-default-egress-rules", "JSON list of egress rules (CC's egress_rules shape) for tasks whose app has no LRP with rules (default none: DNS only)", func(s string) error {
+	fs.Func("task-default-egress-rules", "JSON list of egress rules (CC's egress_rules shape) for tasks whose app has no LRP (default none: DNS only)", func(s string) error {
 		return json.Unmarshal([]byte(s), &cfg.TaskDefaultEgressRules)
 	})
 	if err := fs.Parse(args); err != nil {
