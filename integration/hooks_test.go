@@ -132,7 +132,7 @@ var _ = Describe("Routing, isolation and placement hooks", func() {
 		Eventually(hosts).Should(BeEmpty())
 	})
 
-	It("isolates apps with NetworkPolicies: a baseline for all, an egress policy for an app with egress rules", func() {
+	It("isolates apps with NetworkPolicies: a baseline for all, the routers' ingress, an egress policy for an app with egress rules", func() {
 		o := startOpi(ns, "--router", "ingress-nginx:app=ingress")
 		plain := newApp()
 		plain.instances = 1
@@ -144,13 +144,18 @@ var _ = Describe("Routing, isolation and placement hooks", func() {
 		}}
 		desire(o, a)
 
-		var baseline networkingv1.NetworkPolicy
+		var baseline, routers networkingv1.NetworkPolicy
 		kubectlJSON(&baseline, "get", "networkpolicy", "opi-apps", "-n", ns)
-		Expect(baseline.Spec.PodSelector.MatchLabels).To(Equal(map[string]string{"opi-bridge.io/source-type": "APP"}))
-		Expect(baseline.Spec.Ingress).To(HaveLen(1))
-		Expect(baseline.Spec.Ingress[0].From[0].NamespaceSelector.MatchLabels).To(Equal(map[string]string{"kubernetes.io/metadata.name": "ingress-nginx"}))
-		Expect(baseline.Spec.Ingress[0].From[0].PodSelector.MatchLabels).To(Equal(map[string]string{"app": "ingress"}))
+		Expect(baseline.Spec.PodSelector.MatchExpressions).To(ConsistOf(metav1.LabelSelectorRequirement{
+			Key: "opi-bridge.io/source-type", Operator: metav1.LabelSelectorOpIn, Values: []string{"APP", "TASK"},
+		}))
+		Expect(baseline.Spec.Ingress).To(BeEmpty())
 		Expect(baseline.Spec.Egress).To(HaveLen(1), "DNS only")
+		kubectlJSON(&routers, "get", "networkpolicy", "opi-apps-routers", "-n", ns)
+		Expect(routers.Spec.PodSelector.MatchLabels).To(Equal(map[string]string{"opi-bridge.io/source-type": "APP"}))
+		Expect(routers.Spec.Ingress).To(HaveLen(1))
+		Expect(routers.Spec.Ingress[0].From[0].NamespaceSelector.MatchLabels).To(Equal(map[string]string{"kubernetes.io/metadata.name": "ingress-nginx"}))
+		Expect(routers.Spec.Ingress[0].From[0].PodSelector.MatchLabels).To(Equal(map[string]string{"app": "ingress"}))
 
 		var mine networkingv1.NetworkPolicyList
 		kubectlJSON(&mine, "get", "networkpolicies", "-n", ns, "-l", selector(plain))
