@@ -2,16 +2,20 @@ package k8s_test
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s"
@@ -161,6 +165,49 @@ var _ = Describe("Tasks' network isolation", func() {
 		Expect(backend.DesireTask(ctx, task)).To(Succeed())
 		Expect(actionsSince(client, from)).NotTo(ContainElement(HavePrefix("update networkpolicies")))
 		Expect(policyNames()).To(ConsistOf(k8s.BaselinePolicyName, k8s.RoutersPolicyName, k8s.DeploymentName(lrp), jobName))
+	})
+
+	It("creates the policy a desire interrupted after the Job when the desire is repeated", func() {
+		lrp := sampleLRP()
+		lrp.EgressRules = []opi.EgressRule{{Protocol: "all", Destinations: []string{"192.168.0.0/16"}}}
+		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+		task.AppGUID = lrp.AppGUID
+		var failed atomic.Bool
+		client.PrependReactor("create", "networkpolicies", func(k8stesting.Action) (bool, runtime.Object, error) {
+			if failed.CompareAndSwap(false, true) {
+				return true, nil, connectionRefused
+			}
+			return false, nil, nil
+		})
+		Expect(backend.DesireTask(ctx, task)).To(HaveOccurred())
+		Expect(failed.Load()).To(BeTrue(), "the fault fired")
+		Expect(policyNames()).NotTo(ContainElement(jobName))
+
+		Expect(backend.DesireTask(ctx, task)).To(Succeed())
+		Expect(policy(jobName).Spec.Egress).To(ConsistOf(HaveField("To", ConsistOf(block("192.168.0.0/16")))))
+		Expect(policy(jobName).OwnerReferences).To(ConsistOf(HaveField("UID", getJob(client, jobName).UID)))
+	})
+
+	Context("when the app's workload holds an icmp rule (desired while policies were off)", func() {
+		BeforeEach(func() {
+			lrp := sampleLRP()
+			d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{
+				Name: k8s.DeploymentName(lrp), Namespace: namespace,
+				Labels: map[string]string{
+					k8s.LabelGUID: lrp.GUID, k8s.LabelVersion: lrp.Version, k8s.LabelAppGUID: lrp.AppGUID,
+					k8s.LabelSourceType: "APP", k8s.LabelManagedBy: "opi",
+				},
+				Annotations: map[string]string{k8s.AnnotationEgressRules: `[{"protocol":"icmp","destinations":["0.0.0.0/0"],"icmp_type":-1,"icmp_code":-1},{"protocol":"tcp","destinations":["10.0.0.0/8"],"ports":[{"start":443,"end":443}],"icmp_type":-1,"icmp_code":-1}]`},
+			}}
+			client = newClient(d)
+			task.AppGUID = lrp.AppGUID
+		})
+		It("leaves the icmp rule out instead of allowing everything", func() {
+			Expect(backend.DesireTask(ctx, task)).To(Succeed())
+			Expect(policy(jobName).Spec.Egress).To(Equal([]networkingv1.NetworkPolicyEgressRule{
+				{To: []networkingv1.NetworkPolicyPeer{block("10.0.0.0/8")}, Ports: []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolTCP), Port: &p443}}},
+			}))
+		})
 	})
 
 	Context("with default task egress rules", func() {
