@@ -72,10 +72,10 @@ func ConvertDesire(req models.DesireLRPRequest, rules Rules) (*opi.LRP, error) {
 	if err := checkCount("routes", len(routes), MaxRoutes); err != nil {
 		return nil, err
 	}
-	if err := ValidateAnnotations("user_defined_annotations", req.UserDefinedAnnotations); err != nil {
+	if err := ValidateUserAnnotations("user_defined_annotations", req.UserDefinedAnnotations, rules); err != nil {
 		return nil, err
 	}
-	egress, err := convertEgressRules(req.EgressRules)
+	egress, err := ConvertEgressRules(req.EgressRules)
 	if err != nil {
 		return nil, err
 	}

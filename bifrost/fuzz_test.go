@@ -86,6 +86,10 @@ func FuzzConvertUpdate(f *testing.F) {
 	})
 }
 
+// anyAnnotation is an allow-list every key starts with: the fuzzer explores Kubernetes' rules
+// for annotation keys, not the operator's prefixes (a configuration refuses an empty prefix).
+var anyAnnotation = []string{""}
+
 // FuzzKubeRules: a desire with a random annotation key, guid and env name is either refused as
 // a ValidationError (opi.ErrInvalid, a 400) before the backend is called, or handed to the
 // backend with values Kubernetes accepts.
@@ -98,7 +102,7 @@ func FuzzKubeRules(f *testing.F) {
 	f.Add("", "", "", false)
 	f.Fuzz(func(t *testing.T, annotationKey, guid, envName string, strict bool) {
 		backend := new(fakes.FakeLRPBackend)
-		lrps := &bifrost.LRP{Backend: backend, Rules: bifrost.Rules{StrictEnvNames: strict}}
+		lrps := &bifrost.LRP{Backend: backend, Rules: bifrost.Rules{StrictEnvNames: strict, UserAnnotationPrefixes: anyAnnotation}}
 		req := models.DesireLRPRequest{
 			GUID: guid, Version: "v1", MemoryMB: 64, Instances: 1,
 			Environment:            map[string]string{envName: "value"},

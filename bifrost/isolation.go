@@ -36,10 +36,11 @@ type icmpInfoJSON struct {
 	Code int32 `json:"code"`
 }
 
-// convertEgressRules reads CC's egress_rules: protocol tcp, udp, icmp or all; destinations as
+// ConvertEgressRules reads CC's egress_rules (of an LRP, or the operator's
+// kubernetes.task_default_egress_rules): protocol tcp, udp, icmp or all; destinations as
 // CIDRs, single addresses or "first-last" ranges (several may be joined by commas) (turned into the CIDRs that cover exactly the
 // range); ports as a list and/or a port_range. Anything else is a 400 naming the rule.
-func convertEgressRules(raw []json.RawMessage) ([]opi.EgressRule, error) {
+func ConvertEgressRules(raw []json.RawMessage) ([]opi.EgressRule, error) {
 	out := make([]opi.EgressRule, 0, len(raw))
 	for i, r := range raw {
 		field := fmt.Sprintf("egress_rules[%d]", i)

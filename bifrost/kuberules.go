@@ -23,13 +23,67 @@ import (
 // workload's env entries carry them: an environment that fits is always storable.
 const MaxEnvBytes = corev1.MaxSecretSize
 
-// Rules are the Kubernetes rules that depend on the cluster, learned at start-up (see
-// k8s.DiscoverCluster). The zero value is a current cluster's.
+// Rules are the rules requests are checked against that depend on the cluster, learned at
+// start-up (see k8s.DiscoverCluster), or on the operator. The zero value is a current
+// cluster's with the default allow-list of user annotations.
 type Rules struct {
 	// StrictEnvNames: the cluster accepts only C-identifier-like env names
 	// ([-._a-zA-Z][-._a-zA-Z0-9]*), as Kubernetes does before 1.32 or with the
 	// RelaxedEnvironmentVariableValidation feature off. Otherwise any printable ASCII but '='.
 	StrictEnvNames bool
+	// UserAnnotationPrefixes are the prefixes a user_defined_annotations key must start with
+	// (nil: DefaultUserAnnotationPrefixes; empty: no user annotation at all). The keys become
+	// pod annotations, and pod annotations steer opi (opi-bridge.io/crashes-reported), the
+	// kubelet (AppArmor) and network plugins: a tenant may set only those the operator allows.
+	UserAnnotationPrefixes []string
+}
+
+// DefaultUserAnnotationPrefixes are the only user annotations CC passes (its metrics
+// annotations for Prometheus).
+var DefaultUserAnnotationPrefixes = []string{"prometheus.io/"}
+
+// ValidateUserAnnotations checks CC's user-defined annotations: Kubernetes' rules
+// (ValidateAnnotations), then each key (in sorted order) against rules' allow-list of prefixes.
+func ValidateUserAnnotations(fieldName string, annotations map[string]string, rules Rules) error {
+	if err := ValidateAnnotations(fieldName, annotations); err != nil {
+		return err
+	}
+	prefixes := rules.UserAnnotationPrefixes
+	if prefixes == nil {
+		prefixes = DefaultUserAnnotationPrefixes
+	}
+	keys := make([]string, 0, len(annotations))
+	for k := range annotations {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !hasAnyPrefix(k, prefixes) {
+			allowed := "none is allowed"
+			if len(prefixes) > 0 {
+				allowed = "allowed are keys starting with " + strings.Join(quoteAll(prefixes), ", ")
+			}
+			return invalid(fieldName, "has a key %q that opi does not pass to pods: %s (kubernetes.user_annotation_prefixes)", k, allowed)
+		}
+	}
+	return nil
+}
+
+func hasAnyPrefix(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = fmt.Sprintf("%q", s)
+	}
+	return out
 }
 
 // ValidateEnvName checks an environment variable name as the API server does for a container's

@@ -45,6 +45,18 @@ var _ = Describe("Kubernetes' rules", func() {
 		Entry("annotations over 256 KiB", bifrost.Rules{}, func(m map[string]any) {
 			m["user_defined_annotations"] = map[string]string{"a": strings.Repeat("x", 256<<10)}
 		}, "user_defined_annotations are larger than the 262144 bytes"),
+		Entry("opi's own annotation as a user annotation (it would silence crash reports)", bifrost.Rules{}, func(m map[string]any) {
+			m["user_defined_annotations"] = map[string]string{"prometheus.io/scrape": "true", "opi-bridge.io/crashes-reported": "2147483647"}
+		}, `user_defined_annotations has a key "opi-bridge.io/crashes-reported" that opi does not pass to pods: allowed are keys starting with "prometheus.io/"`),
+		Entry("an AppArmor annotation", bifrost.Rules{}, func(m map[string]any) {
+			m["user_defined_annotations"] = map[string]string{"container.apparmor.security.beta.kubernetes.io/opi": "unconfined"}
+		}, `user_defined_annotations has a key "container.apparmor.security.beta.kubernetes.io/opi" that opi does not pass to pods`),
+		Entry("a CNI annotation outside the operator's prefixes", bifrost.Rules{UserAnnotationPrefixes: []string{"prometheus.io/", "example.com/"}}, func(m map[string]any) {
+			m["user_defined_annotations"] = map[string]string{"k8s.v1.cni.cncf.io/networks": "host"}
+		}, `has a key "k8s.v1.cni.cncf.io/networks" that opi does not pass to pods: allowed are keys starting with "prometheus.io/", "example.com/"`),
+		Entry("any user annotation when the operator allows none", bifrost.Rules{UserAnnotationPrefixes: []string{}}, func(m map[string]any) {
+			m["user_defined_annotations"] = map[string]string{"prometheus.io/scrape": "true"}
+		}, `has a key "prometheus.io/scrape" that opi does not pass to pods: none is allowed`),
 		Entry("guid ending in '-'", bifrost.Rules{}, func(m map[string]any) {
 			m["guid"] = "abc-"
 			m["process_guid"] = "abc-" + "-" + version
@@ -102,8 +114,11 @@ var _ = Describe("Kubernetes' rules", func() {
 		Entry("an environment of exactly 1 MiB", bifrost.Rules{}, func(m map[string]any) {
 			m["environment"] = map[string]string{"BIG": strings.Repeat("x", 1<<20-3)}
 		}),
-		Entry("annotation keys with a prefix, in any case", bifrost.Rules{}, func(m map[string]any) {
+		Entry("annotation keys with a prefix, in any case, that the operator allows", bifrost.Rules{UserAnnotationPrefixes: []string{"Example.COM/", "plain_"}}, func(m map[string]any) {
 			m["user_defined_annotations"] = map[string]string{"Example.COM/Owner": "team a!", "plain_key.1": ""}
+		}),
+		Entry("CC's Prometheus annotations by default", bifrost.Rules{}, func(m map[string]any) {
+			m["user_defined_annotations"] = map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": "9090"}
 		}),
 		Entry("a wildcard route", bifrost.Rules{}, func(m map[string]any) { m["routes"] = route("*.apps.example.com") }),
 		Entry("a route with a path", bifrost.Rules{}, func(m map[string]any) { m["routes"] = route("dora.example.com/api/v1") }),

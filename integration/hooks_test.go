@@ -132,7 +132,7 @@ var _ = Describe("Routing, isolation and placement hooks", func() {
 		Eventually(hosts).Should(BeEmpty())
 	})
 
-	It("isolates apps with NetworkPolicies: a baseline for all, an egress policy for an app with egress rules", func() {
+	It("isolates apps with NetworkPolicies: a baseline for all, the routers' ingress, an egress policy for an app with egress rules", func() {
 		o := startOpi(ns, "--router", "ingress-nginx:app=ingress")
 		plain := newApp()
 		plain.instances = 1
@@ -144,13 +144,18 @@ var _ = Describe("Routing, isolation and placement hooks", func() {
 		}}
 		desire(o, a)
 
-		var baseline networkingv1.NetworkPolicy
+		var baseline, routers networkingv1.NetworkPolicy
 		kubectlJSON(&baseline, "get", "networkpolicy", "opi-apps", "-n", ns)
-		Expect(baseline.Spec.PodSelector.MatchLabels).To(Equal(map[string]string{"opi-bridge.io/source-type": "APP"}))
-		Expect(baseline.Spec.Ingress).To(HaveLen(1))
-		Expect(baseline.Spec.Ingress[0].From[0].NamespaceSelector.MatchLabels).To(Equal(map[string]string{"kubernetes.io/metadata.name": "ingress-nginx"}))
-		Expect(baseline.Spec.Ingress[0].From[0].PodSelector.MatchLabels).To(Equal(map[string]string{"app": "ingress"}))
+		Expect(baseline.Spec.PodSelector.MatchExpressions).To(ConsistOf(metav1.LabelSelectorRequirement{
+			Key: "opi-bridge.io/source-type", Operator: metav1.LabelSelectorOpIn, Values: []string{"APP", "TASK"},
+		}))
+		Expect(baseline.Spec.Ingress).To(BeEmpty())
 		Expect(baseline.Spec.Egress).To(HaveLen(1), "DNS only")
+		kubectlJSON(&routers, "get", "networkpolicy", "opi-apps-routers", "-n", ns)
+		Expect(routers.Spec.PodSelector.MatchLabels).To(Equal(map[string]string{"opi-bridge.io/source-type": "APP"}))
+		Expect(routers.Spec.Ingress).To(HaveLen(1))
+		Expect(routers.Spec.Ingress[0].From[0].NamespaceSelector.MatchLabels).To(Equal(map[string]string{"kubernetes.io/metadata.name": "ingress-nginx"}))
+		Expect(routers.Spec.Ingress[0].From[0].PodSelector.MatchLabels).To(Equal(map[string]string{"app": "ingress"}))
 
 		var mine networkingv1.NetworkPolicyList
 		kubectlJSON(&mine, "get", "networkpolicies", "-n", ns, "-l", selector(plain))
@@ -192,17 +197,19 @@ var _ = Describe("Routing, isolation and placement hooks", func() {
 			And(HaveField("State", "UNCLAIMED"), HaveField("PlacementError", `found no compatible cell with placement tag "iso-1"`))))
 	})
 
-	It("mounts the claim a volume id names, and refuses a mount whose claim does not exist", func() {
+	It("mounts the claim a volume id names when it carries the app's space guid, and refuses a mount whose claim does not exist or belongs to another space", func() {
 		o := startOpi(ns)
-		claim := &corev1.PersistentVolumeClaim{
-			ObjectMeta: metav1.ObjectMeta{Name: "vol-1", Namespace: ns},
-			Spec: corev1.PersistentVolumeClaimSpec{
-				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
-				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-			},
+		for name, space := range map[string]string{"vol-1": "space-1", "vol-2": "space-2"} {
+			claim := &corev1.PersistentVolumeClaim{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"opi-bridge.io/space-guid": space}},
+				Spec: corev1.PersistentVolumeClaimSpec{
+					AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+					Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+				},
+			}
+			_, err := kube.CoreV1().PersistentVolumeClaims(ns).Create(context.Background(), claim, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
 		}
-		_, err := kube.CoreV1().PersistentVolumeClaims(ns).Create(context.Background(), claim, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
 
 		a.extra = map[string]any{"volume_mounts": []any{map[string]any{"volume_id": "vol-1", "mount_dir": "/var/vcap/data/vol"}}}
 		desire(o, a)
@@ -216,5 +223,13 @@ var _ = Describe("Routing, isolation and placement hooks", func() {
 		Expect(status).To(Equal(http.StatusBadRequest))
 		Expect(body).To(ContainSubstring(`no PersistentVolumeClaim \"no-such-claim\"`))
 		Expect(ownedObjects(ns, missing)).To(BeZero())
+
+		// fixture.DesireLRP's space guid is space-1.
+		other := newApp()
+		other.extra = map[string]any{"volume_mounts": []any{map[string]any{"volume_id": "vol-2", "mount_dir": "/data"}}}
+		status, body = o.call("PUT", "/apps/"+other.processGUID(), other.body())
+		Expect(status).To(Equal(http.StatusBadRequest))
+		Expect(body).To(ContainSubstring(`PersistentVolumeClaim \"vol-2\" is not labelled opi-bridge.io/space-guid=\"space-1\"`))
+		Expect(ownedObjects(ns, other)).To(BeZero())
 	})
 })

@@ -110,15 +110,20 @@ func startOpi(ns string, extraArgs ...string) *opiServer {
 }
 
 // startOpiWith runs `opi connect` with the given kubeconfig and the suite's backend
-// (OPI_TEST_BACKEND) and waits until it is ready.
+// (OPI_TEST_BACKEND) and waits until it is ready. It allows the local control plane's user
+// annotations (the crash specs' localkube.CrashAnnotation) next to CC's prometheus.io/.
 func startOpiWith(kubeconfig, ns string, extraArgs ...string) *opiServer {
 	addr := freeAddr()
-	args := append([]string{"connect", "--kubeconfig", kubeconfig, "--listen", addr, "--namespace", ns, "--backend", testBackend}, extraArgs...)
+	args := append([]string{"connect", "--kubeconfig", kubeconfig, "--listen", addr, "--namespace", ns, "--backend", testBackend,
+		"--user-annotation-prefixes", userAnnotationPrefixes}, extraArgs...)
 	o := &opiServer{URL: "http://" + addr, Namespace: ns, args: args}
 	o.start()
 	DeferCleanup(o.stop)
 	return o
 }
+
+// userAnnotationPrefixes is the suite's --user-annotation-prefixes.
+const userAnnotationPrefixes = "prometheus.io/," + localkube.AnnotationPrefix
 
 // restrictedKubeconfig creates namespace ns, applies deploy/rbac.yaml to it with the real
 // kubectl, and returns a kubeconfig holding a token of the opi ServiceAccount it defines.

@@ -230,7 +230,7 @@ var _ = Describe("LRPs on Kubernetes", func() {
 		Expect(d.Annotations).To(HaveKeyWithValue("opi-bridge.io/space-name", "dev"))
 		Expect(d.Annotations).To(HaveKeyWithValue("opi-bridge.io/org-name", "acme"))
 		Expect(d.Annotations).To(HaveKey("opi-bridge.io/routes"))
-		Expect(d.Spec.Template.Annotations).To(HaveKeyWithValue("example.com/owner", "team-a"))
+		Expect(d.Spec.Template.Annotations).To(HaveKeyWithValue("prometheus.io/scrape", "true"))
 		Expect(*d.Spec.Replicas).To(BeEquivalentTo(2))
 
 		pod := d.Spec.Template.Spec

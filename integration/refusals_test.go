@@ -162,6 +162,16 @@ var _ = Describe("Refused before the first write", Ordered, func() {
 				a.extra["user_defined_annotations"] = map[string]string{"big": strings.Repeat("x", 256<<10)}
 			})
 		}, "user_defined_annotations are larger than the 262144 bytes"),
+		Entry("opi's own annotation as a user annotation (it would silence the app's crash reports)", "PUT", func() (string, string) {
+			return desireWith(func(a *app) {
+				a.extra["user_defined_annotations"] = map[string]string{"prometheus.io/scrape": "true", "opi-bridge.io/crashes-reported": "2147483647"}
+			})
+		}, `user_defined_annotations has a key "opi-bridge.io/crashes-reported" that opi does not pass to pods`),
+		Entry("an AppArmor annotation", "PUT", func() (string, string) {
+			return desireWith(func(a *app) {
+				a.extra["user_defined_annotations"] = map[string]string{"container.apparmor.security.beta.kubernetes.io/opi": "unconfined"}
+			})
+		}, `user_defined_annotations has a key "container.apparmor.security.beta.kubernetes.io/opi" that opi does not pass to pods`),
 		Entry("a guid ending in '-' (no label value)", "PUT", func() (string, string) {
 			return desireWith(func(a *app) { a.guid = strings.TrimSuffix(a.guid, a.guid[len(a.guid)-1:]) + "-" })
 		}, "cannot be a Kubernetes label value"),

@@ -30,6 +30,18 @@ func indexByLRP(obj any) ([]string, error) {
 	return []string{r.lrpKey()}, nil
 }
 
+// appIndex indexes workloads by their app guid label, for a task's egress rules (those of its
+// app's LRP).
+const appIndex = "app"
+
+func indexByApp(obj any) ([]string, error) {
+	r, ok := obj.(*workloadRecord)
+	if !ok || r.appGUID == "" {
+		return nil, nil
+	}
+	return []string{r.appGUID}, nil
+}
+
 // newInformers sets up (without starting) the namespace-scoped informers. They watch only
 // objects with opi's source label, and keep only what reads need.
 func (b *Backend) newInformers() {
@@ -42,7 +54,7 @@ func (b *Backend) newInformers() {
 	b.workloads = b.kind.informer(b.factory)
 	b.pods = b.factory.Core().V1().Pods().Informer()
 	// AddIndexers does not fail on an informer that has not started, nor does SetTransform.
-	if err := b.workloads.AddIndexers(cache.Indexers{lrpIndex: indexByLRP, changesIndex: b.countChanges(&b.workloadChanges)}); err != nil {
+	if err := b.workloads.AddIndexers(cache.Indexers{lrpIndex: indexByLRP, appIndex: indexByApp, changesIndex: b.countChanges(&b.workloadChanges)}); err != nil {
 		b.logger.Error("add-indexer", err, lager.Data{"informer": "workloads"})
 	}
 	if err := b.pods.AddIndexers(cache.Indexers{lrpIndex: indexByLRP, changesIndex: b.countChanges(nil)}); err != nil {
@@ -96,6 +108,31 @@ func (b *Backend) cachedWorkload(id opi.LRPIdentifier) *workloadRecord {
 		}
 	}
 	return found
+}
+
+// appEgressRules are the egress rules of the app's LRP (found: the app has one): the newest of
+// its workloads in the cache, as LRPs of one app (its processes, versions) share its security
+// groups and the newest is the one CC desired last.
+func (b *Backend) appEgressRules(appGUID string) (rules []opi.EgressRule, found bool) {
+	objs, err := b.workloads.GetIndexer().ByIndex(appIndex, labelValue(appGUID))
+	if err != nil || appGUID == "" {
+		return nil, false
+	}
+	var newest *workloadRecord
+	for _, obj := range objs {
+		d, ok := obj.(*workloadRecord)
+		if !ok || d.DeletionTimestamp != nil {
+			continue
+		}
+		if newest == nil || d.CreationTimestamp.After(newest.CreationTimestamp.Time) ||
+			(d.CreationTimestamp.Equal(&newest.CreationTimestamp) && d.Name < newest.Name) {
+			newest = d
+		}
+	}
+	if newest == nil {
+		return nil, false
+	}
+	return parseEgressAnnotation(newest.egressJSON), true
 }
 
 // cachedWorkloadByName is the named workload as the cache holds it.

@@ -18,8 +18,13 @@ import (
 	"github.com/opi-bridge/opi/opi"
 )
 
-// BaselinePolicyName names the namespace-wide NetworkPolicy that isolates every app.
+// BaselinePolicyName names the namespace-wide NetworkPolicy that isolates every tenant
+// workload: the pods of apps and of tasks.
 const BaselinePolicyName = "opi-apps"
+
+// RoutersPolicyName names the namespace-wide NetworkPolicy that lets the routers reach the
+// apps' pods (not the tasks').
+const RoutersPolicyName = "opi-apps-routers"
 
 // AnnotationEgressRules is JSON of the LRP's egress rules, on its Deployment: the janitor
 // rebuilds a missing egress policy from it. Rules are destinations and ports, not secrets.
@@ -34,6 +39,9 @@ type NetworkPolicyOptions struct {
 	Routers []PolicyPeer
 	// DNSNamespace, when set, lets every app reach port 53 (udp and tcp) of the pods there.
 	DNSNamespace string
+	// TaskDefaultEgress are the egress rules of a task whose app has no LRP with rules (CC's
+	// task requests carry none); none: DNS only.
+	TaskDefaultEgress []opi.EgressRule
 }
 
 // PolicyPeer names pods by their namespace's name and, optionally, their labels.
@@ -47,9 +55,11 @@ type PolicyPeer struct {
 // (application security groups) allow.
 //
 //   - started (once per start): the namespace-wide policy BaselinePolicyName selects every app
-//     pod, allows ingress from the routers only and egress to DNS only (when configured);
-//     created, or rewritten when the configuration changed. It belongs to no LRP: it stays as
-//     long as the namespace.
+//     and task pod (source type APP or TASK), allows no ingress and egress to DNS only (when
+//     configured); RoutersPolicyName adds ingress from the routers to app pods only. Each is
+//     created, or rewritten when the configuration changed (the routers' first, so that an
+//     upgrade from a baseline that carried the routers never cuts them off). They belong to no
+//     LRP: they stay as long as the namespace.
 //   - shape: the Deployment carries the rules (AnnotationEgressRules), whether or not policies
 //     are on, so that turning them on later gives older apps theirs through the janitor;
 //   - check: an icmp rule is refused (NetworkPolicy filters tcp, udp and sctp only; a rule of
@@ -60,6 +70,12 @@ type PolicyPeer struct {
 //     has no policy of its own (and no egress beyond DNS);
 //   - missing: Deployments with rules and no policy.
 //
+// Tasks (taskPolicy, called by DesireTask): CC's task requests carry no egress rules, so a task
+// gets those of its app's LRP (the newest workload in the cache with the task's app guid, its
+// AnnotationEgressRules), or the operator's TaskDefaultEgress when the app has no LRP. With
+// rules, a policy named like the Job, controlled by it, allows them; without, the baseline's
+// DNS is all.
+//
 // The local control plane runs no network plugin: policies are checked as objects there.
 type networkPolicyHook struct {
 	noHook
@@ -69,7 +85,7 @@ type networkPolicyHook struct {
 	opts      NetworkPolicyOptions
 }
 
-func newNetworkPolicyHook(client kubernetes.Interface, list metadataLists, namespace string, opts NetworkPolicyOptions) hook {
+func newNetworkPolicyHook(client kubernetes.Interface, list metadataLists, namespace string, opts NetworkPolicyOptions) *networkPolicyHook {
 	return &networkPolicyHook{client: client, list: list, namespace: namespace, opts: opts}
 }
 
@@ -79,10 +95,17 @@ func (h *networkPolicyHook) started(ctx context.Context) error {
 	if !h.opts.Enabled {
 		return nil
 	}
+	if err := h.ensurePolicy(ctx, h.routers(), "routers network policy"); err != nil {
+		return err
+	}
+	return h.ensurePolicy(ctx, h.baseline(), "baseline network policy")
+}
+
+// ensurePolicy creates the namespace-wide policy want, or rewrites its spec when it differs.
+func (h *networkPolicyHook) ensurePolicy(ctx context.Context, want *networkingv1.NetworkPolicy, what string) error {
 	policies := h.client.NetworkingV1().NetworkPolicies(h.namespace)
-	want := h.baseline()
 	if _, created, err := kube.CreateIfAbsent(ctx, policies, want.DeepCopy()); err != nil || created {
-		return wrapHookErr(err, "create baseline network policy")
+		return wrapHookErr(err, "create "+what)
 	}
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		current, err := policies.Get(ctx, want.Name, metav1.GetOptions{})
@@ -96,25 +119,21 @@ func (h *networkPolicyHook) started(ctx context.Context) error {
 		_, err = policies.Update(ctx, current, metav1.UpdateOptions{})
 		return err
 	})
-	return wrapHookErr(err, "update baseline network policy")
+	return wrapHookErr(err, "update "+what)
 }
 
+// baseline isolates every tenant pod: no ingress, egress to DNS only.
 func (h *networkPolicyHook) baseline() *networkingv1.NetworkPolicy {
 	p := &networkingv1.NetworkPolicy{}
 	p.Name, p.Namespace = BaselinePolicyName, h.namespace
 	p.Labels = map[string]string{LabelManagedBy: ManagedByOPI}
-	p.Spec.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{LabelSourceType: SourceTypeApp}}
+	p.Spec.PodSelector = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+		Key: LabelSourceType, Operator: metav1.LabelSelectorOpIn, Values: []string{SourceTypeApp, SourceTypeTask},
+	}}}
 	p.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}
-	// Ingress and Egress stay non-nil and empty without routers or DNS: nothing allowed.
+	// Ingress and Egress stay non-nil and empty without DNS: nothing allowed.
 	p.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{}
 	p.Spec.Egress = []networkingv1.NetworkPolicyEgressRule{}
-	if len(h.opts.Routers) > 0 {
-		rule := networkingv1.NetworkPolicyIngressRule{}
-		for _, r := range h.opts.Routers {
-			rule.From = append(rule.From, namespacePeer(r.Namespace, r.PodLabels))
-		}
-		p.Spec.Ingress = append(p.Spec.Ingress, rule)
-	}
 	if h.opts.DNSNamespace != "" {
 		dns := intstr.FromInt32(53)
 		p.Spec.Egress = append(p.Spec.Egress, networkingv1.NetworkPolicyEgressRule{
@@ -124,6 +143,24 @@ func (h *networkPolicyHook) baseline() *networkingv1.NetworkPolicy {
 				{Protocol: ptr.To(corev1.ProtocolTCP), Port: &dns},
 			},
 		})
+	}
+	return p
+}
+
+// routers lets the routers reach app pods (no rule without routers: nothing added).
+func (h *networkPolicyHook) routers() *networkingv1.NetworkPolicy {
+	p := &networkingv1.NetworkPolicy{}
+	p.Name, p.Namespace = RoutersPolicyName, h.namespace
+	p.Labels = map[string]string{LabelManagedBy: ManagedByOPI}
+	p.Spec.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{LabelSourceType: SourceTypeApp}}
+	p.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}
+	p.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{}
+	if len(h.opts.Routers) > 0 {
+		rule := networkingv1.NetworkPolicyIngressRule{}
+		for _, r := range h.opts.Routers {
+			rule.From = append(rule.From, namespacePeer(r.Namespace, r.PodLabels))
+		}
+		p.Spec.Ingress = append(p.Spec.Ingress, rule)
 	}
 	return p
 }
@@ -186,7 +223,18 @@ func toEgressPolicy(t hookTarget) *networkingv1.NetworkPolicy {
 	p.Name, p.Namespace, p.Labels = t.name, t.namespace, lrpLabels(t.lrp)
 	p.Spec.PodSelector = metav1.LabelSelector{MatchLabels: selectorLabels(t.lrp.LRPIdentifier)}
 	p.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
-	for _, r := range t.lrp.EgressRules {
+	p.Spec.Egress = egressOf(t.lrp.EgressRules)
+	return p
+}
+
+// egressOf is one NetworkPolicy egress rule per rule. icmp rules are left out: a policy cannot
+// express them (check refuses them; an LRP desired while policies were off may hold one).
+func egressOf(rules []opi.EgressRule) []networkingv1.NetworkPolicyEgressRule {
+	var egress []networkingv1.NetworkPolicyEgressRule
+	for _, r := range rules {
+		if r.Protocol == opi.ProtocolICMP {
+			continue
+		}
 		rule := networkingv1.NetworkPolicyEgressRule{}
 		for _, cidr := range r.Destinations {
 			rule.To = append(rule.To, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: cidr}})
@@ -198,8 +246,8 @@ func toEgressPolicy(t hookTarget) *networkingv1.NetworkPolicy {
 		case opi.ProtocolUDP:
 			protocol = corev1.ProtocolUDP
 		default:
-			// all: no ports, so every protocol and port. (icmp never gets here: check.)
-			p.Spec.Egress = append(p.Spec.Egress, rule)
+			// all: no ports, so every protocol and port.
+			egress = append(egress, rule)
 			continue
 		}
 		if len(r.Ports) == 0 {
@@ -213,9 +261,35 @@ func toEgressPolicy(t hookTarget) *networkingv1.NetworkPolicy {
 			}
 			rule.Ports = append(rule.Ports, np)
 		}
-		p.Spec.Egress = append(p.Spec.Egress, rule)
+		egress = append(egress, rule)
 	}
-	return p
+	return egress
+}
+
+// taskPolicy makes the task's egress policy exist, controlled by its Job (owner, live), when
+// network policies are on and the task has rules: those of appRules (its app's LRP's, found
+// says there is one), else the operator's default. It says what it did, for the log.
+func (h *networkPolicyHook) taskPolicy(ctx context.Context, task *opi.Task, name string, appRules []opi.EgressRule, found bool, owner metav1.OwnerReference, live func(context.Context) (bool, error)) (string, error) {
+	if !h.opts.Enabled {
+		return "off", nil
+	}
+	rules, from := appRules, "app"
+	if !found {
+		rules, from = h.opts.TaskDefaultEgress, "default"
+	}
+	egress := egressOf(rules)
+	if len(egress) == 0 {
+		return from + ": dns only", nil
+	}
+	p := &networkingv1.NetworkPolicy{}
+	p.Name, p.Namespace, p.Labels = name, h.namespace, taskLabels(task)
+	p.Spec.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{
+		LabelSourceType: SourceTypeTask, LabelTaskGUID: labelValue(task.GUID),
+	}}
+	p.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
+	p.Spec.Egress = egress
+	_, err := ensureOwned(ctx, h.client.NetworkingV1().NetworkPolicies(h.namespace), p, hookTarget{name: name, namespace: h.namespace, owner: owner, live: live})
+	return from, err
 }
 
 // egressRuleJSON is one rule in AnnotationEgressRules.

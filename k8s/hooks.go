@@ -82,10 +82,12 @@ func (noHook) updated(context.Context, hookTarget, *opi.LRP, opi.LRPUpdate) erro
 
 // registerHooks makes the backend's hooks from its options, in the order they act.
 func (b *Backend) registerHooks(opts Options) {
+	// Tasks' policies are the network policy hook's too (DesireTask calls it).
+	b.policies = newNetworkPolicyHook(b.client, b.listMetadata, b.namespace, opts.NetworkPolicy)
 	b.hooks = []hook{
 		&serviceHook{client: b.client, list: b.listMetadata, namespace: b.namespace, headless: opts.HeadlessServices},
 		newRoutingHook(b.client, b.gateway, b.listMetadata, b.namespace, opts.Routing),
-		newNetworkPolicyHook(b.client, b.listMetadata, b.namespace, opts.NetworkPolicy),
+		b.policies,
 		&placementHook{opts: opts.Placement},
 		&volumeHook{client: b.client, namespace: b.namespace},
 		&disruptionHook{client: b.client, list: b.listMetadata, namespace: b.namespace, logger: b.logger.Session("disruption-budget")},

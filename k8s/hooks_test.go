@@ -357,26 +357,7 @@ var _ = Describe("Hooks", func() {
 			backend = startBackendWith(client, opts)
 		})
 
-		It("keeps the namespace-wide baseline: ingress from the routers only, egress to DNS only", func() {
-			p, err := client.NetworkingV1().NetworkPolicies(namespace).Get(ctx, k8s.BaselinePolicyName, metav1.GetOptions{})
-			Expect(err).NotTo(HaveOccurred())
-			dns := intstr.FromInt32(53)
-			Expect(p.Spec).To(Equal(networkingv1.NetworkPolicySpec{
-				PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{k8s.LabelSourceType: "APP"}},
-				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
-				Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{
-					NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "ingress-nginx"}},
-					PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": "ingress"}},
-				}}}},
-				Egress: []networkingv1.NetworkPolicyEgressRule{{
-					To: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "kube-system"}}}},
-					Ports: []networkingv1.NetworkPolicyPort{
-						{Protocol: ptr.To(corev1.ProtocolUDP), Port: &dns},
-						{Protocol: ptr.To(corev1.ProtocolTCP), Port: &dns},
-					},
-				}},
-			}))
-		})
+		// The baseline's and the routers' exact policies: task_networkpolicy_test.go.
 
 		Context("when a baseline of another configuration exists", func() {
 			BeforeEach(func() {
@@ -389,7 +370,7 @@ var _ = Describe("Hooks", func() {
 				p, err := client.NetworkingV1().NetworkPolicies(namespace).Get(ctx, k8s.BaselinePolicyName, metav1.GetOptions{})
 				Expect(err).NotTo(HaveOccurred())
 				Expect(p.Spec.PolicyTypes).To(HaveLen(2))
-				Expect(p.Spec.Ingress).To(HaveLen(1))
+				Expect(p.Spec.Egress).To(HaveLen(1), "DNS")
 			})
 		})
 
@@ -518,7 +499,15 @@ var _ = Describe("Hooks", func() {
 	Describe("volume mounts", func() {
 		var backend *k8s.Backend
 		BeforeEach(func() {
-			client = newClient(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "vol-guid-1", Namespace: namespace}})
+			claim := func(name string, labels map[string]string) *corev1.PersistentVolumeClaim {
+				return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels}}
+			}
+			client = newClient(
+				claim("vol-guid-1", map[string]string{k8s.LabelClaimSpaceGUID: lrp.SpaceGUID}),
+				claim("unlabelled", nil),
+				claim("other-space", map[string]string{k8s.LabelClaimSpaceGUID: "another-space-guid"}),
+				claim("empty-space", map[string]string{k8s.LabelClaimSpaceGUID: ""}),
+			)
 			backend = startBackendWith(client, k8s.Options{})
 		})
 
@@ -547,6 +536,20 @@ var _ = Describe("Hooks", func() {
 			},
 			Entry("no such claim", "missing-claim", `no PersistentVolumeClaim "missing-claim"`),
 			Entry("an id that cannot name a claim", "Vol_1", "cannot name a PersistentVolumeClaim"),
+			Entry("a claim without the space label", "unlabelled", `PersistentVolumeClaim "unlabelled" is not labelled opi-bridge.io/space-guid="`),
+			Entry("a claim of another space", "other-space", `PersistentVolumeClaim "other-space" is not labelled opi-bridge.io/space-guid=`),
+			Entry("a claim with an empty space label", "empty-space", `PersistentVolumeClaim "empty-space" is not labelled`),
 		)
+
+		It("refuses every claim to an LRP without a space guid", func() {
+			client = newClient(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "blank", Namespace: namespace, Labels: map[string]string{k8s.LabelClaimSpaceGUID: ""}}})
+			backend = startBackendWith(client, k8s.Options{})
+			lrp.SpaceGUID = ""
+			lrp.VolumeMounts = []opi.VolumeMount{{VolumeID: "blank", MountDir: "/var/data"}}
+			Expect(backend.DesireLRP(ctx, lrp)).To(MatchError(opi.ErrInvalid))
+			list, err := client.AppsV1().Deployments(namespace).List(ctx, metav1.ListOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(list.Items).To(BeEmpty())
+		})
 	})
 })

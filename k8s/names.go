@@ -14,6 +14,10 @@ import (
 // annotationPrefix starts every annotation opi writes on its own objects.
 const annotationPrefix = "opi-bridge.io/"
 
+// ReservedAnnotationPrefix is annotationPrefix, for the configuration: no user annotation may
+// carry it (opi's bookkeeping on pods, opi-bridge.io/crashes-reported, uses it).
+const ReservedAnnotationPrefix = annotationPrefix
+
 // Labels opi puts on every object it makes for an LRP (Deployment, its pod template, Secrets,
 // Service). guid and version are separate labels because a process guid (73 chars) does not
 // fit a label value (63).

@@ -20,6 +20,10 @@ import (
 	"github.com/opi-bridge/opi/opi"
 )
 
+// anyAnnotation is an allow-list every key starts with: the fuzzer explores Kubernetes' rules
+// for annotation keys, not the operator's prefixes (a configuration refuses an empty prefix).
+var anyAnnotation = []string{""}
+
 // FuzzDesireRefusedOrListed feeds random annotation keys, guids and env names through the
 // bifrost into the Kubernetes backend on a fake clientset: a desire is either refused as invalid
 // with nothing written (no create, patch or delete reached the API), or accepted, listed, and
@@ -46,7 +50,7 @@ func FuzzDesireRefusedOrListed(f *testing.F) {
 	const version = "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"
 
 	f.Fuzz(func(t *testing.T, annotationKey, guid, envName string, strict bool) {
-		lrps := &bifrost.LRP{Backend: backend, Rules: bifrost.Rules{StrictEnvNames: strict}}
+		lrps := &bifrost.LRP{Backend: backend, Rules: bifrost.Rules{StrictEnvNames: strict, UserAnnotationPrefixes: anyAnnotation}}
 		req := models.DesireLRPRequest{
 			GUID: guid, Version: version, ProcessType: "web", AppGUID: "app", AppName: "fuzz", SpaceName: "dev",
 			Environment: map[string]string{envName: "value"}, Instances: 1, MemoryMB: 64, Ports: []int64{8080},

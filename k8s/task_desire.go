@@ -19,10 +19,13 @@ import (
 //  1. the env Secret (exists → fine);
 //  2. the image pull Secret, with registry credentials (exists → fine);
 //  3. the Job (exists → the desire succeeds and changes nothing);
-//  4. the Secrets made controlled by the Job, so that deleting the Job deletes them.
+//  4. the task's egress policy, controlled by the Job, when network policies are on and the
+//     task has rules: its app's LRP's, else the operator's default (networkPolicyHook);
+//  5. the Secrets made controlled by the Job, so that deleting the Job deletes them.
 //
-// A first desire is exactly: create secrets, [create secrets], create jobs, patch secrets (per
-// Secret).
+// A first desire is exactly: create secrets, [create secrets], create jobs, [create
+// networkpolicies], patch secrets (per Secret). The policy follows the Job: its pod may start
+// a moment before it exists, with the baseline's DNS only, never with more.
 func (b *Backend) DesireTask(ctx context.Context, task *opi.Task) error {
 	logger := b.logger.Session("desire-task", lager.Data{"task-guid": task.GUID})
 	if err := b.checkWritable(); err != nil {
@@ -58,6 +61,11 @@ func (b *Backend) DesireTask(ctx context.Context, task *opi.Task) error {
 
 	owner := kube.ControllerRef(job, "batch/v1", "Job")
 	live := b.jobLiveCheck(job)
+	appRules, found := b.appEgressRules(task.AppGUID)
+	egress, err := b.policies.taskPolicy(ctx, task, name, appRules, found, owner, live)
+	if err != nil {
+		return b.ownershipError(logger, err, "task network policy")
+	}
 	if err := kube.EnsureControlled(ctx, secrets, envSecret, envSeen, owner, live); err != nil {
 		return b.ownershipError(logger, err, "own env secret")
 	}
@@ -69,7 +77,7 @@ func (b *Backend) DesireTask(ctx context.Context, task *opi.Task) error {
 	if err := b.waitForJob(ctx, logger, job.Name, job.ResourceVersion, false, live); err != nil {
 		return err
 	}
-	logger.Info("desired", lager.Data{"job": job.Name, "created": created})
+	logger.Info("desired", lager.Data{"job": job.Name, "created": created, "egress": egress})
 	return nil
 }
 

@@ -3,7 +3,12 @@ package localkube
 // CrashAnnotation marks a pod that the simulated kubelet (kwok) reports as crash-looping instead
 // of running: phase Running, not Ready, its containers waiting in CrashLoopBackOff after exiting
 // with code 1. Put it on a pod template (annotation value "true") to test how crashes surface.
-const CrashAnnotation = "localkube.opi-bridge/crash"
+const CrashAnnotation = AnnotationPrefix + "crash"
+
+// AnnotationPrefix starts the local control plane's annotations. opi passes a user annotation
+// only with a prefix its operator allows: the integration suite and `make run` allow this one
+// (opi connect --user-annotation-prefixes), next to CC's own prometheus.io/.
+const AnnotationPrefix = "localkube.opi-bridge/"
 
 // crashStage is our own kwok Stage, loaded after kwok's fast stages (written into the bin folder
 // by build.sh).

@@ -171,6 +171,8 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 		local.cc.OpiArgs()...)
 	// opi refuses loopback registries unless allowed: the local registry is, explicitly.
 	opiArgs = append(opiArgs, registry.OpiArgs(local.registry)...)
+	// The guide's crash example annotates a pod with localkube.CrashAnnotation.
+	opiArgs = append(opiArgs, "--user-annotation-prefixes", "prometheus.io/,"+localkube.AnnotationPrefix)
 	fmt.Fprintf(out, "starting %s %s\n", *opiBin, strings.Join(opiArgs, " "))
 	opi, err := localkube.StartProcess("opi", *opiBin, opiArgs, os.Environ(), out, "")
 	if err != nil {

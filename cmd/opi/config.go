@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"github.com/opi-bridge/opi/cc"
 	"github.com/opi-bridge/opi/handler"
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/opi"
 )
 
 // Config is opi's configuration: a YAML file (--config) whose keys flags override.
@@ -126,6 +128,13 @@ type KubernetesConfig struct {
 	// AppNetworkConfig (routing, network policies, placement, service shape) is inlined: its
 	// keys sit in the kubernetes section.
 	AppNetworkConfig
+	// UserAnnotationPrefixes are the prefixes a key of CC's user_defined_annotations must
+	// start with (unset: bifrost.DefaultUserAnnotationPrefixes, "prometheus.io/"; empty: none
+	// allowed); other keys are refused with 400.
+	UserAnnotationPrefixes []string `json:"user_annotation_prefixes"`
+	// TaskDefaultEgressRules are the egress rules (CC's egress_rules shape) of a task whose app
+	// has no LRP (unset: none, DNS only); a task of an app with an LRP gets the LRP's rules.
+	TaskDefaultEgressRules []json.RawMessage `json:"task_default_egress_rules"`
 }
 
 // CCConfig is the `cc` section: Cloud Controller's internal API, where opi sends task
@@ -312,6 +321,16 @@ func parseFlags(args []string, cfg *Config) (configPath string, err error) {
 	fs.Var(&cfg.TaskRetention, "task-retention", "how long a task's Job is kept after Cloud Controller accepted its end (0: at once)")
 	cfg.AppNetworkConfig.bindFlags(fs)
 	cfg.Staging.bindFlags(fs)
+	fs.Func("user-annotation-prefixes", "comma-separated prefixes a user annotation key must start with (default prometheus.io/; empty: none allowed)", func(s string) error {
+		cfg.UserAnnotationPrefixes = []string{}
+		if s != "" {
+			cfg.UserAnnotationPrefixes = strings.Split(s, ",")
+		}
+		return nil
+	})
+	fs.Func("task-default-egress-rules", "JSON list of egress rules (CC's egress_rules shape) for tasks whose app has no LRP (default none: DNS only)", func(s string) error {
+		return json.Unmarshal([]byte(s), &cfg.TaskDefaultEgressRules)
+	})
 	if err := fs.Parse(args); err != nil {
 		return "", err
 	}
@@ -433,6 +452,14 @@ func (c Config) Validate() error {
 	if err := c.Staging.validate(); err != nil {
 		return err
 	}
+	for i, p := range c.UserAnnotationPrefixes {
+		if p == "" || strings.HasPrefix(k8s.ReservedAnnotationPrefix, p) || strings.HasPrefix(p, k8s.ReservedAnnotationPrefix) {
+			return fmt.Errorf("kubernetes.user_annotation_prefixes[%d] %q must be a non-empty prefix that does not cover opi's own %q annotations", i, p, k8s.ReservedAnnotationPrefix)
+		}
+	}
+	if _, err := c.taskDefaultEgress(); err != nil {
+		return err
+	}
 	if w := c.Workloads; w.ProbeTimeout.Duration <= 0 || w.MinReady.Duration < 0 {
 		return fmt.Errorf("workloads.probe_timeout must be positive and workloads.min_ready not negative")
 	}
@@ -477,5 +504,23 @@ func (c Config) backendOptions() k8s.Options {
 		Workload:      c.Backend,
 	}
 	c.AppNetworkConfig.applyTo(&opts)
+	opts.NetworkPolicy.TaskDefaultEgress, _ = c.taskDefaultEgress() // checked by Validate
 	return opts
+}
+
+// taskDefaultEgress is kubernetes.task_default_egress_rules read as CC's egress_rules are.
+func (c Config) taskDefaultEgress() ([]opi.EgressRule, error) {
+	if len(c.TaskDefaultEgressRules) == 0 {
+		return nil, nil
+	}
+	rules, err := bifrost.ConvertEgressRules(c.TaskDefaultEgressRules)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes.task_default_egress_rules: %w", err)
+	}
+	for i, r := range rules {
+		if r.Protocol == opi.ProtocolICMP {
+			return nil, fmt.Errorf("kubernetes.task_default_egress_rules[%d]: icmp rules cannot be kept: NetworkPolicies filter tcp, udp and sctp only", i)
+		}
+	}
+	return rules, nil
 }

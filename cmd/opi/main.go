@@ -159,7 +159,7 @@ func connect(ctx context.Context, cfg Config) error {
 	// The namespace check and the discovery are a few small requests: each has its own short
 	// bound (DiscoverCluster's is inside it), well within the start-up probe's minute.
 	nsCtx, cancel := context.WithTimeout(ctx, ensureNamespaceTimeout)
-	err = k8s.EnsureNamespace(nsCtx, client, cfg.Namespace, cfg.CreateNamespace)
+	err = k8s.EnsureNamespace(nsCtx, client, cfg.Namespace, k8s.NamespaceOptions{Create: cfg.CreateNamespace, PodSecurity: cfg.Workloads.PodSecurity}, logger)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("namespace %s: %w", cfg.Namespace, err)
@@ -245,7 +245,7 @@ func connect(ctx context.Context, cfg Config) error {
 	// One readiness cache for both ports: at most one API server request a second for /readyz.
 	readiness := handler.NewCachedReadiness(backend)
 	server := newServer(handler.New(handler.Config{
-		LRP:          &bifrost.LRP{Backend: backend, Rules: bifrost.Rules{StrictEnvNames: !cluster.RelaxedEnvNames}},
+		LRP:          &bifrost.LRP{Backend: backend, Rules: bifrost.Rules{StrictEnvNames: !cluster.RelaxedEnvNames, UserAnnotationPrefixes: cfg.UserAnnotationPrefixes}},
 		Task:         tasks,
 		Readiness:    readiness,
 		Logger:       logger.Session("api"),
