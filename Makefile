@@ -29,16 +29,26 @@ generate:
 	$(GO) generate ./...
 
 # go vet, gofmt, and go.mod/go.sum exactly as `go mod tidy` leaves them (direct dependencies
-# not marked // indirect).
+# not marked // indirect), in the product module and in the tools' module (test/, its own
+# go.mod); then the generated fakes are current (`go generate ./...` in a copy of the tree
+# changes no file: tools/check-generated.sh).
+TEST_MODULE := test
 lint:
 	$(GO) vet ./...
+	$(GO) -C $(TEST_MODULE) vet ./...
 	$(GO) mod tidy -diff
+	$(GO) -C $(TEST_MODULE) mod tidy -diff
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@tools/check-generated.sh
 
-# Unit suites: everything but the suites that start a local control plane; then the fuzz
-# targets' seed corpora (go test runs them as ordinary tests).
+# Unit suites: everything but the suites that start a local control plane; then the tools'
+# module's suites (test/: ginkgo -r would reach them from here too, so the first step skips
+# them and they run once, in their own module); then the fuzz targets' seed corpora (go test
+# runs them as ordinary tests; the tools have none).
+GINKGO_UNIT := tool ginkgo -r --succinct=false --fail-on-pending --fail-on-empty --keep-going --race
 unit:
-	$(GO) tool ginkgo -r --succinct=false --skip-package=integration,localkube --fail-on-pending --fail-on-empty --keep-going --race
+	$(GO) $(GINKGO_UNIT) --skip-package=integration,localkube,./$(TEST_MODULE)/
+	$(GO) -C $(TEST_MODULE) $(GINKGO_UNIT)
 	$(GO) test -run '^Fuzz' ./...
 
 # Fuzzes each target for FUZZTIME (e.g. make fuzz FUZZTIME=5m).
@@ -119,34 +129,47 @@ run: build opi-local kube-bins
 # --- Benchmark (see docs/benchmarks.md) ---
 # One run on a fresh local control plane: desire N apps through opi in batches of 500 (two
 # client-go floors on some batches, cleaned up after each), reads at N, opi's restart at N, stop;
-# prints a markdown table and a JSON line. RECORD=1 appends the run to
-# docs/benchmarks.md. BACKEND=statefulsets benchmarks the StatefulSet backend (the floor and the
+# prints a markdown table and a JSON line. RECORD=1 appends the JSON line to
+# docs/benchmarks/runs.jsonl and regenerates docs/benchmarks.md's tables from it (what `make
+# bench-report` does). BACKEND=statefulsets benchmarks the StatefulSet backend (the floor and the
 # live LIST then use StatefulSets too). BENCH_FLAGS passes more flags (bin/opi-bench -h lists them).
+# The driver is test/cmd/opi-bench, in the tools' own module (test/go.mod).
 N ?= 300
 BACKEND ?= deployments
 RECORD ?=
 BENCH_FLAGS ?=
+BENCH_RUNS := docs/benchmarks/runs.jsonl
+BENCH_DOC := docs/benchmarks.md
+BENCH_RECORD = $(if $(RECORD),-record $(BENCH_RUNS) -doc $(BENCH_DOC))
 
-.PHONY: bench
-bench: build
-	$(GO) build -o $(BIN)/opi-bench ./cmd/opi-bench
-	$(BIN)/opi-bench -n $(N) -backend $(BACKEND) -opi-bin $(BIN)/opi $(if $(RECORD),-record docs/benchmarks.md) $(BENCH_FLAGS)
+.PHONY: bench bench-report opi-bench
+opi-bench:
+	$(GO) -C $(TEST_MODULE) build -o $(CURDIR)/$(BIN)/opi-bench ./cmd/opi-bench
+
+bench: build opi-bench
+	$(BIN)/opi-bench -n $(N) -backend $(BACKEND) -opi-bin $(BIN)/opi $(BENCH_RECORD) $(BENCH_FLAGS)
+
+# Regenerates docs/benchmarks.md's tables (latest value per figure, with its date) from the
+# recorded runs; test/cmd/opi-bench's suite checks the committed tables are what this makes.
+bench-report: opi-bench
+	$(BIN)/opi-bench report -runs $(BENCH_RUNS) -doc $(BENCH_DOC)
 
 # Tasks instead of LRPs: TASKS task desires, GET /tasks at TASKS (with opi's API requests per
 # call), cancels. `make bench-tasks TASKS=1000 RECORD=1` records a run.
 TASKS ?= 300
 
 .PHONY: bench-tasks
-bench-tasks: build
-	$(GO) build -o $(BIN)/opi-bench ./cmd/opi-bench
-	$(BIN)/opi-bench -tasks $(TASKS) -opi-bin $(BIN)/opi $(if $(RECORD),-record docs/benchmarks.md) $(BENCH_FLAGS)
+bench-tasks: build opi-bench
+	$(BIN)/opi-bench -tasks $(TASKS) -opi-bin $(BIN)/opi $(BENCH_RECORD) $(BENCH_FLAGS)
 
 # --- Load test (independent of `make test`) ---
 # 50 concurrent clients mixing every LRP route on a local control plane for DURATION (at most
 # MAX_REQUESTS requests), then Kubernetes and GET /apps are compared with the driver's model.
 # Fails on any 5xx, unexpected answer or difference. LOAD_FLAGS passes more flags (e.g. --admin).
+# The driver is test/cmd/opi-load, in the tools' own module (test/go.mod).
 .PHONY: load
 DURATION ?= 60s
 MAX_REQUESTS ?= 200000
 load: build kube-bins
-	OPI_KUBE_BIN_DIR=$$(tools/kube/build.sh) $(GO) run ./cmd/opi-load --opi-bin $(BIN)/opi --duration $(DURATION) --max-requests $(MAX_REQUESTS) $(LOAD_FLAGS)
+	$(GO) -C $(TEST_MODULE) build -o $(CURDIR)/$(BIN)/opi-load ./cmd/opi-load
+	OPI_KUBE_BIN_DIR=$$(tools/kube/build.sh) $(BIN)/opi-load --opi-bin $(BIN)/opi --duration $(DURATION) --max-requests $(MAX_REQUESTS) $(LOAD_FLAGS)

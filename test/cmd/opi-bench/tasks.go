@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -30,6 +29,8 @@ type taskResults struct {
 	Cancel        phase          `json:"cancel"`
 	Elapsed       float64        `json:"elapsed_s"`
 	LoadEnd       string         `json:"loadavg_end"`
+	// Note is -note.
+	Note string `json:"note,omitempty"`
 }
 
 // taskBody is the TaskRequest CC sends for a task that keeps running; its callback goes nowhere
@@ -152,9 +153,10 @@ func (r *taskResults) table() string {
 	return b.String()
 }
 
-// reportTasks prints the task run and, with -record, appends it to the record file.
+// reportTasks prints the task run and, with -record, appends it to the runs file.
 func reportTasks(cfg config, r *taskResults) error {
 	table := r.table()
+	r.Note = strings.TrimSpace(noteFlag)
 	line, err := json.Marshal(r)
 	if err != nil {
 		return err
@@ -164,22 +166,9 @@ func reportTasks(cfg config, r *taskResults) error {
 	if cfg.record == "" {
 		return nil
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "\n## %s — tasks, N = %d\n\n", r.Date, r.Tasks)
-	fmt.Fprintf(&b, "Machine: %d CPUs (%s); load average %s at the end.\n\n", numCPU(), cpuModel(), r.LoadEnd)
-	b.WriteString(table)
-	if note := strings.TrimSpace(noteFlag); note != "" {
-		fmt.Fprintf(&b, "\n- %s\n", note)
-	}
-	fmt.Fprintf(&b, "\n<details><summary>JSON</summary>\n\n```json\n%s\n```\n</details>\n", line)
-	f, err := os.OpenFile(cfg.record, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
+	if err := appendRun(cfg.record, cfg.doc, line); err != nil {
 		return err
 	}
-	if _, err := f.WriteString(b.String()); err != nil {
-		f.Close()
-		return err
-	}
-	logf("appended the run to %s", cfg.record)
-	return f.Close()
+	logf("appended the run to %s%s", cfg.record, regenerated(cfg.doc))
+	return nil
 }

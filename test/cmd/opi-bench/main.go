@@ -2,7 +2,9 @@
 // desire throughput and latency through opi's HTTP API against a direct client-go floor, GET
 // /apps against a live LIST of the workloads, instances at 10 apps and at N, stop throughput,
 // the API server requests opi makes per call and opi's memory. It prints a markdown table and
-// one JSON line, and with -record appends the table, dated, to docs/benchmarks.md.
+// one JSON line, and with -record appends the JSON line to the runs file
+// (docs/benchmarks/runs.jsonl) and, with -doc, regenerates docs/benchmarks.md's tables from it.
+// `opi-bench report` only regenerates the tables (make bench-report).
 //
 // `make bench` runs it with a quick N; `make bench N=3000 RECORD=1` records a run. See
 // docs/benchmarks.md for what is measured and how.
@@ -35,6 +37,7 @@ type config struct {
 	concurrency   int
 	opiBin        string
 	record        string
+	doc           string
 	note          string
 	qps, burst    int
 	ctrlQPS       int
@@ -69,7 +72,8 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.floorEvery, "floor-every", 5, "run the two client-go floors on batch 1, every k-th batch after it and the last batch")
 	fs.IntVar(&c.concurrency, "concurrency", 50, "concurrent desires and stops (CC's sync runs 50 workers)")
 	fs.StringVar(&c.opiBin, "opi-bin", "bin/opi", "the opi binary (make build makes it)")
-	fs.StringVar(&c.record, "record", "", "append the dated results to this markdown file (e.g. docs/benchmarks.md)")
+	fs.StringVar(&c.record, "record", "", "append the run's JSON line to this runs file (e.g. docs/benchmarks/runs.jsonl)")
+	fs.StringVar(&c.doc, "doc", "", "with -record: regenerate this document's tables from the runs file (e.g. docs/benchmarks.md)")
 	fs.StringVar(&c.note, "note", "", "a note to add to the recorded run")
 	fs.IntVar(&c.qps, "kube-qps", 1000, "API request rate of opi and of the floor's client-go client")
 	fs.IntVar(&c.burst, "kube-burst", 2000, "API request burst of opi and of the floor's client-go client")
@@ -100,6 +104,9 @@ func parseFlags(args []string) (config, error) {
 	if c.profile < 0 {
 		return c, errors.New("-profile must not be negative")
 	}
+	if c.doc != "" && c.record == "" {
+		return c, errors.New("-doc needs -record")
+	}
 	if c.batch < 1 || c.floorEvery < 1 {
 		return c, errors.New("-batch and -floor-every must be positive")
 	}
@@ -110,6 +117,13 @@ func parseFlags(args []string) (config, error) {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "report" {
+		if err := reportMain(os.Args[2:]); err != nil && !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "opi-bench report:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	cfg, err := parseFlags(os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		return
@@ -266,16 +280,17 @@ func run(ctx context.Context, cfg config) (err error) {
 
 	table := res.report()
 	fmt.Println(table)
+	res.Notes = res.notes()
 	line, err := res.jsonLine()
 	if err != nil {
 		return err
 	}
 	fmt.Println(line)
 	if cfg.record != "" {
-		if err := record(cfg.record, res, table, line); err != nil {
+		if err := appendRun(cfg.record, cfg.doc, []byte(line)); err != nil {
 			return err
 		}
-		logf("appended the run to %s", cfg.record)
+		logf("appended the run to %s%s", cfg.record, regenerated(cfg.doc))
 	}
 	return nil
 }

@@ -125,6 +125,9 @@ type results struct {
 	Profiles       []componentProfile `json:"profiles,omitempty"`
 
 	Machine machine `json:"machine"`
+	// Notes are the report's notes (missed targets, failures, disturbances, -note), so that
+	// the recorded line says what the printed report said.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // batchRecord is one desire batch: opi's, and the floors' when they ran on it.
@@ -731,29 +734,15 @@ func (r *results) whereSection() string {
 	return b.String()
 }
 
-// record appends the run to a markdown file: date, N, machine, the report, the JSON line.
-func record(path string, r *results, table, line string) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "\n## %s — N = %d, backend %s\n\n", r.Date, r.N, r.Backend)
-	m := r.Machine
-	fmt.Fprintf(&b, "Machine: %d CPUs (%s), %.0f GiB RAM; %s; Kubernetes %s and kwok %s (tools/kube/go.mod). "+
-		"Load average %s at the start, %s at the end. Controllers at %d/%d requests/s, opi and the floor client at %d/%d; %d kwok nodes; control plane tuning: %s.\n\n",
-		m.CPUs, m.CPUModel, m.MemoryGiB, m.Go, m.Kubernetes, m.Kwok, m.LoadStart, m.LoadEnd, r.CtrlQPS, r.CtrlBurst, r.KubeQPS, r.KubeBurst, r.Nodes, r.Tuning)
-	b.WriteString(table)
-	fmt.Fprintf(&b, "\n<details><summary>JSON</summary>\n\n```json\n%s\n```\n</details>\n", line)
-
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
+// regenerated says, for the log, which document's tables were written again.
+func regenerated(doc string) string {
+	if doc == "" {
+		return ""
 	}
-	if _, err := f.WriteString(b.String()); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return " and regenerated the tables of " + doc
 }
 
-// noteFlag is -note, for record.
+// noteFlag is -note, for the notes.
 var noteFlag string
 
 func numCPU() int { return runtime.NumCPU() }
