@@ -32,8 +32,7 @@ var _ = Describe("Tenant isolation", func() {
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(cc.Close)
 		ns := newNamespace()
-		o := startOpi(ns, "--router", "ingress-nginx:app=ingress",
-			"--cc-ca", cc.CAFile, "--cc-client-cert", cc.ClientCertFile, "--cc-client-key", cc.ClientKeyFile)
+		o := startOpi(ns, append(cc.OpiArgs(), "--router", "ingress-nginx:app=ingress")...)
 
 		a := newApp()
 		a.instances = 1
