@@ -49,7 +49,7 @@ var _ = Describe("Deploying with the manifests", Ordered, func() {
 		})
 		kubectl("apply", "--server-side", "-k", "../deploy/kustomize/overlays/cf")
 
-		// The Secrets the overlay mounts, as an operator creates them (README: "TLS, step by step").
+		// The Secrets the overlay mounts, as an operator creates them (docs/operating.md: "TLS, step by step").
 		dir = GinkgoT().TempDir()
 		var err error
 		ca, err = pki.NewCA("opi-deploy-test")
