@@ -44,6 +44,7 @@ type depRule struct {
 // depRules: one row per package under k8s/, bottom up.
 var depRules = []depRule{
 	{pkg: "kube", layer: 0, moduleDeps: []string{"opi"}},
+	{pkg: "spec", layer: 1, moduleDeps: []string{"opi"}, forbidden: []string{"k8s.io/client-go"}},
 	{pkg: "", layer: 6},
 }
 

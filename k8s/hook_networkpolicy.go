@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -28,7 +29,7 @@ const RoutersPolicyName = "opi-apps-routers"
 
 // AnnotationEgressRules is JSON of the LRP's egress rules, on its Deployment: the janitor
 // rebuilds a missing egress policy from it. Rules are destinations and ports, not secrets.
-const AnnotationEgressRules = annotationPrefix + "egress-rules"
+const AnnotationEgressRules = spec.AnnotationPrefix + "egress-rules"
 
 // NetworkPolicyOptions configure container-to-container isolation.
 type NetworkPolicyOptions struct {
@@ -126,9 +127,9 @@ func (h *networkPolicyHook) ensurePolicy(ctx context.Context, want *networkingv1
 func (h *networkPolicyHook) baseline() *networkingv1.NetworkPolicy {
 	p := &networkingv1.NetworkPolicy{}
 	p.Name, p.Namespace = BaselinePolicyName, h.namespace
-	p.Labels = map[string]string{LabelManagedBy: ManagedByOPI}
+	p.Labels = map[string]string{spec.LabelManagedBy: spec.ManagedByOPI}
 	p.Spec.PodSelector = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-		Key: LabelSourceType, Operator: metav1.LabelSelectorOpIn, Values: []string{SourceTypeApp, SourceTypeTask},
+		Key: spec.LabelSourceType, Operator: metav1.LabelSelectorOpIn, Values: []string{spec.SourceTypeApp, spec.SourceTypeTask},
 	}}}
 	p.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}
 	// Ingress and Egress stay non-nil and empty without DNS: nothing allowed.
@@ -151,8 +152,8 @@ func (h *networkPolicyHook) baseline() *networkingv1.NetworkPolicy {
 func (h *networkPolicyHook) routers() *networkingv1.NetworkPolicy {
 	p := &networkingv1.NetworkPolicy{}
 	p.Name, p.Namespace = RoutersPolicyName, h.namespace
-	p.Labels = map[string]string{LabelManagedBy: ManagedByOPI}
-	p.Spec.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{LabelSourceType: SourceTypeApp}}
+	p.Labels = map[string]string{spec.LabelManagedBy: spec.ManagedByOPI}
+	p.Spec.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{spec.LabelSourceType: spec.SourceTypeApp}}
 	p.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}
 	p.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{}
 	if len(h.opts.Routers) > 0 {
@@ -220,8 +221,8 @@ func (h *networkPolicyHook) missing(ctx context.Context, deployments []*workload
 // toEgressPolicy is the LRP's egress policy: one egress rule per egress rule of the LRP.
 func toEgressPolicy(t hookTarget) *networkingv1.NetworkPolicy {
 	p := &networkingv1.NetworkPolicy{}
-	p.Name, p.Namespace, p.Labels = t.name, t.namespace, lrpLabels(t.lrp)
-	p.Spec.PodSelector = metav1.LabelSelector{MatchLabels: selectorLabels(t.lrp.LRPIdentifier)}
+	p.Name, p.Namespace, p.Labels = t.name, t.namespace, spec.LRPLabels(t.lrp)
+	p.Spec.PodSelector = metav1.LabelSelector{MatchLabels: spec.SelectorLabels(t.lrp.LRPIdentifier)}
 	p.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
 	p.Spec.Egress = egressOf(t.lrp.EgressRules)
 	return p
@@ -282,9 +283,9 @@ func (h *networkPolicyHook) taskPolicy(ctx context.Context, task *opi.Task, name
 		return from + ": dns only", nil
 	}
 	p := &networkingv1.NetworkPolicy{}
-	p.Name, p.Namespace, p.Labels = name, h.namespace, taskLabels(task)
+	p.Name, p.Namespace, p.Labels = name, h.namespace, spec.TaskLabels(task)
 	p.Spec.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{
-		LabelSourceType: SourceTypeTask, LabelTaskGUID: labelValue(task.GUID),
+		spec.LabelSourceType: spec.SourceTypeTask, spec.LabelTaskGUID: spec.LabelValue(task.GUID),
 	}}
 	p.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
 	p.Spec.Egress = egress
