@@ -133,7 +133,7 @@ func (b *Backend) appEgressRules(appGUID string) (rules []opi.EgressRule, found 
 	if newest == nil {
 		return nil, false
 	}
-	return parseEgressAnnotation(newest.egressJSON), true
+	return spec.ParseEgressAnnotation(newest.egressJSON), true
 }
 
 // cachedWorkloadByName is the named workload as the cache holds it.

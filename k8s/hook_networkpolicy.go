@@ -2,7 +2,6 @@ package k8s
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,10 +25,6 @@ const BaselinePolicyName = "opi-apps"
 // RoutersPolicyName names the namespace-wide NetworkPolicy that lets the routers reach the
 // apps' pods (not the tasks').
 const RoutersPolicyName = "opi-apps-routers"
-
-// AnnotationEgressRules is JSON of the LRP's egress rules, on its Deployment: the janitor
-// rebuilds a missing egress policy from it. Rules are destinations and ports, not secrets.
-const AnnotationEgressRules = spec.AnnotationPrefix + "egress-rules"
 
 // NetworkPolicyOptions configure container-to-container isolation.
 type NetworkPolicyOptions struct {
@@ -61,7 +56,7 @@ type PolicyPeer struct {
 //     created, or rewritten when the configuration changed (the routers' first, so that an
 //     upgrade from a baseline that carried the routers never cuts them off). They belong to no
 //     LRP: they stay as long as the namespace.
-//   - shape: the Deployment carries the rules (AnnotationEgressRules), whether or not policies
+//   - shape: the Deployment carries the rules (spec.AnnotationEgressRules), whether or not policies
 //     are on, so that turning them on later gives older apps theirs through the janitor;
 //   - check: an icmp rule is refused (NetworkPolicy filters tcp, udp and sctp only; a rule of
 //     protocol all allows icmp too);
@@ -73,7 +68,7 @@ type PolicyPeer struct {
 //
 // Tasks (taskPolicy, called by DesireTask): CC's task requests carry no egress rules, so a task
 // gets those of its app's LRP (the newest workload in the cache with the task's app guid, its
-// AnnotationEgressRules), or the operator's TaskDefaultEgress when the app has no LRP. With
+// spec.AnnotationEgressRules), or the operator's TaskDefaultEgress when the app has no LRP. With
 // rules, a policy named like the Job, controlled by it, allows them; without, the baseline's
 // DNS is all.
 //
@@ -182,7 +177,7 @@ func (h *networkPolicyHook) shape(lrp *opi.LRP, meta *metav1.ObjectMeta, templat
 	if len(lrp.EgressRules) == 0 {
 		return
 	}
-	meta.Annotations[AnnotationEgressRules] = egressAnnotation(lrp.EgressRules)
+	meta.Annotations[spec.AnnotationEgressRules] = spec.EgressAnnotation(lrp.EgressRules)
 }
 
 func (h *networkPolicyHook) check(_ context.Context, lrp *opi.LRP) error {
@@ -291,35 +286,4 @@ func (h *networkPolicyHook) taskPolicy(ctx context.Context, task *opi.Task, name
 	p.Spec.Egress = egress
 	_, err := ensureOwned(ctx, h.client.NetworkingV1().NetworkPolicies(h.namespace), p, hookTarget{name: name, namespace: h.namespace, owner: owner, live: live})
 	return from, err
-}
-
-// egressRuleJSON is one rule in AnnotationEgressRules.
-type egressRuleJSON struct {
-	Protocol     string          `json:"protocol"`
-	Destinations []string        `json:"destinations"`
-	Ports        []opi.PortRange `json:"ports,omitempty"`
-	ICMPType     int32           `json:"icmp_type"`
-	ICMPCode     int32           `json:"icmp_code"`
-}
-
-func egressAnnotation(rules []opi.EgressRule) string {
-	out := make([]egressRuleJSON, 0, len(rules))
-	for _, r := range rules {
-		out = append(out, egressRuleJSON{Protocol: r.Protocol, Destinations: r.Destinations, Ports: r.Ports, ICMPType: r.ICMPType, ICMPCode: r.ICMPCode})
-	}
-	b, _ := json.Marshal(out) // strings and ints always marshal
-	return string(b)
-}
-
-// parseEgressAnnotation reads AnnotationEgressRules back (nil when absent or unreadable).
-func parseEgressAnnotation(s string) []opi.EgressRule {
-	var in []egressRuleJSON
-	if s == "" || json.Unmarshal([]byte(s), &in) != nil {
-		return nil
-	}
-	out := make([]opi.EgressRule, 0, len(in))
-	for _, r := range in {
-		out = append(out, opi.EgressRule{Protocol: r.Protocol, Destinations: r.Destinations, Ports: r.Ports, ICMPType: r.ICMPType, ICMPCode: r.ICMPCode})
-	}
-	return out
 }

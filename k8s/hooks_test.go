@@ -414,7 +414,7 @@ var _ = Describe("Hooks", func() {
 					{To: []networkingv1.NetworkPolicyPeer{block("192.168.0.0/16"), block("2001:db8::/32")}},
 				},
 			}))
-			Expect(getDeployment(client, name).Annotations).To(HaveKey(k8s.AnnotationEgressRules))
+			Expect(getDeployment(client, name).Annotations).To(HaveKey(spec.AnnotationEgressRules))
 		})
 
 		It("refuses an icmp rule, writing nothing", func() {

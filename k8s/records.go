@@ -32,7 +32,7 @@ type workloadRecord struct {
 	// opi's annotations, as written by spec.Deployment.
 	processType, appName, spaceGUID, spaceName, orgGUID, orgName string
 	lastUpdated, routesJSON, healthCheckJSON                     string
-	// egressJSON is AnnotationEgressRules, "" without rules.
+	// egressJSON is spec.AnnotationEgressRules, "" without rules.
 	egressJSON string
 
 	// The app container's image, command (as written: $ escaped), ports and resources.
@@ -85,7 +85,7 @@ func workloadRecordOf(meta *metav1.ObjectMeta, replicas *int32, template *corev1
 		lastUpdated:     ann[spec.AnnotationLastUpdated],
 		routesJSON:      ann[spec.AnnotationRoutes],
 		healthCheckJSON: ann[spec.AnnotationHealthCheck],
-		egressJSON:      ann[AnnotationEgressRules],
+		egressJSON:      ann[spec.AnnotationEgressRules],
 		userAnnotations: template.Annotations,
 	}
 	if r.processType == "" {
@@ -199,7 +199,7 @@ func (r *workloadRecord) lrp() *opi.LRP {
 			lrp.Routes = append(lrp.Routes, opi.Route{Hostname: rt.Hostname, Port: rt.Port})
 		}
 	}
-	lrp.EgressRules = parseEgressAnnotation(r.egressJSON)
+	lrp.EgressRules = spec.ParseEgressAnnotation(r.egressJSON)
 	var health spec.HealthCheckJSON
 	if err := json.Unmarshal([]byte(r.healthCheckJSON), &health); err == nil {
 		lrp.Health = opi.HealthCheck{

@@ -198,7 +198,7 @@ var _ = Describe("Tasks' network isolation", func() {
 					spec.LabelGUID: lrp.GUID, spec.LabelVersion: lrp.Version, spec.LabelAppGUID: lrp.AppGUID,
 					spec.LabelSourceType: "APP", spec.LabelManagedBy: "opi",
 				},
-				Annotations: map[string]string{k8s.AnnotationEgressRules: `[{"protocol":"icmp","destinations":["0.0.0.0/0"],"icmp_type":-1,"icmp_code":-1},{"protocol":"tcp","destinations":["10.0.0.0/8"],"ports":[{"start":443,"end":443}],"icmp_type":-1,"icmp_code":-1}]`},
+				Annotations: map[string]string{spec.AnnotationEgressRules: `[{"protocol":"icmp","destinations":["0.0.0.0/0"],"icmp_type":-1,"icmp_code":-1},{"protocol":"tcp","destinations":["10.0.0.0/8"],"ports":[{"start":443,"end":443}],"icmp_type":-1,"icmp_code":-1}]`},
 			}}
 			client = newClient(d)
 			task.AppGUID = lrp.AppGUID
