@@ -26,6 +26,7 @@ import (
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -90,7 +91,7 @@ type Options struct {
 	// MinReady is how long a new instance must stay Ready before a rollout counts
 	// it as available (default DefaultMinReady; rounded up to whole seconds; negative: 0).
 	MinReady time.Duration
-	// PodSecurity is PodSecurityBaseline (default) or PodSecurityRestricted, for namespaces
+	// PodSecurity is spec.PodSecurityBaseline (default) or spec.PodSecurityRestricted, for namespaces
 	// that enforce the restricted Pod Security Standard.
 	PodSecurity string
 	// Workload is WorkloadDeployments (default) or WorkloadStatefulSets: the kind of object
@@ -118,9 +119,9 @@ const (
 // Validate reports an option the backend cannot work with.
 func (o Options) Validate() error {
 	switch o.PodSecurity {
-	case "", PodSecurityBaseline, PodSecurityRestricted:
+	case "", spec.PodSecurityBaseline, spec.PodSecurityRestricted:
 	default:
-		return fmt.Errorf("pod security %q is not one of %s, %s", o.PodSecurity, PodSecurityBaseline, PodSecurityRestricted)
+		return fmt.Errorf("pod security %q is not one of %s, %s", o.PodSecurity, spec.PodSecurityBaseline, spec.PodSecurityRestricted)
 	}
 	switch o.Workload {
 	case "", WorkloadDeployments, WorkloadStatefulSets:
@@ -153,7 +154,7 @@ type Backend struct {
 	janitorPeriod   time.Duration
 	janitorGrace    time.Duration
 	cacheSync       syncPatience
-	workload        workloadSpec
+	workload        spec.Workload
 	// kind is the object that runs an LRP's pods (Deployment or StatefulSet).
 	kind workloadKind
 
@@ -232,11 +233,11 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 		janitorPeriod:   opts.JanitorPeriod,
 		janitorGrace:    opts.JanitorGrace,
 		cacheSync:       syncPatience{timeout: opts.CacheSyncTimeout, recheck: cacheSyncRecheck, hookRetry: hookRetryInterval},
-		workload: workloadSpec{
-			probeTimeoutSeconds: wholeSeconds(opts.ProbeTimeout),
-			minReadySeconds:     wholeSeconds(opts.MinReady),
-			podSecurity:         cmp.Or(opts.PodSecurity, PodSecurityBaseline),
-			instanceIndexEnv:    opts.Workload == WorkloadStatefulSets,
+		workload: spec.Workload{
+			ProbeTimeoutSeconds: wholeSeconds(opts.ProbeTimeout),
+			MinReadySeconds:     wholeSeconds(opts.MinReady),
+			PodSecurity:         cmp.Or(opts.PodSecurity, spec.PodSecurityBaseline),
+			InstanceIndexEnv:    opts.Workload == WorkloadStatefulSets,
 		},
 		kind:            newWorkloadKind(opts.Workload),
 		imageReader:     opts.ImageReader,
@@ -364,7 +365,7 @@ const (
 type NamespaceOptions struct {
 	// Create lets it create a missing namespace.
 	Create bool
-	// PodSecurity is the apps' level (PodSecurityBaseline or PodSecurityRestricted): a namespace
+	// PodSecurity is the apps' level (spec.PodSecurityBaseline or spec.PodSecurityRestricted): a namespace
 	// opi creates enforces it, and an existing one that does not is warned about.
 	PodSecurity string
 }
@@ -390,7 +391,7 @@ func EnsureNamespace(ctx context.Context, client kubernetes.Interface, name stri
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name:   name,
-		Labels: map[string]string{LabelManagedBy: ManagedByOPI},
+		Labels: map[string]string{spec.LabelManagedBy: spec.ManagedByOPI},
 	}}
 	if opts.PodSecurity != "" {
 		ns.Labels[LabelPodSecurityEnforce] = opts.PodSecurity
@@ -408,7 +409,7 @@ func EnsureNamespace(ctx context.Context, client kubernetes.Interface, name stri
 }
 
 // podSecurityRank orders Pod Security Standards levels, from the most permissive.
-var podSecurityRank = map[string]int{"privileged": 0, PodSecurityBaseline: 1, PodSecurityRestricted: 2}
+var podSecurityRank = map[string]int{"privileged": 0, spec.PodSecurityBaseline: 1, spec.PodSecurityRestricted: 2}
 
 // warnPodSecurity logs when ns does not enforce level: a weaker (or no) enforcement lets pod
 // specs through that the level forbids; a stricter one refuses opi's own pods.

@@ -16,6 +16,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -102,7 +103,7 @@ var _ = Describe("Backend", func() {
 		var logger *lagertest.TestLogger
 		BeforeEach(func() { logger = lagertest.NewTestLogger("ns") })
 		opts := func(create bool) k8s.NamespaceOptions {
-			return k8s.NamespaceOptions{Create: create, PodSecurity: k8s.PodSecurityBaseline}
+			return k8s.NamespaceOptions{Create: create, PodSecurity: spec.PodSecurityBaseline}
 		}
 		warnings := func() []lager.LogFormat {
 			var out []lager.LogFormat
@@ -126,7 +127,7 @@ var _ = Describe("Backend", func() {
 
 		It("creates a missing namespace when asked to, enforcing the apps' pod security level", func() {
 			client := newClient()
-			Expect(k8s.EnsureNamespace(ctx, client, "apps", k8s.NamespaceOptions{Create: true, PodSecurity: k8s.PodSecurityRestricted}, logger)).To(Succeed())
+			Expect(k8s.EnsureNamespace(ctx, client, "apps", k8s.NamespaceOptions{Create: true, PodSecurity: spec.PodSecurityRestricted}, logger)).To(Succeed())
 			Expect(actionsSince(client, 0)).To(Equal([]string{"get namespaces apps", "create namespaces apps"}))
 			ns, err := client.CoreV1().Namespaces().Get(ctx, "apps", metav1.GetOptions{})
 			Expect(err).NotTo(HaveOccurred())

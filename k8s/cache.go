@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -48,7 +49,7 @@ func (b *Backend) newInformers() {
 	b.factory = informers.NewSharedInformerFactoryWithOptions(b.client, 0,
 		informers.WithNamespace(b.namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.LabelSelector = LabelSourceType + "=" + SourceTypeApp
+			o.LabelSelector = spec.LabelSourceType + "=" + spec.SourceTypeApp
 		}),
 	)
 	b.workloads = b.kind.informer(b.factory)
@@ -114,7 +115,7 @@ func (b *Backend) cachedWorkload(id opi.LRPIdentifier) *workloadRecord {
 // its workloads in the cache, as LRPs of one app (its processes, versions) share its security
 // groups and the newest is the one CC desired last.
 func (b *Backend) appEgressRules(appGUID string) (rules []opi.EgressRule, found bool) {
-	objs, err := b.workloads.GetIndexer().ByIndex(appIndex, labelValue(appGUID))
+	objs, err := b.workloads.GetIndexer().ByIndex(appIndex, spec.LabelValue(appGUID))
 	if err != nil || appGUID == "" {
 		return nil, false
 	}
@@ -132,7 +133,7 @@ func (b *Backend) appEgressRules(appGUID string) (rules []opi.EgressRule, found 
 	if newest == nil {
 		return nil, false
 	}
-	return parseEgressAnnotation(newest.egressJSON), true
+	return spec.ParseEgressAnnotation(newest.egressJSON), true
 }
 
 // cachedWorkloadByName is the named workload as the cache holds it.
@@ -248,7 +249,7 @@ func (b *Backend) findWorkload(ctx context.Context, id opi.LRPIdentifier) (*work
 	if d := b.cachedWorkload(id); d != nil {
 		return d, nil
 	}
-	list, err := b.kind.list(ctx, b, metav1.ListOptions{LabelSelector: lrpSelector(id)})
+	list, err := b.kind.list(ctx, b, metav1.ListOptions{LabelSelector: spec.LRPSelector(id)})
 	if err != nil {
 		return nil, apiError(err, "list "+strings.ToLower(b.kind.kind())+"s")
 	}

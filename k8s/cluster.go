@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/opi-bridge/opi/k8s/spec"
 )
 
 // probeEnvName is an env name only the relaxed rule accepts (Kubernetes 1.32 on, or with
@@ -89,7 +91,7 @@ func DiscoverCluster(ctx context.Context, client kubernetes.Interface, namespace
 
 // envProbe is the smallest valid Deployment whose only questionable part is an env name.
 func envProbe(namespace string) *appsv1.Deployment {
-	labels := map[string]string{LabelManagedBy: ManagedByOPI, "opi-bridge.io/probe": "env-names"}
+	labels := map[string]string{spec.LabelManagedBy: spec.ManagedByOPI, "opi-bridge.io/probe": "env-names"}
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "opi-env-name-probe", Namespace: namespace, Labels: labels},
 		Spec: appsv1.DeploymentSpec{

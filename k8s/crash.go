@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -26,7 +27,7 @@ import (
 // AnnotationCrashesReported is on a pod of an LRP once a crash of it was reported to Cloud
 // Controller: the crash count last reported. The crash reporter compares it with the pod's
 // crash count, so a restarted opi or a new leader reports only what is still missing.
-const AnnotationCrashesReported = annotationPrefix + "crashes-reported"
+const AnnotationCrashesReported = spec.AnnotationPrefix + "crashes-reported"
 
 const (
 	// crashReason is Diego's reason for an instance whose process exited.

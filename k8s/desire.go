@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -52,11 +53,11 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 		logger.Info("refused-before-writing", lager.Data{"reason": err.Error()})
 		return err
 	}
-	name := DeploymentName(lrp)
-	secrets := []*corev1.Secret{toEnvSecret(lrp, name, b.namespace, b.workload)}
+	name := spec.DeploymentName(lrp)
+	secrets := []*corev1.Secret{spec.EnvSecret(lrp, name, b.namespace, b.workload)}
 	secretSteps := []string{"create env secret"}
 	if lrp.PrivateRegistry != nil {
-		registrySecret, err := toRegistrySecret(lrp, name, b.namespace)
+		registrySecret, err := spec.LRPRegistrySecret(lrp, name, b.namespace)
 		if err != nil {
 			return err
 		}
@@ -67,7 +68,7 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 	b.shapeWorkload(lrp, deploymentWanted)
 	var serviceMeta *metav1.ObjectMeta
 	if len(lrp.Ports) > 0 {
-		serviceMeta = &toService(lrp, name, b.namespace, metav1.OwnerReference{APIVersion: "apps/v1", Kind: b.kind.kind(), Name: name, UID: "preflight"}).ObjectMeta
+		serviceMeta = &spec.Service(lrp, name, b.namespace, metav1.OwnerReference{APIVersion: "apps/v1", Kind: b.kind.kind(), Name: name, UID: "preflight"}).ObjectMeta
 	}
 	if err := preflight(secrets, deploymentWanted, serviceMeta); err != nil {
 		logger.Info("refused-before-writing", lager.Data{"reason": err.Error()})
@@ -201,7 +202,7 @@ func (b *Backend) ownershipError(logger lager.Logger, err error, what string) er
 // checkSameLRP guards against touching a workload of the same name that is not this LRP's,
 // or one that is going away.
 func (b *Backend) checkSameLRP(d metav1.Object, id opi.LRPIdentifier) error {
-	if d.GetLabels()[LabelGUID] != id.GUID || d.GetLabels()[LabelVersion] != id.Version {
+	if d.GetLabels()[spec.LabelGUID] != id.GUID || d.GetLabels()[spec.LabelVersion] != id.Version {
 		return fmt.Errorf("create %s: %s exists and does not belong to this lrp", b.kindName(), d.GetName())
 	}
 	if d.GetDeletionTimestamp() != nil {

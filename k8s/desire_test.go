@@ -26,6 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -44,7 +45,7 @@ var _ = Describe("DesireLRP", func() {
 		client = newClient()
 		backend = startBackend(client)
 		lrp = sampleLRP()
-		name = k8s.DeploymentName(lrp)
+		name = spec.DeploymentName(lrp)
 		before = len(client.Actions())
 	})
 
@@ -171,7 +172,7 @@ var _ = Describe("DesireLRP", func() {
 		Context("under the restricted pod security level", func() {
 			BeforeEach(func() {
 				client = newClient()
-				backend = startBackendWith(client, k8s.Options{PodSecurity: k8s.PodSecurityRestricted})
+				backend = startBackendWith(client, k8s.Options{PodSecurity: spec.PodSecurityRestricted})
 			})
 
 			It("runs as non-root with every capability dropped", func() {
@@ -590,7 +591,7 @@ var _ = Describe("DesireLRP's second round", func() {
 		Expect(backend.Start(ctx)).To(Succeed())
 
 		lrp := sampleLRP()
-		name := k8s.DeploymentName(lrp)
+		name := spec.DeploymentName(lrp)
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 		d := getDeployment(fakeClient, name)
 		Expect(metav1.IsControlledBy(getSecret(fakeClient, name+"-env"), d)).To(BeTrue())

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -84,10 +85,10 @@ func toDisruptionBudget(t hookTarget) *policyv1.PodDisruptionBudget {
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      t.name,
 			Namespace: t.namespace,
-			Labels:    lrpLabels(t.lrp),
+			Labels:    spec.LRPLabels(t.lrp),
 		},
 		Spec: policyv1.PodDisruptionBudgetSpec{
-			Selector:       &metav1.LabelSelector{MatchLabels: selectorLabels(t.lrp.LRPIdentifier)},
+			Selector:       &metav1.LabelSelector{MatchLabels: spec.SelectorLabels(t.lrp.LRPIdentifier)},
 			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
 		},
 	}

@@ -2,7 +2,6 @@ package k8s
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -25,10 +25,6 @@ const BaselinePolicyName = "opi-apps"
 // RoutersPolicyName names the namespace-wide NetworkPolicy that lets the routers reach the
 // apps' pods (not the tasks').
 const RoutersPolicyName = "opi-apps-routers"
-
-// AnnotationEgressRules is JSON of the LRP's egress rules, on its Deployment: the janitor
-// rebuilds a missing egress policy from it. Rules are destinations and ports, not secrets.
-const AnnotationEgressRules = annotationPrefix + "egress-rules"
 
 // NetworkPolicyOptions configure container-to-container isolation.
 type NetworkPolicyOptions struct {
@@ -60,7 +56,7 @@ type PolicyPeer struct {
 //     created, or rewritten when the configuration changed (the routers' first, so that an
 //     upgrade from a baseline that carried the routers never cuts them off). They belong to no
 //     LRP: they stay as long as the namespace.
-//   - shape: the Deployment carries the rules (AnnotationEgressRules), whether or not policies
+//   - shape: the Deployment carries the rules (spec.AnnotationEgressRules), whether or not policies
 //     are on, so that turning them on later gives older apps theirs through the janitor;
 //   - check: an icmp rule is refused (NetworkPolicy filters tcp, udp and sctp only; a rule of
 //     protocol all allows icmp too);
@@ -72,7 +68,7 @@ type PolicyPeer struct {
 //
 // Tasks (taskPolicy, called by DesireTask): CC's task requests carry no egress rules, so a task
 // gets those of its app's LRP (the newest workload in the cache with the task's app guid, its
-// AnnotationEgressRules), or the operator's TaskDefaultEgress when the app has no LRP. With
+// spec.AnnotationEgressRules), or the operator's TaskDefaultEgress when the app has no LRP. With
 // rules, a policy named like the Job, controlled by it, allows them; without, the baseline's
 // DNS is all.
 //
@@ -126,9 +122,9 @@ func (h *networkPolicyHook) ensurePolicy(ctx context.Context, want *networkingv1
 func (h *networkPolicyHook) baseline() *networkingv1.NetworkPolicy {
 	p := &networkingv1.NetworkPolicy{}
 	p.Name, p.Namespace = BaselinePolicyName, h.namespace
-	p.Labels = map[string]string{LabelManagedBy: ManagedByOPI}
+	p.Labels = map[string]string{spec.LabelManagedBy: spec.ManagedByOPI}
 	p.Spec.PodSelector = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-		Key: LabelSourceType, Operator: metav1.LabelSelectorOpIn, Values: []string{SourceTypeApp, SourceTypeTask},
+		Key: spec.LabelSourceType, Operator: metav1.LabelSelectorOpIn, Values: []string{spec.SourceTypeApp, spec.SourceTypeTask},
 	}}}
 	p.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}
 	// Ingress and Egress stay non-nil and empty without DNS: nothing allowed.
@@ -151,8 +147,8 @@ func (h *networkPolicyHook) baseline() *networkingv1.NetworkPolicy {
 func (h *networkPolicyHook) routers() *networkingv1.NetworkPolicy {
 	p := &networkingv1.NetworkPolicy{}
 	p.Name, p.Namespace = RoutersPolicyName, h.namespace
-	p.Labels = map[string]string{LabelManagedBy: ManagedByOPI}
-	p.Spec.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{LabelSourceType: SourceTypeApp}}
+	p.Labels = map[string]string{spec.LabelManagedBy: spec.ManagedByOPI}
+	p.Spec.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{spec.LabelSourceType: spec.SourceTypeApp}}
 	p.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}
 	p.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{}
 	if len(h.opts.Routers) > 0 {
@@ -181,7 +177,7 @@ func (h *networkPolicyHook) shape(lrp *opi.LRP, meta *metav1.ObjectMeta, templat
 	if len(lrp.EgressRules) == 0 {
 		return
 	}
-	meta.Annotations[AnnotationEgressRules] = egressAnnotation(lrp.EgressRules)
+	meta.Annotations[spec.AnnotationEgressRules] = spec.EgressAnnotation(lrp.EgressRules)
 }
 
 func (h *networkPolicyHook) check(_ context.Context, lrp *opi.LRP) error {
@@ -220,8 +216,8 @@ func (h *networkPolicyHook) missing(ctx context.Context, deployments []*workload
 // toEgressPolicy is the LRP's egress policy: one egress rule per egress rule of the LRP.
 func toEgressPolicy(t hookTarget) *networkingv1.NetworkPolicy {
 	p := &networkingv1.NetworkPolicy{}
-	p.Name, p.Namespace, p.Labels = t.name, t.namespace, lrpLabels(t.lrp)
-	p.Spec.PodSelector = metav1.LabelSelector{MatchLabels: selectorLabels(t.lrp.LRPIdentifier)}
+	p.Name, p.Namespace, p.Labels = t.name, t.namespace, spec.LRPLabels(t.lrp)
+	p.Spec.PodSelector = metav1.LabelSelector{MatchLabels: spec.SelectorLabels(t.lrp.LRPIdentifier)}
 	p.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
 	p.Spec.Egress = egressOf(t.lrp.EgressRules)
 	return p
@@ -282,43 +278,12 @@ func (h *networkPolicyHook) taskPolicy(ctx context.Context, task *opi.Task, name
 		return from + ": dns only", nil
 	}
 	p := &networkingv1.NetworkPolicy{}
-	p.Name, p.Namespace, p.Labels = name, h.namespace, taskLabels(task)
+	p.Name, p.Namespace, p.Labels = name, h.namespace, spec.TaskLabels(task)
 	p.Spec.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{
-		LabelSourceType: SourceTypeTask, LabelTaskGUID: labelValue(task.GUID),
+		spec.LabelSourceType: spec.SourceTypeTask, spec.LabelTaskGUID: spec.LabelValue(task.GUID),
 	}}
 	p.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
 	p.Spec.Egress = egress
 	_, err := ensureOwned(ctx, h.client.NetworkingV1().NetworkPolicies(h.namespace), p, hookTarget{name: name, namespace: h.namespace, owner: owner, live: live})
 	return from, err
-}
-
-// egressRuleJSON is one rule in AnnotationEgressRules.
-type egressRuleJSON struct {
-	Protocol     string          `json:"protocol"`
-	Destinations []string        `json:"destinations"`
-	Ports        []opi.PortRange `json:"ports,omitempty"`
-	ICMPType     int32           `json:"icmp_type"`
-	ICMPCode     int32           `json:"icmp_code"`
-}
-
-func egressAnnotation(rules []opi.EgressRule) string {
-	out := make([]egressRuleJSON, 0, len(rules))
-	for _, r := range rules {
-		out = append(out, egressRuleJSON{Protocol: r.Protocol, Destinations: r.Destinations, Ports: r.Ports, ICMPType: r.ICMPType, ICMPCode: r.ICMPCode})
-	}
-	b, _ := json.Marshal(out) // strings and ints always marshal
-	return string(b)
-}
-
-// parseEgressAnnotation reads AnnotationEgressRules back (nil when absent or unreadable).
-func parseEgressAnnotation(s string) []opi.EgressRule {
-	var in []egressRuleJSON
-	if s == "" || json.Unmarshal([]byte(s), &in) != nil {
-		return nil
-	}
-	out := make([]opi.EgressRule, 0, len(in))
-	for _, r := range in {
-		out = append(out, opi.EgressRule{Protocol: r.Protocol, Destinations: r.Destinations, Ports: r.Ports, ICMPType: r.ICMPType, ICMPCode: r.ICMPCode})
-	}
-	return out
 }

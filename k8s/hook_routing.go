@@ -19,6 +19,7 @@ import (
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -226,7 +227,7 @@ func (h *routingHook) updated(ctx context.Context, t hookTarget, _ *opi.LRP, upd
 	}
 	// The HTTPRoutes of hostnames no longer routed: listed by the LRP's labels, not named from
 	// the cache's routes, which may lag a concurrent update.
-	list, err := routes.List(ctx, metav1.ListOptions{LabelSelector: lrpSelector(t.lrp.LRPIdentifier)})
+	list, err := routes.List(ctx, metav1.ListOptions{LabelSelector: spec.LRPSelector(t.lrp.LRPIdentifier)})
 	if err != nil {
 		return wrapHookErr(err, "list httproutes")
 	}
@@ -293,7 +294,7 @@ func pathsOf(routes []opi.Route, host string) []routeTarget {
 func (h *routingHook) toIngress(t hookTarget) *networkingv1.Ingress {
 	prefix := networkingv1.PathTypePrefix
 	ing := &networkingv1.Ingress{}
-	ing.Name, ing.Namespace, ing.Labels = t.name, t.namespace, lrpLabels(t.lrp)
+	ing.Name, ing.Namespace, ing.Labels = t.name, t.namespace, spec.LRPLabels(t.lrp)
 	if h.opts.IngressClass != "" {
 		ing.Spec.IngressClassName = ptr.To(h.opts.IngressClass)
 	}
@@ -324,7 +325,7 @@ func (h *routingHook) toHTTPRoutes(t hookTarget) []*gatewayv1.HTTPRoute {
 	var out []*gatewayv1.HTTPRoute
 	for _, host := range routeHosts(t.lrp.Routes) {
 		r := &gatewayv1.HTTPRoute{}
-		r.Name, r.Namespace, r.Labels = httpRouteName(t.name, host), t.namespace, lrpLabels(t.lrp)
+		r.Name, r.Namespace, r.Labels = httpRouteName(t.name, host), t.namespace, spec.LRPLabels(t.lrp)
 		r.Spec.ParentRefs = []gatewayv1.ParentReference{{
 			Group:     ptr.To(gatewayv1.Group(gatewayv1.GroupName)),
 			Kind:      ptr.To(gatewayv1.Kind("Gateway")),

@@ -7,6 +7,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/k8s/spec"
 )
 
 // serviceHook gives an LRP with ports a Service named like its Deployment, one port per LRP
@@ -30,7 +31,7 @@ func (h *serviceHook) desired(ctx context.Context, t hookTarget) error {
 	if len(t.lrp.Ports) == 0 {
 		return nil
 	}
-	service := toService(t.lrp, t.name, t.namespace, t.owner)
+	service := spec.Service(t.lrp, t.name, t.namespace, t.owner)
 	if h.headless {
 		service.Spec.ClusterIP = corev1.ClusterIPNone
 	}

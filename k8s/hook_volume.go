@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -60,11 +61,11 @@ func (h *volumeHook) check(ctx context.Context, lrp *opi.LRP) error {
 }
 
 func (h *volumeHook) shape(lrp *opi.LRP, meta *metav1.ObjectMeta, template *corev1.PodTemplateSpec) {
-	spec := &template.Spec
-	c := appContainer(spec)
+	pod := &template.Spec
+	c := spec.AppContainer(pod)
 	for i, m := range lrp.VolumeMounts {
 		name := fmt.Sprintf("vol-%d", i)
-		spec.Volumes = append(spec.Volumes, corev1.Volume{
+		pod.Volumes = append(pod.Volumes, corev1.Volume{
 			Name: name,
 			VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
 				ClaimName: m.VolumeID,

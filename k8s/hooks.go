@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -284,7 +285,7 @@ func (e *hookStepError) Unwrap() error { return e.err }
 
 // appSelector lists opi's app objects of the namespace.
 func appSelector() metav1.ListOptions {
-	return metav1.ListOptions{LabelSelector: LabelSourceType + "=" + SourceTypeApp}
+	return metav1.ListOptions{LabelSelector: spec.LabelSourceType + "=" + spec.SourceTypeApp}
 }
 
 // deploymentsWithout is the Deployments for which complete is false.

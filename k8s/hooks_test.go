@@ -22,6 +22,7 @@ import (
 	gatewayfake "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/fake"
 
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -48,7 +49,7 @@ var _ = Describe("Hooks", func() {
 		ctx = context.Background()
 		client = newClient()
 		lrp = sampleLRP()
-		name = k8s.DeploymentName(lrp)
+		name = spec.DeploymentName(lrp)
 	})
 
 	owned := func(obj metav1.Object) {
@@ -91,7 +92,7 @@ var _ = Describe("Hooks", func() {
 			})
 			ing := getIngress()
 			owned(ing)
-			Expect(ing.Labels).To(HaveKeyWithValue(k8s.LabelGUID, lrp.GUID))
+			Expect(ing.Labels).To(HaveKeyWithValue(spec.LabelGUID, lrp.GUID))
 			Expect(ing.Spec.IngressClassName).To(Equal(ptr.To("nginx")))
 			Expect(ing.Spec.Rules).To(Equal([]networkingv1.IngressRule{
 				{Host: "app.example.com", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
@@ -201,7 +202,7 @@ var _ = Describe("Hooks", func() {
 			owned(svc)
 			Expect(svc.Spec.ClusterIP).To(Equal(corev1.ClusterIPNone))
 			Expect(svc.Spec.Ports).To(HaveLen(2))
-			Expect(svc.Spec.Selector).To(Equal(map[string]string{k8s.LabelGUID: lrp.GUID, k8s.LabelVersion: lrp.Version}))
+			Expect(svc.Spec.Selector).To(Equal(map[string]string{spec.LabelGUID: lrp.GUID, spec.LabelVersion: lrp.Version}))
 		})
 	})
 
@@ -342,7 +343,7 @@ var _ = Describe("Hooks", func() {
 			list, err = gw.GatewayV1().HTTPRoutes(namespace).List(ctx, metav1.ListOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(list.Items).To(ConsistOf(HaveField("Spec.Hostnames", ConsistOf(gatewayv1.Hostname("app.example.com")))))
-			Expect(list.Items[0].Labels).To(HaveKeyWithValue(k8s.LabelVersion, "next"))
+			Expect(list.Items[0].Labels).To(HaveKeyWithValue(spec.LabelVersion, "next"))
 		})
 	})
 
@@ -402,7 +403,7 @@ var _ = Describe("Hooks", func() {
 				return networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: cidr}}
 			}
 			Expect(p.Spec).To(Equal(networkingv1.NetworkPolicySpec{
-				PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{k8s.LabelGUID: lrp.GUID, k8s.LabelVersion: lrp.Version}},
+				PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{spec.LabelGUID: lrp.GUID, spec.LabelVersion: lrp.Version}},
 				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
 				Egress: []networkingv1.NetworkPolicyEgressRule{
 					{To: []networkingv1.NetworkPolicyPeer{block("10.0.0.0/8")}, Ports: []networkingv1.NetworkPolicyPort{
@@ -413,7 +414,7 @@ var _ = Describe("Hooks", func() {
 					{To: []networkingv1.NetworkPolicyPeer{block("192.168.0.0/16"), block("2001:db8::/32")}},
 				},
 			}))
-			Expect(getDeployment(client, name).Annotations).To(HaveKey(k8s.AnnotationEgressRules))
+			Expect(getDeployment(client, name).Annotations).To(HaveKey(spec.AnnotationEgressRules))
 		})
 
 		It("refuses an icmp rule, writing nothing", func() {
@@ -459,14 +460,14 @@ var _ = Describe("Hooks", func() {
 			backend := startBackendWith(client, k8s.Options{})
 			lrp.PlacementTags = []string{"iso-1"}
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			spec := getDeployment(client, name).Spec.Template.Spec
-			Expect(spec.NodeSelector).To(Equal(map[string]string{k8s.DefaultPlacementKey: "iso-1"}))
-			Expect(spec.Tolerations).To(BeEmpty())
+			pod := getDeployment(client, name).Spec.Template.Spec
+			Expect(pod.NodeSelector).To(Equal(map[string]string{k8s.DefaultPlacementKey: "iso-1"}))
+			Expect(pod.Tolerations).To(BeEmpty())
 
 			plain := sampleLRP()
 			plain.Version = "plain"
 			Expect(backend.DesireLRP(ctx, plain)).To(Succeed())
-			Expect(getDeployment(client, k8s.DeploymentName(plain)).Spec.Template.Spec.NodeSelector).To(BeEmpty())
+			Expect(getDeployment(client, spec.DeploymentName(plain)).Spec.Template.Spec.NodeSelector).To(BeEmpty())
 		})
 
 		It("reads an instance its segment cannot place as UNCLAIMED with Diego's placement tag error", func() {

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -91,7 +92,7 @@ func instanceState(pod *corev1.Pod) (state string, since int64, placement, reaso
 // close to Diego's ("APP/PROC/WEB: Exited with status 1").
 func crashState(pod *corev1.Pod) (bool, int64, string) {
 	s := appContainerStatus(pod)
-	proc := "APP/PROC/" + strings.ToUpper(cmp.Or(pod.Labels[LabelProcessType], "web"))
+	proc := "APP/PROC/" + strings.ToUpper(cmp.Or(pod.Labels[spec.LabelProcessType], "web"))
 	var terminated *corev1.ContainerStateTerminated
 	if s != nil {
 		terminated = s.State.Terminated
@@ -217,7 +218,7 @@ func podCondition(pod *corev1.Pod, t corev1.PodConditionType) *corev1.PodConditi
 // appContainerStatus is the status of the app's container (or the only one), nil if none.
 func appContainerStatus(pod *corev1.Pod) *corev1.ContainerStatus {
 	for i := range pod.Status.ContainerStatuses {
-		if pod.Status.ContainerStatuses[i].Name == ContainerName {
+		if pod.Status.ContainerStatuses[i].Name == spec.ContainerName {
 			return &pod.Status.ContainerStatuses[i]
 		}
 	}

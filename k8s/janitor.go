@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -52,7 +53,7 @@ func (b *Backend) Sweep(ctx context.Context) {
 	if b.checkWritable() != nil {
 		return
 	}
-	selector := metav1.ListOptions{LabelSelector: LabelSourceType + "=" + SourceTypeApp}
+	selector := metav1.ListOptions{LabelSelector: spec.LabelSourceType + "=" + spec.SourceTypeApp}
 	cutoff := time.Now().Add(-b.janitorGrace)
 
 	// Metadata only (see metadataLists), page by page: no Secret's value passes through
@@ -108,10 +109,10 @@ func (b *Backend) Sweep(ctx context.Context) {
 func (b *Backend) deleteIncomplete(ctx context.Context, logger lager.Logger, d *workloadRecord, secrets map[string]bool) bool {
 	missing := ""
 	switch {
-	case !secrets[envSecretName(d.Name)]:
-		missing = envSecretName(d.Name)
-	case d.pullsWithSecret && !secrets[registrySecretName(d.Name)]:
-		missing = registrySecretName(d.Name)
+	case !secrets[spec.EnvSecretName(d.Name)]:
+		missing = spec.EnvSecretName(d.Name)
+	case d.pullsWithSecret && !secrets[spec.RegistrySecretName(d.Name)]:
+		missing = spec.RegistrySecretName(d.Name)
 	default:
 		return false
 	}
@@ -136,7 +137,7 @@ func (b *Backend) sweepSecret(ctx context.Context, logger lager.Logger, s *metav
 	deployment, stale := b.leftover(ctx, logger, s, cutoff)
 	switch {
 	case deployment != nil && s.CreationTimestamp.Time.Before(cutoff) &&
-		(s.Name == envSecretName(deployment.Name) || s.Name == registrySecretName(deployment.Name)):
+		(s.Name == spec.EnvSecretName(deployment.Name) || s.Name == spec.RegistrySecretName(deployment.Name)):
 		// Only past the grace: a younger one is a desire's in flight, which owns it itself.
 		// Adopted only if the Deployment is still live and the Secret unchanged since the
 		// list: a desire in flight may be owning it meanwhile.
@@ -163,7 +164,7 @@ func (b *Backend) leftover(ctx context.Context, logger lager.Logger, obj metav1.
 	if metav1.GetControllerOf(obj) != nil || obj.GetDeletionTimestamp() != nil {
 		return nil, false
 	}
-	id := opi.LRPIdentifier{GUID: obj.GetLabels()[LabelGUID], Version: obj.GetLabels()[LabelVersion]}
+	id := opi.LRPIdentifier{GUID: obj.GetLabels()[spec.LabelGUID], Version: obj.GetLabels()[spec.LabelVersion]}
 	if id.GUID == "" || id.Version == "" {
 		return nil, false
 	}

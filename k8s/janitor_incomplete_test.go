@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -33,7 +34,7 @@ var _ = Describe("The janitor, for a workload without its Secrets", func() {
 		client = newClient()
 		logger = lagertest.NewTestLogger("k8s")
 		lrp = sampleLRP()
-		name = k8s.DeploymentName(lrp)
+		name = spec.DeploymentName(lrp)
 		startCtx, cancel := context.WithCancel(context.Background())
 		DeferCleanup(cancel)
 		backend = k8s.NewBackend(client, logger, k8s.Options{Namespace: namespace, ReadWaitTimeout: 2 * time.Second, JanitorGrace: time.Minute,

@@ -24,6 +24,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -52,7 +53,7 @@ var _ = Describe("The janitor", func() {
 	leftoverSecret := func(l *opi.LRP, age time.Duration) *corev1.Secret {
 		s := &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{
-				Name: k8s.DeploymentName(l) + "-env", Namespace: namespace, Labels: lrpLabels(l),
+				Name: spec.DeploymentName(l) + "-env", Namespace: namespace, Labels: lrpLabels(l),
 				CreationTimestamp: metav1.NewTime(time.Now().Add(-age)),
 			},
 			// A value that looks like what it stands for (a service binding's password), so
@@ -65,7 +66,7 @@ var _ = Describe("The janitor", func() {
 	}
 	leftoverService := func(l *opi.LRP, age time.Duration) {
 		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{
-			Name: k8s.DeploymentName(l), Namespace: namespace, Labels: lrpLabels(l),
+			Name: spec.DeploymentName(l), Namespace: namespace, Labels: lrpLabels(l),
 			CreationTimestamp: metav1.NewTime(time.Now().Add(-age)),
 		}}
 		_, err := client.CoreV1().Services(namespace).Create(ctx, s, metav1.CreateOptions{})
@@ -98,7 +99,7 @@ var _ = Describe("The janitor", func() {
 		md = newMetadataClient(client)
 		logger = lagertest.NewTestLogger("k8s")
 		lrp = sampleLRP()
-		name = k8s.DeploymentName(lrp)
+		name = spec.DeploymentName(lrp)
 	})
 
 	Describe("Sweep", func() {
@@ -202,7 +203,7 @@ var _ = Describe("The janitor", func() {
 			young := sampleLRP()
 			young.Version = "young"
 			d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{
-				Name: k8s.DeploymentName(young), Namespace: namespace, Labels: lrpLabels(young),
+				Name: spec.DeploymentName(young), Namespace: namespace, Labels: lrpLabels(young),
 				CreationTimestamp: metav1.Now(),
 			}}
 			_, err := client.AppsV1().Deployments(namespace).Create(ctx, d, metav1.CreateOptions{})
@@ -375,13 +376,13 @@ var _ = Describe("The janitor", func() {
 		other := sampleLRP()
 		other.Version = "another-version"
 		leftoverSecret(other, time.Hour)
-		Eventually(func() bool { return secretExists(k8s.DeploymentName(other) + "-env") }).Should(BeFalse())
+		Eventually(func() bool { return secretExists(spec.DeploymentName(other) + "-env") }).Should(BeFalse())
 		stopLeading()
 		Eventually(done).Should(BeClosed())
 		third := sampleLRP()
 		third.Version = "a-third-version"
 		leftoverSecret(third, time.Hour)
-		Consistently(func() bool { return secretExists(k8s.DeploymentName(third) + "-env") }, 300*time.Millisecond).Should(BeTrue())
+		Consistently(func() bool { return secretExists(spec.DeploymentName(third) + "-env") }, 300*time.Millisecond).Should(BeTrue())
 	})
 
 	It("does not run without a period", func() {

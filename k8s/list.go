@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"context"
+	"sort"
 	"sync/atomic"
 
 	"github.com/opi-bridge/opi/opi"
@@ -59,3 +60,14 @@ type changeCounter struct {
 }
 
 func (c *changeCounter) count() uint64 { return c.n.Load() }
+
+// sortLRPs orders LRPs by guid, then version, for stable lists (without building process guids:
+// a list sorts thousands).
+func sortLRPs(lrps []*opi.LRP) {
+	sort.Slice(lrps, func(i, j int) bool {
+		if lrps[i].GUID != lrps[j].GUID {
+			return lrps[i].GUID < lrps[j].GUID
+		}
+		return lrps[i].Version < lrps[j].Version
+	})
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/opi-bridge/opi/bifrost"
 	"github.com/opi-bridge/opi/handler"
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/spec"
 )
 
 // The GET /apps and GET /tasks benchmarks measure one call of the whole read path as CC makes
@@ -100,7 +101,7 @@ func manyLRPs(b *testing.B, n int) []runtime.Object {
 		guid := fmt.Sprintf("%08d-0000-0000-0000-000000000000", i)
 		d.Name = fmt.Sprintf("app-%d", i)
 		d.UID = types.UID(fmt.Sprintf("uid-app-%d", i))
-		d.Labels[k8s.LabelGUID] = guid
+		d.Labels[spec.LabelGUID] = guid
 		objects = append(objects, d)
 	}
 	return objects
@@ -121,10 +122,10 @@ func manyTasks(b *testing.B, n int) []runtime.Object {
 	for i := range n {
 		j := template.DeepCopy()
 		guid := fmt.Sprintf("%08d-1111-0000-0000-000000000000", i)
-		j.Name = k8s.TaskJobName(guid)
+		j.Name = spec.TaskJobName(guid)
 		j.UID = types.UID("uid-task-" + guid)
-		j.Labels[k8s.LabelTaskGUID] = guid
-		j.Annotations[k8s.AnnotationTaskGUID] = guid
+		j.Labels[spec.LabelTaskGUID] = guid
+		j.Annotations[spec.AnnotationTaskGUID] = guid
 		objects = append(objects, j)
 	}
 	return objects

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -68,16 +69,16 @@ func preflight(secrets []*corev1.Secret, w workloadObject, serviceMeta *metav1.O
 // the workload in the refusal ("deployment").
 func preflightUpdate(d *workloadRecord, id opi.LRPIdentifier, changed map[string]string, kind string) error {
 	annotations := map[string]string{
-		AnnotationProcessGUID: id.ProcessGUID(),
-		AnnotationLastUpdated: d.lastUpdated,
-		AnnotationProcessType: d.processType,
-		AnnotationAppName:     d.appName,
-		AnnotationSpaceName:   d.spaceName,
-		AnnotationSpaceGUID:   d.spaceGUID,
-		AnnotationOrgName:     d.orgName,
-		AnnotationOrgGUID:     d.orgGUID,
-		AnnotationRoutes:      d.routesJSON,
-		AnnotationHealthCheck: d.healthCheckJSON,
+		spec.AnnotationProcessGUID: id.ProcessGUID(),
+		spec.AnnotationLastUpdated: d.lastUpdated,
+		spec.AnnotationProcessType: d.processType,
+		spec.AnnotationAppName:     d.appName,
+		spec.AnnotationSpaceName:   d.spaceName,
+		spec.AnnotationSpaceGUID:   d.spaceGUID,
+		spec.AnnotationOrgName:     d.orgName,
+		spec.AnnotationOrgGUID:     d.orgGUID,
+		spec.AnnotationRoutes:      d.routesJSON,
+		spec.AnnotationHealthCheck: d.healthCheckJSON,
 	}
 	for k, v := range changed {
 		annotations[k] = v

@@ -17,6 +17,7 @@ import (
 
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -34,7 +35,7 @@ var _ = Describe("DesireLRP after a stop of the same LRP", func() {
 		client = newClient()
 		backend = startBackend(client)
 		lrp = sampleLRP()
-		name = k8s.DeploymentName(lrp)
+		name = spec.DeploymentName(lrp)
 	})
 
 	It("replaces a Service still owned by the stopped Deployment, which the garbage collector would delete", func() {

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -28,10 +29,10 @@ type workloadRecord struct {
 	// replicas is spec.replicas (1 when unset, the API server's default).
 	replicas int32
 
-	// opi's annotations, as written by toDeployment.
+	// opi's annotations, as written by spec.Deployment.
 	processType, appName, spaceGUID, spaceName, orgGUID, orgName string
 	lastUpdated, routesJSON, healthCheckJSON                     string
-	// egressJSON is AnnotationEgressRules, "" without rules.
+	// egressJSON is spec.AnnotationEgressRules, "" without rules.
 	egressJSON string
 
 	// The app container's image, command (as written: $ escaped), ports and resources.
@@ -73,22 +74,22 @@ func workloadRecordOf(meta *metav1.ObjectMeta, replicas *int32, template *corev1
 			DeletionTimestamp: meta.DeletionTimestamp,
 		},
 		lrpRef:          lrpRefOf(labels),
-		appGUID:         labels[LabelAppGUID],
+		appGUID:         labels[spec.LabelAppGUID],
 		replicas:        1,
-		processType:     ann[AnnotationProcessType],
-		appName:         ann[AnnotationAppName],
-		spaceGUID:       ann[AnnotationSpaceGUID],
-		spaceName:       ann[AnnotationSpaceName],
-		orgGUID:         ann[AnnotationOrgGUID],
-		orgName:         ann[AnnotationOrgName],
-		lastUpdated:     ann[AnnotationLastUpdated],
-		routesJSON:      ann[AnnotationRoutes],
-		healthCheckJSON: ann[AnnotationHealthCheck],
-		egressJSON:      ann[AnnotationEgressRules],
+		processType:     ann[spec.AnnotationProcessType],
+		appName:         ann[spec.AnnotationAppName],
+		spaceGUID:       ann[spec.AnnotationSpaceGUID],
+		spaceName:       ann[spec.AnnotationSpaceName],
+		orgGUID:         ann[spec.AnnotationOrgGUID],
+		orgName:         ann[spec.AnnotationOrgName],
+		lastUpdated:     ann[spec.AnnotationLastUpdated],
+		routesJSON:      ann[spec.AnnotationRoutes],
+		healthCheckJSON: ann[spec.AnnotationHealthCheck],
+		egressJSON:      ann[spec.AnnotationEgressRules],
 		userAnnotations: template.Annotations,
 	}
 	if r.processType == "" {
-		r.processType = labels[LabelProcessType]
+		r.processType = labels[spec.LabelProcessType]
 	}
 	if replicas != nil {
 		r.replicas = *replicas
@@ -97,9 +98,9 @@ func workloadRecordOf(meta *metav1.ObjectMeta, replicas *int32, template *corev1
 		r.userAnnotations = nil
 	}
 	for _, s := range template.Spec.ImagePullSecrets {
-		r.pullsWithSecret = r.pullsWithSecret || s.Name == registrySecretName(meta.Name)
+		r.pullsWithSecret = r.pullsWithSecret || s.Name == spec.RegistrySecretName(meta.Name)
 	}
-	if c := appContainer(&template.Spec); c != nil {
+	if c := spec.AppContainer(&template.Spec); c != nil {
 		r.image = c.Image
 		r.command = c.Command
 		if len(c.Ports) > 0 {
@@ -116,7 +117,7 @@ func workloadRecordOf(meta *metav1.ObjectMeta, replicas *int32, template *corev1
 			r.diskMB = q.Value() / mi
 		}
 		if q, ok := c.Resources.Requests[corev1.ResourceCPU]; ok {
-			// Inverse of resources(); weights below 1 read back as 1 (the 10m floor).
+			// Inverse of spec's resources(); weights below 1 read back as 1 (the 10m floor).
 			r.cpuWeight = int32(min(q.MilliValue()/10, math.MaxInt32))
 		}
 	}
@@ -129,7 +130,7 @@ type lrpRef struct {
 }
 
 func lrpRefOf(labels map[string]string) lrpRef {
-	return lrpRef{guid: labels[LabelGUID], version: labels[LabelVersion]}
+	return lrpRef{guid: labels[spec.LabelGUID], version: labels[spec.LabelVersion]}
 }
 
 func (l lrpRef) id() opi.LRPIdentifier {
@@ -155,7 +156,7 @@ func (r *workloadRecord) meta() metav1.ObjectMeta {
 		Generation:        r.Generation,
 		CreationTimestamp: r.CreationTimestamp,
 		DeletionTimestamp: r.DeletionTimestamp,
-		Labels:            map[string]string{LabelGUID: r.guid, LabelVersion: r.version},
+		Labels:            map[string]string{spec.LabelGUID: r.guid, spec.LabelVersion: r.version},
 	}
 }
 
@@ -184,7 +185,7 @@ func (r *workloadRecord) lrp() *opi.LRP {
 		ModificationTag:  opi.ModificationTag{Epoch: string(r.UID), Index: r.Generation},
 		Instances:        r.replicas,
 		Image:            r.image,
-		Command:          unescapeCommand(r.command),
+		Command:          spec.UnescapeCommand(r.command),
 		MemoryMB:         r.memoryMB,
 		DiskMB:           r.diskMB,
 		CPUWeight:        r.cpuWeight,
@@ -192,14 +193,14 @@ func (r *workloadRecord) lrp() *opi.LRP {
 	if len(r.ports) > 0 {
 		lrp.Ports = append([]int32(nil), r.ports...)
 	}
-	var routes []routeJSON
+	var routes []spec.RouteJSON
 	if err := json.Unmarshal([]byte(r.routesJSON), &routes); err == nil {
 		for _, rt := range routes {
 			lrp.Routes = append(lrp.Routes, opi.Route{Hostname: rt.Hostname, Port: rt.Port})
 		}
 	}
-	lrp.EgressRules = parseEgressAnnotation(r.egressJSON)
-	var health healthCheckJSON
+	lrp.EgressRules = spec.ParseEgressAnnotation(r.egressJSON)
+	var health spec.HealthCheckJSON
 	if err := json.Unmarshal([]byte(r.healthCheckJSON), &health); err == nil {
 		lrp.Health = opi.HealthCheck{
 			Type:           health.Type,
@@ -262,7 +263,7 @@ func recordPod(obj any) (any, error) {
 	}
 	state, since, placement, reason := instanceState(p)
 	var image string
-	if c := appContainer(&p.Spec); c != nil {
+	if c := spec.AppContainer(&p.Spec); c != nil {
 		image = c.Image
 	}
 	return &podRecord{

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -27,11 +28,11 @@ const (
 	LabelStagingGUID = "opi-bridge.io/staging-guid"
 	// AnnotationAcceptedAt is when opi accepted the staging (RFC 3339, nanoseconds): the
 	// callback's delivery bound counts from it.
-	AnnotationAcceptedAt = annotationPrefix + "accepted-at"
+	AnnotationAcceptedAt = spec.AnnotationPrefix + "accepted-at"
 	// AnnotationStagingAttempts counts the reads of the image begun for a record: the worker
 	// raises it before each read starts, so that a read that kills opi (out of memory) is
 	// counted too and the next leader sees it.
-	AnnotationStagingAttempts = annotationPrefix + "staging-attempts"
+	AnnotationStagingAttempts = spec.AnnotationPrefix + "staging-attempts"
 
 	stagingNamePrefix = "staging-"
 
@@ -75,10 +76,10 @@ func toStagingSecret(s *opi.Staging, namespace string, acceptedAt time.Time) *co
 			Name:      StagingSecretName(s.GUID),
 			Namespace: namespace,
 			Labels: map[string]string{
-				LabelStagingGUID: s.GUID,
-				LabelAppGUID:     labelValue(s.AppGUID),
-				LabelSourceType:  SourceTypeStaging,
-				LabelManagedBy:   ManagedByOPI,
+				LabelStagingGUID:     s.GUID,
+				spec.LabelAppGUID:    spec.LabelValue(s.AppGUID),
+				spec.LabelSourceType: SourceTypeStaging,
+				spec.LabelManagedBy:  spec.ManagedByOPI,
 			},
 			Annotations: map[string]string{AnnotationAcceptedAt: acceptedAt.UTC().Format(time.RFC3339Nano)},
 		},

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -68,7 +69,7 @@ func (b *Backend) runStaging(ctx context.Context) {
 	factory := informers.NewSharedInformerFactoryWithOptions(b.client, 0,
 		informers.WithNamespace(b.namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.LabelSelector = LabelSourceType + "=" + SourceTypeStaging
+			o.LabelSelector = spec.LabelSourceType + "=" + SourceTypeStaging
 		}),
 	)
 	w := &stagingWorker{
@@ -165,7 +166,7 @@ func (w *stagingWorker) process(ctx context.Context, key string) error {
 		return err
 	}
 	secret, ok := obj.(*corev1.Secret)
-	if !ok || secret.DeletionTimestamp != nil || secret.Labels[LabelSourceType] != SourceTypeStaging {
+	if !ok || secret.DeletionTimestamp != nil || secret.Labels[spec.LabelSourceType] != SourceTypeStaging {
 		return nil
 	}
 	logger := w.logger.Session("process", lager.Data{"secret": secret.Name})

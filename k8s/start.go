@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -104,8 +105,8 @@ type cachedKind struct {
 }
 
 func (b *Backend) cachedKinds() []cachedKind {
-	apps := metav1.ListOptions{LabelSelector: LabelSourceType + "=" + SourceTypeApp, Limit: 1}
-	tasks := metav1.ListOptions{LabelSelector: LabelSourceType + "=" + SourceTypeTask, Limit: 1}
+	apps := metav1.ListOptions{LabelSelector: spec.LabelSourceType + "=" + spec.SourceTypeApp, Limit: 1}
+	tasks := metav1.ListOptions{LabelSelector: spec.LabelSourceType + "=" + spec.SourceTypeTask, Limit: 1}
 	return []cachedKind{
 		{b.cached[0], b.workloads, func(ctx context.Context) error {
 			_, err := b.kind.list(ctx, b, apps)

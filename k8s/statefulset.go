@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -28,7 +29,7 @@ func (statefulSetKind) informer(f informers.SharedInformerFactory) cache.SharedI
 	return f.Apps().V1().StatefulSets().Informer()
 }
 
-func (statefulSetKind) build(lrp *opi.LRP, name, namespace string, w workloadSpec) workloadObject {
+func (statefulSetKind) build(lrp *opi.LRP, name, namespace string, w spec.Workload) workloadObject {
 	s := toStatefulSet(lrp, name, namespace, w)
 	return workloadObject{obj: s, kind: "statefulset", meta: &s.ObjectMeta, template: &s.Spec.Template, size: s.Size}
 }
@@ -103,7 +104,7 @@ func ordinalPods(pods []*podRecord, w *workloadRecord) []*podRecord {
 }
 
 // toStatefulSet is the LRP's workload as a StatefulSet: the Deployment's metadata and pod
-// template (with CF_INSTANCE_INDEX from the ordinal, see platformEnv) and
+// template (with CF_INSTANCE_INDEX from the ordinal, see spec.PlatformEnv) and
 //   - parallel pod management: CF starts and stops all instances at once, and a crashed
 //     instance must not hold back the start of the others (the default OrderedReady would);
 //   - rolling updates of the template, one pod at a time from the highest ordinal, each
@@ -116,17 +117,17 @@ func ordinalPods(pods []*podRecord, w *workloadRecord) []*podRecord {
 //   - no serviceName: the LRP's Service is an ordinary ClusterIP Service (per-pod DNS names,
 //     which a headless governing Service would give, are nothing CF apps use);
 //   - no volume claim templates: CF apps are stateless; the StatefulSet is for its ordinals.
-func toStatefulSet(lrp *opi.LRP, name, namespace string, w workloadSpec) *appsv1.StatefulSet {
+func toStatefulSet(lrp *opi.LRP, name, namespace string, w spec.Workload) *appsv1.StatefulSet {
 	replicas := lrp.Instances
 	return &appsv1.StatefulSet{
-		ObjectMeta: workloadMeta(lrp, name, namespace),
+		ObjectMeta: spec.WorkloadMeta(lrp, name, namespace),
 		Spec: appsv1.StatefulSetSpec{
 			Replicas:             &replicas,
-			Selector:             &metav1.LabelSelector{MatchLabels: selectorLabels(lrp.LRPIdentifier)},
-			Template:             podTemplate(lrp, name, w),
+			Selector:             &metav1.LabelSelector{MatchLabels: spec.SelectorLabels(lrp.LRPIdentifier)},
+			Template:             spec.PodTemplate(lrp, name, w),
 			PodManagementPolicy:  appsv1.ParallelPodManagement,
-			RevisionHistoryLimit: ptr.To(int32(revisionHistoryLimit)),
-			MinReadySeconds:      w.minReadySeconds,
+			RevisionHistoryLimit: ptr.To(int32(spec.RevisionHistoryLimit)),
+			MinReadySeconds:      w.MinReadySeconds,
 			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{
 				Type:          appsv1.RollingUpdateStatefulSetStrategyType,
 				RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{MaxUnavailable: ptr.To(intstr.FromInt32(1))},

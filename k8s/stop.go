@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -52,7 +53,7 @@ func (b *Backend) StopLRP(ctx context.Context, id opi.LRPIdentifier) error {
 // only (no Secret's value passes through opi). Failures are logged: they leave garbage behind,
 // not a running app.
 func (b *Backend) deleteUnowned(ctx context.Context, logger lager.Logger, id opi.LRPIdentifier) {
-	selector := metav1.ListOptions{LabelSelector: lrpSelector(id)}
+	selector := metav1.ListOptions{LabelSelector: spec.LRPSelector(id)}
 	for _, kind := range []struct {
 		resource schema.GroupVersionResource
 		del      func(context.Context, string, metav1.DeleteOptions) error

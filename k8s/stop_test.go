@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -37,7 +38,7 @@ var _ = Describe("Stopping", func() {
 		md = newMetadataClient(client)
 		backend = startBackendWith(client, k8s.Options{Metadata: md})
 		lrp = sampleLRP()
-		name = k8s.DeploymentName(lrp)
+		name = spec.DeploymentName(lrp)
 	})
 
 	Describe("StopLRP", func() {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/k8s/spec"
 )
 
 // newTaskInformer adds the Job informer to the backend's factory (so Start starts it and waits
@@ -19,7 +20,7 @@ import (
 func (b *Backend) newTaskInformer() {
 	b.jobs = b.factory.InformerFor(&batchv1.Job{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 		return batchinformers.NewFilteredJobInformer(client, b.namespace, resync, cache.Indexers{changesIndex: b.countChanges(&b.jobChanges)},
-			func(o *metav1.ListOptions) { o.LabelSelector = LabelSourceType + "=" + SourceTypeTask })
+			func(o *metav1.ListOptions) { o.LabelSelector = spec.LabelSourceType + "=" + spec.SourceTypeTask })
 	})
 	if err := b.jobs.SetTransform(recordJob); err != nil {
 		b.logger.Error("set-transform", err, lager.Data{"informer": "jobs"})

@@ -14,10 +14,11 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
-// CancelTask records the cancel on the task's Job (AnnotationCancelled) and suspends it, which
+// CancelTask records the cancel on the task's Job (spec.AnnotationCancelled) and suspends it, which
 // makes the Job controller delete its pod; the task reporter then tells CC "task was
 // cancelled" and deletes the Job. One patch, conditional on the version read, so that a task
 // that ended meanwhile is not cancelled after the fact. Cancelling a task that was cancelled or
@@ -28,7 +29,7 @@ func (b *Backend) CancelTask(ctx context.Context, guid string) error {
 	if err := b.checkWritable(); err != nil {
 		return err
 	}
-	name := TaskJobName(guid)
+	name := spec.TaskJobName(guid)
 	jobs := b.client.BatchV1().Jobs(b.namespace)
 	current, fromCache := b.cachedJob(name)
 	var patched *batchv1.Job
@@ -51,7 +52,7 @@ func (b *Backend) CancelTask(ctx context.Context, guid string) error {
 		patch, err := json.Marshal(map[string]any{
 			"metadata": map[string]any{
 				"resourceVersion": current.ResourceVersion,
-				"annotations":     map[string]string{AnnotationCancelled: time.Now().UTC().Format(time.RFC3339)},
+				"annotations":     map[string]string{spec.AnnotationCancelled: time.Now().UTC().Format(time.RFC3339)},
 			},
 			"spec": map[string]any{"suspend": true},
 		})

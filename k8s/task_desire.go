@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -31,17 +32,17 @@ func (b *Backend) DesireTask(ctx context.Context, task *opi.Task) error {
 	if err := b.checkWritable(); err != nil {
 		return err
 	}
-	name := TaskJobName(task.GUID)
+	name := spec.TaskJobName(task.GUID)
 	secrets := b.client.CoreV1().Secrets(b.namespace)
 
-	envSecret := toTaskEnvSecret(task, name, b.namespace)
+	envSecret := spec.TaskEnvSecret(task, name, b.namespace)
 	envSeen, _, err := kube.CreateIfAbsent(ctx, secrets, envSecret.DeepCopy())
 	if err != nil {
 		return apiError(err, "create env secret")
 	}
 	var registrySecretObj, registrySeen *corev1.Secret
 	if task.PrivateRegistry != nil {
-		registrySecretObj, err = registrySecret(task.PrivateRegistry, task.Image, registrySecretName(name), b.namespace, taskLabels(task))
+		registrySecretObj, err = spec.RegistrySecret(task.PrivateRegistry, task.Image, spec.RegistrySecretName(name), b.namespace, spec.TaskLabels(task))
 		if err != nil {
 			return err
 		}
@@ -51,11 +52,11 @@ func (b *Backend) DesireTask(ctx context.Context, task *opi.Task) error {
 	}
 
 	job, created, err := kube.CreateOrGet(ctx, b.client.BatchV1().Jobs(b.namespace),
-		toJob(task, name, b.namespace, b.workload), b.cachedAsJob)
+		spec.Job(task, name, b.namespace, b.workload), b.cachedAsJob)
 	if err != nil {
 		return apiError(err, "create job")
 	}
-	if !created && job.Annotations[AnnotationTaskGUID] != task.GUID {
+	if !created && job.Annotations[spec.AnnotationTaskGUID] != task.GUID {
 		return fmt.Errorf("create job: %s exists and does not belong to task %s", name, task.GUID)
 	}
 

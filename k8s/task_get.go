@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -16,7 +17,7 @@ func (b *Backend) GetTask(_ context.Context, guid string) (*opi.Task, error) {
 	if err := b.checkSynced(); err != nil {
 		return nil, err
 	}
-	j, ok := b.cachedJob(TaskJobName(guid))
+	j, ok := b.cachedJob(spec.TaskJobName(guid))
 	if !ok || j.taskGUID != guid {
 		return nil, taskNotFound(guid)
 	}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -67,7 +68,7 @@ var _ = Describe("Tasks' network isolation", func() {
 			DNSNamespace: "kube-system",
 		}}
 		task = sampleTask()
-		jobName = k8s.TaskJobName(task.GUID)
+		jobName = spec.TaskJobName(task.GUID)
 	})
 	JustBeforeEach(func() {
 		backend = startBackendWith(client, opts)
@@ -76,7 +77,7 @@ var _ = Describe("Tasks' network isolation", func() {
 	It("has a baseline that selects app and task pods: no ingress, egress to DNS only", func() {
 		Expect(policy(k8s.BaselinePolicyName).Spec).To(Equal(networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-				Key: k8s.LabelSourceType, Operator: metav1.LabelSelectorOpIn, Values: []string{"APP", "TASK"},
+				Key: spec.LabelSourceType, Operator: metav1.LabelSelectorOpIn, Values: []string{"APP", "TASK"},
 			}}},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
 			Ingress:     []networkingv1.NetworkPolicyIngressRule{},
@@ -93,7 +94,7 @@ var _ = Describe("Tasks' network isolation", func() {
 	It("lets the routers reach app pods only, not task pods", func() {
 		routers := policy(k8s.RoutersPolicyName)
 		Expect(routers.Spec).To(Equal(networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{k8s.LabelSourceType: "APP"}},
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{spec.LabelSourceType: "APP"}},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
 			Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{
 				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "ingress-nginx"}},
@@ -110,7 +111,7 @@ var _ = Describe("Tasks' network isolation", func() {
 	Context("when a baseline of the previous shape exists (apps only, with the routers)", func() {
 		BeforeEach(func() {
 			old := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: k8s.BaselinePolicyName, Namespace: namespace}}
-			old.Spec.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{k8s.LabelSourceType: "APP"}}
+			old.Spec.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{spec.LabelSourceType: "APP"}}
 			old.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}
 			client = newClient(old)
 		})
@@ -149,9 +150,9 @@ var _ = Describe("Tasks' network isolation", func() {
 		job := getJob(client, jobName)
 		Expect(p.OwnerReferences).To(ConsistOf(And(
 			HaveField("Kind", "Job"), HaveField("Name", jobName), HaveField("UID", job.UID), HaveField("Controller", ptr.To(true)))))
-		Expect(p.Labels).To(HaveKeyWithValue(k8s.LabelSourceType, "TASK"))
+		Expect(p.Labels).To(HaveKeyWithValue(spec.LabelSourceType, "TASK"))
 		Expect(p.Spec).To(Equal(networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{k8s.LabelSourceType: "TASK", k8s.LabelTaskGUID: task.GUID}},
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{spec.LabelSourceType: "TASK", spec.LabelTaskGUID: task.GUID}},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
 			Egress: []networkingv1.NetworkPolicyEgressRule{
 				{To: []networkingv1.NetworkPolicyPeer{block("10.0.0.0/8")}, Ports: []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolTCP), Port: &p443}}},
@@ -164,7 +165,7 @@ var _ = Describe("Tasks' network isolation", func() {
 		from = len(client.Actions())
 		Expect(backend.DesireTask(ctx, task)).To(Succeed())
 		Expect(actionsSince(client, from)).NotTo(ContainElement(HavePrefix("update networkpolicies")))
-		Expect(policyNames()).To(ConsistOf(k8s.BaselinePolicyName, k8s.RoutersPolicyName, k8s.DeploymentName(lrp), jobName))
+		Expect(policyNames()).To(ConsistOf(k8s.BaselinePolicyName, k8s.RoutersPolicyName, spec.DeploymentName(lrp), jobName))
 	})
 
 	It("creates the policy a desire interrupted after the Job when the desire is repeated", func() {
@@ -192,12 +193,12 @@ var _ = Describe("Tasks' network isolation", func() {
 		BeforeEach(func() {
 			lrp := sampleLRP()
 			d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{
-				Name: k8s.DeploymentName(lrp), Namespace: namespace,
+				Name: spec.DeploymentName(lrp), Namespace: namespace,
 				Labels: map[string]string{
-					k8s.LabelGUID: lrp.GUID, k8s.LabelVersion: lrp.Version, k8s.LabelAppGUID: lrp.AppGUID,
-					k8s.LabelSourceType: "APP", k8s.LabelManagedBy: "opi",
+					spec.LabelGUID: lrp.GUID, spec.LabelVersion: lrp.Version, spec.LabelAppGUID: lrp.AppGUID,
+					spec.LabelSourceType: "APP", spec.LabelManagedBy: "opi",
 				},
-				Annotations: map[string]string{k8s.AnnotationEgressRules: `[{"protocol":"icmp","destinations":["0.0.0.0/0"],"icmp_type":-1,"icmp_code":-1},{"protocol":"tcp","destinations":["10.0.0.0/8"],"ports":[{"start":443,"end":443}],"icmp_type":-1,"icmp_code":-1}]`},
+				Annotations: map[string]string{spec.AnnotationEgressRules: `[{"protocol":"icmp","destinations":["0.0.0.0/0"],"icmp_type":-1,"icmp_code":-1},{"protocol":"tcp","destinations":["10.0.0.0/8"],"ports":[{"start":443,"end":443}],"icmp_type":-1,"icmp_code":-1}]`},
 			}}
 			client = newClient(d)
 			task.AppGUID = lrp.AppGUID

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -31,7 +32,7 @@ const (
 
 // runTaskReporter is leader work: it tells CC (the TaskNotifier) about every task whose Job
 // ended or was cancelled and whose end is not yet recorded as reported, records the report on
-// the Job (AnnotationCompletionReported) only once the notifier returned nil, and deletes the
+// the Job (spec.AnnotationCompletionReported) only once the notifier returned nil, and deletes the
 // Job (background propagation: its pod and Secrets go with it) a retention later. It is driven
 // by the Job informer through a workqueue: registering its handler replays every cached Job, so
 // a new leader or a restarted opi picks up whatever is still owed.
@@ -126,9 +127,9 @@ func (b *Backend) reportTask(ctx context.Context, logger lager.Logger, name stri
 		}
 		reported = time.Now().UTC().Format(time.RFC3339)
 		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
-			AnnotationCompletionReported: reported,
-			AnnotationTaskFailed:         strconv.FormatBool(failed),
-			AnnotationFailureReason:      reason,
+			spec.AnnotationCompletionReported: reported,
+			spec.AnnotationTaskFailed:         strconv.FormatBool(failed),
+			spec.AnnotationFailureReason:      reason,
 		}}})
 		if err != nil {
 			return 0, fmt.Errorf("marshal reported patch: %w", err)
@@ -173,7 +174,7 @@ func (b *Backend) reportTask(ctx context.Context, logger lager.Logger, name stri
 // Job's pods (the Job controller labels them with its uid).
 func (b *Backend) podFailureReason(ctx context.Context, j *jobRecord, fallback string) (string, error) {
 	pods, err := b.client.CoreV1().Pods(b.namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: jobControllerUIDLabel + "=" + string(j.UID),
+		LabelSelector: spec.JobControllerUIDLabel + "=" + string(j.UID),
 	})
 	if err != nil {
 		return "", apiError(err, "list task pods")
@@ -181,7 +182,7 @@ func (b *Backend) podFailureReason(ctx context.Context, j *jobRecord, fallback s
 	for i := range pods.Items {
 		pod := &pods.Items[i]
 		for _, cs := range pod.Status.ContainerStatuses {
-			if cs.Name != ContainerName {
+			if cs.Name != spec.ContainerName {
 				continue
 			}
 			t := cs.State.Terminated

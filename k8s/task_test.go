@@ -19,6 +19,7 @@ import (
 
 	"github.com/opi-bridge/opi/fakes"
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -117,17 +118,17 @@ var _ = Describe("Tasks", func() {
 		ctx = context.Background()
 		client = newClient()
 		notifier = new(fakes.FakeTaskNotifier)
-		jobName = k8s.TaskJobName(sampleTaskGUID)
+		jobName = spec.TaskJobName(sampleTaskGUID)
 	})
 
 	Describe("TaskJobName", func() {
 		It("is task-<guid> when that is a DNS label, else a hash within 63 chars", func() {
 			Expect(jobName).To(Equal("task-" + sampleTaskGUID))
-			long := k8s.TaskJobName("a123456789012345678901234567890123456789012345678901234567890")
+			long := spec.TaskJobName("a123456789012345678901234567890123456789012345678901234567890")
 			Expect(long).To(HavePrefix("task-"))
 			Expect(len(long)).To(BeNumerically("<=", 63))
-			Expect(k8s.TaskJobName("ends-with-")).NotTo(Equal("task-ends-with-"))
-			Expect(k8s.TaskJobName("ends-with-")).To(Equal(k8s.TaskJobName("ends-with-")))
+			Expect(spec.TaskJobName("ends-with-")).NotTo(Equal("task-ends-with-"))
+			Expect(spec.TaskJobName("ends-with-")).To(Equal(spec.TaskJobName("ends-with-")))
 		})
 	})
 
@@ -147,12 +148,12 @@ var _ = Describe("Tasks", func() {
 
 			job := getJob(client, jobName)
 			Expect(job.Labels).To(Equal(map[string]string{
-				k8s.LabelSourceType: k8s.SourceTypeTask, k8s.LabelTaskGUID: sampleTaskGUID,
-				k8s.LabelAppGUID: "app-guid", k8s.LabelManagedBy: k8s.ManagedByOPI,
+				spec.LabelSourceType: spec.SourceTypeTask, spec.LabelTaskGUID: sampleTaskGUID,
+				spec.LabelAppGUID: "app-guid", spec.LabelManagedBy: spec.ManagedByOPI,
 			}))
-			Expect(job.Annotations).To(HaveKeyWithValue(k8s.AnnotationTaskGUID, sampleTaskGUID))
-			Expect(job.Annotations).To(HaveKeyWithValue(k8s.AnnotationTaskName, "migrate"))
-			Expect(job.Annotations).To(HaveKeyWithValue(k8s.AnnotationCompletionCallback, sampleTask().CompletionCallback))
+			Expect(job.Annotations).To(HaveKeyWithValue(spec.AnnotationTaskGUID, sampleTaskGUID))
+			Expect(job.Annotations).To(HaveKeyWithValue(spec.AnnotationTaskName, "migrate"))
+			Expect(job.Annotations).To(HaveKeyWithValue(spec.AnnotationCompletionCallback, sampleTask().CompletionCallback))
 			Expect(*job.Spec.BackoffLimit).To(BeZero())
 			Expect(*job.Spec.Completions).To(Equal(int32(1)))
 			Expect(*job.Spec.Parallelism).To(Equal(int32(1)))
@@ -163,7 +164,7 @@ var _ = Describe("Tasks", func() {
 			Expect(pod.SecurityContext.SeccompProfile.Type).To(Equal(corev1.SeccompProfileTypeRuntimeDefault))
 			Expect(pod.ImagePullSecrets).To(Equal([]corev1.LocalObjectReference{{Name: jobName + "-registry"}}))
 			c := pod.Containers[0]
-			Expect(c.Name).To(Equal(k8s.ContainerName))
+			Expect(c.Name).To(Equal(spec.ContainerName))
 			Expect(c.Image).To(Equal("registry.example.com/team/image:1"))
 			Expect(c.Command).To(Equal([]string{"/bin/sh", "-c", "echo $$HOME; exit 0"}))
 			Expect(c.Resources.Limits.Memory().String()).To(Equal("256Mi"))
@@ -181,7 +182,7 @@ var _ = Describe("Tasks", func() {
 			env := getSecret(client, jobName+"-env")
 			Expect(env.Data).To(HaveKeyWithValue("VCAP_SERVICES", []byte("s3cr3t")))
 			Expect(env.Data).NotTo(HaveKey("CF_INSTANCE_GUID"))
-			Expect(env.Labels).To(HaveKeyWithValue(k8s.LabelSourceType, k8s.SourceTypeTask))
+			Expect(env.Labels).To(HaveKeyWithValue(spec.LabelSourceType, spec.SourceTypeTask))
 			for _, name := range []string{jobName + "-env", jobName + "-registry"} {
 				owner := metav1.GetControllerOf(getSecret(client, name))
 				Expect(owner).NotTo(BeNil())
@@ -215,7 +216,7 @@ var _ = Describe("Tasks", func() {
 
 			restrictedClient := newClient()
 			restricted := k8s.NewBackend(restrictedClient, lagertest.NewTestLogger("k8s"), k8s.Options{
-				Namespace: namespace, PodSecurity: k8s.PodSecurityRestricted,
+				Namespace: namespace, PodSecurity: spec.PodSecurityRestricted,
 			})
 			startCtx, cancel := context.WithCancel(ctx)
 			DeferCleanup(cancel)
@@ -271,9 +272,9 @@ var _ = Describe("Tasks", func() {
 			}).Should(Equal("COMPLETED BackoffLimitExceeded"))
 
 			j := getJob(client, jobName)
-			j.Annotations[k8s.AnnotationCompletionReported] = time.Now().UTC().Format(time.RFC3339)
-			j.Annotations[k8s.AnnotationTaskFailed] = "true"
-			j.Annotations[k8s.AnnotationFailureReason] = "Error (exit code 3)"
+			j.Annotations[spec.AnnotationCompletionReported] = time.Now().UTC().Format(time.RFC3339)
+			j.Annotations[spec.AnnotationTaskFailed] = "true"
+			j.Annotations[spec.AnnotationFailureReason] = "Error (exit code 3)"
 			_, err = client.BatchV1().Jobs(namespace).Update(ctx, j, metav1.UpdateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			Eventually(func() []*opi.Task {
@@ -303,7 +304,7 @@ var _ = Describe("Tasks", func() {
 			Expect(actionsSince(client, from)).To(Equal([]string{"patch jobs " + jobName}))
 			job := getJob(client, jobName)
 			Expect(*job.Spec.Suspend).To(BeTrue())
-			Expect(job.Annotations).To(HaveKey(k8s.AnnotationCancelled))
+			Expect(job.Annotations).To(HaveKey(spec.AnnotationCancelled))
 
 			task, err := backend.GetTask(ctx, sampleTaskGUID)
 			Expect(err).NotTo(HaveOccurred())
@@ -378,20 +379,20 @@ var _ = Describe("Tasks", func() {
 			job := getJob(client, jobName)
 			_, err := client.CoreV1().Pods(namespace).Create(ctx, &corev1.Pod{
 				ObjectMeta: metav1.ObjectMeta{Name: jobName + "-abcde", Labels: map[string]string{
-					"batch.kubernetes.io/controller-uid": string(job.UID), k8s.LabelSourceType: k8s.SourceTypeTask,
+					"batch.kubernetes.io/controller-uid": string(job.UID), spec.LabelSourceType: spec.SourceTypeTask,
 				}},
 				Status: corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{
-					Name: k8s.ContainerName, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 3, Reason: "Error"}},
+					Name: spec.ContainerName, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 3, Reason: "Error"}},
 				}}},
 			}, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			endJob(client, jobName, batchv1.JobFailed, time.Now())
 
-			Eventually(func() string { return getJob(client, jobName).Annotations[k8s.AnnotationCompletionReported] }).ShouldNot(BeEmpty())
+			Eventually(func() string { return getJob(client, jobName).Annotations[spec.AnnotationCompletionReported] }).ShouldNot(BeEmpty())
 			Expect(completedCalls()).To(HaveLen(1))
 			Expect(completedCalls()[0].Failed).To(BeTrue())
 			Expect(completedCalls()[0].FailureReason).To(Equal("Error (exit code 3)"))
-			Expect(getJob(client, jobName).Annotations).To(HaveKeyWithValue(k8s.AnnotationFailureReason, "Error (exit code 3)"))
+			Expect(getJob(client, jobName).Annotations).To(HaveKeyWithValue(spec.AnnotationFailureReason, "Error (exit code 3)"))
 			Expect(jobExists()).To(BeTrue(), "kept for the retention")
 			Eventually(func() int {
 				l, _ := backend.ListTasks(ctx)
@@ -421,8 +422,8 @@ var _ = Describe("Tasks", func() {
 			endJob(client, jobName, batchv1.JobComplete, time.Now())
 
 			Eventually(notifier.TaskCompletedCallCount).Should(Equal(1))
-			Expect(getJob(client, jobName).Annotations).NotTo(HaveKey(k8s.AnnotationCompletionReported))
-			Eventually(func() string { return getJob(client, jobName).Annotations[k8s.AnnotationCompletionReported] }).ShouldNot(BeEmpty())
+			Expect(getJob(client, jobName).Annotations).NotTo(HaveKey(spec.AnnotationCompletionReported))
+			Eventually(func() string { return getJob(client, jobName).Annotations[spec.AnnotationCompletionReported] }).ShouldNot(BeEmpty())
 			Expect(notifier.TaskCompletedCallCount()).To(Equal(2))
 		})
 
@@ -437,22 +438,22 @@ var _ = Describe("Tasks", func() {
 				Expect(first.DesireTask(ctx, t)).To(Succeed())
 			}
 			endJob(client, jobName, batchv1.JobComplete, time.Now())
-			endJob(client, k8s.TaskJobName(reported.GUID), batchv1.JobComplete, time.Now())
-			j := getJob(client, k8s.TaskJobName(reported.GUID))
-			j.Annotations[k8s.AnnotationCompletionReported] = time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+			endJob(client, spec.TaskJobName(reported.GUID), batchv1.JobComplete, time.Now())
+			j := getJob(client, spec.TaskJobName(reported.GUID))
+			j.Annotations[spec.AnnotationCompletionReported] = time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
 			_, err := client.BatchV1().Jobs(namespace).Update(ctx, j, metav1.UpdateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 
 			backend = startTaskBackend(client, notifier, time.Minute)
 			runLeaderWork(backend)
 			Eventually(func() bool {
-				_, err := client.BatchV1().Jobs(namespace).Get(ctx, k8s.TaskJobName(reported.GUID), metav1.GetOptions{})
+				_, err := client.BatchV1().Jobs(namespace).Get(ctx, spec.TaskJobName(reported.GUID), metav1.GetOptions{})
 				return apierrors.IsNotFound(err)
 			}).Should(BeTrue(), "reported an hour ago: past the retention")
-			Eventually(func() string { return getJob(client, jobName).Annotations[k8s.AnnotationCompletionReported] }).ShouldNot(BeEmpty())
+			Eventually(func() string { return getJob(client, jobName).Annotations[spec.AnnotationCompletionReported] }).ShouldNot(BeEmpty())
 			Expect(completedCalls()).To(HaveLen(1))
 			Expect(completedCalls()[0].TaskGUID).To(Equal(sampleTaskGUID))
-			Expect(getJob(client, k8s.TaskJobName(running.GUID)).Annotations).NotTo(HaveKey(k8s.AnnotationCompletionReported))
+			Expect(getJob(client, spec.TaskJobName(running.GUID)).Annotations).NotTo(HaveKey(spec.AnnotationCompletionReported))
 		})
 	})
 })

@@ -7,6 +7,7 @@ import (
 	"code.cloudfoundry.org/lager/v3"
 	"k8s.io/utils/ptr"
 
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -91,10 +92,10 @@ type patchContainer struct {
 func updateAnnotations(update opi.LRPUpdate) map[string]string {
 	out := map[string]string{}
 	if update.Annotation != nil {
-		out[AnnotationLastUpdated] = *update.Annotation
+		out[spec.AnnotationLastUpdated] = *update.Annotation
 	}
 	if update.Routes != nil {
-		out[AnnotationRoutes] = routesAnnotation(*update.Routes)
+		out[spec.AnnotationRoutes] = spec.RoutesAnnotation(*update.Routes)
 	}
 	return out
 }
@@ -119,16 +120,16 @@ func updatePatch(d *workloadRecord, update opi.LRPUpdate) ([]byte, bool) {
 		changed = changed || current != value
 	}
 	if update.Annotation != nil {
-		setAnnotation(AnnotationLastUpdated, *update.Annotation, d.lastUpdated)
+		setAnnotation(spec.AnnotationLastUpdated, *update.Annotation, d.lastUpdated)
 	}
 	if update.Routes != nil {
-		setAnnotation(AnnotationRoutes, routesAnnotation(*update.Routes), d.routesJSON)
+		setAnnotation(spec.AnnotationRoutes, spec.RoutesAnnotation(*update.Routes), d.routesJSON)
 	}
 	if update.Image != nil {
 		if p.Spec == nil {
 			p.Spec = &patchSpec{}
 		}
-		p.Spec.Template = &patchTemplate{Spec: patchPodSpec{Containers: []patchContainer{{Name: ContainerName, Image: *update.Image}}}}
+		p.Spec.Template = &patchTemplate{Spec: patchPodSpec{Containers: []patchContainer{{Name: spec.ContainerName, Image: *update.Image}}}}
 		changed = changed || d.image != *update.Image
 	}
 	if !changed {

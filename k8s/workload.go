@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -34,7 +35,7 @@ type workloadKind interface {
 	// informer is the kind's informer from the backend's factory.
 	informer(f informers.SharedInformerFactory) cache.SharedIndexInformer
 	// build is the LRP's workload named name, as a desire would create it.
-	build(lrp *opi.LRP, name, namespace string, w workloadSpec) workloadObject
+	build(lrp *opi.LRP, name, namespace string, w spec.Workload) workloadObject
 	// create makes the workload built, or returns the existing one of that name (from the
 	// cache when it has it) with created false.
 	create(ctx context.Context, b *Backend, w workloadObject) (obj metav1.Object, created bool, err error)
@@ -88,8 +89,8 @@ func (deploymentKind) informer(f informers.SharedInformerFactory) cache.SharedIn
 	return f.Apps().V1().Deployments().Informer()
 }
 
-func (deploymentKind) build(lrp *opi.LRP, name, namespace string, w workloadSpec) workloadObject {
-	d := toDeployment(lrp, name, namespace, w)
+func (deploymentKind) build(lrp *opi.LRP, name, namespace string, w spec.Workload) workloadObject {
+	d := spec.Deployment(lrp, name, namespace, w)
 	return workloadObject{obj: d, kind: "deployment", meta: &d.ObjectMeta, template: &d.Spec.Template, size: d.Size}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/opi-bridge/opi/cc"
 	"github.com/opi-bridge/opi/handler"
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -228,7 +229,7 @@ func DefaultConfig() Config {
 		Workloads: WorkloadsConfig{
 			ProbeTimeout: Duration{k8s.DefaultProbeTimeout},
 			MinReady:     Duration{k8s.DefaultMinReady},
-			PodSecurity:  k8s.PodSecurityBaseline,
+			PodSecurity:  spec.PodSecurityBaseline,
 		},
 		TaskDefaults: TaskDefaultsConfig{
 			MemoryMB:  bifrost.DefaultTaskDefaults.MemoryMB,
@@ -453,8 +454,8 @@ func (c Config) Validate() error {
 		return err
 	}
 	for i, p := range c.UserAnnotationPrefixes {
-		if p == "" || strings.HasPrefix(k8s.ReservedAnnotationPrefix, p) || strings.HasPrefix(p, k8s.ReservedAnnotationPrefix) {
-			return fmt.Errorf("kubernetes.user_annotation_prefixes[%d] %q must be a non-empty prefix that does not cover opi's own %q annotations", i, p, k8s.ReservedAnnotationPrefix)
+		if p == "" || strings.HasPrefix(spec.ReservedAnnotationPrefix, p) || strings.HasPrefix(p, spec.ReservedAnnotationPrefix) {
+			return fmt.Errorf("kubernetes.user_annotation_prefixes[%d] %q must be a non-empty prefix that does not cover opi's own %q annotations", i, p, spec.ReservedAnnotationPrefix)
 		}
 	}
 	if _, err := c.taskDefaultEgress(); err != nil {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/localkube"
 	"github.com/opi-bridge/opi/opi"
 	"github.com/opi-bridge/opi/testsupport/fixture"
@@ -64,7 +65,7 @@ func (a app) body() []byte {
 
 // deploymentName is the name opi gives the app's Deployment (and Service).
 func (a app) deploymentName() string {
-	return k8s.DeploymentName(&opi.LRP{
+	return spec.DeploymentName(&opi.LRP{
 		LRPIdentifier: opi.LRPIdentifier{GUID: a.guid, Version: a.version},
 		AppName:       appName, SpaceName: spaceName,
 	})

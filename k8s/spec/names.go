@@ -1,4 +1,4 @@
-package k8s
+package spec
 
 import (
 	"crypto/sha256"
@@ -11,12 +11,12 @@ import (
 	"github.com/opi-bridge/opi/opi"
 )
 
-// annotationPrefix starts every annotation opi writes on its own objects.
-const annotationPrefix = "opi-bridge.io/"
+// AnnotationPrefix starts every annotation opi writes on its own objects.
+const AnnotationPrefix = "opi-bridge.io/"
 
-// ReservedAnnotationPrefix is annotationPrefix, for the configuration: no user annotation may
+// ReservedAnnotationPrefix is AnnotationPrefix, for the configuration: no user annotation may
 // carry it (opi's bookkeeping on pods, opi-bridge.io/crashes-reported, uses it).
-const ReservedAnnotationPrefix = annotationPrefix
+const ReservedAnnotationPrefix = AnnotationPrefix
 
 // Labels opi puts on every object it makes for an LRP (Deployment, its pod template, Secrets,
 // Service). guid and version are separate labels because a process guid (73 chars) does not
@@ -38,7 +38,7 @@ const (
 // Annotations on the Deployment. They carry what reads report back and what does not fit a
 // label; never env values or registry credentials.
 const (
-	AnnotationProcessGUID = annotationPrefix + "process-guid"
+	AnnotationProcessGUID = AnnotationPrefix + "process-guid"
 	// AnnotationLastUpdated holds CC's last_updated / update.annotation byte for byte.
 	AnnotationLastUpdated = "opi-bridge.io/last-updated"
 	AnnotationProcessType = "opi-bridge.io/process-type"
@@ -102,12 +102,12 @@ func sanitizeName(s string) string {
 	return strings.Trim(b.String(), "-")
 }
 
-func envSecretName(name string) string      { return name + "-env" }
-func registrySecretName(name string) string { return name + "-registry" }
+func EnvSecretName(name string) string      { return name + "-env" }
+func RegistrySecretName(name string) string { return name + "-registry" }
 
-// labelValue returns v when it is a valid label value, else a sanitised form of it (the exact
+// LabelValue returns v when it is a valid label value, else a sanitised form of it (the exact
 // value is kept in an annotation where it matters).
-func labelValue(v string) string {
+func LabelValue(v string) string {
 	if len(validation.IsValidLabelValue(v)) == 0 {
 		return v
 	}
@@ -128,25 +128,25 @@ func labelValue(v string) string {
 	})
 }
 
-// lrpLabels are the labels of every object of the LRP.
-func lrpLabels(lrp *opi.LRP) map[string]string {
+// LRPLabels are the labels of every object of the LRP.
+func LRPLabels(lrp *opi.LRP) map[string]string {
 	return map[string]string{
 		LabelGUID:        lrp.GUID,
 		LabelVersion:     lrp.Version,
-		LabelAppGUID:     labelValue(lrp.AppGUID),
-		LabelProcessType: labelValue(lrp.ProcessType),
+		LabelAppGUID:     LabelValue(lrp.AppGUID),
+		LabelProcessType: LabelValue(lrp.ProcessType),
 		LabelSourceType:  SourceTypeApp,
 		LabelManagedBy:   ManagedByOPI,
 	}
 }
 
-// selectorLabels select the LRP's pods (Deployment selector, Service selector).
-func selectorLabels(id opi.LRPIdentifier) map[string]string {
+// SelectorLabels select the LRP's pods (Deployment selector, Service selector).
+func SelectorLabels(id opi.LRPIdentifier) map[string]string {
 	return map[string]string{LabelGUID: id.GUID, LabelVersion: id.Version}
 }
 
-// lrpSelector is a label selector matching every object opi made for the LRP.
-func lrpSelector(id opi.LRPIdentifier) string {
+// LRPSelector is a label selector matching every object opi made for the LRP.
+func LRPSelector(id opi.LRPIdentifier) string {
 	return labels.Set{
 		LabelGUID:       id.GUID,
 		LabelVersion:    id.Version,

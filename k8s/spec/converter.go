@@ -1,4 +1,4 @@
-package k8s
+package spec
 
 import (
 	"cmp"
@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"sort"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -23,7 +22,9 @@ const (
 	// dockerHubServer is the registry key Docker (and the kubelet) use for Docker Hub.
 	dockerHubServer = "https://index.docker.io/v1/"
 
-	revisionHistoryLimit          = 2
+	// RevisionHistoryLimit is how many old revisions a workload keeps (ReplicaSets or
+	// ControllerRevisions).
+	RevisionHistoryLimit          = 2
 	terminationGracePeriodSeconds = 10
 
 	// defaultStartTimeoutMs applies when CC sends no start timeout.
@@ -42,30 +43,30 @@ const (
 	minCPUMillis = 10
 )
 
-// routeJSON is a route in AnnotationRoutes.
-type routeJSON struct {
+// RouteJSON is a route in AnnotationRoutes.
+type RouteJSON struct {
 	Hostname string `json:"hostname"`
 	Port     int32  `json:"port"`
 }
 
-// healthCheckJSON is AnnotationHealthCheck.
-type healthCheckJSON struct {
+// HealthCheckJSON is AnnotationHealthCheck.
+type HealthCheckJSON struct {
 	Type           string `json:"type"`
 	Endpoint       string `json:"endpoint,omitempty"`
 	TimeoutMs      int64  `json:"timeout_ms,omitempty"`
 	StartTimeoutMs int64  `json:"start_timeout_ms,omitempty"`
 }
 
-// toEnvSecret holds the LRP's whole environment (values may carry credentials).
-func toEnvSecret(lrp *opi.LRP, name, namespace string, w workloadSpec) *corev1.Secret {
+// EnvSecret holds the LRP's whole environment (values may carry credentials).
+func EnvSecret(lrp *opi.LRP, name, namespace string, w Workload) *corev1.Secret {
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      envSecretName(name),
+			Name:      EnvSecretName(name),
 			Namespace: namespace,
-			Labels:    lrpLabels(lrp),
+			Labels:    LRPLabels(lrp),
 		},
 		Type: corev1.SecretTypeOpaque,
-		Data: envSecretData(lrp, w.instanceIndexEnv),
+		Data: envSecretData(lrp, w.InstanceIndexEnv),
 	}
 }
 
@@ -80,13 +81,13 @@ type dockerAuth struct {
 	Auth     string `json:"auth"`
 }
 
-// toRegistrySecret holds the credentials to pull the LRP's image.
-func toRegistrySecret(lrp *opi.LRP, name, namespace string) (*corev1.Secret, error) {
-	return registrySecret(lrp.PrivateRegistry, lrp.Image, registrySecretName(name), namespace, lrpLabels(lrp))
+// LRPRegistrySecret holds the credentials to pull the LRP's image.
+func LRPRegistrySecret(lrp *opi.LRP, name, namespace string) (*corev1.Secret, error) {
+	return RegistrySecret(lrp.PrivateRegistry, lrp.Image, RegistrySecretName(name), namespace, LRPLabels(lrp))
 }
 
-// registrySecret is a kubernetes.io/dockerconfigjson Secret with reg's credentials for image.
-func registrySecret(reg *opi.PrivateRegistry, image, secretName, namespace string, labels map[string]string) (*corev1.Secret, error) {
+// RegistrySecret is a kubernetes.io/dockerconfigjson Secret with reg's credentials for image.
+func RegistrySecret(reg *opi.PrivateRegistry, image, secretName, namespace string, labels map[string]string) (*corev1.Secret, error) {
 	server := reg.Server
 	if server == "" {
 		server = registryServer(image)
@@ -127,46 +128,46 @@ func registryServer(image string) string {
 	return host
 }
 
-// routesAnnotation is the value of AnnotationRoutes: JSON [{"hostname","port"}].
-func routesAnnotation(routes []opi.Route) string {
-	out := make([]routeJSON, 0, len(routes))
+// RoutesAnnotation is the value of AnnotationRoutes: JSON [{"hostname","port"}].
+func RoutesAnnotation(routes []opi.Route) string {
+	out := make([]RouteJSON, 0, len(routes))
 	for _, r := range routes {
-		out = append(out, routeJSON{Hostname: r.Hostname, Port: r.Port})
+		out = append(out, RouteJSON{Hostname: r.Hostname, Port: r.Port})
 	}
 	b, _ := json.Marshal(out) // strings and ints always marshal
 	return string(b)
 }
 
-// workloadSpec is what the operator configures for every LRP's pods (see Options).
-type workloadSpec struct {
-	// probeTimeoutSeconds bounds one liveness or readiness check (and one startup check).
-	probeTimeoutSeconds int32
-	// minReadySeconds is how long a new pod must stay Ready before a rollout counts it.
-	minReadySeconds int32
-	// podSecurity is PodSecurityBaseline or PodSecurityRestricted.
-	podSecurity string
-	// instanceIndexEnv sets CF_INSTANCE_INDEX from the pod's ordinal (StatefulSets only: a
+// Workload is what the operator configures for every LRP's pods (the root's Options).
+type Workload struct {
+	// ProbeTimeoutSeconds bounds one liveness or readiness check (and one startup check).
+	ProbeTimeoutSeconds int32
+	// MinReadySeconds is how long a new pod must stay Ready before a rollout counts it.
+	MinReadySeconds int32
+	// PodSecurity is PodSecurityBaseline or PodSecurityRestricted.
+	PodSecurity string
+	// InstanceIndexEnv sets CF_INSTANCE_INDEX from the pod's ordinal (StatefulSets only: a
 	// Deployment's pod cannot know its index, ADR 0003).
-	instanceIndexEnv bool
+	InstanceIndexEnv bool
 }
 
-// toDeployment is the LRP's workload. Everything CC may read back is in labels, annotations or
+// Deployment is the LRP's workload. Everything CC may read back is in labels, annotations or
 // the spec; the env is only referenced (envSecret), never copied.
 //
 // Rollouts (an image update) and scale-ups surge one pod at a time and never take a pod away
-// before its replacement has been Ready for minReadySeconds (maxUnavailable 0), so a 1-instance
+// before its replacement has been Ready for MinReadySeconds (maxUnavailable 0), so a 1-instance
 // app keeps serving through an update too. For "process" and "none" health checks the pod is
-// Ready once its container started: minReadySeconds is then what stops a rollout from replacing
+// Ready once its container started: MinReadySeconds is then what stops a rollout from replacing
 // running instances with ones that crash at once.
-func toDeployment(lrp *opi.LRP, name, namespace string, w workloadSpec) *appsv1.Deployment {
+func Deployment(lrp *opi.LRP, name, namespace string, w Workload) *appsv1.Deployment {
 	replicas := lrp.Instances
 	return &appsv1.Deployment{
-		ObjectMeta: workloadMeta(lrp, name, namespace),
+		ObjectMeta: WorkloadMeta(lrp, name, namespace),
 		Spec: appsv1.DeploymentSpec{
 			Replicas:             &replicas,
-			Selector:             &metav1.LabelSelector{MatchLabels: selectorLabels(lrp.LRPIdentifier)},
-			RevisionHistoryLimit: ptr.To(int32(revisionHistoryLimit)),
-			MinReadySeconds:      w.minReadySeconds,
+			Selector:             &metav1.LabelSelector{MatchLabels: SelectorLabels(lrp.LRPIdentifier)},
+			RevisionHistoryLimit: ptr.To(int32(RevisionHistoryLimit)),
+			MinReadySeconds:      w.MinReadySeconds,
 			Strategy: appsv1.DeploymentStrategy{
 				Type: appsv1.RollingUpdateDeploymentStrategyType,
 				RollingUpdate: &appsv1.RollingUpdateDeployment{
@@ -174,15 +175,15 @@ func toDeployment(lrp *opi.LRP, name, namespace string, w workloadSpec) *appsv1.
 					MaxUnavailable: ptr.To(intstr.FromInt32(0)),
 				},
 			},
-			Template: podTemplate(lrp, name, w),
+			Template: PodTemplate(lrp, name, w),
 		},
 	}
 }
 
-// workloadMeta is the workload's name, labels and opi's annotations: everything CC may read
+// WorkloadMeta is the workload's name, labels and opi's annotations: everything CC may read
 // back but the pod template (see workloadRecordOf), the same for every workload kind.
-func workloadMeta(lrp *opi.LRP, name, namespace string) metav1.ObjectMeta {
-	healthJSON, _ := json.Marshal(healthCheckJSON{
+func WorkloadMeta(lrp *opi.LRP, name, namespace string) metav1.ObjectMeta {
+	healthJSON, _ := json.Marshal(HealthCheckJSON{
 		Type:           lrp.Health.Type,
 		Endpoint:       lrp.Health.Endpoint,
 		TimeoutMs:      lrp.Health.TimeoutMs,
@@ -191,7 +192,7 @@ func workloadMeta(lrp *opi.LRP, name, namespace string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{
 		Name:      name,
 		Namespace: namespace,
-		Labels:    lrpLabels(lrp),
+		Labels:    LRPLabels(lrp),
 		Annotations: map[string]string{
 			AnnotationProcessGUID: lrp.ProcessGUID(),
 			AnnotationLastUpdated: lrp.LastUpdated,
@@ -201,15 +202,15 @@ func workloadMeta(lrp *opi.LRP, name, namespace string) metav1.ObjectMeta {
 			AnnotationSpaceGUID:   lrp.SpaceGUID,
 			AnnotationOrgName:     lrp.OrganizationName,
 			AnnotationOrgGUID:     lrp.OrganizationGUID,
-			AnnotationRoutes:      routesAnnotation(lrp.Routes),
+			AnnotationRoutes:      RoutesAnnotation(lrp.Routes),
 			AnnotationHealthCheck: string(healthJSON),
 		},
 	}
 }
 
-// podTemplate is the LRP's pod template, the same for every workload kind (but the
-// CF_INSTANCE_INDEX variable, see workloadSpec.instanceIndexEnv).
-func podTemplate(lrp *opi.LRP, name string, w workloadSpec) corev1.PodTemplateSpec {
+// PodTemplate is the LRP's pod template, the same for every workload kind (but the
+// CF_INSTANCE_INDEX variable, see Workload.InstanceIndexEnv).
+func PodTemplate(lrp *opi.LRP, name string, w Workload) corev1.PodTemplateSpec {
 	var templateAnnotations map[string]string
 	if len(lrp.UserDefinedAnnotations) > 0 {
 		templateAnnotations = make(map[string]string, len(lrp.UserDefinedAnnotations))
@@ -220,14 +221,14 @@ func podTemplate(lrp *opi.LRP, name string, w workloadSpec) corev1.PodTemplateSp
 
 	var pullSecrets []corev1.LocalObjectReference
 	if lrp.PrivateRegistry != nil {
-		pullSecrets = []corev1.LocalObjectReference{{Name: registrySecretName(name)}}
+		pullSecrets = []corev1.LocalObjectReference{{Name: RegistrySecretName(name)}}
 	}
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{
-			Labels:      lrpLabels(lrp),
+			Labels:      LRPLabels(lrp),
 			Annotations: templateAnnotations,
 		},
-		Spec: podSpec(toContainer(lrp, name, w), pullSecrets, w.podSecurity),
+		Spec: podSpec(toContainer(lrp, name, w), pullSecrets, w.PodSecurity),
 	}
 }
 
@@ -246,16 +247,16 @@ func podSpec(c corev1.Container, pullSecrets []corev1.LocalObjectReference, leve
 	}
 }
 
-func toContainer(lrp *opi.LRP, name string, w workloadSpec) corev1.Container {
+func toContainer(lrp *opi.LRP, name string, w Workload) corev1.Container {
 	ports := make([]corev1.ContainerPort, 0, len(lrp.Ports))
 	for _, p := range lrp.Ports {
 		ports = append(ports, corev1.ContainerPort{ContainerPort: p, Protocol: corev1.ProtocolTCP})
 	}
-	startup, liveness, readiness := probes(lrp, w.probeTimeoutSeconds)
+	startup, liveness, readiness := probes(lrp, w.ProbeTimeoutSeconds)
 	c := corev1.Container{
 		Name:           ContainerName,
 		Image:          lrp.Image,
-		Env:            containerEnv(lrp, envSecretName(name), w.instanceIndexEnv),
+		Env:            containerEnv(lrp, EnvSecretName(name), w.InstanceIndexEnv),
 		Ports:          ports,
 		Resources:      resources(lrp),
 		StartupProbe:   startup,
@@ -263,7 +264,7 @@ func toContainer(lrp *opi.LRP, name string, w workloadSpec) corev1.Container {
 		ReadinessProbe: readiness,
 		SecurityContext: &corev1.SecurityContext{
 			AllowPrivilegeEscalation: ptr.To(false),
-			Capabilities:             capabilities(w.podSecurity, lrp.Ports),
+			Capabilities:             capabilities(w.PodSecurity, lrp.Ports),
 		},
 	}
 	if len(lrp.Command) > 0 {
@@ -334,7 +335,7 @@ func escapeCommand(cmd []string) []string {
 	return out
 }
 
-func unescapeCommand(cmd []string) []string {
+func UnescapeCommand(cmd []string) []string {
 	if len(cmd) == 0 {
 		return nil
 	}
@@ -376,7 +377,7 @@ func resourcesFor(memoryMB, diskMB int64, cpuWeight int32) corev1.ResourceRequir
 
 // probes maps CC's health check: "port" checks a TCP connect and "http" a GET of the endpoint on
 // the first port; "process" and "none" have no probe (the process running is the check; see
-// toDeployment for how rollouts stay safe without one).
+// Deployment for how rollouts stay safe without one).
 //
 // CC's health_check_timeout_ms is its start timeout (`cf push -t`; CC sends the same number as
 // start_timeout_ms): it bounds the startup probe, which checks every 2 s until the app answers
@@ -437,8 +438,8 @@ func ceilDiv(a, b int64) int32 {
 	return int32(q)
 }
 
-// toService gives the LRP's instances a stable in-cluster address, one port per LRP port.
-func toService(lrp *opi.LRP, name, namespace string, owner metav1.OwnerReference) *corev1.Service {
+// Service gives the LRP's instances a stable in-cluster address, one port per LRP port.
+func Service(lrp *opi.LRP, name, namespace string, owner metav1.OwnerReference) *corev1.Service {
 	ports := make([]corev1.ServicePort, 0, len(lrp.Ports))
 	for _, p := range lrp.Ports {
 		ports = append(ports, corev1.ServicePort{
@@ -452,34 +453,23 @@ func toService(lrp *opi.LRP, name, namespace string, owner metav1.OwnerReference
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            name,
 			Namespace:       namespace,
-			Labels:          lrpLabels(lrp),
+			Labels:          LRPLabels(lrp),
 			OwnerReferences: []metav1.OwnerReference{owner},
 		},
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
-			Selector: selectorLabels(lrp.LRPIdentifier),
+			Selector: SelectorLabels(lrp.LRPIdentifier),
 			Ports:    ports,
 		},
 	}
 }
 
-// appContainer is the app's container in a pod spec, nil when absent.
-func appContainer(spec *corev1.PodSpec) *corev1.Container {
+// AppContainer is the app's container in a pod spec, nil when absent.
+func AppContainer(spec *corev1.PodSpec) *corev1.Container {
 	for i := range spec.Containers {
 		if spec.Containers[i].Name == ContainerName {
 			return &spec.Containers[i]
 		}
 	}
 	return nil
-}
-
-// sortLRPs orders LRPs by guid, then version, for stable lists (without building process guids:
-// a list sorts thousands).
-func sortLRPs(lrps []*opi.LRP) {
-	sort.Slice(lrps, func(i, j int) bool {
-		if lrps[i].GUID != lrps[j].GUID {
-			return lrps[i].GUID < lrps[j].GUID
-		}
-		return lrps[i].Version < lrps[j].Version
-	})
 }

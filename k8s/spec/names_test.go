@@ -1,4 +1,4 @@
-package k8s_test
+package spec_test
 
 import (
 	"crypto/sha256"
@@ -9,7 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -20,7 +20,7 @@ var _ = Describe("DeploymentName", func() {
 
 	DescribeTable("is a readable prefix from app and space name plus a hash of the process guid",
 		func(appName, spaceName, prefix string) {
-			name := k8s.DeploymentName(&opi.LRP{LRPIdentifier: id, AppName: appName, SpaceName: spaceName})
+			name := spec.DeploymentName(&opi.LRP{LRPIdentifier: id, AppName: appName, SpaceName: spaceName})
 			Expect(name).To(Equal(prefix + "-" + hash))
 			Expect(len(name)).To(BeNumerically("<=", 45))
 			Expect(validation.IsDNS1035Label(name)).To(BeEmpty())
@@ -36,9 +36,9 @@ var _ = Describe("DeploymentName", func() {
 
 	It("is deterministic and differs between versions", func() {
 		lrp := &opi.LRP{LRPIdentifier: id, AppName: "a", SpaceName: "s"}
-		Expect(k8s.DeploymentName(lrp)).To(Equal(k8s.DeploymentName(lrp)))
+		Expect(spec.DeploymentName(lrp)).To(Equal(spec.DeploymentName(lrp)))
 		other := *lrp
 		other.Version = "another-version"
-		Expect(k8s.DeploymentName(&other)).NotTo(Equal(k8s.DeploymentName(lrp)))
+		Expect(spec.DeploymentName(&other)).NotTo(Equal(spec.DeploymentName(lrp)))
 	})
 })

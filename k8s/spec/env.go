@@ -1,4 +1,4 @@
-package k8s
+package spec
 
 import (
 	"crypto/sha256"
@@ -58,12 +58,12 @@ const (
 	envInstanceIndex      = "CF_INSTANCE_INDEX"
 )
 
-// platformEnv are the CF_INSTANCE_* variables. The downward-API ones come first: Kubernetes
+// PlatformEnv are the CF_INSTANCE_* variables. The downward-API ones come first: Kubernetes
 // expands $(VAR) in a value only for variables defined earlier in the list.
 //
 // With index (StatefulSets), CF_INSTANCE_INDEX is the pod's ordinal, from the pod-index label
 // the StatefulSet controller puts on each pod: it is the index GetInstances reports.
-func platformEnv(ports []int32, index bool) []corev1.EnvVar {
+func PlatformEnv(ports []int32, index bool) []corev1.EnvVar {
 	fieldRef := func(name, path string) corev1.EnvVar {
 		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{
 			FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: path},
@@ -101,7 +101,7 @@ func platformEnv(ports []int32, index bool) []corev1.EnvVar {
 // index, CF_INSTANCE_INDEX), sorted.
 func envNames(env map[string]string, ports []int32, index bool) []string {
 	platform := map[string]bool{}
-	for _, e := range platformEnv(ports, index) {
+	for _, e := range PlatformEnv(ports, index) {
 		platform[e.Name] = true
 	}
 	names := make([]string, 0, len(env))
@@ -133,7 +133,7 @@ func containerEnvFor(appEnv map[string]string, ports []int32, secretName string,
 			},
 		}})
 	}
-	return append(env, platformEnv(ports, index)...)
+	return append(env, PlatformEnv(ports, index)...)
 }
 
 // envSecretData is the content of the env Secret.

@@ -1,11 +1,11 @@
-package k8s_test
+package spec_test
 
 import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -20,7 +20,7 @@ func FuzzDeploymentName(f *testing.F) {
 	f.Add("a", "b", "an-app-name-that-is-much-longer-than-any-kubernetes-label-can-hold-at-all", "space")
 	f.Fuzz(func(t *testing.T, guid, version, appName, spaceName string) {
 		lrp := &opi.LRP{LRPIdentifier: opi.LRPIdentifier{GUID: guid, Version: version}, AppName: appName, SpaceName: spaceName}
-		name := k8s.DeploymentName(lrp)
+		name := spec.DeploymentName(lrp)
 		if errs := validation.IsDNS1035Label(name); len(errs) > 0 {
 			t.Fatalf("name %q for app %q space %q: %v", name, appName, spaceName, errs)
 		}
@@ -32,7 +32,7 @@ func FuzzDeploymentName(f *testing.F) {
 				t.Fatalf("secret name %q: %v", secret, errs)
 			}
 		}
-		if again := k8s.DeploymentName(lrp); again != name {
+		if again := spec.DeploymentName(lrp); again != name {
 			t.Fatalf("name not deterministic: %q then %q", name, again)
 		}
 	})
