@@ -16,18 +16,19 @@ import (
 //
 // Derived from BenchmarkMaximalDesireHeap (k8s/desire_heap_bench_test.go; docs/reliability.md,
 // "Request bounds"), which drives desires at every bound at once and as large as the body limit
-// allows (2,093,053 bytes: a 1 MiB environment, 1,000 routes, 1,000 egress rules, 10 ports)
+// allows (2,093,053 bytes: 1,000 env entries of ~1 MB, 1,000 routes, 1,000 egress rules, 10 ports)
 // through the router, bifrost and the k8s backend (ingress routing, network policies, on a
-// fake clientset) under opi's GOGC=25, sampling the heap while they run. Measured 2026-12-01:
-// one alone peaks at 12.0-12.8 MB of heap above the base, five at once at 10.3-10.5 MB each.
-// That peak counts the fake clientset's copies of the objects (~4 MB a desire, which the API
-// server keeps in opi's place), so it is an upper bound; what it misses is the client's protobuf
-// encoding of what it writes and the answers it reads, about twice the 1.6 MB those objects
-// encode to: 12.8 + 2 × 1.6 ≈ 16 MB (15.2 MiB) a maximal request. The manifests give opi
-// 256 Mi, of which its caches and runtime take ~50 MB at 1,000 apps and ~108 MB at 10,000
-// (docs/benchmarks.md): leave them ~150 MiB (with their own GC headroom), and ~100 MiB are left
-// for requests. With GOGC=25's headroom (garbage up to a quarter of the live heap),
-// 5 × 15.2 × 1.25 ≈ 95 MiB < 100 MiB; 6 would be 114. Raise it together with the memory limit.
+// fake clientset; Deployments and StatefulSets) under opi's GOGC=25, sampling the heap while
+// they run. Measured 2026-12-01: one alone peaks at 12.4-13.6 MB of heap above the base, five
+// at once at 10.2-11.1 MB each. That peak counts the fake clientset's copies of the objects
+// (~4 MB a desire, which the API server keeps in opi's place), so it is an upper bound; what it
+// misses is the client's protobuf encoding of what it writes and the answers it reads, about
+// twice the 1.6 MB those objects encode to: 13.6 + 2 × 1.6 ≈ 16.8 MB (16.0 MiB) a maximal
+// request. The manifests give opi 256 Mi, of which its caches and runtime take ~50 MB at 1,000
+// apps and ~108 MB at 10,000 (docs/benchmarks.md): leave them ~150 MiB (with their own GC
+// headroom), and ~106 MiB are left for requests. With GOGC=25's headroom (garbage up to a
+// quarter of the live heap), 5 × 16.0 × 1.25 ≈ 100 MiB < 106 MiB; 6 would be 120. Raise it
+// together with the memory limit.
 const DefaultMaxInFlight = 5
 
 // minWeightFraction: a request counts as at least 1/minWeightFraction of a maximal one (what a

@@ -154,9 +154,9 @@ func (w *barrier) wait() {
 // BenchmarkMaximalDesireHeap measures the heap that n maximal desires (maximalDesireBody,
 // about 2 MiB each) take at once on their whole way: opi's router with its in-flight bound,
 // bifrost's validation and conversion, and the k8s backend with every object of a desire in
-// the manifests' configuration (ingress routing, network policies) on client-go's fake
-// clientset, started and synced as opi's own is. handler.DefaultMaxInFlight is derived from
-// it (docs/reliability.md, "Request bounds"). Run it without -race (which distorts heaps):
+// the manifests' configuration (ingress routing, network policies; Deployments or
+// StatefulSets) on client-go's fake clientset, started and synced as opi's own is.
+// handler.DefaultMaxInFlight is derived from it (docs/reliability.md, "Request bounds"). Run it without -race (which distorts heaps):
 //
 //	go test -run '^$' -bench MaximalDesireHeap -benchtime 5x ./k8s
 //
@@ -182,12 +182,14 @@ func (w *barrier) wait() {
 // With n=1 the figure is one request alone; n×(its peak) is the worst case of n at once, each
 // at its own peak, which n concurrent requests on a few cores approach from below.
 func BenchmarkMaximalDesireHeap(b *testing.B) {
-	for _, n := range []int{1, handler.DefaultMaxInFlight} {
-		b.Run(fmt.Sprintf("inflight-%d", n), func(b *testing.B) { benchmarkMaximalDesireHeap(b, n) })
+	for _, workload := range []string{k8s.WorkloadDeployments, k8s.WorkloadStatefulSets} {
+		for _, n := range []int{1, handler.DefaultMaxInFlight} {
+			b.Run(fmt.Sprintf("%s/inflight-%d", workload, n), func(b *testing.B) { benchmarkMaximalDesireHeap(b, workload, n) })
+		}
 	}
 }
 
-func benchmarkMaximalDesireHeap(b *testing.B, n int) {
+func benchmarkMaximalDesireHeap(b *testing.B, workload string, n int) {
 	defer debug.SetGCPercent(debug.SetGCPercent(25))
 	bodies := make([][]byte, n)
 	guids := make([]string, n)
@@ -207,7 +209,7 @@ func benchmarkMaximalDesireHeap(b *testing.B, n int) {
 			held = heapObjects()
 		})
 		backend := k8s.NewBackend(client, lager.NewLogger("bench"), k8s.Options{
-			Namespace: namespace, ReadWaitTimeout: time.Minute,
+			Namespace: namespace, ReadWaitTimeout: time.Minute, Workload: workload,
 			Routing:       k8s.RoutingOptions{Mode: k8s.RoutingIngress},
 			NetworkPolicy: k8s.NetworkPolicyOptions{Enabled: true, Routers: []k8s.PolicyPeer{{Namespace: "ingress-nginx"}}, DNSNamespace: "kube-system"},
 		})
@@ -291,7 +293,7 @@ func encodedSize(b *testing.B, client interface {
 	total := 0
 	for _, gvr := range []schema.GroupVersionResource{
 		{Version: "v1", Resource: "secrets"}, {Version: "v1", Resource: "services"},
-		{Group: "apps", Version: "v1", Resource: "deployments"},
+		{Group: "apps", Version: "v1", Resource: "deployments"}, {Group: "apps", Version: "v1", Resource: "statefulsets"},
 		{Group: "networking.k8s.io", Version: "v1", Resource: "networkpolicies"},
 		{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"},
 		{Group: "policy", Version: "v1", Resource: "poddisruptionbudgets"},
@@ -311,7 +313,7 @@ func encodedSize(b *testing.B, client interface {
 
 func kindOf(resource string) string {
 	return map[string]string{
-		"secrets": "Secret", "services": "Service", "deployments": "Deployment",
+		"secrets": "Secret", "services": "Service", "deployments": "Deployment", "statefulsets": "StatefulSet",
 		"networkpolicies": "NetworkPolicy", "ingresses": "Ingress", "poddisruptionbudgets": "PodDisruptionBudget",
 	}[resource]
 }
