@@ -14,18 +14,21 @@ import (
 // DefaultMaxInFlight is how many maximal requests (bodies of DefaultMaxBodyBytes) may be in
 // flight at once when none is configured; smaller ones count by their size (see inFlight).
 //
-// Derived from BenchmarkMaximalDesireHeap (handler/inflight_bench_test.go; docs/reliability.md,
-// "Request bounds"): a desire at every bound at once (a 1.28 MB body: a 1 MiB environment,
-// 1,000 routes, 1,000 egress rules, 10 ports) allocates 6.9 MB in the handler and bifrost (read,
-// decoded, validated, converted), 5.4 bytes per body byte, and holds 1.7 MB live while it waits
-// on the backend. Worst case, counting everything a request allocates as live at once, and
-// scaled to a body of the full 2 MiB: 5.4 × 2 MiB ≈ 11.3 MiB. The backend's copies (the env
-// Secret, its protobuf encoding, the workload), which the benchmark does not reach, add about
-// three times the 1 MiB environment: ≈ 14.5 MiB a maximal request. The manifests give opi
-// 256 Mi, of which its caches and runtime take ~50 MB at 1,000 apps and a few times that at
-// 10,000: leave them ~150 MiB, and ~100 MiB are left for requests. With GOGC=25's headroom
-// (garbage up to a quarter of the live heap), 5 × 14.5 × 1.25 ≈ 91 MiB < 100 MiB; 6 would be
-// 109. Raise it together with the memory limit.
+// Derived from BenchmarkMaximalDesireHeap (k8s/desire_heap_bench_test.go; docs/reliability.md,
+// "Request bounds"), which drives desires at every bound at once and as large as the body limit
+// allows (2,093,053 bytes: 1,000 env entries of ~1 MB, 1,000 routes, 1,000 egress rules, 10 ports)
+// through the router, bifrost and the k8s backend (ingress routing, network policies, on a
+// fake clientset; Deployments and StatefulSets) under opi's GOGC=25, sampling the heap while
+// they run. Measured 2026-12-01: one alone peaks at 12.4-13.6 MB of heap above the base, five
+// at once at 10.2-11.1 MB each. That peak counts the fake clientset's copies of the objects
+// (~4 MB a desire, which the API server keeps in opi's place), so it is an upper bound; what it
+// misses is the client's protobuf encoding of what it writes and the answers it reads, about
+// twice the 1.6 MB those objects encode to: 13.6 + 2 × 1.6 ≈ 16.8 MB (16.0 MiB) a maximal
+// request. The manifests give opi 256 Mi, of which its caches and runtime take ~50 MB at 1,000
+// apps and ~108 MB at 10,000 (docs/benchmarks.md): leave them ~150 MiB (with their own GC
+// headroom), and ~106 MiB are left for requests. With GOGC=25's headroom (garbage up to a
+// quarter of the live heap), 5 × 16.0 × 1.25 ≈ 100 MiB < 106 MiB; 6 would be 120. Raise it
+// together with the memory limit.
 const DefaultMaxInFlight = 5
 
 // minWeightFraction: a request counts as at least 1/minWeightFraction of a maximal one (what a
