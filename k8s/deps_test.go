@@ -45,6 +45,7 @@ type depRule struct {
 var depRules = []depRule{
 	{pkg: "kube", layer: 0, moduleDeps: []string{"opi"}},
 	{pkg: "spec", layer: 1, moduleDeps: []string{"opi"}, forbidden: []string{"k8s.io/client-go"}},
+	{pkg: "queue", layer: 1, moduleDeps: []string{}}, // no opi package at all: client-go's workqueue only
 	{pkg: "", layer: 6},
 }
 
