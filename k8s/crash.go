@@ -12,11 +12,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/k8s/queue"
 	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
@@ -174,14 +174,18 @@ func newCrashReporter(b *Backend, notifier opi.CrashNotifier) *crashReporter {
 
 // run reports crashes until ctx ends.
 func (c *crashReporter) run(ctx context.Context) {
-	queue := workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[string](crashRetryBase, crashRetryMax),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "crash-reporter"},
-	)
+	q := queue.New(queue.Config[string]{
+		Name:        "crash-reporter",
+		Workers:     crashWorkers,
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](crashRetryBase, crashRetryMax),
+		OnError: func(_ context.Context, key string, err error) {
+			c.logger.Info("will-retry", lager.Data{"pod": key, "error": err.Error()})
+		},
+	})
 	enqueue := func(obj any) {
 		if r, ok := obj.(*podRecord); ok && r.owes() {
 			if key, err := cache.MetaNamespaceKeyFunc(r); err == nil {
-				queue.Add(key)
+				q.Add(key)
 			}
 		}
 	}
@@ -196,43 +200,17 @@ func (c *crashReporter) run(ctx context.Context) {
 	})
 	if err != nil {
 		c.logger.Error("add-event-handler", err)
+		q.ShutDown()
 		return
 	}
 	c.logger.Info("started")
-	var wg sync.WaitGroup
-	for range crashWorkers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			wait.UntilWithContext(ctx, func(ctx context.Context) {
-				for c.processNext(ctx, queue) {
-				}
-			}, time.Second)
-		}()
-	}
-	<-ctx.Done()
+	q.Run(ctx, func(ctx context.Context, key string) (time.Duration, error) {
+		return 0, c.sync(ctx, key)
+	})
 	if err := c.backend.pods.RemoveEventHandler(registration); err != nil {
 		c.logger.Error("remove-event-handler", err)
 	}
-	queue.ShutDown()
-	wg.Wait()
 	c.logger.Info("stopped")
-}
-
-// processNext handles one queued pod; false once the queue is shut down.
-func (c *crashReporter) processNext(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string]) bool {
-	key, shutdown := queue.Get()
-	if shutdown {
-		return false
-	}
-	defer queue.Done(key)
-	if err := c.sync(ctx, key); err != nil {
-		c.logger.Info("will-retry", lager.Data{"pod": key, "error": err.Error()})
-		queue.AddRateLimited(key)
-		return true
-	}
-	queue.Forget(key)
-	return true
 }
 
 // sync reports what the pod key still owes CC: nil when nothing is owed (any more), an error

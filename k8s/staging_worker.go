@@ -12,12 +12,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/k8s/queue"
 	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
@@ -49,7 +49,7 @@ type stagingWorker struct {
 	b        *Backend
 	logger   lager.Logger
 	informer cache.SharedIndexInformer
-	queue    workqueue.TypedRateLimitingInterface[string]
+	keys     *queue.Queue[string]
 
 	// settled holds the uids of records whose callback CC has settled but whose deletion the
 	// informer has not shown yet: a record seen again meanwhile (a relist) is only deleted,
@@ -72,12 +72,21 @@ func (b *Backend) runStaging(ctx context.Context) {
 			o.LabelSelector = spec.LabelSourceType + "=" + SourceTypeStaging
 		}),
 	)
+	logger := b.logger.Session("staging")
 	w := &stagingWorker{
 		b:        b,
-		logger:   b.logger.Session("staging"),
+		logger:   logger,
 		informer: factory.Core().V1().Secrets().Informer(),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "staging"}),
+		keys: queue.New(queue.Config[string]{
+			Name:        "staging",
+			Workers:     b.stagingWorkers,
+			RateLimiter: workqueue.DefaultTypedControllerRateLimiter[string](),
+			OnError: func(ctx context.Context, key string, err error) {
+				if ctx.Err() == nil {
+					logger.Error("process-failed", err, lager.Data{"secret": key})
+				}
+			},
+		}),
 		settled: map[types.UID]bool{},
 		read:    map[types.UID]opi.StagingCompletion{},
 	}
@@ -86,7 +95,7 @@ func (b *Backend) runStaging(ctx context.Context) {
 	}
 	enqueue := func(obj any) {
 		if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
-			w.queue.Add(key)
+			w.keys.Add(key)
 		}
 	}
 	if _, err := w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -102,27 +111,20 @@ func (b *Backend) runStaging(ctx context.Context) {
 		DeleteFunc: w.forget,
 	}); err != nil {
 		w.logger.Error("add-event-handler", err)
+		w.keys.ShutDown()
 		return
 	}
 
 	factory.StartWithContext(ctx)
 	defer factory.Shutdown()
 	if !cache.WaitForCacheSync(ctx.Done(), w.informer.HasSynced) {
-		w.queue.ShutDown()
+		w.keys.ShutDown()
 		return
 	}
 	w.logger.Info("started", lager.Data{"workers": b.stagingWorkers})
-	var wg sync.WaitGroup
-	for range b.stagingWorkers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			wait.UntilWithContext(ctx, w.work, time.Second)
-		}()
-	}
-	<-ctx.Done()
-	w.queue.ShutDown()
-	wg.Wait()
+	w.keys.Run(ctx, func(ctx context.Context, key string) (time.Duration, error) {
+		return 0, w.process(ctx, key)
+	})
 	w.logger.Info("stopped")
 }
 
@@ -134,33 +136,12 @@ func attemptsOf(obj any) string {
 	return ""
 }
 
-// work processes keys until the queue shuts down.
-func (w *stagingWorker) work(ctx context.Context) {
-	for {
-		key, shutdown := w.queue.Get()
-		if shutdown {
-			return
-		}
-		if err := w.process(ctx, key); err != nil {
-			if ctx.Err() == nil {
-				w.logger.Error("process-failed", err, lager.Data{"secret": key})
-			}
-			w.queue.AddRateLimited(key)
-		} else {
-			w.queue.Forget(key)
-		}
-		w.queue.Done(key)
-	}
-}
-
 // process settles one staging: read the image's configuration, tell CC, delete the record. An
 // error means the staging is still owed (the record stays and the key comes back).
+//
+// A key still queued when the leadership ends is the next leader's: the queue (k8s/queue) hands
+// none to an ended ctx.
 func (w *stagingWorker) process(ctx context.Context, key string) error {
-	if err := ctx.Err(); err != nil {
-		// The leadership ended: a key still queued (a shut-down queue hands out what it
-		// holds) is the next leader's.
-		return err
-	}
 	obj, exists, err := w.informer.GetIndexer().GetByKey(key)
 	if err != nil || !exists {
 		return err

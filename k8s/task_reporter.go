@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"code.cloudfoundry.org/lager/v3"
@@ -16,6 +15,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/k8s/queue"
 	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
@@ -38,12 +38,19 @@ const (
 // a new leader or a restarted opi picks up whatever is still owed.
 func (b *Backend) runTaskReporter(ctx context.Context) {
 	logger := b.logger.Session("task-reporter")
-	queue := workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[string](reporterRetryBase, reporterRetryMax),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "task-reporter"})
+	q := queue.New(queue.Config[string]{
+		Name:        "task-reporter",
+		Workers:     taskReporterWorkers,
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](reporterRetryBase, reporterRetryMax),
+		OnError: func(ctx context.Context, name string, err error) {
+			if ctx.Err() == nil {
+				logger.Error("report-failed", err, lager.Data{"job": name})
+			}
+		},
+	})
 	enqueue := func(obj any) {
 		if j, ok := obj.(*jobRecord); ok && j.ended() && j.DeletionTimestamp == nil {
-			queue.Add(j.Name)
+			q.Add(j.Name)
 		}
 	}
 	registration, err := b.jobs.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -52,47 +59,13 @@ func (b *Backend) runTaskReporter(ctx context.Context) {
 	})
 	if err != nil {
 		logger.Error("add-event-handler", err)
+		q.ShutDown()
 		return
 	}
 	defer func() { _ = b.jobs.RemoveEventHandler(registration) }()
-	go func() {
-		<-ctx.Done()
-		queue.ShutDown()
-	}()
-
-	var wg sync.WaitGroup
-	for range taskReporterWorkers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for b.reportNext(ctx, logger, queue) {
-			}
-		}()
-	}
-	wg.Wait()
-}
-
-// reportNext handles one queued Job; false once the queue is shut down.
-func (b *Backend) reportNext(ctx context.Context, logger lager.Logger, queue workqueue.TypedRateLimitingInterface[string]) bool {
-	name, shutdown := queue.Get()
-	if shutdown {
-		return false
-	}
-	defer queue.Done(name)
-	after, err := b.reportTask(ctx, logger, name)
-	switch {
-	case err != nil:
-		if ctx.Err() == nil {
-			logger.Error("report-failed", err, lager.Data{"job": name})
-		}
-		queue.AddRateLimited(name)
-	case after > 0:
-		queue.Forget(name)
-		queue.AddAfter(name, after)
-	default:
-		queue.Forget(name)
-	}
-	return true
+	q.Run(ctx, func(ctx context.Context, name string) (time.Duration, error) {
+		return b.reportTask(ctx, logger, name)
+	})
 }
 
 // reportTask reports the end of the named task's Job if it is still owed, and deletes the Job
