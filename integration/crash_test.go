@@ -69,8 +69,12 @@ var _ = Describe("Crash reports", func() {
 	expectedBody := func(pod *corev1.Pod, index, count int) string {
 		s := pod.Status.ContainerStatuses[0]
 		last := s.LastTerminationState.Terminated
-		return fmt.Sprintf(`{"instance":%q,"index":%d,"reason":"CRASHED","exit_status":%d,"exit_description":"%s (exit code %d)","crash_count":%d,"crash_timestamp":%d}`,
-			pod.Name, index, last.ExitCode, last.Reason, last.ExitCode, count, last.FinishedAt.Unix())
+		description := fmt.Sprintf("Exited with status %d", last.ExitCode) // Diego's wording
+		if last.Reason == "OOMKilled" {
+			description += " (out of memory)"
+		}
+		return fmt.Sprintf(`{"instance":%q,"index":%d,"reason":"CRASHED","exit_status":%d,"exit_description":%q,"crash_count":%d,"crash_timestamp":%d}`,
+			pod.Name, index, last.ExitCode, description, count, last.FinishedAt.Unix())
 	}
 	bodies := func() []string {
 		var out []string

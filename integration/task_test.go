@@ -97,7 +97,7 @@ var _ = Describe("Tasks", func() {
 	It("reports a failing task with its exit reason", func() {
 		guid := fixture.NewGUID()
 		desire(guid, "exit 3")
-		Eventually(accepted(guid)).Should(ConsistOf(MatchJSON(fmt.Sprintf(`{"task_guid":%q,"failed":true,"failure_reason":"Error (exit code 3)"}`, guid))))
+		Eventually(accepted(guid)).Should(ConsistOf(MatchJSON(fmt.Sprintf(`{"task_guid":%q,"failed":true,"failure_reason":"Exited with status 3"}`, guid))))
 		Eventually(jobGone(guid)).Should(BeTrue())
 	})
 

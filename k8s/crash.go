@@ -102,15 +102,6 @@ func (r *podRecord) owes() bool {
 	return r.crash != nil && r.crash.count > r.crash.reported && r.lrpKey() != ""
 }
 
-// terminationDescription is the container's termination as a crash report describes it, e.g. "Error (exit code 1)".
-// The termination message is left out: it is the app's own output and may hold anything.
-func terminationDescription(reason string, code int32) string {
-	if reason == "" {
-		reason = "Exited"
-	}
-	return fmt.Sprintf("%s (exit code %d)", reason, code)
-}
-
 // instanceIndex is the pod's index as GetInstances reports it (instancePods). A pod that
 // GetInstances does not report (terminating, surplus, or its Deployment gone) gets the rank it
 // has among its LRP's live pods by creation time, then name.
@@ -252,7 +243,7 @@ func (c *crashReporter) sync(ctx context.Context, key string) error {
 		Index:           c.backend.instanceIndex(pod),
 		Reason:          crashReason,
 		ExitStatus:      crash.exitCode,
-		ExitDescription: terminationDescription(crash.reason, crash.exitCode),
+		ExitDescription: spec.ExitDescription(&corev1.ContainerStateTerminated{ExitCode: crash.exitCode, Reason: crash.reason}),
 		CrashCount:      crash.count,
 		OwedSince:       time.Now(),
 	}

@@ -130,7 +130,7 @@ var _ = Describe("Crash reports", func() {
 		createPod(client, first)
 		createPod(client, statefulPod(lrp, 0, t0.Add(time.Minute), corev1.PodStatus{Phase: corev1.PodPending}))
 
-		Eventually(reports).Should(Equal([]opi.Crash{crash(first.Name, 2, 2, 1, "Error (exit code 1)", crashedAt)}))
+		Eventually(reports).Should(Equal([]opi.Crash{crash(first.Name, 2, 2, 1, "Exited with status 1", crashedAt)}))
 	})
 
 	It("reports a crash once, marks the pod, and reports the next crash with its higher count", func() {
@@ -138,7 +138,7 @@ var _ = Describe("Crash reports", func() {
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 		createPod(client, podWith("pod-a", t0, waitingAfter(1, 1, "Error", crashedAt)))
 
-		Eventually(reports).Should(Equal([]opi.Crash{crash("pod-a", 0, 2, 1, "Error (exit code 1)", crashedAt)}))
+		Eventually(reports).Should(Equal([]opi.Crash{crash("pod-a", 0, 2, 1, "Exited with status 1", crashedAt)}))
 		Eventually(func() string { return reported("pod-a") }).Should(Equal("2"))
 		Expect(patches()).To(Equal([]string{"patch pods pod-a"}))
 
@@ -146,8 +146,8 @@ var _ = Describe("Crash reports", func() {
 		later := crashedAt.Add(time.Minute)
 		updateStatus("pod-a", waitingAfter(2, 137, "OOMKilled", later))
 		Eventually(reports).Should(Equal([]opi.Crash{
-			crash("pod-a", 0, 2, 1, "Error (exit code 1)", crashedAt),
-			crash("pod-a", 0, 3, 137, "OOMKilled (exit code 137)", later),
+			crash("pod-a", 0, 2, 1, "Exited with status 1", crashedAt),
+			crash("pod-a", 0, 3, 137, "Exited with status 137 (out of memory)", later),
 		}))
 		Eventually(func() string { return reported("pod-a") }).Should(Equal("3"))
 		Expect(patches()).To(Equal([]string{"patch pods pod-a", "patch pods pod-a"}))
@@ -171,8 +171,8 @@ var _ = Describe("Crash reports", func() {
 		start()
 		Eventually(reports).Should(HaveLen(2))
 		Consistently(reports, "300ms").Should(Equal([]opi.Crash{
-			crash("pod-a", 0, 2, 1, "Error (exit code 1)", crashedAt),
-			crash("pod-b", 1, 2, 2, "Error (exit code 2)", crashedAt),
+			crash("pod-a", 0, 2, 1, "Exited with status 1", crashedAt),
+			crash("pod-b", 1, 2, 2, "Exited with status 2", crashedAt),
 		}))
 		Expect(reported("pod-b")).To(Equal("2"))
 	})
@@ -183,7 +183,7 @@ var _ = Describe("Crash reports", func() {
 		createPod(client, pod)
 		start()
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-		Eventually(reports).Should(Equal([]opi.Crash{crash("pod-a", 0, 4, 1, "Error (exit code 1)", crashedAt)}))
+		Eventually(reports).Should(Equal([]opi.Crash{crash("pod-a", 0, 4, 1, "Exited with status 1", crashedAt)}))
 		Eventually(func() string { return reported("pod-a") }).Should(Equal("4"))
 	})
 
@@ -195,7 +195,7 @@ var _ = Describe("Crash reports", func() {
 
 		Eventually(notifier.InstanceCrashedCallCount).Should(Equal(2))
 		Eventually(func() string { return reported("pod-a") }).Should(Equal("2"))
-		want := crash("pod-a", 0, 2, 1, "Error (exit code 1)", crashedAt)
+		want := crash("pod-a", 0, 2, 1, "Exited with status 1", crashedAt)
 		Expect(reports()).To(Equal([]opi.Crash{want, want}))
 		Expect(patches()).To(Equal([]string{"patch pods pod-a"}))
 	})
@@ -227,7 +227,7 @@ var _ = Describe("Crash reports", func() {
 				ExitCode: 0, Reason: "Completed", FinishedAt: metav1.NewTime(crashedAt),
 			}},
 		}))
-		Eventually(reports).Should(Equal([]opi.Crash{crash("pod-a", 0, 1, 0, "Completed (exit code 0)", crashedAt)}))
+		Eventually(reports).Should(Equal([]opi.Crash{crash("pod-a", 0, 1, 0, "Exited with status 0", crashedAt)}))
 		Eventually(func() string { return reported("pod-a") }).Should(Equal("1"))
 	})
 
@@ -310,7 +310,7 @@ var _ = Describe("Crash reports", func() {
 		stopped.DeletionTimestamp = &metav1.Time{Time: crashedAt.Add(time.Minute)}
 		stopped.Finalizers = []string{"example.com/hold"}
 		createPod(client, stopped)
-		Eventually(reports).Should(Equal([]opi.Crash{crash("stopped", 0, 2, 3, "Error (exit code 3)", crashedAt)}))
+		Eventually(reports).Should(Equal([]opi.Crash{crash("stopped", 0, 2, 3, "Exited with status 3", crashedAt)}))
 	})
 
 	It("reports nothing while it does not lead, and what is owed once it leads again", func() {
@@ -325,6 +325,6 @@ var _ = Describe("Crash reports", func() {
 		Consistently(reports, "300ms").Should(BeEmpty())
 
 		lead(backend)
-		Eventually(reports).Should(Equal([]opi.Crash{crash("pod-a", 0, 2, 1, "Error (exit code 1)", crashedAt)}))
+		Eventually(reports).Should(Equal([]opi.Crash{crash("pod-a", 0, 2, 1, "Exited with status 1", crashedAt)}))
 	})
 })

@@ -3,7 +3,6 @@ package k8s
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -110,7 +109,7 @@ func crashState(pod *corev1.Pod) (bool, int64, string) {
 		case pod.Status.Reason != "":
 			return true, since, withMessage("Instance failed: "+pod.Status.Reason, pod.Status.Message)
 		case terminated != nil:
-			return true, since, proc + ": " + exitDescription(terminated)
+			return true, since, proc + ": " + spec.ExitDescription(terminated)
 		}
 		return true, since, "Instance failed"
 	}
@@ -118,12 +117,12 @@ func crashState(pod *corev1.Pod) (bool, int64, string) {
 		return false, 0, ""
 	}
 	if terminated != nil && terminated.ExitCode != 0 {
-		return true, nanos(terminated.FinishedAt), proc + ": " + exitDescription(terminated)
+		return true, nanos(terminated.FinishedAt), proc + ": " + spec.ExitDescription(terminated)
 	}
 	if w := s.State.Waiting; w != nil {
 		if crashReasons[w.Reason] {
 			if t := s.LastTerminationState.Terminated; t != nil {
-				return true, nanos(t.FinishedAt), proc + ": " + exitDescription(t)
+				return true, nanos(t.FinishedAt), proc + ": " + spec.ExitDescription(t)
 			}
 			return true, 0, proc + ": Exited"
 		}
@@ -134,15 +133,6 @@ func crashState(pod *corev1.Pod) (bool, int64, string) {
 		}
 	}
 	return false, 0, ""
-}
-
-// exitDescription words a container's exit as Diego does.
-func exitDescription(t *corev1.ContainerStateTerminated) string {
-	text := fmt.Sprintf("Exited with status %d", t.ExitCode)
-	if t.Reason == "OOMKilled" {
-		text += " (out of memory)"
-	}
-	return text
 }
 
 // notReadySince is when the pod last became not ready, 0 when Kubernetes has not said.

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"code.cloudfoundry.org/lager/v3"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
@@ -143,7 +142,7 @@ func (b *Backend) reportTask(ctx context.Context, logger lager.Logger, name stri
 }
 
 // podFailureReason is why the failed task's pod failed, from its app container's termination
-// ("Error (exit code 3)"), or the pod's own reason; fallback when neither says. One LIST of the
+// (spec.ExitDescription: "Exited with status 3"), or the pod's own reason; fallback when neither says. One LIST of the
 // Job's pods (the Job controller labels them with its uid).
 func (b *Backend) podFailureReason(ctx context.Context, j *jobRecord, fallback string) (string, error) {
 	pods, err := b.client.CoreV1().Pods(b.namespace).List(ctx, metav1.ListOptions{
@@ -163,7 +162,7 @@ func (b *Backend) podFailureReason(ctx context.Context, j *jobRecord, fallback s
 				t = cs.LastTerminationState.Terminated
 			}
 			if t != nil && (t.ExitCode != 0 || t.Reason != "") {
-				return describeExit(t), nil
+				return spec.ExitDescription(t), nil
 			}
 		}
 		if pod.Status.Reason != "" {
@@ -171,12 +170,4 @@ func (b *Backend) podFailureReason(ctx context.Context, j *jobRecord, fallback s
 		}
 	}
 	return fallback, nil
-}
-
-// describeExit is a container's termination in CC's failure_reason: "Error (exit code 3)".
-func describeExit(t *corev1.ContainerStateTerminated) string {
-	if t.Reason == "" {
-		return fmt.Sprintf("exit code %d", t.ExitCode)
-	}
-	return fmt.Sprintf("%s (exit code %d)", t.Reason, t.ExitCode)
 }

@@ -274,7 +274,7 @@ var _ = Describe("Tasks", func() {
 			j := getJob(client, jobName)
 			j.Annotations[spec.AnnotationCompletionReported] = time.Now().UTC().Format(time.RFC3339)
 			j.Annotations[spec.AnnotationTaskFailed] = "true"
-			j.Annotations[spec.AnnotationFailureReason] = "Error (exit code 3)"
+			j.Annotations[spec.AnnotationFailureReason] = "Exited with status 3"
 			_, err = client.BatchV1().Jobs(namespace).Update(ctx, j, metav1.UpdateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			Eventually(func() []*opi.Task {
@@ -283,7 +283,7 @@ var _ = Describe("Tasks", func() {
 			}).Should(HaveLen(1), "a reported task is no longer listed")
 			task, err := backend.GetTask(ctx, sampleTaskGUID)
 			Expect(err).NotTo(HaveOccurred(), "but still found until its Job is deleted")
-			Expect([]any{task.State, task.Failed, task.FailureReason}).To(Equal([]any{"COMPLETED", true, "Error (exit code 3)"}))
+			Expect([]any{task.State, task.Failed, task.FailureReason}).To(Equal([]any{"COMPLETED", true, "Exited with status 3"}))
 		})
 
 		It("answers ErrNotFound for an unknown task", func() {
@@ -391,8 +391,8 @@ var _ = Describe("Tasks", func() {
 			Eventually(func() string { return getJob(client, jobName).Annotations[spec.AnnotationCompletionReported] }).ShouldNot(BeEmpty())
 			Expect(completedCalls()).To(HaveLen(1))
 			Expect(completedCalls()[0].Failed).To(BeTrue())
-			Expect(completedCalls()[0].FailureReason).To(Equal("Error (exit code 3)"))
-			Expect(getJob(client, jobName).Annotations).To(HaveKeyWithValue(spec.AnnotationFailureReason, "Error (exit code 3)"))
+			Expect(completedCalls()[0].FailureReason).To(Equal("Exited with status 3"))
+			Expect(getJob(client, jobName).Annotations).To(HaveKeyWithValue(spec.AnnotationFailureReason, "Exited with status 3"))
 			Expect(jobExists()).To(BeTrue(), "kept for the retention")
 			Eventually(func() int {
 				l, _ := backend.ListTasks(ctx)
@@ -400,7 +400,7 @@ var _ = Describe("Tasks", func() {
 			}).Should(BeZero())
 			task, err := backend.GetTask(ctx, sampleTaskGUID)
 			Expect(err).NotTo(HaveOccurred())
-			Expect(task.FailureReason).To(Equal("Error (exit code 3)"))
+			Expect(task.FailureReason).To(Equal("Exited with status 3"))
 		})
 
 		It("reports a cancelled task as cancelled", func() {
