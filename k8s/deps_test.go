@@ -45,6 +45,7 @@ type depRule struct {
 var depRules = []depRule{
 	{pkg: "kube", layer: 0, moduleDeps: []string{"opi"}},
 	{pkg: "spec", layer: 1, moduleDeps: []string{"opi"}, forbidden: []string{"k8s.io/client-go"}},
+	{pkg: "workload", layer: 3, moduleDeps: []string{"opi"}},
 	{pkg: "", layer: 6},
 }
 
