@@ -239,7 +239,6 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 			PodSecurity:         cmp.Or(opts.PodSecurity, spec.PodSecurityBaseline),
 			InstanceIndexEnv:    opts.Workload == WorkloadStatefulSets,
 		},
-		kind:            newWorkloadKind(opts.Workload),
 		imageReader:     opts.ImageReader,
 		stagingNotifier: opts.StagingNotifier,
 		stagingWorkers:  opts.StagingWorkers,
@@ -248,6 +247,7 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 		taskRetention:   opts.TaskRetention,
 		watches:         opts.Watches,
 	}
+	b.kind = b.newWorkloadKind(opts.Workload)
 	b.cached = []string{b.kindName() + "s", "pods", "jobs"}
 	b.newInformers()
 	b.newTaskInformer()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 
 	"code.cloudfoundry.org/lager/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,7 +51,7 @@ func (b *Backend) newInformers() {
 			o.LabelSelector = spec.LabelSourceType + "=" + spec.SourceTypeApp
 		}),
 	)
-	b.workloads = b.kind.informer(b.factory)
+	b.workloads = b.kind.Informer(b.factory)
 	b.pods = b.factory.Core().V1().Pods().Informer()
 	// AddIndexers does not fail on an informer that has not started, nor does SetTransform.
 	if err := b.workloads.AddIndexers(cache.Indexers{lrpIndex: indexByLRP, appIndex: indexByApp, changesIndex: b.countChanges(&b.workloadChanges)}); err != nil {
@@ -173,11 +172,6 @@ func (b *Backend) cachedPods(id opi.LRPIdentifier) []*podRecord {
 	return pods
 }
 
-// instancePods are the pods that report the LRP's instances (see workloadKind.instancePods).
-func (b *Backend) instancePods(pods []*podRecord, w *workloadRecord) []*podRecord {
-	return b.kind.instancePods(pods, w)
-}
-
 // rankedPods are the pods that report a Deployment's instances, at most its desired count, in
 // index order (ADR 0002). A pod that cannot serve never hides or displaces one that can:
 //   - terminating pods are left out;
@@ -249,9 +243,9 @@ func (b *Backend) findWorkload(ctx context.Context, id opi.LRPIdentifier) (*work
 	if d := b.cachedWorkload(id); d != nil {
 		return d, nil
 	}
-	list, err := b.kind.list(ctx, b, metav1.ListOptions{LabelSelector: spec.LRPSelector(id)})
+	list, err := b.listWorkloads(ctx, metav1.ListOptions{LabelSelector: spec.LRPSelector(id)})
 	if err != nil {
-		return nil, apiError(err, "list "+strings.ToLower(b.kind.kind())+"s")
+		return nil, apiError(err, "list "+b.kindName()+"s")
 	}
 	for _, w := range list {
 		if w.DeletionTimestamp == nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
 	"code.cloudfoundry.org/lager/v3"
@@ -64,11 +63,11 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 		secrets = append(secrets, registrySecret)
 		secretSteps = append(secretSteps, "create registry secret")
 	}
-	deploymentWanted := b.kind.build(lrp, name, b.namespace, b.workload)
+	deploymentWanted := b.kind.Build(lrp, name, b.workload)
 	b.shapeWorkload(lrp, deploymentWanted)
 	var serviceMeta *metav1.ObjectMeta
 	if len(lrp.Ports) > 0 {
-		serviceMeta = &spec.Service(lrp, name, b.namespace, metav1.OwnerReference{APIVersion: "apps/v1", Kind: b.kind.kind(), Name: name, UID: "preflight"}).ObjectMeta
+		serviceMeta = &spec.Service(lrp, name, b.namespace, metav1.OwnerReference{APIVersion: "apps/v1", Kind: b.kind.Name(), Name: name, UID: "preflight"}).ObjectMeta
 	}
 	if err := preflight(secrets, deploymentWanted, serviceMeta); err != nil {
 		logger.Info("refused-before-writing", lager.Data{"reason": err.Error()})
@@ -77,7 +76,7 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 
 	// Round 1: the workload.
 	var undo desireWrites
-	deployment, created, err := b.kind.create(ctx, b, deploymentWanted)
+	deployment, created, err := b.kind.Create(ctx, deploymentWanted)
 	if err != nil {
 		return refusal(err, "create "+b.kindName())
 	}
@@ -172,7 +171,7 @@ func inParallel(steps []func() (raw, answer error)) (raw, answer error) {
 // liveCheck tells, from the API server, whether d is still the live workload of its name.
 func (b *Backend) liveCheck(d metav1.Object) func(context.Context) (bool, error) {
 	return func(ctx context.Context) (bool, error) {
-		current, err := b.kind.get(ctx, b, d.GetName())
+		current, err := b.kind.Get(ctx, d.GetName())
 		if kube.Classify(err) == kube.KindNotFound {
 			return false, nil
 		}
@@ -212,4 +211,3 @@ func (b *Backend) checkSameLRP(d metav1.Object, id opi.LRPIdentifier) error {
 }
 
 // kindName is the workload kind in lower case, for messages and log keys ("deployment").
-func (b *Backend) kindName() string { return strings.ToLower(b.kind.kind()) }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/workload"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -107,9 +108,9 @@ func (b *Backend) checkHooks(ctx context.Context, lrp *opi.LRP) error {
 
 // shapeWorkload lets every hook add to the workload (its metadata and pod template, the same
 // for Deployments and StatefulSets) before it is created.
-func (b *Backend) shapeWorkload(lrp *opi.LRP, w workloadObject) {
+func (b *Backend) shapeWorkload(lrp *opi.LRP, w workload.Object) {
 	for _, h := range b.hooks {
-		h.shape(lrp, w.meta, w.template)
+		h.shape(lrp, w.Meta, w.Template)
 	}
 }
 

@@ -120,7 +120,7 @@ func (b *Backend) deleteIncomplete(ctx context.Context, logger lager.Logger, d *
 	opts := preconditionUID(d)
 	opts.PropagationPolicy = &background
 	data := lager.Data{b.kindName(): d.Name, "missing-secret": missing}
-	if err := b.kind.delete(ctx, b, d.Name, opts); err != nil {
+	if err := b.kind.Delete(ctx, d.Name, opts); err != nil {
 		if !goneOrChanged(err) {
 			logger.Error("delete-incomplete-workload", err, data)
 		}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/workload"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -26,7 +27,7 @@ const maxObjectBytes = 1 << 20
 // annotations, say, made too large by a long app name or many routes), so that a desire
 // Kubernetes would refuse halfway is refused whole. serviceMeta is the Service's metadata, if
 // the LRP gets one.
-func preflight(secrets []*corev1.Secret, w workloadObject, serviceMeta *metav1.ObjectMeta) error {
+func preflight(secrets []*corev1.Secret, w workload.Object, serviceMeta *metav1.ObjectMeta) error {
 	for _, s := range secrets {
 		errs := apimachineryvalidation.ValidateObjectMeta(&s.ObjectMeta, true, apimachineryvalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
 		total := 0
@@ -44,14 +45,14 @@ func preflight(secrets []*corev1.Secret, w workloadObject, serviceMeta *metav1.O
 		}
 	}
 
-	errs := apimachineryvalidation.ValidateObjectMeta(w.meta, true, apimachineryvalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
+	errs := apimachineryvalidation.ValidateObjectMeta(w.Meta, true, apimachineryvalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
 	template := field.NewPath("spec", "template", "metadata")
-	errs = append(errs, metav1validation.ValidateLabels(w.template.Labels, template.Child("labels"))...)
-	errs = append(errs, apimachineryvalidation.ValidateAnnotations(w.template.Annotations, template.Child("annotations"))...)
-	if size := w.size(); size > maxObjectBytes {
+	errs = append(errs, metav1validation.ValidateLabels(w.Template.Labels, template.Child("labels"))...)
+	errs = append(errs, apimachineryvalidation.ValidateAnnotations(w.Template.Annotations, template.Child("annotations"))...)
+	if size := w.Size(); size > maxObjectBytes {
 		errs = append(errs, field.TooLong(field.NewPath("(encoded object)"), "", maxObjectBytes))
 	}
-	if err := refusedObject(w.kind, w.meta.Name, errs); err != nil {
+	if err := refusedObject(w.Kind, w.Meta.Name, errs); err != nil {
 		return err
 	}
 

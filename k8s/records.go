@@ -160,16 +160,6 @@ func (r *workloadRecord) meta() metav1.ObjectMeta {
 	}
 }
 
-// asDeployment is the record as a Deployment (see meta).
-func (r *workloadRecord) asDeployment() *appsv1.Deployment {
-	return &appsv1.Deployment{ObjectMeta: r.meta(), Spec: appsv1.DeploymentSpec{Replicas: &r.replicas}}
-}
-
-// asStatefulSet is the record as a StatefulSet (see meta).
-func (r *workloadRecord) asStatefulSet() *appsv1.StatefulSet {
-	return &appsv1.StatefulSet{ObjectMeta: r.meta(), Spec: appsv1.StatefulSetSpec{Replicas: &r.replicas}}
-}
-
 // lrp recovers the LRP from its workload. Env and registry credentials are not read back.
 func (r *workloadRecord) lrp() *opi.LRP {
 	lrp := &opi.LRP{

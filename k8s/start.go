@@ -109,7 +109,7 @@ func (b *Backend) cachedKinds() []cachedKind {
 	tasks := metav1.ListOptions{LabelSelector: spec.LabelSourceType + "=" + spec.SourceTypeTask, Limit: 1}
 	return []cachedKind{
 		{b.cached[0], b.workloads, func(ctx context.Context) error {
-			_, err := b.kind.list(ctx, b, apps)
+			_, err := b.listWorkloads(ctx, apps)
 			return err
 		}},
 		{b.cached[1], b.pods, func(ctx context.Context) error {

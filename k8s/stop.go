@@ -32,7 +32,7 @@ func (b *Backend) StopLRP(ctx context.Context, id opi.LRPIdentifier) error {
 	}
 	if deployment != nil {
 		background := metav1.DeletePropagationBackground
-		err := b.kind.delete(ctx, b, deployment.Name, metav1.DeleteOptions{
+		err := b.kind.Delete(ctx, deployment.Name, metav1.DeleteOptions{
 			PropagationPolicy: &background,
 		})
 		if err != nil && kube.Classify(err) != kube.KindNotFound {

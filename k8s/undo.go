@@ -89,7 +89,7 @@ func (b *Backend) undoDesire(ctx context.Context, logger lager.Logger, w *desire
 		background := metav1.DeletePropagationBackground
 		opts := preconditionUID(d)
 		opts.PropagationPolicy = &background
-		switch err := b.kind.delete(ctx, b, d.GetName(), opts); {
+		switch err := b.kind.Delete(ctx, d.GetName(), opts); {
 		case err == nil:
 			removed = append(removed, b.kindName()+" "+d.GetName())
 		case !goneOrChanged(err):

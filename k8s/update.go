@@ -47,7 +47,7 @@ func (b *Backend) UpdateLRP(ctx context.Context, id opi.LRPIdentifier, update op
 	}
 	// One patch: a refusal (422, or 403 from a webhook) changes nothing, so there is nothing to
 	// undo.
-	updated, err := b.kind.patch(ctx, b, current.Name, patch)
+	updated, err := b.kind.Patch(ctx, current.Name, patch)
 	if err != nil {
 		return refusal(err, "update "+b.kindName())
 	}
