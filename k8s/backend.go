@@ -27,6 +27,7 @@ import (
 
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/workload"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -156,7 +157,7 @@ type Backend struct {
 	cacheSync       syncPatience
 	workload        spec.Workload
 	// kind is the object that runs an LRP's pods (Deployment or StatefulSet).
-	kind workloadKind
+	kind workload.Kind
 
 	factory   informers.SharedInformerFactory
 	workloads cache.SharedIndexInformer

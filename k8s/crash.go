@@ -108,7 +108,7 @@ func (r *podRecord) owes() bool {
 //
 // With StatefulSets a pod's index is its ordinal, reported or not.
 func (b *Backend) instanceIndex(pod *podRecord) int32 {
-	if b.kind.indexedByOrdinal() && pod.ordinal >= 0 {
+	if b.kind.IndexedByOrdinal() && pod.ordinal >= 0 {
 		return pod.ordinal
 	}
 	pods := b.cachedPods(pod.id())

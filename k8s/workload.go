@@ -22,8 +22,8 @@ const (
 
 // newWorkloadKind is the kind Options.Workload names ("" is deployments), reading and writing
 // through b's client in b's namespace and finding existing workloads in b's cache.
-func (b *Backend) newWorkloadKind(name string) workloadKind {
-	return workloadKind{workload.New(name, workload.Config{
+func (b *Backend) newWorkloadKind(name string) workload.Kind {
+	return workload.New(name, workload.Config{
 		Apps:      b.client.AppsV1(),
 		Namespace: b.namespace,
 		Cached: func(name string) (metav1.ObjectMeta, int32, bool) {
@@ -33,14 +33,8 @@ func (b *Backend) newWorkloadKind(name string) workloadKind {
 			}
 			return r.meta(), r.replicas, true
 		},
-	})}
+	})
 }
-
-// workloadKind is the backend's kind. It adds nothing but indexedByOrdinal, the spelling
-// crash.go still uses (to go when crash reports get their package).
-type workloadKind struct{ workload.Kind }
-
-func (k workloadKind) indexedByOrdinal() bool { return k.IndexedByOrdinal() }
 
 // kindName is the lower-case kind, for messages and log data ("deployment").
 func (b *Backend) kindName() string { return strings.ToLower(b.kind.Name()) }
