@@ -83,8 +83,12 @@ var _ = Describe("Tenant isolation", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(mine.OwnerReferences).To(ConsistOf(And(HaveField("Kind", "Job"), HaveField("UID", job.UID))))
 
-		Expect(selects(byName["opi-apps-routers"], pods(ns, a)[0])).To(BeTrue(), "the routers still reach the app")
-		Expect(selects(byName["opi-apps"], pods(ns, a)[0])).To(BeTrue())
+		// The app's pod is made by the workload's controller after the desire answered: wait for it
+		// (reading it at once raced the controller and failed one StatefulSet run).
+		var appPods []corev1.Pod
+		Eventually(func() []corev1.Pod { appPods = pods(ns, a); return appPods }, "30s").ShouldNot(BeEmpty())
+		Expect(selects(byName["opi-apps-routers"], appPods[0])).To(BeTrue(), "the routers still reach the app")
+		Expect(selects(byName["opi-apps"], appPods[0])).To(BeTrue())
 	})
 
 	It("creates the apps' namespace enforcing pod_security, where the API server refuses a privileged pod", func() {
