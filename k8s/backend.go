@@ -25,6 +25,7 @@ import (
 
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"github.com/opi-bridge/opi/k8s/hooks"
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/k8s/workload"
@@ -177,7 +178,7 @@ type Backend struct {
 	cacheChanged kube.Signal
 
 	// hooks are the concerns that react to an LRP's events (hooks.go).
-	hooks []hook
+	hooks hooks.Set
 	// policies is the network policy hook, which keeps the tasks' policies too.
 	policies        *networkPolicyHook
 	imageReader     opi.ImageReader

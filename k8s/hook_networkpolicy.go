@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
+	"github.com/opi-bridge/opi/k8s/hooks"
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
@@ -74,7 +75,6 @@ type PolicyPeer struct {
 //
 // The local control plane runs no network plugin: policies are checked as objects there.
 type networkPolicyHook struct {
-	noHook
 	client    kubernetes.Interface
 	list      metadataLists
 	namespace string
@@ -85,9 +85,9 @@ func newNetworkPolicyHook(client kubernetes.Interface, list metadataLists, names
 	return &networkPolicyHook{client: client, list: list, namespace: namespace, opts: opts}
 }
 
-func (h *networkPolicyHook) hookName() string { return "network-policy" }
+func (h *networkPolicyHook) Name() string { return "network-policy" }
 
-func (h *networkPolicyHook) started(ctx context.Context) error {
+func (h *networkPolicyHook) Start(ctx context.Context) error {
 	if !h.opts.Enabled {
 		return nil
 	}
@@ -101,7 +101,7 @@ func (h *networkPolicyHook) started(ctx context.Context) error {
 func (h *networkPolicyHook) ensurePolicy(ctx context.Context, want *networkingv1.NetworkPolicy, what string) error {
 	policies := h.client.NetworkingV1().NetworkPolicies(h.namespace)
 	if _, created, err := kube.CreateIfAbsent(ctx, policies, want.DeepCopy()); err != nil || created {
-		return wrapHookErr(err, "create "+what)
+		return hooks.WrapErr(err, "create "+what)
 	}
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		current, err := policies.Get(ctx, want.Name, metav1.GetOptions{})
@@ -115,7 +115,7 @@ func (h *networkPolicyHook) ensurePolicy(ctx context.Context, want *networkingv1
 		_, err = policies.Update(ctx, current, metav1.UpdateOptions{})
 		return err
 	})
-	return wrapHookErr(err, "update "+what)
+	return hooks.WrapErr(err, "update "+what)
 }
 
 // baseline isolates every tenant pod: no ingress, egress to DNS only.
@@ -173,14 +173,14 @@ func namespacePeer(ns string, podLabels map[string]string) networkingv1.NetworkP
 	return peer
 }
 
-func (h *networkPolicyHook) shape(lrp *opi.LRP, meta *metav1.ObjectMeta, template *corev1.PodTemplateSpec) {
+func (h *networkPolicyHook) Shape(lrp *opi.LRP, meta *metav1.ObjectMeta, template *corev1.PodTemplateSpec) {
 	if len(lrp.EgressRules) == 0 {
 		return
 	}
 	meta.Annotations[spec.AnnotationEgressRules] = spec.EgressAnnotation(lrp.EgressRules)
 }
 
-func (h *networkPolicyHook) check(_ context.Context, lrp *opi.LRP) error {
+func (h *networkPolicyHook) Check(_ context.Context, lrp *opi.LRP) error {
 	if !h.opts.Enabled {
 		return nil
 	}
@@ -192,34 +192,34 @@ func (h *networkPolicyHook) check(_ context.Context, lrp *opi.LRP) error {
 	return nil
 }
 
-func (h *networkPolicyHook) desired(ctx context.Context, t hookTarget) error {
-	if !h.opts.Enabled || len(t.lrp.EgressRules) == 0 {
+func (h *networkPolicyHook) Desired(ctx context.Context, t hooks.Target) error {
+	if !h.opts.Enabled || len(t.LRP.EgressRules) == 0 {
 		return nil
 	}
-	_, err := ensureOwned(ctx, h.client.NetworkingV1().NetworkPolicies(h.namespace), toEgressPolicy(t), t)
-	return wrapHookErr(err, "create network policy")
+	_, err := hooks.EnsureOwned(ctx, h.client.NetworkingV1().NetworkPolicies(h.namespace), toEgressPolicy(t), t)
+	return hooks.WrapErr(err, "create network policy")
 }
 
-func (h *networkPolicyHook) missing(ctx context.Context, deployments []*workloadRecord) ([]*workloadRecord, error) {
+func (h *networkPolicyHook) Missing(ctx context.Context, deployments []hooks.Workload) ([]hooks.Workload, error) {
 	if !h.opts.Enabled {
 		return nil, nil
 	}
-	have, err := kube.ListNames(ctx, appSelector(), h.list(networkPoliciesResource))
+	have, err := kube.ListNames(ctx, hooks.AppSelector(), h.list(networkPoliciesResource))
 	if err != nil {
 		return nil, err
 	}
-	return deploymentsWithout(deployments, func(d *workloadRecord) bool {
-		return d.egressJSON == "" || have[d.Name]
+	return hooks.Without(deployments, func(d hooks.Workload) bool {
+		return d.EgressJSON() == "" || have[d.GetName()]
 	}), nil
 }
 
 // toEgressPolicy is the LRP's egress policy: one egress rule per egress rule of the LRP.
-func toEgressPolicy(t hookTarget) *networkingv1.NetworkPolicy {
+func toEgressPolicy(t hooks.Target) *networkingv1.NetworkPolicy {
 	p := &networkingv1.NetworkPolicy{}
-	p.Name, p.Namespace, p.Labels = t.name, t.namespace, spec.LRPLabels(t.lrp)
-	p.Spec.PodSelector = metav1.LabelSelector{MatchLabels: spec.SelectorLabels(t.lrp.LRPIdentifier)}
+	p.Name, p.Namespace, p.Labels = t.Name, t.Namespace, spec.LRPLabels(t.LRP)
+	p.Spec.PodSelector = metav1.LabelSelector{MatchLabels: spec.SelectorLabels(t.LRP.LRPIdentifier)}
 	p.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
-	p.Spec.Egress = egressOf(t.lrp.EgressRules)
+	p.Spec.Egress = egressOf(t.LRP.EgressRules)
 	return p
 }
 
@@ -284,6 +284,6 @@ func (h *networkPolicyHook) taskPolicy(ctx context.Context, task *opi.Task, name
 	}}
 	p.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
 	p.Spec.Egress = egress
-	_, err := ensureOwned(ctx, h.client.NetworkingV1().NetworkPolicies(h.namespace), p, hookTarget{name: name, namespace: h.namespace, owner: owner, live: live})
+	_, err := hooks.EnsureOwned(ctx, h.client.NetworkingV1().NetworkPolicies(h.namespace), p, hooks.Target{Name: name, Namespace: h.namespace, Owner: owner, Live: live})
 	return from, err
 }

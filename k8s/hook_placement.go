@@ -41,13 +41,12 @@ type PlacementOptions struct {
 // read back UNCLAIMED with Diego's placement error: found no compatible cell with placement
 // tag "<tag>".
 type placementHook struct {
-	noHook
 	opts PlacementOptions
 }
 
-func (h *placementHook) hookName() string { return "placement" }
+func (h *placementHook) Name() string { return "placement" }
 
-func (h *placementHook) check(_ context.Context, lrp *opi.LRP) error {
+func (h *placementHook) Check(_ context.Context, lrp *opi.LRP) error {
 	switch {
 	case len(lrp.PlacementTags) == 0:
 		return nil
@@ -60,7 +59,7 @@ func (h *placementHook) check(_ context.Context, lrp *opi.LRP) error {
 	return nil
 }
 
-func (h *placementHook) shape(lrp *opi.LRP, meta *metav1.ObjectMeta, template *corev1.PodTemplateSpec) {
+func (h *placementHook) Shape(lrp *opi.LRP, meta *metav1.ObjectMeta, template *corev1.PodTemplateSpec) {
 	if len(lrp.PlacementTags) == 0 {
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/opi-bridge/opi/k8s/hooks"
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/k8s/spec"
 )
@@ -17,7 +18,6 @@ import (
 //   - updated: nothing (ports only change with a new version);
 //   - missing: Deployments with ports and no Service.
 type serviceHook struct {
-	noHook
 	client    kubernetes.Interface
 	list      metadataLists
 	namespace string
@@ -25,28 +25,28 @@ type serviceHook struct {
 	headless bool
 }
 
-func (h *serviceHook) hookName() string { return "service" }
+func (h *serviceHook) Name() string { return "service" }
 
-func (h *serviceHook) desired(ctx context.Context, t hookTarget) error {
-	if len(t.lrp.Ports) == 0 {
+func (h *serviceHook) Desired(ctx context.Context, t hooks.Target) error {
+	if len(t.LRP.Ports) == 0 {
 		return nil
 	}
-	service := spec.Service(t.lrp, t.name, t.namespace, t.owner)
+	service := spec.Service(t.LRP, t.Name, t.Namespace, t.Owner)
 	if h.headless {
 		service.Spec.ClusterIP = corev1.ClusterIPNone
 	}
-	if _, err := ensureOwned(ctx, h.client.CoreV1().Services(h.namespace), service, t); err != nil {
-		return wrapHookErr(err, "create service")
+	if _, err := hooks.EnsureOwned(ctx, h.client.CoreV1().Services(h.namespace), service, t); err != nil {
+		return hooks.WrapErr(err, "create service")
 	}
 	return nil
 }
 
-func (h *serviceHook) missing(ctx context.Context, deployments []*workloadRecord) ([]*workloadRecord, error) {
-	have, err := kube.ListNames(ctx, appSelector(), h.list(servicesResource))
+func (h *serviceHook) Missing(ctx context.Context, deployments []hooks.Workload) ([]hooks.Workload, error) {
+	have, err := kube.ListNames(ctx, hooks.AppSelector(), h.list(servicesResource))
 	if err != nil {
 		return nil, err
 	}
-	return deploymentsWithout(deployments, func(d *workloadRecord) bool {
-		return len(d.ports) == 0 || have[d.Name]
+	return hooks.Without(deployments, func(d hooks.Workload) bool {
+		return !d.HasPorts() || have[d.GetName()]
 	}), nil
 }

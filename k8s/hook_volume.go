@@ -33,14 +33,13 @@ const LabelClaimSpaceGUID = "opi-bridge.io/space-guid"
 // It owns no objects: the claims belong to whoever provisioned the volume (a volume service
 // broker) and outlive the LRP.
 type volumeHook struct {
-	noHook
 	client    kubernetes.Interface
 	namespace string
 }
 
-func (h *volumeHook) hookName() string { return "volume" }
+func (h *volumeHook) Name() string { return "volume" }
 
-func (h *volumeHook) check(ctx context.Context, lrp *opi.LRP) error {
+func (h *volumeHook) Check(ctx context.Context, lrp *opi.LRP) error {
 	for i, m := range lrp.VolumeMounts {
 		if errs := validation.IsDNS1123Subdomain(m.VolumeID); len(errs) > 0 {
 			return fmt.Errorf("%w: volume_mounts[%d]: volume id %q cannot name a PersistentVolumeClaim: %v", opi.ErrInvalid, i, m.VolumeID, errs)
@@ -60,7 +59,7 @@ func (h *volumeHook) check(ctx context.Context, lrp *opi.LRP) error {
 	return nil
 }
 
-func (h *volumeHook) shape(lrp *opi.LRP, meta *metav1.ObjectMeta, template *corev1.PodTemplateSpec) {
+func (h *volumeHook) Shape(lrp *opi.LRP, meta *metav1.ObjectMeta, template *corev1.PodTemplateSpec) {
 	pod := &template.Spec
 	c := spec.AppContainer(pod)
 	for i, m := range lrp.VolumeMounts {
