@@ -180,7 +180,7 @@ type Backend struct {
 	// hooks are the concerns that react to an LRP's events (hooks.go).
 	hooks hooks.Set
 	// policies is the network policy hook, which keeps the tasks' policies too.
-	policies        *networkPolicyHook
+	policies        *hooks.NetworkPolicyHook
 	imageReader     opi.ImageReader
 	stagingNotifier opi.StagingNotifier
 	stagingWorkers  int

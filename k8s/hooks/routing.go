@@ -1,4 +1,4 @@
-package k8s
+package hooks
 
 import (
 	"context"
@@ -18,7 +18,6 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
-	"github.com/opi-bridge/opi/k8s/hooks"
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
@@ -73,14 +72,16 @@ type RoutingOptions struct {
 type routingHook struct {
 	client    kubernetes.Interface
 	gateway   gateway.Interface
-	list      metadataLists
+	list      MetadataLists
 	namespace string
 	opts      RoutingOptions
 }
 
-func newRoutingHook(client kubernetes.Interface, gw gateway.Interface, list metadataLists, namespace string, opts RoutingOptions) hooks.Hook {
+// NewRouting is the routing hook of opts.Mode (a switched-off one without a mode or with
+// RoutingNone); gw is needed in gateway mode only.
+func NewRouting(client kubernetes.Interface, gw gateway.Interface, list MetadataLists, namespace string, opts RoutingOptions) Hook {
 	if opts.Mode == "" || opts.Mode == RoutingNone {
-		return hooks.Off("routing")
+		return Off("routing")
 	}
 	if opts.GatewayNamespace == "" {
 		opts.GatewayNamespace = namespace
@@ -103,7 +104,7 @@ func (h *routingHook) Start(ctx context.Context) error {
 	if kube.Classify(err) == kube.KindNotFound {
 		return fmt.Errorf("routing: gateway needs the Gateway API's HTTPRoute (gateway.networking.k8s.io/v1) installed in the cluster: %w", err)
 	}
-	return hooks.WrapErr(err, "list httproutes")
+	return WrapErr(err, "list httproutes")
 }
 
 // routeTarget is one route split into what routing objects match on.
@@ -167,46 +168,46 @@ func plainPath(p string) bool {
 	return true
 }
 
-func (h *routingHook) Desired(ctx context.Context, t hooks.Target) error {
+func (h *routingHook) Desired(ctx context.Context, t Target) error {
 	if len(t.LRP.Routes) == 0 {
 		return nil
 	}
 	if h.opts.Mode == RoutingIngress {
-		_, err := hooks.EnsureOwned(ctx, h.client.NetworkingV1().Ingresses(h.namespace), h.toIngress(t), t)
-		return hooks.WrapErr(err, "create ingress")
+		_, err := EnsureOwned(ctx, h.client.NetworkingV1().Ingresses(h.namespace), h.toIngress(t), t)
+		return WrapErr(err, "create ingress")
 	}
 	routes := h.gateway.GatewayV1().HTTPRoutes(h.namespace)
 	for _, r := range h.toHTTPRoutes(t) {
-		if _, err := hooks.EnsureOwned(ctx, routes, r, t); err != nil {
-			return hooks.WrapErr(err, "create httproute")
+		if _, err := EnsureOwned(ctx, routes, r, t); err != nil {
+			return WrapErr(err, "create httproute")
 		}
 	}
 	return nil
 }
 
-func (h *routingHook) Updated(ctx context.Context, t hooks.Target, _ *opi.LRP, update opi.LRPUpdate) error {
+func (h *routingHook) Updated(ctx context.Context, t Target, _ *opi.LRP, update opi.LRPUpdate) error {
 	if update.Routes == nil {
 		return nil
 	}
 	if h.opts.Mode == RoutingIngress {
 		ingresses := h.client.NetworkingV1().Ingresses(h.namespace)
 		if len(t.LRP.Routes) == 0 {
-			return hooks.WrapErr(hooks.DeleteIfPresent(ctx, ingresses.Delete, t.Name), "delete ingress")
+			return WrapErr(DeleteIfPresent(ctx, ingresses.Delete, t.Name), "delete ingress")
 		}
-		err := hooks.SyncOwned(ctx, ingresses, h.toIngress(t), t, func(current, want *networkingv1.Ingress) bool {
+		err := SyncOwned(ctx, ingresses, h.toIngress(t), t, func(current, want *networkingv1.Ingress) bool {
 			if equality.Semantic.DeepEqual(current.Spec, want.Spec) {
 				return false
 			}
 			current.Spec = want.Spec
 			return true
 		})
-		return hooks.WrapErr(err, "update ingress")
+		return WrapErr(err, "update ingress")
 	}
 	routes := h.gateway.GatewayV1().HTTPRoutes(h.namespace)
 	keep := map[string]bool{}
 	for _, r := range h.toHTTPRoutes(t) {
 		keep[r.Name] = true
-		err := hooks.SyncOwned(ctx, routes, r, t, func(current, want *gatewayv1.HTTPRoute) bool {
+		err := SyncOwned(ctx, routes, r, t, func(current, want *gatewayv1.HTTPRoute) bool {
 			if equality.Semantic.DeepEqual(current.Spec, want.Spec) {
 				return false
 			}
@@ -214,38 +215,38 @@ func (h *routingHook) Updated(ctx context.Context, t hooks.Target, _ *opi.LRP, u
 			return true
 		})
 		if err != nil {
-			return hooks.WrapErr(err, "update httproute")
+			return WrapErr(err, "update httproute")
 		}
 	}
 	// The HTTPRoutes of hostnames no longer routed: listed by the LRP's labels, not named from
 	// the cache's routes, which may lag a concurrent update.
 	list, err := routes.List(ctx, metav1.ListOptions{LabelSelector: spec.LRPSelector(t.LRP.LRPIdentifier)})
 	if err != nil {
-		return hooks.WrapErr(err, "list httproutes")
+		return WrapErr(err, "list httproutes")
 	}
 	for i := range list.Items {
 		r := &list.Items[i]
-		if !keep[r.Name] && metav1.IsControlledBy(r, hooks.OwnerMeta(t.Owner)) {
-			if err := hooks.DeleteAsListed(ctx, routes.Delete, r); err != nil {
-				return hooks.WrapErr(err, "delete httproute")
+		if !keep[r.Name] && metav1.IsControlledBy(r, OwnerMeta(t.Owner)) {
+			if err := DeleteAsListed(ctx, routes.Delete, r); err != nil {
+				return WrapErr(err, "delete httproute")
 			}
 		}
 	}
 	return nil
 }
 
-func (h *routingHook) Missing(ctx context.Context, deployments []hooks.Workload) ([]hooks.Workload, error) {
+func (h *routingHook) Missing(ctx context.Context, deployments []Workload) ([]Workload, error) {
 	var have map[string]bool
 	var err error
 	if h.opts.Mode == RoutingIngress {
-		have, err = kube.ListNames(ctx, hooks.AppSelector(), h.list(ingressesResource))
+		have, err = kube.ListNames(ctx, AppSelector(), h.list(ingressesResource))
 	} else {
-		have, err = kube.ListNames(ctx, hooks.AppSelector(), h.list(httpRoutesResource))
+		have, err = kube.ListNames(ctx, AppSelector(), h.list(httpRoutesResource))
 	}
 	if err != nil {
 		return nil, err
 	}
-	return hooks.Without(deployments, func(d hooks.Workload) bool {
+	return Without(deployments, func(d Workload) bool {
 		if d.RoutesJSON() == "" || d.RoutesJSON() == "[]" {
 			return true
 		}
@@ -283,7 +284,7 @@ func pathsOf(routes []opi.Route, host string) []routeTarget {
 	return out
 }
 
-func (h *routingHook) toIngress(t hooks.Target) *networkingv1.Ingress {
+func (h *routingHook) toIngress(t Target) *networkingv1.Ingress {
 	prefix := networkingv1.PathTypePrefix
 	ing := &networkingv1.Ingress{}
 	ing.Name, ing.Namespace, ing.Labels = t.Name, t.Namespace, spec.LRPLabels(t.LRP)
@@ -313,7 +314,7 @@ func httpRouteName(deployment, host string) string {
 	return deployment + "-" + hex.EncodeToString(sum[:])[:8]
 }
 
-func (h *routingHook) toHTTPRoutes(t hooks.Target) []*gatewayv1.HTTPRoute {
+func (h *routingHook) toHTTPRoutes(t Target) []*gatewayv1.HTTPRoute {
 	var out []*gatewayv1.HTTPRoute
 	for _, host := range routeHosts(t.LRP.Routes) {
 		r := &gatewayv1.HTTPRoute{}

@@ -1,4 +1,4 @@
-package k8s
+package hooks
 
 import (
 	"context"
@@ -42,6 +42,11 @@ type PlacementOptions struct {
 // tag "<tag>".
 type placementHook struct {
 	opts PlacementOptions
+}
+
+// NewPlacement is the placement hook with opts.
+func NewPlacement(opts PlacementOptions) Hook {
+	return &placementHook{opts: opts}
 }
 
 func (h *placementHook) Name() string { return "placement" }
@@ -90,7 +95,7 @@ func (h *placementHook) Shape(lrp *opi.LRP, meta *metav1.ObjectMeta, template *c
 	}
 }
 
-// placementTagError is Diego's placement error for a segment without a cell that fits.
-func placementTagError(tag string) string {
+// PlacementTagError is Diego's placement error for a segment without a cell that fits.
+func PlacementTagError(tag string) string {
 	return fmt.Sprintf("found no compatible cell with placement tag %q", tag)
 }

@@ -1,4 +1,4 @@
-package k8s
+package hooks
 
 import (
 	"context"
@@ -37,6 +37,11 @@ type volumeHook struct {
 	namespace string
 }
 
+// NewVolume is the volume hook: the claims are read in namespace.
+func NewVolume(client kubernetes.Interface, namespace string) Hook {
+	return &volumeHook{client: client, namespace: namespace}
+}
+
 func (h *volumeHook) Name() string { return "volume" }
 
 func (h *volumeHook) Check(ctx context.Context, lrp *opi.LRP) error {
@@ -53,7 +58,7 @@ func (h *volumeHook) Check(ctx context.Context, lrp *opi.LRP) error {
 		case kube.Classify(err) == kube.KindNotFound:
 			return fmt.Errorf("%w: volume_mounts[%d]: no PersistentVolumeClaim %q in namespace %q to mount at %s", opi.ErrInvalid, i, m.VolumeID, h.namespace, m.MountDir)
 		default:
-			return apiError(err, "get persistent volume claim")
+			return kube.APIError(err, "get persistent volume claim")
 		}
 	}
 	return nil

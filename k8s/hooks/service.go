@@ -1,4 +1,4 @@
-package k8s
+package hooks
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/opi-bridge/opi/k8s/hooks"
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/k8s/spec"
 )
@@ -19,15 +18,21 @@ import (
 //   - missing: Deployments with ports and no Service.
 type serviceHook struct {
 	client    kubernetes.Interface
-	list      metadataLists
+	list      MetadataLists
 	namespace string
 	// headless services get no cluster IP (see docs/adr/0006-headless-services.md).
 	headless bool
 }
 
+// NewService is the service hook: Services in namespace, listed through list for the janitor;
+// headless makes them without a cluster IP.
+func NewService(client kubernetes.Interface, list MetadataLists, namespace string, headless bool) Hook {
+	return &serviceHook{client: client, list: list, namespace: namespace, headless: headless}
+}
+
 func (h *serviceHook) Name() string { return "service" }
 
-func (h *serviceHook) Desired(ctx context.Context, t hooks.Target) error {
+func (h *serviceHook) Desired(ctx context.Context, t Target) error {
 	if len(t.LRP.Ports) == 0 {
 		return nil
 	}
@@ -35,18 +40,18 @@ func (h *serviceHook) Desired(ctx context.Context, t hooks.Target) error {
 	if h.headless {
 		service.Spec.ClusterIP = corev1.ClusterIPNone
 	}
-	if _, err := hooks.EnsureOwned(ctx, h.client.CoreV1().Services(h.namespace), service, t); err != nil {
-		return hooks.WrapErr(err, "create service")
+	if _, err := EnsureOwned(ctx, h.client.CoreV1().Services(h.namespace), service, t); err != nil {
+		return WrapErr(err, "create service")
 	}
 	return nil
 }
 
-func (h *serviceHook) Missing(ctx context.Context, deployments []hooks.Workload) ([]hooks.Workload, error) {
-	have, err := kube.ListNames(ctx, hooks.AppSelector(), h.list(servicesResource))
+func (h *serviceHook) Missing(ctx context.Context, deployments []Workload) ([]Workload, error) {
+	have, err := kube.ListNames(ctx, AppSelector(), h.list(servicesResource))
 	if err != nil {
 		return nil, err
 	}
-	return hooks.Without(deployments, func(d hooks.Workload) bool {
+	return Without(deployments, func(d Workload) bool {
 		return !d.HasPorts() || have[d.GetName()]
 	}), nil
 }

@@ -1,4 +1,4 @@
-package k8s
+package hooks
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/opi-bridge/opi/k8s/hooks"
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
@@ -33,22 +32,28 @@ const minBudgetInstances = 2
 //   - missing: Deployments of 2+ replicas without a budget.
 type disruptionHook struct {
 	client    kubernetes.Interface
-	list      metadataLists
+	list      MetadataLists
 	namespace string
 	logger    lager.Logger
 }
 
+// NewDisruption is the disruption budget hook: budgets in namespace, listed through list for
+// the janitor; logger logs a budget it failed to delete.
+func NewDisruption(client kubernetes.Interface, list MetadataLists, namespace string, logger lager.Logger) Hook {
+	return &disruptionHook{client: client, list: list, namespace: namespace, logger: logger}
+}
+
 func (h *disruptionHook) Name() string { return "disruption-budget" }
 
-func (h *disruptionHook) Desired(ctx context.Context, t hooks.Target) error {
+func (h *disruptionHook) Desired(ctx context.Context, t Target) error {
 	if t.LRP.Instances < minBudgetInstances {
 		return nil
 	}
-	_, err := hooks.EnsureOwned(ctx, h.client.PolicyV1().PodDisruptionBudgets(h.namespace), toDisruptionBudget(t), t)
-	return hooks.WrapErr(err, "create pod disruption budget")
+	_, err := EnsureOwned(ctx, h.client.PolicyV1().PodDisruptionBudgets(h.namespace), toDisruptionBudget(t), t)
+	return WrapErr(err, "create pod disruption budget")
 }
 
-func (h *disruptionHook) Updated(ctx context.Context, t hooks.Target, before *opi.LRP, update opi.LRPUpdate) error {
+func (h *disruptionHook) Updated(ctx context.Context, t Target, before *opi.LRP, update opi.LRPUpdate) error {
 	if update.Instances == nil {
 		return nil
 	}
@@ -57,30 +62,30 @@ func (h *disruptionHook) Updated(ctx context.Context, t hooks.Target, before *op
 		budget := toDisruptionBudget(t)
 		budget.OwnerReferences = []metav1.OwnerReference{t.Owner}
 		_, _, err := kube.CreateIfAbsent(ctx, budgets, budget)
-		return hooks.WrapErr(err, "create pod disruption budget")
+		return WrapErr(err, "create pod disruption budget")
 	}
 	if before.Instances < minBudgetInstances {
 		return nil
 	}
-	if err := hooks.DeleteIfPresent(ctx, budgets.Delete, t.Name); err != nil {
+	if err := DeleteIfPresent(ctx, budgets.Delete, t.Name); err != nil {
 		h.logger.Error("delete-pod-disruption-budget", err, lager.Data{"budget": t.Name})
 	}
 	return nil
 }
 
-func (h *disruptionHook) Missing(ctx context.Context, deployments []hooks.Workload) ([]hooks.Workload, error) {
-	have, err := kube.ListNames(ctx, hooks.AppSelector(), h.list(disruptionBudgetsResource))
+func (h *disruptionHook) Missing(ctx context.Context, deployments []Workload) ([]Workload, error) {
+	have, err := kube.ListNames(ctx, AppSelector(), h.list(disruptionBudgetsResource))
 	if err != nil {
 		return nil, err
 	}
-	return hooks.Without(deployments, func(d hooks.Workload) bool {
+	return Without(deployments, func(d Workload) bool {
 		return d.Replicas() < minBudgetInstances || have[d.GetName()]
 	}), nil
 }
 
 // toDisruptionBudget: maxUnavailable rather than minAvailable, which stays right whatever the
 // instance count, so a scale between two counts of 2 or more changes nothing.
-func toDisruptionBudget(t hooks.Target) *policyv1.PodDisruptionBudget {
+func toDisruptionBudget(t Target) *policyv1.PodDisruptionBudget {
 	return &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      t.Name,
