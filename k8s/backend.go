@@ -177,7 +177,7 @@ type Backend struct {
 	// waiting until the cache holds what it wrote looks again then (see countChanges).
 	cacheChanged kube.Signal
 
-	// hooks are the concerns that react to an LRP's events (hooks.go).
+	// hooks are the concerns that react to an LRP's events (package k8s/hooks, registered in hooks.go).
 	hooks hooks.Set
 	// policies is the network policy hook, which keeps the tasks' policies too.
 	policies        *hooks.NetworkPolicyHook

@@ -25,7 +25,7 @@ import (
 //  2. at once, each created controlled by the Deployment (its owner reference set at
 //     creation, so no owner patch follows): the env Secret, the image pull Secret when the LRP
 //     has registry credentials, and every hook's objects (the Service, routing objects, egress
-//     policy, PodDisruptionBudget: see hooks.go). An object that exists is made controlled by
+//     policy, PodDisruptionBudget: see k8s/hooks). An object that exists is made controlled by
 //     the Deployment (kube.EnsureControlled) and its content left.
 //
 // Nothing is read before it is created, so a first desire costs one call per object. A later
