@@ -25,6 +25,7 @@ import (
 
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"github.com/opi-bridge/opi/k8s/hooks"
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/k8s/workload"
@@ -176,10 +177,10 @@ type Backend struct {
 	// waiting until the cache holds what it wrote looks again then (see countChanges).
 	cacheChanged kube.Signal
 
-	// hooks are the concerns that react to an LRP's events (hooks.go).
-	hooks []hook
+	// hooks are the concerns that react to an LRP's events (package k8s/hooks, registered in hooks.go).
+	hooks hooks.Set
 	// policies is the network policy hook, which keeps the tasks' policies too.
-	policies        *networkPolicyHook
+	policies        *hooks.NetworkPolicyHook
 	imageReader     opi.ImageReader
 	stagingNotifier opi.StagingNotifier
 	stagingWorkers  int

@@ -47,6 +47,7 @@ var depRules = []depRule{
 	{pkg: "spec", layer: 1, moduleDeps: []string{"opi"}, forbidden: []string{"k8s.io/client-go"}},
 	{pkg: "queue", layer: 1, moduleDeps: []string{}}, // no opi package at all: client-go's workqueue only
 	{pkg: "workload", layer: 3, moduleDeps: []string{"opi"}},
+	{pkg: "hooks", layer: 4, moduleDeps: []string{"opi"}},
 	{pkg: "", layer: 6},
 }
 

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/opi-bridge/opi/k8s/hooks"
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
@@ -24,7 +25,7 @@ import (
 //  2. at once, each created controlled by the Deployment (its owner reference set at
 //     creation, so no owner patch follows): the env Secret, the image pull Secret when the LRP
 //     has registry credentials, and every hook's objects (the Service, routing objects, egress
-//     policy, PodDisruptionBudget: see hooks.go). An object that exists is made controlled by
+//     policy, PodDisruptionBudget: see k8s/hooks). An object that exists is made controlled by
 //     the Deployment (kube.EnsureControlled) and its content left.
 //
 // Nothing is read before it is created, so a first desire costs one call per object. A later
@@ -87,7 +88,7 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 	}
 
 	// Round 2: what the workload controls, all at once.
-	target := hookTarget{lrp: lrp, name: deployment.GetName(), namespace: b.namespace, owner: b.controllerRef(deployment), live: b.liveCheck(deployment)}
+	target := hooks.Target{LRP: lrp, Name: deployment.GetName(), Namespace: b.namespace, Owner: b.controllerRef(deployment), Live: b.liveCheck(deployment)}
 	steps := make([]func() (raw, answer error), 0, len(secrets)+len(b.hooks))
 	for i, s := range secrets {
 		steps = append(steps, func() (error, error) {
@@ -101,10 +102,10 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 			return nil, nil
 		})
 	}
-	for _, h := range b.hooks {
+	for _, h := range b.hooks.Desirers() {
 		steps = append(steps, func() (error, error) {
-			if err := h.desired(ctx, target); err != nil {
-				return err, b.hookError(logger, err, h.hookName())
+			if err := h.Desired(ctx, target); err != nil {
+				return err, b.hookError(logger, err, h.Name())
 			}
 			return nil, nil
 		})
@@ -123,15 +124,15 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 // ensureSecretOwned makes the Secret exist controlled by t's Deployment: one create (owner
 // set) when it is absent, else kube.EnsureControlled on what exists. It returns the Secret
 // when this call created it.
-func (b *Backend) ensureSecretOwned(ctx context.Context, want *corev1.Secret, t hookTarget) (*corev1.Secret, error) {
+func (b *Backend) ensureSecretOwned(ctx context.Context, want *corev1.Secret, t hooks.Target) (*corev1.Secret, error) {
 	secrets := b.client.CoreV1().Secrets(b.namespace)
 	want = want.DeepCopy()
-	want.OwnerReferences = []metav1.OwnerReference{t.owner}
+	want.OwnerReferences = []metav1.OwnerReference{t.Owner}
 	createdSecret, created, err := kube.CreateIfAbsent(ctx, secrets, want.DeepCopy())
 	if err != nil || created {
 		return createdSecret, err
 	}
-	return nil, kube.EnsureControlled(ctx, secrets, want, nil, t.owner, t.live)
+	return nil, kube.EnsureControlled(ctx, secrets, want, nil, t.Owner, t.Live)
 }
 
 // inParallel runs each step in its own goroutine and waits for all. Each step returns the

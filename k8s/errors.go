@@ -1,10 +1,7 @@
 package k8s
 
 import (
-	"fmt"
-
 	"github.com/opi-bridge/opi/k8s/kube"
-	"github.com/opi-bridge/opi/opi"
 )
 
 // apiError wraps an error of a Kubernetes call with what was being done and, where it has one,
@@ -12,14 +9,5 @@ import (
 // too large → ErrInvalid (the API server did not accept our input); unreachable, timeouts,
 // 503, 429 and deadlines → ErrUnavailable. The API error stays in the chain as well.
 func apiError(err error, doing string) error {
-	switch kube.Classify(err) {
-	case kube.KindNotFound:
-		return fmt.Errorf("%s: %w: %w", doing, opi.ErrNotFound, err)
-	case kube.KindInvalid:
-		return fmt.Errorf("%s: %w: %w", doing, opi.ErrInvalid, err)
-	case kube.KindUnavailable:
-		return fmt.Errorf("%s: %w: %w", doing, opi.ErrUnavailable, err)
-	default:
-		return fmt.Errorf("%s: %w", doing, err)
-	}
+	return kube.APIError(err, doing)
 }

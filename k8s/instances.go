@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/opi-bridge/opi/k8s/hooks"
 	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
@@ -160,7 +161,7 @@ func withMessage(text, message string) string {
 func placementError(message, tag string) string {
 	switch {
 	case tag != "" && strings.Contains(message, "node affinity/selector"):
-		return placementTagError(tag)
+		return hooks.PlacementTagError(tag)
 	case strings.Contains(message, "Insufficient memory"):
 		return "Insufficient resources: memory"
 	case strings.Contains(message, "Insufficient cpu"):

@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/metadata"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
+	"github.com/opi-bridge/opi/k8s/hooks"
 )
 
 // The resources the janitor lists, metadata only (see metadataLists).
@@ -27,18 +29,12 @@ var (
 	httpRoutesResource        = gatewayv1.SchemeGroupVersion.WithResource("httproutes")
 )
 
-// metadataList is a LIST of one resource in the backend's namespace that returns the objects'
-// metadata only (PartialObjectMetadata), what kube.ListPages and kube.ListNames page through.
-type metadataList func(ctx context.Context, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error)
-
-// metadataLists gives the metadata LIST of a resource in the backend's namespace.
-//
-// The janitor lists with these: all it reads of its objects is metadata (names, labels, owner
-// references, creation and deletion times, uid, resource version). A metadata LIST makes the
-// API server send only that, so the Secrets' values (app env, registry credentials) never pass
-// through opi, and a page of thousands of Services or Secrets is a fraction of the bytes to
-// decode and hold. Writes (deletes, owner patches) stay on the typed clientset.
-type metadataLists func(resource schema.GroupVersionResource) metadataList
+// metadataList and metadataLists are the hooks' metadata LISTs (hooks.MetadataLists), which
+// the janitor lists with too.
+type (
+	metadataList  = hooks.MetadataList
+	metadataLists = hooks.MetadataLists
+)
 
 // newMetadataLists lists through md (a client made with metadata.NewForConfig); without one it
 // falls back to the typed clients (clientsetMetadata).

@@ -151,20 +151,20 @@ func (b *Backend) checkLists(ctx context.Context) (map[string]string, error) {
 // startHooks lets every hook make its namespace-wide objects, retrying while the API server is
 // unavailable: an outage at start-up is waited out, as the caches are.
 func (b *Backend) startHooks(ctx context.Context, logger lager.Logger) error {
-	for _, h := range b.hooks {
+	for _, h := range b.hooks.Starters() {
 		var last error
 		err := wait.PollUntilContextCancel(ctx, b.cacheSync.hookRetry, true, func(ctx context.Context) (bool, error) {
 			callCtx, cancel := context.WithTimeout(ctx, startCallTimeout)
 			defer cancel()
-			last = h.started(callCtx)
+			last = h.Start(callCtx)
 			if last != nil && kube.IsUnavailable(last) && ctx.Err() == nil {
-				logger.Info("hook-start-retrying", lager.Data{"hook": h.hookName(), "reason": last.Error()})
+				logger.Info("hook-start-retrying", lager.Data{"hook": h.Name(), "reason": last.Error()})
 				return false, nil
 			}
 			return true, last
 		})
 		if err != nil {
-			return apiError(cmp.Or(last, err), "start "+h.hookName())
+			return apiError(cmp.Or(last, err), "start "+h.Name())
 		}
 	}
 	return nil

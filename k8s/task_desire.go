@@ -63,7 +63,7 @@ func (b *Backend) DesireTask(ctx context.Context, task *opi.Task) error {
 	owner := kube.ControllerRef(job, "batch/v1", "Job")
 	live := b.jobLiveCheck(job)
 	appRules, found := b.appEgressRules(task.AppGUID)
-	egress, err := b.policies.taskPolicy(ctx, task, name, appRules, found, owner, live)
+	egress, err := b.policies.TaskPolicy(ctx, task, name, appRules, found, owner, live)
 	if err != nil {
 		return b.ownershipError(logger, err, "task network policy")
 	}

@@ -3,10 +3,13 @@ package kube
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+
+	"github.com/opi-bridge/opi/opi"
 )
 
 // Kind is the class of an error returned by the Kubernetes API or by the way to it.
@@ -100,4 +103,21 @@ func IsUnavailable(err error) bool {
 	}
 	var dnsErr *net.DNSError
 	return errors.As(err, &dnsErr)
+}
+
+// APIError wraps an error of a Kubernetes call with what was being done and, where it has one,
+// the opi sentinel a caller tells it by: NotFound → ErrNotFound; Invalid, BadRequest and
+// too large → ErrInvalid (the API server did not accept our input); unreachable, timeouts,
+// 503, 429 and deadlines → ErrUnavailable. The API error stays in the chain as well.
+func APIError(err error, doing string) error {
+	switch Classify(err) {
+	case KindNotFound:
+		return fmt.Errorf("%s: %w: %w", doing, opi.ErrNotFound, err)
+	case KindInvalid:
+		return fmt.Errorf("%s: %w: %w", doing, opi.ErrInvalid, err)
+	case KindUnavailable:
+		return fmt.Errorf("%s: %w: %w", doing, opi.ErrUnavailable, err)
+	default:
+		return fmt.Errorf("%s: %w", doing, err)
+	}
 }

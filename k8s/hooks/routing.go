@@ -1,4 +1,4 @@
-package k8s
+package hooks
 
 import (
 	"context"
@@ -70,17 +70,18 @@ type RoutingOptions struct {
 // tcp-router and other routers' routes never reach the backend (bifrost reads cf-router only,
 // as the contract says unknown routers are ignored).
 type routingHook struct {
-	noHook
 	client    kubernetes.Interface
 	gateway   gateway.Interface
-	list      metadataLists
+	list      MetadataLists
 	namespace string
 	opts      RoutingOptions
 }
 
-func newRoutingHook(client kubernetes.Interface, gw gateway.Interface, list metadataLists, namespace string, opts RoutingOptions) hook {
+// NewRouting is the routing hook of opts.Mode (a switched-off one without a mode or with
+// RoutingNone); gw is needed in gateway mode only.
+func NewRouting(client kubernetes.Interface, gw gateway.Interface, list MetadataLists, namespace string, opts RoutingOptions) Hook {
 	if opts.Mode == "" || opts.Mode == RoutingNone {
-		return &namedNoHook{name: "routing"}
+		return Off("routing")
 	}
 	if opts.GatewayNamespace == "" {
 		opts.GatewayNamespace = namespace
@@ -88,19 +89,11 @@ func newRoutingHook(client kubernetes.Interface, gw gateway.Interface, list meta
 	return &routingHook{client: client, gateway: gw, list: list, namespace: namespace, opts: opts}
 }
 
-// namedNoHook stands for a concern that is switched off.
-type namedNoHook struct {
-	noHook
-	name string
-}
-
-func (h *namedNoHook) hookName() string { return h.name }
-
-func (h *routingHook) hookName() string { return "routing" }
+func (h *routingHook) Name() string { return "routing" }
 
 // started checks, in gateway mode, that the cluster serves HTTPRoutes (one LIST of at most one
 // object): without the Gateway API CRDs every desire with a route would fail.
-func (h *routingHook) started(ctx context.Context) error {
+func (h *routingHook) Start(ctx context.Context) error {
 	if h.opts.Mode != RoutingGateway {
 		return nil
 	}
@@ -111,7 +104,7 @@ func (h *routingHook) started(ctx context.Context) error {
 	if kube.Classify(err) == kube.KindNotFound {
 		return fmt.Errorf("routing: gateway needs the Gateway API's HTTPRoute (gateway.networking.k8s.io/v1) installed in the cluster: %w", err)
 	}
-	return wrapHookErr(err, "list httproutes")
+	return WrapErr(err, "list httproutes")
 }
 
 // routeTarget is one route split into what routing objects match on.
@@ -126,7 +119,7 @@ func splitRoute(r opi.Route) routeTarget {
 	return routeTarget{host: strings.ToLower(host), path: "/" + path, port: r.Port}
 }
 
-func (h *routingHook) check(_ context.Context, lrp *opi.LRP) error {
+func (h *routingHook) Check(_ context.Context, lrp *opi.LRP) error {
 	seen := map[string]int32{}
 	for _, r := range lrp.Routes {
 		t := splitRoute(r)
@@ -175,46 +168,46 @@ func plainPath(p string) bool {
 	return true
 }
 
-func (h *routingHook) desired(ctx context.Context, t hookTarget) error {
-	if len(t.lrp.Routes) == 0 {
+func (h *routingHook) Desired(ctx context.Context, t Target) error {
+	if len(t.LRP.Routes) == 0 {
 		return nil
 	}
 	if h.opts.Mode == RoutingIngress {
-		_, err := ensureOwned(ctx, h.client.NetworkingV1().Ingresses(h.namespace), h.toIngress(t), t)
-		return wrapHookErr(err, "create ingress")
+		_, err := EnsureOwned(ctx, h.client.NetworkingV1().Ingresses(h.namespace), h.toIngress(t), t)
+		return WrapErr(err, "create ingress")
 	}
 	routes := h.gateway.GatewayV1().HTTPRoutes(h.namespace)
 	for _, r := range h.toHTTPRoutes(t) {
-		if _, err := ensureOwned(ctx, routes, r, t); err != nil {
-			return wrapHookErr(err, "create httproute")
+		if _, err := EnsureOwned(ctx, routes, r, t); err != nil {
+			return WrapErr(err, "create httproute")
 		}
 	}
 	return nil
 }
 
-func (h *routingHook) updated(ctx context.Context, t hookTarget, _ *opi.LRP, update opi.LRPUpdate) error {
+func (h *routingHook) Updated(ctx context.Context, t Target, _ *opi.LRP, update opi.LRPUpdate) error {
 	if update.Routes == nil {
 		return nil
 	}
 	if h.opts.Mode == RoutingIngress {
 		ingresses := h.client.NetworkingV1().Ingresses(h.namespace)
-		if len(t.lrp.Routes) == 0 {
-			return wrapHookErr(deleteIfPresent(ctx, ingresses.Delete, t.name), "delete ingress")
+		if len(t.LRP.Routes) == 0 {
+			return WrapErr(DeleteIfPresent(ctx, ingresses.Delete, t.Name), "delete ingress")
 		}
-		err := syncOwned(ctx, ingresses, h.toIngress(t), t, func(current, want *networkingv1.Ingress) bool {
+		err := SyncOwned(ctx, ingresses, h.toIngress(t), t, func(current, want *networkingv1.Ingress) bool {
 			if equality.Semantic.DeepEqual(current.Spec, want.Spec) {
 				return false
 			}
 			current.Spec = want.Spec
 			return true
 		})
-		return wrapHookErr(err, "update ingress")
+		return WrapErr(err, "update ingress")
 	}
 	routes := h.gateway.GatewayV1().HTTPRoutes(h.namespace)
 	keep := map[string]bool{}
 	for _, r := range h.toHTTPRoutes(t) {
 		keep[r.Name] = true
-		err := syncOwned(ctx, routes, r, t, func(current, want *gatewayv1.HTTPRoute) bool {
+		err := SyncOwned(ctx, routes, r, t, func(current, want *gatewayv1.HTTPRoute) bool {
 			if equality.Semantic.DeepEqual(current.Spec, want.Spec) {
 				return false
 			}
@@ -222,46 +215,46 @@ func (h *routingHook) updated(ctx context.Context, t hookTarget, _ *opi.LRP, upd
 			return true
 		})
 		if err != nil {
-			return wrapHookErr(err, "update httproute")
+			return WrapErr(err, "update httproute")
 		}
 	}
 	// The HTTPRoutes of hostnames no longer routed: listed by the LRP's labels, not named from
 	// the cache's routes, which may lag a concurrent update.
-	list, err := routes.List(ctx, metav1.ListOptions{LabelSelector: spec.LRPSelector(t.lrp.LRPIdentifier)})
+	list, err := routes.List(ctx, metav1.ListOptions{LabelSelector: spec.LRPSelector(t.LRP.LRPIdentifier)})
 	if err != nil {
-		return wrapHookErr(err, "list httproutes")
+		return WrapErr(err, "list httproutes")
 	}
 	for i := range list.Items {
 		r := &list.Items[i]
-		if !keep[r.Name] && metav1.IsControlledBy(r, ownerMeta(t.owner)) {
-			if err := deleteAsListedErr(ctx, routes.Delete, r); err != nil {
-				return wrapHookErr(err, "delete httproute")
+		if !keep[r.Name] && metav1.IsControlledBy(r, OwnerMeta(t.Owner)) {
+			if err := DeleteAsListed(ctx, routes.Delete, r); err != nil {
+				return WrapErr(err, "delete httproute")
 			}
 		}
 	}
 	return nil
 }
 
-func (h *routingHook) missing(ctx context.Context, deployments []*workloadRecord) ([]*workloadRecord, error) {
+func (h *routingHook) Missing(ctx context.Context, deployments []Workload) ([]Workload, error) {
 	var have map[string]bool
 	var err error
 	if h.opts.Mode == RoutingIngress {
-		have, err = kube.ListNames(ctx, appSelector(), h.list(ingressesResource))
+		have, err = kube.ListNames(ctx, AppSelector(), h.list(ingressesResource))
 	} else {
-		have, err = kube.ListNames(ctx, appSelector(), h.list(httpRoutesResource))
+		have, err = kube.ListNames(ctx, AppSelector(), h.list(httpRoutesResource))
 	}
 	if err != nil {
 		return nil, err
 	}
-	return deploymentsWithout(deployments, func(d *workloadRecord) bool {
-		if d.routesJSON == "" || d.routesJSON == "[]" {
+	return Without(deployments, func(d Workload) bool {
+		if d.RoutesJSON() == "" || d.RoutesJSON() == "[]" {
 			return true
 		}
 		if h.opts.Mode == RoutingIngress {
-			return have[d.Name]
+			return have[d.GetName()]
 		}
-		for _, host := range routeHosts(d.lrp().Routes) {
-			if !have[httpRouteName(d.Name, host)] {
+		for _, host := range routeHosts(d.LRP().Routes) {
+			if !have[httpRouteName(d.GetName(), host)] {
 				return false
 			}
 		}
@@ -291,21 +284,21 @@ func pathsOf(routes []opi.Route, host string) []routeTarget {
 	return out
 }
 
-func (h *routingHook) toIngress(t hookTarget) *networkingv1.Ingress {
+func (h *routingHook) toIngress(t Target) *networkingv1.Ingress {
 	prefix := networkingv1.PathTypePrefix
 	ing := &networkingv1.Ingress{}
-	ing.Name, ing.Namespace, ing.Labels = t.name, t.namespace, spec.LRPLabels(t.lrp)
+	ing.Name, ing.Namespace, ing.Labels = t.Name, t.Namespace, spec.LRPLabels(t.LRP)
 	if h.opts.IngressClass != "" {
 		ing.Spec.IngressClassName = ptr.To(h.opts.IngressClass)
 	}
-	for _, host := range routeHosts(t.lrp.Routes) {
+	for _, host := range routeHosts(t.LRP.Routes) {
 		rule := networkingv1.IngressRule{Host: host, IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{}}}
-		for _, p := range pathsOf(t.lrp.Routes, host) {
+		for _, p := range pathsOf(t.LRP.Routes, host) {
 			rule.HTTP.Paths = append(rule.HTTP.Paths, networkingv1.HTTPIngressPath{
 				Path:     p.path,
 				PathType: &prefix,
 				Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
-					Name: t.name,
+					Name: t.Name,
 					Port: networkingv1.ServiceBackendPort{Number: p.port},
 				}},
 			})
@@ -321,11 +314,11 @@ func httpRouteName(deployment, host string) string {
 	return deployment + "-" + hex.EncodeToString(sum[:])[:8]
 }
 
-func (h *routingHook) toHTTPRoutes(t hookTarget) []*gatewayv1.HTTPRoute {
+func (h *routingHook) toHTTPRoutes(t Target) []*gatewayv1.HTTPRoute {
 	var out []*gatewayv1.HTTPRoute
-	for _, host := range routeHosts(t.lrp.Routes) {
+	for _, host := range routeHosts(t.LRP.Routes) {
 		r := &gatewayv1.HTTPRoute{}
-		r.Name, r.Namespace, r.Labels = httpRouteName(t.name, host), t.namespace, spec.LRPLabels(t.lrp)
+		r.Name, r.Namespace, r.Labels = httpRouteName(t.Name, host), t.Namespace, spec.LRPLabels(t.LRP)
 		r.Spec.ParentRefs = []gatewayv1.ParentReference{{
 			Group:     ptr.To(gatewayv1.Group(gatewayv1.GroupName)),
 			Kind:      ptr.To(gatewayv1.Kind("Gateway")),
@@ -333,7 +326,7 @@ func (h *routingHook) toHTTPRoutes(t hookTarget) []*gatewayv1.HTTPRoute {
 			Name:      gatewayv1.ObjectName(h.opts.GatewayName),
 		}}
 		r.Spec.Hostnames = []gatewayv1.Hostname{gatewayv1.Hostname(host)}
-		for _, p := range pathsOf(t.lrp.Routes, host) {
+		for _, p := range pathsOf(t.LRP.Routes, host) {
 			r.Spec.Rules = append(r.Spec.Rules, gatewayv1.HTTPRouteRule{
 				Matches: []gatewayv1.HTTPRouteMatch{{Path: &gatewayv1.HTTPPathMatch{
 					Type:  ptr.To(gatewayv1.PathMatchPathPrefix),
@@ -343,7 +336,7 @@ func (h *routingHook) toHTTPRoutes(t hookTarget) []*gatewayv1.HTTPRoute {
 					BackendObjectReference: gatewayv1.BackendObjectReference{
 						Group: ptr.To(gatewayv1.Group("")),
 						Kind:  ptr.To(gatewayv1.Kind("Service")),
-						Name:  gatewayv1.ObjectName(t.name),
+						Name:  gatewayv1.ObjectName(t.Name),
 						Port:  ptr.To(p.port),
 					},
 					Weight: ptr.To(int32(1)),

@@ -1,4 +1,4 @@
-package k8s
+package hooks
 
 import (
 	"context"
@@ -41,13 +41,17 @@ type PlacementOptions struct {
 // read back UNCLAIMED with Diego's placement error: found no compatible cell with placement
 // tag "<tag>".
 type placementHook struct {
-	noHook
 	opts PlacementOptions
 }
 
-func (h *placementHook) hookName() string { return "placement" }
+// NewPlacement is the placement hook with opts.
+func NewPlacement(opts PlacementOptions) Hook {
+	return &placementHook{opts: opts}
+}
 
-func (h *placementHook) check(_ context.Context, lrp *opi.LRP) error {
+func (h *placementHook) Name() string { return "placement" }
+
+func (h *placementHook) Check(_ context.Context, lrp *opi.LRP) error {
 	switch {
 	case len(lrp.PlacementTags) == 0:
 		return nil
@@ -60,7 +64,7 @@ func (h *placementHook) check(_ context.Context, lrp *opi.LRP) error {
 	return nil
 }
 
-func (h *placementHook) shape(lrp *opi.LRP, meta *metav1.ObjectMeta, template *corev1.PodTemplateSpec) {
+func (h *placementHook) Shape(lrp *opi.LRP, meta *metav1.ObjectMeta, template *corev1.PodTemplateSpec) {
 	if len(lrp.PlacementTags) == 0 {
 		return
 	}
@@ -91,7 +95,7 @@ func (h *placementHook) shape(lrp *opi.LRP, meta *metav1.ObjectMeta, template *c
 	}
 }
 
-// placementTagError is Diego's placement error for a segment without a cell that fits.
-func placementTagError(tag string) string {
+// PlacementTagError is Diego's placement error for a segment without a cell that fits.
+func PlacementTagError(tag string) string {
 	return fmt.Sprintf("found no compatible cell with placement tag %q", tag)
 }

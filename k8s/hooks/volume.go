@@ -1,4 +1,4 @@
-package k8s
+package hooks
 
 import (
 	"context"
@@ -33,14 +33,18 @@ const LabelClaimSpaceGUID = "opi-bridge.io/space-guid"
 // It owns no objects: the claims belong to whoever provisioned the volume (a volume service
 // broker) and outlive the LRP.
 type volumeHook struct {
-	noHook
 	client    kubernetes.Interface
 	namespace string
 }
 
-func (h *volumeHook) hookName() string { return "volume" }
+// NewVolume is the volume hook: the claims are read in namespace.
+func NewVolume(client kubernetes.Interface, namespace string) Hook {
+	return &volumeHook{client: client, namespace: namespace}
+}
 
-func (h *volumeHook) check(ctx context.Context, lrp *opi.LRP) error {
+func (h *volumeHook) Name() string { return "volume" }
+
+func (h *volumeHook) Check(ctx context.Context, lrp *opi.LRP) error {
 	for i, m := range lrp.VolumeMounts {
 		if errs := validation.IsDNS1123Subdomain(m.VolumeID); len(errs) > 0 {
 			return fmt.Errorf("%w: volume_mounts[%d]: volume id %q cannot name a PersistentVolumeClaim: %v", opi.ErrInvalid, i, m.VolumeID, errs)
@@ -54,13 +58,13 @@ func (h *volumeHook) check(ctx context.Context, lrp *opi.LRP) error {
 		case kube.Classify(err) == kube.KindNotFound:
 			return fmt.Errorf("%w: volume_mounts[%d]: no PersistentVolumeClaim %q in namespace %q to mount at %s", opi.ErrInvalid, i, m.VolumeID, h.namespace, m.MountDir)
 		default:
-			return apiError(err, "get persistent volume claim")
+			return kube.APIError(err, "get persistent volume claim")
 		}
 	}
 	return nil
 }
 
-func (h *volumeHook) shape(lrp *opi.LRP, meta *metav1.ObjectMeta, template *corev1.PodTemplateSpec) {
+func (h *volumeHook) Shape(lrp *opi.LRP, meta *metav1.ObjectMeta, template *corev1.PodTemplateSpec) {
 	pod := &template.Spec
 	c := spec.AppContainer(pod)
 	for i, m := range lrp.VolumeMounts {

@@ -1,4 +1,4 @@
-package k8s
+package hooks
 
 import (
 	"context"
@@ -31,64 +31,69 @@ const minBudgetInstances = 2
 //     which is no budget at all, and failing the update for it would be worse);
 //   - missing: Deployments of 2+ replicas without a budget.
 type disruptionHook struct {
-	noHook
 	client    kubernetes.Interface
-	list      metadataLists
+	list      MetadataLists
 	namespace string
 	logger    lager.Logger
 }
 
-func (h *disruptionHook) hookName() string { return "disruption-budget" }
-
-func (h *disruptionHook) desired(ctx context.Context, t hookTarget) error {
-	if t.lrp.Instances < minBudgetInstances {
-		return nil
-	}
-	_, err := ensureOwned(ctx, h.client.PolicyV1().PodDisruptionBudgets(h.namespace), toDisruptionBudget(t), t)
-	return wrapHookErr(err, "create pod disruption budget")
+// NewDisruption is the disruption budget hook: budgets in namespace, listed through list for
+// the janitor; logger logs a budget it failed to delete.
+func NewDisruption(client kubernetes.Interface, list MetadataLists, namespace string, logger lager.Logger) Hook {
+	return &disruptionHook{client: client, list: list, namespace: namespace, logger: logger}
 }
 
-func (h *disruptionHook) updated(ctx context.Context, t hookTarget, before *opi.LRP, update opi.LRPUpdate) error {
+func (h *disruptionHook) Name() string { return "disruption-budget" }
+
+func (h *disruptionHook) Desired(ctx context.Context, t Target) error {
+	if t.LRP.Instances < minBudgetInstances {
+		return nil
+	}
+	_, err := EnsureOwned(ctx, h.client.PolicyV1().PodDisruptionBudgets(h.namespace), toDisruptionBudget(t), t)
+	return WrapErr(err, "create pod disruption budget")
+}
+
+func (h *disruptionHook) Updated(ctx context.Context, t Target, before *opi.LRP, update opi.LRPUpdate) error {
 	if update.Instances == nil {
 		return nil
 	}
 	budgets := h.client.PolicyV1().PodDisruptionBudgets(h.namespace)
 	if *update.Instances >= minBudgetInstances {
 		budget := toDisruptionBudget(t)
-		budget.OwnerReferences = []metav1.OwnerReference{t.owner}
+		budget.OwnerReferences = []metav1.OwnerReference{t.Owner}
 		_, _, err := kube.CreateIfAbsent(ctx, budgets, budget)
-		return wrapHookErr(err, "create pod disruption budget")
+		return WrapErr(err, "create pod disruption budget")
 	}
 	if before.Instances < minBudgetInstances {
 		return nil
 	}
-	if err := deleteIfPresent(ctx, budgets.Delete, t.name); err != nil {
-		h.logger.Error("delete-pod-disruption-budget", err, lager.Data{"budget": t.name})
+	if err := DeleteIfPresent(ctx, budgets.Delete, t.Name); err != nil {
+		h.logger.Error("delete-pod-disruption-budget", err, lager.Data{"budget": t.Name})
 	}
 	return nil
 }
 
-func (h *disruptionHook) missing(ctx context.Context, deployments []*workloadRecord) ([]*workloadRecord, error) {
-	have, err := kube.ListNames(ctx, appSelector(), h.list(disruptionBudgetsResource))
+func (h *disruptionHook) Missing(ctx context.Context, deployments []Workload) ([]Workload, error) {
+	have, err := kube.ListNames(ctx, AppSelector(), h.list(disruptionBudgetsResource))
 	if err != nil {
 		return nil, err
 	}
-	return deploymentsWithout(deployments, func(d *workloadRecord) bool {
-		return d.replicas < minBudgetInstances || have[d.Name]
+	return Without(deployments, func(d Workload) bool {
+		return d.Replicas() < minBudgetInstances || have[d.GetName()]
 	}), nil
 }
 
 // toDisruptionBudget: maxUnavailable rather than minAvailable, which stays right whatever the
 // instance count, so a scale between two counts of 2 or more changes nothing.
-func toDisruptionBudget(t hookTarget) *policyv1.PodDisruptionBudget {
+func toDisruptionBudget(t Target) *policyv1.PodDisruptionBudget {
 	return &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      t.name,
-			Namespace: t.namespace,
-			Labels:    spec.LRPLabels(t.lrp),
+			Name:      t.Name,
+			Namespace: t.Namespace,
+			Labels:    spec.LRPLabels(t.LRP),
 		},
 		Spec: policyv1.PodDisruptionBudgetSpec{
-			Selector:       &metav1.LabelSelector{MatchLabels: spec.SelectorLabels(t.lrp.LRPIdentifier)},
+			Selector:       &metav1.LabelSelector{MatchLabels: spec.SelectorLabels(t.LRP.LRPIdentifier)},
 			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
 		},
 	}

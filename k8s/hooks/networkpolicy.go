@@ -1,4 +1,4 @@
-package k8s
+package hooks
 
 import (
 	"context"
@@ -46,7 +46,7 @@ type PolicyPeer struct {
 	PodLabels map[string]string
 }
 
-// networkPolicyHook keeps Cloud Foundry's isolation: apps accept connections only from the
+// NetworkPolicyHook keeps Cloud Foundry's isolation: apps accept connections only from the
 // routers the operator names, never from other apps, and reach only what their egress rules
 // (application security groups) allow.
 //
@@ -66,28 +66,29 @@ type PolicyPeer struct {
 //     has no policy of its own (and no egress beyond DNS);
 //   - missing: Deployments with rules and no policy.
 //
-// Tasks (taskPolicy, called by DesireTask): CC's task requests carry no egress rules, so a task
+// Tasks (TaskPolicy, called by DesireTask): CC's task requests carry no egress rules, so a task
 // gets those of its app's LRP (the newest workload in the cache with the task's app guid, its
 // spec.AnnotationEgressRules), or the operator's TaskDefaultEgress when the app has no LRP. With
 // rules, a policy named like the Job, controlled by it, allows them; without, the baseline's
 // DNS is all.
 //
 // The local control plane runs no network plugin: policies are checked as objects there.
-type networkPolicyHook struct {
-	noHook
+type NetworkPolicyHook struct {
 	client    kubernetes.Interface
-	list      metadataLists
+	list      MetadataLists
 	namespace string
 	opts      NetworkPolicyOptions
 }
 
-func newNetworkPolicyHook(client kubernetes.Interface, list metadataLists, namespace string, opts NetworkPolicyOptions) *networkPolicyHook {
-	return &networkPolicyHook{client: client, list: list, namespace: namespace, opts: opts}
+// NewNetworkPolicy is the network policy hook: policies in namespace, listed through list for
+// the janitor. Tasks' policies are its too (TaskPolicy).
+func NewNetworkPolicy(client kubernetes.Interface, list MetadataLists, namespace string, opts NetworkPolicyOptions) *NetworkPolicyHook {
+	return &NetworkPolicyHook{client: client, list: list, namespace: namespace, opts: opts}
 }
 
-func (h *networkPolicyHook) hookName() string { return "network-policy" }
+func (h *NetworkPolicyHook) Name() string { return "network-policy" }
 
-func (h *networkPolicyHook) started(ctx context.Context) error {
+func (h *NetworkPolicyHook) Start(ctx context.Context) error {
 	if !h.opts.Enabled {
 		return nil
 	}
@@ -98,10 +99,10 @@ func (h *networkPolicyHook) started(ctx context.Context) error {
 }
 
 // ensurePolicy creates the namespace-wide policy want, or rewrites its spec when it differs.
-func (h *networkPolicyHook) ensurePolicy(ctx context.Context, want *networkingv1.NetworkPolicy, what string) error {
+func (h *NetworkPolicyHook) ensurePolicy(ctx context.Context, want *networkingv1.NetworkPolicy, what string) error {
 	policies := h.client.NetworkingV1().NetworkPolicies(h.namespace)
 	if _, created, err := kube.CreateIfAbsent(ctx, policies, want.DeepCopy()); err != nil || created {
-		return wrapHookErr(err, "create "+what)
+		return WrapErr(err, "create "+what)
 	}
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		current, err := policies.Get(ctx, want.Name, metav1.GetOptions{})
@@ -115,11 +116,11 @@ func (h *networkPolicyHook) ensurePolicy(ctx context.Context, want *networkingv1
 		_, err = policies.Update(ctx, current, metav1.UpdateOptions{})
 		return err
 	})
-	return wrapHookErr(err, "update "+what)
+	return WrapErr(err, "update "+what)
 }
 
 // baseline isolates every tenant pod: no ingress, egress to DNS only.
-func (h *networkPolicyHook) baseline() *networkingv1.NetworkPolicy {
+func (h *NetworkPolicyHook) baseline() *networkingv1.NetworkPolicy {
 	p := &networkingv1.NetworkPolicy{}
 	p.Name, p.Namespace = BaselinePolicyName, h.namespace
 	p.Labels = map[string]string{spec.LabelManagedBy: spec.ManagedByOPI}
@@ -144,7 +145,7 @@ func (h *networkPolicyHook) baseline() *networkingv1.NetworkPolicy {
 }
 
 // routers lets the routers reach app pods (no rule without routers: nothing added).
-func (h *networkPolicyHook) routers() *networkingv1.NetworkPolicy {
+func (h *NetworkPolicyHook) routers() *networkingv1.NetworkPolicy {
 	p := &networkingv1.NetworkPolicy{}
 	p.Name, p.Namespace = RoutersPolicyName, h.namespace
 	p.Labels = map[string]string{spec.LabelManagedBy: spec.ManagedByOPI}
@@ -173,14 +174,14 @@ func namespacePeer(ns string, podLabels map[string]string) networkingv1.NetworkP
 	return peer
 }
 
-func (h *networkPolicyHook) shape(lrp *opi.LRP, meta *metav1.ObjectMeta, template *corev1.PodTemplateSpec) {
+func (h *NetworkPolicyHook) Shape(lrp *opi.LRP, meta *metav1.ObjectMeta, template *corev1.PodTemplateSpec) {
 	if len(lrp.EgressRules) == 0 {
 		return
 	}
 	meta.Annotations[spec.AnnotationEgressRules] = spec.EgressAnnotation(lrp.EgressRules)
 }
 
-func (h *networkPolicyHook) check(_ context.Context, lrp *opi.LRP) error {
+func (h *NetworkPolicyHook) Check(_ context.Context, lrp *opi.LRP) error {
 	if !h.opts.Enabled {
 		return nil
 	}
@@ -192,34 +193,34 @@ func (h *networkPolicyHook) check(_ context.Context, lrp *opi.LRP) error {
 	return nil
 }
 
-func (h *networkPolicyHook) desired(ctx context.Context, t hookTarget) error {
-	if !h.opts.Enabled || len(t.lrp.EgressRules) == 0 {
+func (h *NetworkPolicyHook) Desired(ctx context.Context, t Target) error {
+	if !h.opts.Enabled || len(t.LRP.EgressRules) == 0 {
 		return nil
 	}
-	_, err := ensureOwned(ctx, h.client.NetworkingV1().NetworkPolicies(h.namespace), toEgressPolicy(t), t)
-	return wrapHookErr(err, "create network policy")
+	_, err := EnsureOwned(ctx, h.client.NetworkingV1().NetworkPolicies(h.namespace), toEgressPolicy(t), t)
+	return WrapErr(err, "create network policy")
 }
 
-func (h *networkPolicyHook) missing(ctx context.Context, deployments []*workloadRecord) ([]*workloadRecord, error) {
+func (h *NetworkPolicyHook) Missing(ctx context.Context, deployments []Workload) ([]Workload, error) {
 	if !h.opts.Enabled {
 		return nil, nil
 	}
-	have, err := kube.ListNames(ctx, appSelector(), h.list(networkPoliciesResource))
+	have, err := kube.ListNames(ctx, AppSelector(), h.list(networkPoliciesResource))
 	if err != nil {
 		return nil, err
 	}
-	return deploymentsWithout(deployments, func(d *workloadRecord) bool {
-		return d.egressJSON == "" || have[d.Name]
+	return Without(deployments, func(d Workload) bool {
+		return d.EgressJSON() == "" || have[d.GetName()]
 	}), nil
 }
 
 // toEgressPolicy is the LRP's egress policy: one egress rule per egress rule of the LRP.
-func toEgressPolicy(t hookTarget) *networkingv1.NetworkPolicy {
+func toEgressPolicy(t Target) *networkingv1.NetworkPolicy {
 	p := &networkingv1.NetworkPolicy{}
-	p.Name, p.Namespace, p.Labels = t.name, t.namespace, spec.LRPLabels(t.lrp)
-	p.Spec.PodSelector = metav1.LabelSelector{MatchLabels: spec.SelectorLabels(t.lrp.LRPIdentifier)}
+	p.Name, p.Namespace, p.Labels = t.Name, t.Namespace, spec.LRPLabels(t.LRP)
+	p.Spec.PodSelector = metav1.LabelSelector{MatchLabels: spec.SelectorLabels(t.LRP.LRPIdentifier)}
 	p.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
-	p.Spec.Egress = egressOf(t.lrp.EgressRules)
+	p.Spec.Egress = egressOf(t.LRP.EgressRules)
 	return p
 }
 
@@ -262,10 +263,10 @@ func egressOf(rules []opi.EgressRule) []networkingv1.NetworkPolicyEgressRule {
 	return egress
 }
 
-// taskPolicy makes the task's egress policy exist, controlled by its Job (owner, live), when
+// TaskPolicy makes the task's egress policy exist, controlled by its Job (owner, live), when
 // network policies are on and the task has rules: those of appRules (its app's LRP's, found
 // says there is one), else the operator's default. It says what it did, for the log.
-func (h *networkPolicyHook) taskPolicy(ctx context.Context, task *opi.Task, name string, appRules []opi.EgressRule, found bool, owner metav1.OwnerReference, live func(context.Context) (bool, error)) (string, error) {
+func (h *NetworkPolicyHook) TaskPolicy(ctx context.Context, task *opi.Task, name string, appRules []opi.EgressRule, found bool, owner metav1.OwnerReference, live func(context.Context) (bool, error)) (string, error) {
 	if !h.opts.Enabled {
 		return "off", nil
 	}
@@ -284,6 +285,6 @@ func (h *networkPolicyHook) taskPolicy(ctx context.Context, task *opi.Task, name
 	}}
 	p.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
 	p.Spec.Egress = egress
-	_, err := ensureOwned(ctx, h.client.NetworkingV1().NetworkPolicies(h.namespace), p, hookTarget{name: name, namespace: h.namespace, owner: owner, live: live})
+	_, err := EnsureOwned(ctx, h.client.NetworkingV1().NetworkPolicies(h.namespace), p, Target{Name: name, Namespace: h.namespace, Owner: owner, Live: live})
 	return from, err
 }
