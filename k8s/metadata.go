@@ -5,15 +5,12 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
-	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/opi-bridge/opi/k8s/hooks"
@@ -22,11 +19,11 @@ import (
 // The resources the janitor lists, metadata only (see metadataLists).
 var (
 	secretsResource           = corev1.SchemeGroupVersion.WithResource("secrets")
-	servicesResource          = corev1.SchemeGroupVersion.WithResource("services")
-	ingressesResource         = networkingv1.SchemeGroupVersion.WithResource("ingresses")
-	networkPoliciesResource   = networkingv1.SchemeGroupVersion.WithResource("networkpolicies")
-	disruptionBudgetsResource = policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets")
-	httpRoutesResource        = gatewayv1.SchemeGroupVersion.WithResource("httproutes")
+	servicesResource          = hooks.ServicesResource
+	ingressesResource         = hooks.IngressesResource
+	networkPoliciesResource   = hooks.NetworkPoliciesResource
+	disruptionBudgetsResource = hooks.DisruptionBudgetsResource
+	httpRoutesResource        = hooks.HTTPRoutesResource
 )
 
 // metadataList and metadataLists are the hooks' metadata LISTs (hooks.MetadataLists), which

@@ -74,7 +74,7 @@ func (h *disruptionHook) Updated(ctx context.Context, t Target, before *opi.LRP,
 }
 
 func (h *disruptionHook) Missing(ctx context.Context, deployments []Workload) ([]Workload, error) {
-	have, err := kube.ListNames(ctx, AppSelector(), h.list(disruptionBudgetsResource))
+	have, err := kube.ListNames(ctx, AppSelector(), h.list(DisruptionBudgetsResource))
 	if err != nil {
 		return nil, err
 	}

@@ -11,13 +11,13 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
-// The resources the hooks' Missing list (metadata only).
+// The resources the hooks' Missing list, metadata only (the janitor lists them too).
 var (
-	servicesResource          = corev1.SchemeGroupVersion.WithResource("services")
-	ingressesResource         = networkingv1.SchemeGroupVersion.WithResource("ingresses")
-	networkPoliciesResource   = networkingv1.SchemeGroupVersion.WithResource("networkpolicies")
-	disruptionBudgetsResource = policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets")
-	httpRoutesResource        = gatewayv1.SchemeGroupVersion.WithResource("httproutes")
+	ServicesResource          = corev1.SchemeGroupVersion.WithResource("services")
+	IngressesResource         = networkingv1.SchemeGroupVersion.WithResource("ingresses")
+	NetworkPoliciesResource   = networkingv1.SchemeGroupVersion.WithResource("networkpolicies")
+	DisruptionBudgetsResource = policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets")
+	HTTPRoutesResource        = gatewayv1.SchemeGroupVersion.WithResource("httproutes")
 )
 
 // MetadataList is a LIST of one resource in the backend's namespace that returns the objects'

@@ -205,7 +205,7 @@ func (h *NetworkPolicyHook) Missing(ctx context.Context, deployments []Workload)
 	if !h.opts.Enabled {
 		return nil, nil
 	}
-	have, err := kube.ListNames(ctx, AppSelector(), h.list(networkPoliciesResource))
+	have, err := kube.ListNames(ctx, AppSelector(), h.list(NetworkPoliciesResource))
 	if err != nil {
 		return nil, err
 	}

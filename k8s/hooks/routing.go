@@ -239,9 +239,9 @@ func (h *routingHook) Missing(ctx context.Context, deployments []Workload) ([]Wo
 	var have map[string]bool
 	var err error
 	if h.opts.Mode == RoutingIngress {
-		have, err = kube.ListNames(ctx, AppSelector(), h.list(ingressesResource))
+		have, err = kube.ListNames(ctx, AppSelector(), h.list(IngressesResource))
 	} else {
-		have, err = kube.ListNames(ctx, AppSelector(), h.list(httpRoutesResource))
+		have, err = kube.ListNames(ctx, AppSelector(), h.list(HTTPRoutesResource))
 	}
 	if err != nil {
 		return nil, err

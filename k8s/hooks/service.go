@@ -47,7 +47,7 @@ func (h *serviceHook) Desired(ctx context.Context, t Target) error {
 }
 
 func (h *serviceHook) Missing(ctx context.Context, deployments []Workload) ([]Workload, error) {
-	have, err := kube.ListNames(ctx, AppSelector(), h.list(servicesResource))
+	have, err := kube.ListNames(ctx, AppSelector(), h.list(ServicesResource))
 	if err != nil {
 		return nil, err
 	}
