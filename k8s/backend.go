@@ -133,6 +133,11 @@ func (o Options) Validate() error {
 	if o.ProbeTimeout < 0 {
 		return errors.New("probe timeout must not be negative")
 	}
+	// A feature whose dependencies are half given would accept work and never finish it (an
+	// image reader without a staging notifier records stagings nobody is told of).
+	if (o.ImageReader == nil) != (o.StagingNotifier == nil) {
+		return errors.New("staging needs both an image reader and a staging notifier")
+	}
 	switch o.Routing.Mode {
 	case "", RoutingNone, RoutingIngress:
 	case RoutingGateway:

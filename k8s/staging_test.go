@@ -346,6 +346,27 @@ var _ = Describe("Staging", func() {
 			Expect(completion.Config).To(Equal(cfg))
 		})
 
+		DescribeTable("Options.Validate refuses staging half configured",
+			func(withReader, withNotifier bool, ok bool) {
+				opts := k8s.Options{Namespace: namespace}
+				if withReader {
+					opts.ImageReader = reader
+				}
+				if withNotifier {
+					opts.StagingNotifier = notifier
+				}
+				if ok {
+					Expect(opts.Validate()).To(Succeed())
+					return
+				}
+				Expect(opts.Validate()).To(MatchError("staging needs both an image reader and a staging notifier"))
+			},
+			Entry("neither", false, false, true),
+			Entry("both", true, true, true),
+			Entry("a reader alone", true, false, false),
+			Entry("a notifier alone", false, true, false),
+		)
+
 		It("is not run without an image reader and a notifier", func() {
 			plain := k8s.NewBackend(client, logger, k8s.Options{Namespace: namespace})
 			Expect(plain.Stage(ctx, sampleStaging())).To(Succeed())

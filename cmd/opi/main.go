@@ -190,6 +190,10 @@ func connect(ctx context.Context, cfg Config) error {
 	if cfg.NetworkPolicies && len(cfg.Routers) == 0 {
 		logger.Info("no-routers", lager.Data{"note": "network policies are on and no router is configured: apps accept no connections"})
 	}
+	// Once more with the clients and notifiers wired in: a half-configured feature is refused.
+	if err := backendOptions.Validate(); err != nil {
+		return fmt.Errorf("kubernetes backend: %w", err)
+	}
 	backend := k8s.NewBackend(client, logger.Session("k8s"), backendOptions)
 	// The informers (and the janitor) live until opi has shut down, not only as long as the
 	// signal: requests in flight at SIGTERM still wait on the caches.
