@@ -273,12 +273,16 @@ func (w *stagingWorker) forget(obj any) {
 	}
 }
 
-// stripManagedFields drops what the worker never reads from cached records. It writes only
-// when there is something to drop: an object with none may be shared (a fake clientset's
-// watch hands out the object its store keeps), and a write would race its readers.
+// stripManagedFields drops what the worker never reads from cached records. It never writes to
+// the object it is handed, which may be shared (a fake clientset's watch hands out the object
+// its store keeps, and the attempt count's patch gives it managed fields): a write would race
+// its readers, so the record is a shallow copy without them.
 func stripManagedFields(obj any) (any, error) {
-	if m, ok := obj.(metav1.Object); ok && len(m.GetManagedFields()) > 0 {
-		m.SetManagedFields(nil)
+	secret, ok := obj.(*corev1.Secret)
+	if !ok || len(secret.ManagedFields) == 0 {
+		return obj, nil
 	}
-	return obj, nil
+	stripped := *secret
+	stripped.ManagedFields = nil
+	return &stripped, nil
 }
