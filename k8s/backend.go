@@ -10,15 +10,16 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"code.cloudfoundry.org/lager/v3"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+	batchinformers "k8s.io/client-go/informers/batch/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
@@ -28,12 +29,13 @@ import (
 	"github.com/opi-bridge/opi/k8s/hooks"
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/store"
 	"github.com/opi-bridge/opi/k8s/workload"
 	"github.com/opi-bridge/opi/opi"
 )
 
 // DefaultReadWaitTimeout bounds how long a write waits for the caches to observe it.
-const DefaultReadWaitTimeout = 5 * time.Second
+const DefaultReadWaitTimeout = store.DefaultReadWaitTimeout
 
 // Options configure the backend.
 type Options struct {
@@ -152,35 +154,32 @@ func (o Options) Validate() error {
 
 // Backend runs LRPs on Kubernetes. Create it with NewBackend and Start it before use.
 type Backend struct {
-	client          kubernetes.Interface
-	gateway         gateway.Interface
-	listMetadata    metadataLists
-	logger          lager.Logger
-	namespace       string
-	readWaitTimeout time.Duration
-	janitorPeriod   time.Duration
-	janitorGrace    time.Duration
-	cacheSync       syncPatience
-	workload        spec.Workload
+	client        kubernetes.Interface
+	gateway       gateway.Interface
+	listMetadata  metadataLists
+	logger        lager.Logger
+	namespace     string
+	janitorPeriod time.Duration
+	janitorGrace  time.Duration
+	cacheSync     syncPatience
+	workload      spec.Workload
 	// kind is the object that runs an LRP's pods (Deployment or StatefulSet).
 	kind workload.Kind
 
+	// factory is the one informer factory; its informers are handed to the store.
 	factory   informers.SharedInformerFactory
 	workloads cache.SharedIndexInformer
 	pods      cache.SharedIndexInformer
 	jobs      cache.SharedIndexInformer
+	// store serves every read from the informers' caches (package k8s/store).
+	store *store.Store
+	// cached are the resources of the caches above, as kube.Watches names them.
+	cached [3]string
 
 	taskNotifier  opi.TaskNotifier
 	taskRetention time.Duration
 
 	started atomic.Bool
-	synced  atomic.Bool
-	watches *kube.Watches
-	// cached are the resources of the caches above, as kube.Watches names them.
-	cached []string
-	// cacheChanged fires on every change of the workload, pod and Job caches: a write
-	// waiting until the cache holds what it wrote looks again then (see countChanges).
-	cacheChanged kube.Signal
 
 	// hooks are the concerns that react to an LRP's events (package k8s/hooks, registered in hooks.go).
 	hooks hooks.Set
@@ -193,10 +192,6 @@ type Backend struct {
 
 	// leaderWork is what one replica of opi does for all of them; see RunLeaderWork.
 	leaderWork []leaderTask
-
-	// The changes of the caches the LRP and task lists are built from (their versions).
-	workloadChanges changeCounter
-	jobChanges      changeCounter
 }
 
 var (
@@ -206,9 +201,6 @@ var (
 
 // NewBackend makes a backend for the namespace in opts. It makes no API calls: Start does.
 func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) *Backend {
-	if opts.ReadWaitTimeout <= 0 {
-		opts.ReadWaitTimeout = DefaultReadWaitTimeout
-	}
 	if opts.JanitorGrace <= 0 {
 		opts.JanitorGrace = DefaultJanitorGrace
 	}
@@ -231,15 +223,14 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 		opts.StagingMaxAge = DefaultStagingMaxAge
 	}
 	b := &Backend{
-		client:          client,
-		gateway:         opts.Gateway,
-		listMetadata:    newMetadataLists(opts.Metadata, client, opts.Gateway, opts.Namespace),
-		logger:          logger.Session("k8s-backend", lager.Data{"namespace": opts.Namespace}),
-		namespace:       opts.Namespace,
-		readWaitTimeout: opts.ReadWaitTimeout,
-		janitorPeriod:   opts.JanitorPeriod,
-		janitorGrace:    opts.JanitorGrace,
-		cacheSync:       syncPatience{timeout: opts.CacheSyncTimeout, recheck: cacheSyncRecheck, hookRetry: hookRetryInterval},
+		client:        client,
+		gateway:       opts.Gateway,
+		listMetadata:  newMetadataLists(opts.Metadata, client, opts.Gateway, opts.Namespace),
+		logger:        logger.Session("k8s-backend", lager.Data{"namespace": opts.Namespace}),
+		namespace:     opts.Namespace,
+		janitorPeriod: opts.JanitorPeriod,
+		janitorGrace:  opts.JanitorGrace,
+		cacheSync:     syncPatience{timeout: opts.CacheSyncTimeout, recheck: cacheSyncRecheck, hookRetry: hookRetryInterval},
 		workload: spec.Workload{
 			ProbeTimeoutSeconds: wholeSeconds(opts.ProbeTimeout),
 			MinReadySeconds:     wholeSeconds(opts.MinReady),
@@ -252,12 +243,33 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 		stagingBounds:   stagingBounds{attempts: opts.StagingMaxAttempts, age: opts.StagingMaxAge},
 		taskNotifier:    opts.TaskNotifier,
 		taskRetention:   opts.TaskRetention,
-		watches:         opts.Watches,
 	}
-	b.kind = b.newWorkloadKind(opts.Workload)
-	b.cached = []string{b.kindName() + "s", "pods", "jobs"}
+	b.kind = workload.New(opts.Workload, workload.Config{
+		Apps:      client.AppsV1(),
+		Namespace: opts.Namespace,
+		Cached: func(name string) (metav1.ObjectMeta, int32, bool) {
+			r, ok := b.store.WorkloadByName(name)
+			if !ok {
+				return metav1.ObjectMeta{}, 0, false
+			}
+			return r.Meta(), r.ReplicaCount, true
+		},
+	})
 	b.newInformers()
-	b.newTaskInformer()
+	b.cached = [3]string{b.kindName() + "s", "pods", "jobs"}
+	b.store = store.New(store.Config{
+		Options:       store.Options{ReadWaitTimeout: opts.ReadWaitTimeout},
+		Namespace:     opts.Namespace,
+		Workloads:     b.workloads,
+		Pods:          b.pods,
+		Jobs:          b.jobs,
+		Resources:     b.cached,
+		KindName:      b.kindName(),
+		ByOrdinal:     b.kind.IndexedByOrdinal(),
+		ListWorkloads: b.listWorkloads,
+		Watches:       opts.Watches,
+		Logger:        b.logger,
+	})
 	if b.taskNotifier != nil {
 		b.addLeaderWork("task-reporter", b.runTaskReporter)
 	}
@@ -272,6 +284,24 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 		b.addLeaderWork("staging", b.runStaging)
 	}
 	return b
+}
+
+// newInformers sets up (without starting) the one informer factory and the namespace-scoped
+// informers the store is handed: the workloads and pods with opi's APP source label, the Jobs
+// with the TASK one.
+func (b *Backend) newInformers() {
+	b.factory = informers.NewSharedInformerFactoryWithOptions(b.client, 0,
+		informers.WithNamespace(b.namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = spec.LabelSourceType + "=" + spec.SourceTypeApp
+		}),
+	)
+	b.workloads = b.kind.Informer(b.factory)
+	b.pods = b.factory.Core().V1().Pods().Informer()
+	b.jobs = b.factory.InformerFor(&batchv1.Job{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return batchinformers.NewFilteredJobInformer(client, b.namespace, resync, cache.Indexers{},
+			func(o *metav1.ListOptions) { o.LabelSelector = spec.LabelSourceType + "=" + spec.SourceTypeTask })
+	})
 }
 
 // leaderTask is one piece of background work, run until its context ends.
@@ -309,7 +339,7 @@ func (b *Backend) RunLeaderWork(ctx context.Context) {
 // Ready returns nil when the caches are synced and watching, and the API server answers,
 // bounded by ctx.
 func (b *Backend) Ready(ctx context.Context) error {
-	if err := b.checkWritable(); err != nil {
+	if err := b.store.CheckWritable(); err != nil {
 		return err
 	}
 	var err error
@@ -331,34 +361,6 @@ func wholeSeconds(d time.Duration) int32 {
 		return 0
 	}
 	return int32(min((d+time.Second-1)/time.Second, math.MaxInt32))
-}
-
-func (b *Backend) checkSynced() error {
-	if !b.synced.Load() {
-		return fmt.Errorf("%w: caches not synced", opi.ErrUnavailable)
-	}
-	return nil
-}
-
-// watchGrace is how long a cache may go without a LIST or WATCH in flight before it counts as
-// not watching: longer than the moment between a watch that ends at its timeout and the next,
-// and than the reflector's first retry (0.8 to 1.6 s) after a blip.
-const watchGrace = 2 * time.Second
-
-// checkWritable is checkSynced for the calls that write and then wait for the caches to see
-// it: it also fails while a cache is not watching the API server (Options.Watches). Reads are
-// served from the caches meanwhile, as during an outage.
-func (b *Backend) checkWritable() error {
-	if err := b.checkSynced(); err != nil {
-		return err
-	}
-	if b.watches == nil {
-		return nil
-	}
-	if unwatched := b.watches.Unwatched(b.cached, watchGrace); len(unwatched) > 0 {
-		return fmt.Errorf("%w: caches not watching the api server yet (%s): reconnecting after it was unreachable", opi.ErrUnavailable, strings.Join(unwatched, ", "))
-	}
-	return nil
 }
 
 // Pod Security Admission's namespace labels (k8s.io/pod-security-admission/api): the API server

@@ -18,16 +18,15 @@ import (
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/k8s/queue"
 	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/store"
 	"github.com/opi-bridge/opi/opi"
 )
 
 //go:generate go tool counterfeiter -generate
 //counterfeiter:generate -o ../fakes/crash_notifier.go github.com/opi-bridge/opi/opi.CrashNotifier
 
-// AnnotationCrashesReported is on a pod of an LRP once a crash of it was reported to Cloud
-// Controller: the crash count last reported. The crash reporter compares it with the pod's
-// crash count, so a restarted opi or a new leader reports only what is still missing.
-const AnnotationCrashesReported = spec.AnnotationPrefix + "crashes-reported"
+// AnnotationCrashesReported is spec.AnnotationCrashesReported (the pod cache decodes it).
+const AnnotationCrashesReported = spec.AnnotationCrashesReported
 
 const (
 	// crashReason is Diego's reason for an instance whose process exited.
@@ -43,93 +42,6 @@ const (
 	crashRetryBase = 500 * time.Millisecond
 	crashRetryMax  = 2 * time.Minute
 )
-
-// podCrash is what the pod cache keeps of a pod whose app container has terminated at least
-// once; nil (one pointer in the record) for the pods that never did, which are most of them.
-// Shared: do not modify.
-type podCrash struct {
-	// count is how often the container has crashed: its restart count, plus one while it is
-	// not running after a termination (terminated, or waiting to be restarted).
-	count int32
-	// reported is AnnotationCrashesReported (0 when absent or unreadable).
-	reported int32
-	// The last termination: exit code, kubelet's reason (Error, OOMKilled, Completed...) and
-	// when it finished, in Unix seconds (0 when unknown).
-	exitCode   int32
-	reason     string
-	finishedAt int64
-}
-
-// crashOf works out a pod's crashes from its app container's status; nil when it has none.
-//
-// A pod being deleted was terminated by whoever deleted it (a stop, a scale-down, a rolling
-// update): its current termination is not a crash, only the ones before it are.
-func crashOf(p *corev1.Pod) *podCrash {
-	s := appContainerStatus(p)
-	if s == nil {
-		return nil
-	}
-	count := s.RestartCount
-	last := s.LastTerminationState.Terminated
-	switch {
-	case s.State.Terminated != nil && p.DeletionTimestamp == nil:
-		count++
-		last = s.State.Terminated
-	case s.State.Waiting != nil && last != nil:
-		// Waiting to be restarted after the last termination (CrashLoopBackOff): the restart
-		// count does not include it yet.
-		count++
-	}
-	if count <= 0 || last == nil {
-		return nil
-	}
-	c := &podCrash{
-		count:    count,
-		exitCode: last.ExitCode,
-		reason:   last.Reason,
-	}
-	if !last.FinishedAt.IsZero() {
-		c.finishedAt = last.FinishedAt.Unix()
-	}
-	if v, err := strconv.ParseInt(p.Annotations[AnnotationCrashesReported], 10, 32); err == nil && v > 0 {
-		c.reported = int32(v)
-	}
-	return c
-}
-
-// owes tells whether the pod has a crash not reported yet.
-func (r *podRecord) owes() bool {
-	return r.crash != nil && r.crash.count > r.crash.reported && r.lrpKey() != ""
-}
-
-// instanceIndex is the pod's index as GetInstances reports it (instancePods). A pod that
-// GetInstances does not report (terminating, surplus, or its Deployment gone) gets the rank it
-// has among its LRP's live pods by creation time, then name.
-//
-// With StatefulSets a pod's index is its ordinal, reported or not.
-func (b *Backend) instanceIndex(pod *podRecord) int32 {
-	if b.kind.IndexedByOrdinal() && pod.ordinal >= 0 {
-		return pod.ordinal
-	}
-	pods := b.cachedPods(pod.id())
-	if d := b.cachedWorkload(pod.id()); d != nil {
-		for i, p := range b.instancePods(pods, d) {
-			if p != nil && p.UID == pod.UID {
-				return int32(i)
-			}
-		}
-	}
-	var index int32
-	for _, p := range pods {
-		if p == pod || p.DeletionTimestamp != nil || p.terminal || p.UID == pod.UID {
-			continue
-		}
-		if createdBefore(p, pod) {
-			index++
-		}
-	}
-	return index
-}
 
 // crashReporter tells Cloud Controller about crashes of LRP instances, exactly once each: the
 // leader's work, driven by the pod informer. Every pod whose crash count is above its
@@ -174,13 +86,13 @@ func (c *crashReporter) run(ctx context.Context) {
 		},
 	})
 	enqueue := func(obj any) {
-		if r, ok := obj.(*podRecord); ok && r.owes() {
+		if r, ok := obj.(*store.PodRecord); ok && r.Owes() {
 			if key, err := cache.MetaNamespaceKeyFunc(r); err == nil {
 				q.Add(key)
 			}
 		}
 	}
-	registration, err := c.backend.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	registration, err := c.backend.store.AddPodHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
 		DeleteFunc: func(obj any) {
@@ -198,7 +110,7 @@ func (c *crashReporter) run(ctx context.Context) {
 	q.Run(ctx, func(ctx context.Context, key string) (time.Duration, error) {
 		return 0, c.sync(ctx, key)
 	})
-	if err := c.backend.pods.RemoveEventHandler(registration); err != nil {
+	if err := c.backend.store.RemovePodHandler(registration); err != nil {
 		c.logger.Error("remove-event-handler", err)
 	}
 	c.logger.Info("stopped")
@@ -207,17 +119,13 @@ func (c *crashReporter) run(ctx context.Context) {
 // sync reports what the pod key still owes CC: nil when nothing is owed (any more), an error
 // to try again later.
 func (c *crashReporter) sync(ctx context.Context, key string) error {
-	obj, exists, err := c.backend.pods.GetIndexer().GetByKey(key)
-	if err != nil {
-		return fmt.Errorf("read pod cache: %w", err)
-	}
-	pod, ok := obj.(*podRecord)
-	if !exists || !ok || pod.crash == nil || pod.lrpKey() == "" {
+	pod, exists := c.backend.store.PodByKey(key)
+	if !exists || pod.Crash == nil || pod.LRPKey() == "" {
 		c.forget(key)
 		return nil
 	}
-	crash := pod.crash
-	reported := crash.reported
+	crash := pod.Crash
+	reported := crash.Reported
 
 	c.mu.Lock()
 	d, ok := c.delivered[key]
@@ -233,23 +141,23 @@ func (c *crashReporter) sync(ctx context.Context, key string) error {
 		}
 		reported = d.count
 	}
-	if crash.count <= reported {
+	if crash.Count <= reported {
 		return nil
 	}
 
 	report := opi.Crash{
-		LRPIdentifier:   pod.id(),
+		LRPIdentifier:   pod.ID(),
 		InstanceGUID:    pod.Name,
-		Index:           c.backend.instanceIndex(pod),
+		Index:           c.backend.store.InstanceIndex(pod),
 		Reason:          crashReason,
-		ExitStatus:      crash.exitCode,
-		ExitDescription: spec.ExitDescription(&corev1.ContainerStateTerminated{ExitCode: crash.exitCode, Reason: crash.reason}),
-		CrashCount:      crash.count,
+		ExitStatus:      crash.ExitCode,
+		ExitDescription: spec.ExitDescription(&corev1.ContainerStateTerminated{ExitCode: crash.ExitCode, Reason: crash.Reason}),
+		CrashCount:      crash.Count,
 		OwedSince:       time.Now(),
 	}
-	if crash.finishedAt > 0 {
+	if crash.FinishedAt > 0 {
 		// The bound counts from the crash, which survives a restart of opi.
-		report.CrashTimestamp = time.Unix(crash.finishedAt, 0).UTC()
+		report.CrashTimestamp = time.Unix(crash.FinishedAt, 0).UTC()
 		report.OwedSince = report.CrashTimestamp
 	} else {
 		report.CrashTimestamp = report.OwedSince
@@ -263,14 +171,14 @@ func (c *crashReporter) sync(ctx context.Context, key string) error {
 	}
 	logger.Info("reported")
 	c.mu.Lock()
-	c.delivered[key] = deliveredCrash{uid: pod.UID, count: crash.count}
+	c.delivered[key] = deliveredCrash{uid: pod.UID, count: crash.Count}
 	c.mu.Unlock()
-	return c.mark(ctx, pod, crash.count)
+	return c.mark(ctx, pod, crash.Count)
 }
 
 // mark records on the pod that its crashes up to count were reported. The patch carries the
 // pod's uid, so it never marks a new pod of the same name; a pod that is gone needs no mark.
-func (c *crashReporter) mark(ctx context.Context, pod *podRecord, count int32) error {
+func (c *crashReporter) mark(ctx context.Context, pod *store.PodRecord, count int32) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), crashMarkTimeout)
 	defer cancel()
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{

@@ -46,6 +46,8 @@ var depRules = []depRule{
 	{pkg: "kube", layer: 0, moduleDeps: []string{"opi"}},
 	{pkg: "spec", layer: 1, moduleDeps: []string{"opi"}, forbidden: []string{"k8s.io/client-go"}},
 	{pkg: "queue", layer: 1, moduleDeps: []string{}}, // no opi package at all: client-go's workqueue only
+	// The read side: nothing of the hooks (rule 4) nor of the workload kinds above it.
+	{pkg: "store", layer: 2, moduleDeps: []string{"opi"}, forbidden: []string{k8sPath + "/hooks", k8sPath + "/workload"}},
 	{pkg: "workload", layer: 3, moduleDeps: []string{"opi"}},
 	{pkg: "hooks", layer: 4, moduleDeps: []string{"opi"}},
 	{pkg: "", layer: 6},

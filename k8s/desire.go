@@ -46,7 +46,7 @@ import (
 // answered as opi.ErrInvalid with Kubernetes' reason.
 func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 	logger := b.logger.Session("desire-lrp", lager.Data{"process-guid": lrp.ProcessGUID()})
-	if err := b.checkWritable(); err != nil {
+	if err := b.store.CheckWritable(); err != nil {
 		return err
 	}
 	if err := b.checkHooks(ctx, lrp); err != nil {
@@ -114,7 +114,7 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 		return b.refused(ctx, logger, &undo, raw, answer)
 	}
 
-	if err := b.waitForWorkload(ctx, logger, deployment, false); err != nil {
+	if err := b.store.WaitForWorkload(ctx, logger, deployment, false, b.liveCheck(deployment)); err != nil {
 		return err
 	}
 	logger.Info("desired", lager.Data{b.kindName(): deployment.GetName(), "created": created})

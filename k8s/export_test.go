@@ -9,13 +9,13 @@ import (
 // CachedPodCount is how many pods of the LRP the pod cache holds, so that tests can wait for
 // the cache to see the pods they made before they read.
 func (b *Backend) CachedPodCount(id opi.LRPIdentifier) int {
-	return len(b.cachedPods(id))
+	return len(b.store.Pods(id))
 }
 
 // CachedWorkloadVersion is the resource version of the LRP's workload as the cache holds it
 // ("" without one), so that tests can wait for the cache to see a change they made.
 func (b *Backend) CachedWorkloadVersion(id opi.LRPIdentifier) string {
-	if w := b.cachedWorkload(id); w != nil {
+	if w := b.store.Workload(id); w != nil {
 		return w.ResourceVersion
 	}
 	return ""

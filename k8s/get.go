@@ -3,18 +3,19 @@ package k8s
 import (
 	"context"
 
+	"github.com/opi-bridge/opi/k8s/store"
 	"github.com/opi-bridge/opi/opi"
 )
 
 // GetLRP reads the LRP from the workload cache, by its guid and version labels (no API
 // call). ErrNotFound when absent or being stopped.
 func (b *Backend) GetLRP(_ context.Context, id opi.LRPIdentifier) (*opi.LRP, error) {
-	if err := b.checkSynced(); err != nil {
+	if err := b.store.CheckSynced(); err != nil {
 		return nil, err
 	}
-	d := b.cachedWorkload(id)
+	d := b.store.Workload(id)
 	if d == nil {
-		return nil, notFound(id)
+		return nil, store.NotFound(id)
 	}
-	return d.lrp(), nil
+	return d.LRP(), nil
 }

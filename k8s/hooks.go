@@ -9,6 +9,7 @@ import (
 
 	"github.com/opi-bridge/opi/k8s/hooks"
 	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/k8s/store"
 	"github.com/opi-bridge/opi/k8s/workload"
 	"github.com/opi-bridge/opi/opi"
 )
@@ -85,7 +86,7 @@ func (b *Backend) hookError(logger lager.Logger, err error, hook string) error {
 }
 
 // targetOf is the hook target of a cached Deployment, for updates and the janitor.
-func (b *Backend) targetOf(d *workloadRecord, lrp *opi.LRP) hooks.Target {
+func (b *Backend) targetOf(d *store.WorkloadRecord, lrp *opi.LRP) hooks.Target {
 	return hooks.Target{
 		LRP:       lrp,
 		Name:      d.Name,
@@ -97,7 +98,7 @@ func (b *Backend) targetOf(d *workloadRecord, lrp *opi.LRP) hooks.Target {
 
 // completeHooks is the janitor's part for hooks: each hook names the Deployments (older than
 // cutoff) whose objects it misses, and creates them. Failures are logged.
-func (b *Backend) completeHooks(ctx context.Context, logger lager.Logger, old []*workloadRecord) {
+func (b *Backend) completeHooks(ctx context.Context, logger lager.Logger, old []*store.WorkloadRecord) {
 	if len(old) == 0 {
 		return
 	}
@@ -112,8 +113,8 @@ func (b *Backend) completeHooks(ctx context.Context, logger lager.Logger, old []
 			continue
 		}
 		for _, w := range missing {
-			d := w.(*workloadRecord)
-			if err := h.Desired(ctx, b.targetOf(d, d.lrp())); err != nil {
+			d := w.(*store.WorkloadRecord)
+			if err := h.Desired(ctx, b.targetOf(d, d.LRP())); err != nil {
 				logger.Error("create-missing", err, lager.Data{"hook": h.Name(), "deployment": d.Name})
 				continue
 			}
@@ -121,20 +122,3 @@ func (b *Backend) completeHooks(ctx context.Context, logger lager.Logger, old []
 		}
 	}
 }
-
-// The read interface the hooks' Missing takes (hooks.Workload), on the records.
-
-// Replicas is spec.replicas.
-func (d *workloadRecord) Replicas() int32 { return d.replicas }
-
-// HasPorts tells whether the LRP has ports.
-func (d *workloadRecord) HasPorts() bool { return len(d.ports) > 0 }
-
-// EgressJSON is spec.AnnotationEgressRules, "" without rules.
-func (d *workloadRecord) EgressJSON() string { return d.egressJSON }
-
-// RoutesJSON is the routes' annotation.
-func (d *workloadRecord) RoutesJSON() string { return d.routesJSON }
-
-// LRP is the LRP the record describes.
-func (d *workloadRecord) LRP() *opi.LRP { return d.lrp() }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/store"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -50,7 +51,7 @@ func (b *Backend) runJanitor(ctx context.Context) {
 func (b *Backend) Sweep(ctx context.Context) {
 	logger := b.logger.Session("sweep")
 	// Not while a cache is stale: what it lacks would look like leftovers.
-	if b.checkWritable() != nil {
+	if b.store.CheckWritable() != nil {
 		return
 	}
 	selector := metav1.ListOptions{LabelSelector: spec.LabelSourceType + "=" + spec.SourceTypeApp}
@@ -88,9 +89,9 @@ func (b *Backend) Sweep(ctx context.Context) {
 		logger.Error("list-services", err)
 	}
 
-	var old []*workloadRecord
-	for _, d := range b.cachedWorkloads() {
-		if d.DeletionTimestamp == nil && d.CreationTimestamp.Time.Before(cutoff) && d.lrpKey() != "" {
+	var old []*store.WorkloadRecord
+	for _, d := range b.store.Workloads() {
+		if d.DeletionTimestamp == nil && d.CreationTimestamp.Time.Before(cutoff) && d.LRPKey() != "" {
 			if secretNames != nil && b.deleteIncomplete(ctx, logger, d, secretNames) {
 				continue
 			}
@@ -106,12 +107,12 @@ func (b *Backend) Sweep(ctx context.Context) {
 // cannot start, and only CC has the Secret's content: with the workload gone, CC's next sync
 // sees the LRP missing and desires it again. The delete is conditional on the workload's uid;
 // secrets lists the names of opi's Secrets as listed in this sweep, after the cache took d.
-func (b *Backend) deleteIncomplete(ctx context.Context, logger lager.Logger, d *workloadRecord, secrets map[string]bool) bool {
+func (b *Backend) deleteIncomplete(ctx context.Context, logger lager.Logger, d *store.WorkloadRecord, secrets map[string]bool) bool {
 	missing := ""
 	switch {
 	case !secrets[spec.EnvSecretName(d.Name)]:
 		missing = spec.EnvSecretName(d.Name)
-	case d.pullsWithSecret && !secrets[spec.RegistrySecretName(d.Name)]:
+	case d.PullsWithSecret && !secrets[spec.RegistrySecretName(d.Name)]:
 		missing = spec.RegistrySecretName(d.Name)
 	default:
 		return false
@@ -160,7 +161,7 @@ func (b *Backend) sweepSecret(ctx context.Context, logger lager.Logger, s *metav
 // Deployment when there is one, else whether the object is older than cutoff (and so a
 // leftover to delete). Controlled objects, and objects whose LRP cannot be checked, are
 // neither.
-func (b *Backend) leftover(ctx context.Context, logger lager.Logger, obj metav1.Object, cutoff time.Time) (*workloadRecord, bool) {
+func (b *Backend) leftover(ctx context.Context, logger lager.Logger, obj metav1.Object, cutoff time.Time) (*store.WorkloadRecord, bool) {
 	if metav1.GetControllerOf(obj) != nil || obj.GetDeletionTimestamp() != nil {
 		return nil, false
 	}
@@ -170,7 +171,7 @@ func (b *Backend) leftover(ctx context.Context, logger lager.Logger, obj metav1.
 	}
 	// The cache first; an object the cache does not have is confirmed absent by the API, since
 	// a desire in flight may have just created it.
-	deployment, err := b.findWorkload(ctx, id)
+	deployment, err := b.store.FindWorkload(ctx, id)
 	if err == nil {
 		return deployment, false
 	}

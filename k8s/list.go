@@ -3,7 +3,6 @@ package k8s
 import (
 	"context"
 	"sort"
-	"sync/atomic"
 
 	"github.com/opi-bridge/opi/opi"
 )
@@ -20,10 +19,10 @@ func (b *Backend) ListLRPs(ctx context.Context) ([]*opi.LRP, error) {
 
 // LRPListVersion is the number of changes the workload cache has seen (see changeCounter).
 func (b *Backend) LRPListVersion(_ context.Context) (uint64, error) {
-	if err := b.checkSynced(); err != nil {
+	if err := b.store.CheckSynced(); err != nil {
 		return 0, err
 	}
-	return b.workloadChanges.count(), nil
+	return b.store.WorkloadChanges(), nil
 }
 
 // ListLRPsVersioned is ListLRPs and the workload cache's version, read before the list: a
@@ -34,32 +33,20 @@ func (b *Backend) LRPListVersion(_ context.Context) (uint64, error) {
 // (handler/list_body.go) and so asks for the list once per version; a copy kept here as well
 // (about 6 MB of opi.LRPs at 10,000 apps) would never be read again.
 func (b *Backend) ListLRPsVersioned(_ context.Context) ([]*opi.LRP, uint64, error) {
-	if err := b.checkSynced(); err != nil {
+	if err := b.store.CheckSynced(); err != nil {
 		return nil, 0, err
 	}
-	version := b.workloadChanges.count()
-	deployments := b.cachedWorkloads()
+	version := b.store.WorkloadChanges()
+	deployments := b.store.Workloads()
 	lrps := make([]*opi.LRP, 0, len(deployments))
 	for _, d := range deployments {
-		if d.DeletionTimestamp == nil && d.guid != "" && d.version != "" {
-			lrps = append(lrps, d.schedulingLRP())
+		if d.DeletionTimestamp == nil && d.GUID != "" && d.Version != "" {
+			lrps = append(lrps, d.SchedulingLRP())
 		}
 	}
 	sortLRPs(lrps)
 	return lrps, version, nil
 }
-
-// changesIndex is the name of an index that holds nothing: its function (countChanges) counts
-// an informer cache's changes and wakes the writes waiting for the caches.
-const changesIndex = "changes"
-
-// changeCounter counts the changes of an informer's cache at the moment they become visible
-// (see countChanges).
-type changeCounter struct {
-	n atomic.Uint64
-}
-
-func (c *changeCounter) count() uint64 { return c.n.Load() }
 
 // sortLRPs orders LRPs by guid, then version, for stable lists (without building process guids:
 // a list sorts thousands).

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/store"
 	"github.com/opi-bridge/opi/k8s/workload"
 	"github.com/opi-bridge/opi/opi"
 )
@@ -68,18 +69,18 @@ func preflight(secrets []*corev1.Secret, w workload.Object, serviceMeta *metav1.
 // preflightUpdate checks the workload's annotations as an update would leave them: the
 // annotations opi keeps (rebuilt from the cache's record) with the update's applied. kind names
 // the workload in the refusal ("deployment").
-func preflightUpdate(d *workloadRecord, id opi.LRPIdentifier, changed map[string]string, kind string) error {
+func preflightUpdate(d *store.WorkloadRecord, id opi.LRPIdentifier, changed map[string]string, kind string) error {
 	annotations := map[string]string{
 		spec.AnnotationProcessGUID: id.ProcessGUID(),
-		spec.AnnotationLastUpdated: d.lastUpdated,
-		spec.AnnotationProcessType: d.processType,
-		spec.AnnotationAppName:     d.appName,
-		spec.AnnotationSpaceName:   d.spaceName,
-		spec.AnnotationSpaceGUID:   d.spaceGUID,
-		spec.AnnotationOrgName:     d.orgName,
-		spec.AnnotationOrgGUID:     d.orgGUID,
-		spec.AnnotationRoutes:      d.routesJSON,
-		spec.AnnotationHealthCheck: d.healthCheckJSON,
+		spec.AnnotationLastUpdated: d.LastUpdated,
+		spec.AnnotationProcessType: d.ProcessType,
+		spec.AnnotationAppName:     d.AppName,
+		spec.AnnotationSpaceName:   d.SpaceName,
+		spec.AnnotationSpaceGUID:   d.SpaceGUID,
+		spec.AnnotationOrgName:     d.OrgName,
+		spec.AnnotationOrgGUID:     d.OrgGUID,
+		spec.AnnotationRoutes:      d.RoutesAnnotation,
+		spec.AnnotationHealthCheck: d.HealthCheckAnnotation,
 	}
 	for k, v := range changed {
 		annotations[k] = v

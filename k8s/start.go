@@ -64,7 +64,7 @@ func (b *Backend) Start(ctx context.Context) error {
 	if err := b.startHooks(ctx, logger); err != nil {
 		return err
 	}
-	b.synced.Store(true)
+	b.store.SetSynced()
 	logger.Info("caches-synced", lager.Data{"took": time.Since(began).Round(time.Millisecond).String()})
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/store"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -23,10 +24,10 @@ import (
 // LRP succeeds.
 func (b *Backend) StopLRP(ctx context.Context, id opi.LRPIdentifier) error {
 	logger := b.logger.Session("stop-lrp", lager.Data{"process-guid": id.ProcessGUID()})
-	if err := b.checkWritable(); err != nil {
+	if err := b.store.CheckWritable(); err != nil {
 		return err
 	}
-	deployment, err := b.findWorkload(ctx, id)
+	deployment, err := b.store.FindWorkload(ctx, id)
 	if err != nil && !errors.Is(err, opi.ErrNotFound) {
 		return err
 	}
@@ -38,7 +39,7 @@ func (b *Backend) StopLRP(ctx context.Context, id opi.LRPIdentifier) error {
 		if err != nil && kube.Classify(err) != kube.KindNotFound {
 			return apiError(err, "delete "+b.kindName())
 		}
-		if err := b.waitForWorkloadGone(ctx, logger, deployment.Name, deployment.UID); err != nil {
+		if err := b.store.WaitForWorkloadGone(ctx, logger, deployment.Name, deployment.UID); err != nil {
 			return err
 		}
 	} else {
@@ -106,21 +107,21 @@ func preconditionUID(obj metav1.Object) metav1.DeleteOptions {
 // ErrInvalid for an index outside 0..instances-1; no pod at a valid index is success.
 func (b *Backend) StopInstance(ctx context.Context, id opi.LRPIdentifier, index int32) error {
 	logger := b.logger.Session("stop-instance", lager.Data{"process-guid": id.ProcessGUID(), "index": index})
-	if err := b.checkWritable(); err != nil {
+	if err := b.store.CheckWritable(); err != nil {
 		return err
 	}
-	deployment := b.cachedWorkload(id)
+	deployment := b.store.Workload(id)
 	if deployment == nil {
-		return notFound(id)
+		return store.NotFound(id)
 	}
-	replicas := deployment.replicas
+	replicas := deployment.ReplicaCount
 	if index < 0 || index >= replicas {
 		if replicas == 0 {
 			return fmt.Errorf("%w: instance index %d out of range: lrp has no instances", opi.ErrInvalid, index)
 		}
 		return fmt.Errorf("%w: instance index %d out of range 0..%d", opi.ErrInvalid, index, replicas-1)
 	}
-	pods := b.instancePods(b.cachedPods(id), deployment)
+	pods := b.store.Instances(deployment)
 	if int(index) >= len(pods) || pods[index] == nil {
 		logger.Info("no-pod-at-index")
 		return nil
@@ -136,7 +137,7 @@ func (b *Backend) StopInstance(ctx context.Context, id opi.LRPIdentifier, index 
 	if err != nil {
 		return apiError(err, "delete pod")
 	}
-	if err := b.waitForPodGone(ctx, logger, id, pod.UID); err != nil {
+	if err := b.store.WaitForPodGone(ctx, logger, id, pod.UID); err != nil {
 		return err
 	}
 	logger.Info("stopped", lager.Data{"pod": pod.Name})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/store"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -26,12 +27,12 @@ import (
 // up).
 func (b *Backend) CancelTask(ctx context.Context, guid string) error {
 	logger := b.logger.Session("cancel-task", lager.Data{"task-guid": guid})
-	if err := b.checkWritable(); err != nil {
+	if err := b.store.CheckWritable(); err != nil {
 		return err
 	}
 	name := spec.TaskJobName(guid)
 	jobs := b.client.BatchV1().Jobs(b.namespace)
-	current, fromCache := b.cachedJob(name)
+	current, fromCache := b.store.Job(name)
 	var patched *batchv1.Job
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if !fromCache {
@@ -40,13 +41,13 @@ func (b *Backend) CancelTask(ctx context.Context, guid string) error {
 			if err != nil {
 				return err
 			}
-			current = jobRecordOf(j)
+			current = store.JobRecordOf(j)
 		}
 		fromCache = false
-		if current.taskGUID != guid {
+		if current.TaskGUID != guid {
 			return taskNotFound(guid)
 		}
-		if current.ended() || current.DeletionTimestamp != nil {
+		if current.Ended() || current.DeletionTimestamp != nil {
 			return nil
 		}
 		patch, err := json.Marshal(map[string]any{
@@ -75,7 +76,7 @@ func (b *Backend) CancelTask(ctx context.Context, guid string) error {
 		logger.Info("already-ended")
 		return nil
 	}
-	if err := b.waitForJob(ctx, logger, name, patched.ResourceVersion, true, nil); err != nil {
+	if err := b.store.WaitForJob(ctx, logger, name, patched.ResourceVersion, true, nil); err != nil {
 		return err
 	}
 	logger.Info("cancelled", lager.Data{"job": name})

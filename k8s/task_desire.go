@@ -29,7 +29,7 @@ import (
 // a moment before it exists, with the baseline's DNS only, never with more.
 func (b *Backend) DesireTask(ctx context.Context, task *opi.Task) error {
 	logger := b.logger.Session("desire-task", lager.Data{"task-guid": task.GUID})
-	if err := b.checkWritable(); err != nil {
+	if err := b.store.CheckWritable(); err != nil {
 		return err
 	}
 	name := spec.TaskJobName(task.GUID)
@@ -62,7 +62,7 @@ func (b *Backend) DesireTask(ctx context.Context, task *opi.Task) error {
 
 	owner := kube.ControllerRef(job, "batch/v1", "Job")
 	live := b.jobLiveCheck(job)
-	appRules, found := b.appEgressRules(task.AppGUID)
+	appRules, found := b.store.AppEgressRules(task.AppGUID)
 	egress, err := b.policies.TaskPolicy(ctx, task, name, appRules, found, owner, live)
 	if err != nil {
 		return b.ownershipError(logger, err, "task network policy")
@@ -75,7 +75,7 @@ func (b *Backend) DesireTask(ctx context.Context, task *opi.Task) error {
 			return b.ownershipError(logger, err, "own registry secret")
 		}
 	}
-	if err := b.waitForJob(ctx, logger, job.Name, job.ResourceVersion, false, live); err != nil {
+	if err := b.store.WaitForJob(ctx, logger, job.Name, job.ResourceVersion, false, live); err != nil {
 		return err
 	}
 	logger.Info("desired", lager.Data{"job": job.Name, "created": created, "egress": egress})

@@ -14,14 +14,14 @@ var _ opi.TaskListVersioner = (*Backend)(nil)
 // GetTask reads the task from the Job cache (no API call), until its Job is deleted (a
 // retention after CC accepted its end). ErrNotFound otherwise.
 func (b *Backend) GetTask(_ context.Context, guid string) (*opi.Task, error) {
-	if err := b.checkSynced(); err != nil {
+	if err := b.store.CheckSynced(); err != nil {
 		return nil, err
 	}
-	j, ok := b.cachedJob(spec.TaskJobName(guid))
-	if !ok || j.taskGUID != guid {
+	j, ok := b.store.Job(spec.TaskJobName(guid))
+	if !ok || j.TaskGUID != guid {
 		return nil, taskNotFound(guid)
 	}
-	return j.task(), nil
+	return j.Task(), nil
 }
 
 // ListTasks returns, from the Job cache (no API call), every task CC has not been told the end
@@ -34,24 +34,24 @@ func (b *Backend) ListTasks(ctx context.Context) ([]*opi.Task, error) {
 
 // TaskListVersion is the number of changes the Job cache has seen (see changeCounter).
 func (b *Backend) TaskListVersion(_ context.Context) (uint64, error) {
-	if err := b.checkSynced(); err != nil {
+	if err := b.store.CheckSynced(); err != nil {
 		return 0, err
 	}
-	return b.jobChanges.count(), nil
+	return b.store.JobChanges(), nil
 }
 
 // ListTasksVersioned is ListTasks and the Job cache's version, read before the list (see
 // ListLRPsVersioned, which is built the same way, on every call).
 func (b *Backend) ListTasksVersioned(_ context.Context) ([]*opi.Task, uint64, error) {
-	if err := b.checkSynced(); err != nil {
+	if err := b.store.CheckSynced(); err != nil {
 		return nil, 0, err
 	}
-	version := b.jobChanges.count()
-	jobs := b.cachedJobs()
+	version := b.store.JobChanges()
+	jobs := b.store.Jobs()
 	tasks := make([]*opi.Task, 0, len(jobs))
 	for _, j := range jobs {
-		if j.reported == "" && j.DeletionTimestamp == nil && j.taskGUID != "" {
-			tasks = append(tasks, j.task())
+		if j.Reported == "" && j.DeletionTimestamp == nil && j.TaskGUID != "" {
+			tasks = append(tasks, j.Task())
 		}
 	}
 	sort.Slice(tasks, func(i, k int) bool { return tasks[i].GUID < tasks[k].GUID })

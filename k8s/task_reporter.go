@@ -16,6 +16,7 @@ import (
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/k8s/queue"
 	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/store"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -48,11 +49,11 @@ func (b *Backend) runTaskReporter(ctx context.Context) {
 		},
 	})
 	enqueue := func(obj any) {
-		if j, ok := obj.(*jobRecord); ok && j.ended() && j.DeletionTimestamp == nil {
+		if j, ok := obj.(*store.JobRecord); ok && j.Ended() && j.DeletionTimestamp == nil {
 			q.Add(j.Name)
 		}
 	}
-	registration, err := b.jobs.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	registration, err := b.store.AddJobHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
 	})
@@ -61,7 +62,7 @@ func (b *Backend) runTaskReporter(ctx context.Context) {
 		q.ShutDown()
 		return
 	}
-	defer func() { _ = b.jobs.RemoveEventHandler(registration) }()
+	defer func() { _ = b.store.RemoveJobHandler(registration) }()
 	q.Run(ctx, func(ctx context.Context, name string) (time.Duration, error) {
 		return b.reportTask(ctx, logger, name)
 	})
@@ -70,15 +71,15 @@ func (b *Backend) runTaskReporter(ctx context.Context) {
 // reportTask reports the end of the named task's Job if it is still owed, and deletes the Job
 // once its retention has passed; it returns how long until that deletion is due.
 func (b *Backend) reportTask(ctx context.Context, logger lager.Logger, name string) (time.Duration, error) {
-	j, ok := b.cachedJob(name)
-	if !ok || j.DeletionTimestamp != nil || !j.ended() {
+	j, ok := b.store.Job(name)
+	if !ok || j.DeletionTimestamp != nil || !j.Ended() {
 		return 0, nil
 	}
-	logger = logger.WithData(lager.Data{"task-guid": j.taskGUID, "job": name})
-	reported := j.reported
+	logger = logger.WithData(lager.Data{"task-guid": j.TaskGUID, "job": name})
+	reported := j.Reported
 	if reported == "" {
-		failed, reason, endedAt := j.outcome()
-		if j.failed && j.cancelled == "" {
+		failed, reason, endedAt := j.Outcome()
+		if j.Failed && j.Cancelled == "" {
 			var err error
 			if reason, err = b.podFailureReason(ctx, j, reason); err != nil {
 				return 0, err
@@ -88,8 +89,8 @@ func (b *Backend) reportTask(ctx context.Context, logger lager.Logger, name stri
 			endedAt = time.Now()
 		}
 		completion := opi.TaskCompletion{
-			TaskGUID:      j.taskGUID,
-			CallbackURL:   j.callback,
+			TaskGUID:      j.TaskGUID,
+			CallbackURL:   j.Callback,
 			Failed:        failed,
 			FailureReason: reason,
 			OwedSince:     endedAt,
@@ -116,7 +117,7 @@ func (b *Backend) reportTask(ctx context.Context, logger lager.Logger, name stri
 		}
 		// Wait for the cache, so that a later turn of this Job does not take it as still owed
 		// (a timeout is logged: such a turn tells CC again, which it takes as at least once).
-		_ = b.waitForJob(ctx, logger, name, patched.ResourceVersion, true, nil)
+		_ = b.store.WaitForJob(ctx, logger, name, patched.ResourceVersion, true, nil)
 		logger.Info("reported", lager.Data{"failed": failed, "failure-reason": reason})
 	}
 
@@ -136,7 +137,7 @@ func (b *Backend) reportTask(ctx context.Context, logger lager.Logger, name stri
 	}
 	// Until the cache drops it, a queued turn of this Job would delete it again (a timeout is
 	// logged: that delete finds it gone).
-	_ = b.waitForJob(ctx, logger, name, "", true, nil)
+	_ = b.store.WaitForJob(ctx, logger, name, "", true, nil)
 	logger.Info("deleted")
 	return 0, nil
 }
@@ -144,7 +145,7 @@ func (b *Backend) reportTask(ctx context.Context, logger lager.Logger, name stri
 // podFailureReason is why the failed task's pod failed, from its app container's termination
 // (spec.ExitDescription: "Exited with status 3"), or the pod's own reason; fallback when neither says. One LIST of the
 // Job's pods (the Job controller labels them with its uid).
-func (b *Backend) podFailureReason(ctx context.Context, j *jobRecord, fallback string) (string, error) {
+func (b *Backend) podFailureReason(ctx context.Context, j *store.JobRecord, fallback string) (string, error) {
 	pods, err := b.client.CoreV1().Pods(b.namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: spec.JobControllerUIDLabel + "=" + string(j.UID),
 	})

@@ -111,7 +111,7 @@ func (b *Backend) undoDesire(ctx context.Context, logger lager.Logger, w *desire
 	}
 	if d := w.workload; d != nil {
 		// A timeout is logged: the refusal is the answer either way.
-		_ = b.waitForWorkloadGone(ctx, logger, d.GetName(), d.GetUID())
+		_ = b.store.WaitForWorkloadGone(ctx, logger, d.GetName(), d.GetUID())
 	}
 	return removed, errors.Join(errs...)
 }

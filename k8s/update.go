@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/store"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -21,10 +22,10 @@ import (
 // decide what changed. An update that changes nothing makes no write.
 func (b *Backend) UpdateLRP(ctx context.Context, id opi.LRPIdentifier, update opi.LRPUpdate) error {
 	logger := b.logger.Session("update-lrp", lager.Data{"process-guid": id.ProcessGUID()})
-	if err := b.checkWritable(); err != nil {
+	if err := b.store.CheckWritable(); err != nil {
 		return err
 	}
-	current, err := b.findWorkload(ctx, id)
+	current, err := b.store.FindWorkload(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -37,7 +38,7 @@ func (b *Backend) UpdateLRP(ctx context.Context, id opi.LRPIdentifier, update op
 		logger.Info("refused-before-writing", lager.Data{"reason": err.Error()})
 		return err
 	}
-	before := current.lrp()
+	before := current.LRP()
 	after := applyUpdate(before, update)
 	if err := b.checkHooks(ctx, after); err != nil {
 		return err
@@ -51,7 +52,7 @@ func (b *Backend) UpdateLRP(ctx context.Context, id opi.LRPIdentifier, update op
 	if err != nil {
 		return refusal(err, "update "+b.kindName())
 	}
-	if err := b.waitForWorkload(ctx, logger, updated, true); err != nil {
+	if err := b.store.WaitForWorkload(ctx, logger, updated, true, b.liveCheck(updated)); err != nil {
 		return err
 	}
 	logger.Info("updated", lager.Data{b.kindName(): current.Name})
@@ -105,12 +106,12 @@ func updateAnnotations(update opi.LRPUpdate) map[string]string {
 // d: d comes from the cache and may lag a concurrent update, and CC's update must land whole
 // (instances and annotation from the same request), never mixed with another. Only an update
 // that changes nothing at all is skipped.
-func updatePatch(d *workloadRecord, update opi.LRPUpdate) ([]byte, bool) {
+func updatePatch(d *store.WorkloadRecord, update opi.LRPUpdate) ([]byte, bool) {
 	var p deploymentPatch
 	changed := false
 	if update.Instances != nil {
 		p.Spec = &patchSpec{Replicas: ptr.To(*update.Instances)}
-		changed = changed || d.replicas != *update.Instances
+		changed = changed || d.ReplicaCount != *update.Instances
 	}
 	setAnnotation := func(key, value, current string) {
 		if p.Metadata == nil {
@@ -120,17 +121,17 @@ func updatePatch(d *workloadRecord, update opi.LRPUpdate) ([]byte, bool) {
 		changed = changed || current != value
 	}
 	if update.Annotation != nil {
-		setAnnotation(spec.AnnotationLastUpdated, *update.Annotation, d.lastUpdated)
+		setAnnotation(spec.AnnotationLastUpdated, *update.Annotation, d.LastUpdated)
 	}
 	if update.Routes != nil {
-		setAnnotation(spec.AnnotationRoutes, spec.RoutesAnnotation(*update.Routes), d.routesJSON)
+		setAnnotation(spec.AnnotationRoutes, spec.RoutesAnnotation(*update.Routes), d.RoutesAnnotation)
 	}
 	if update.Image != nil {
 		if p.Spec == nil {
 			p.Spec = &patchSpec{}
 		}
 		p.Spec.Template = &patchTemplate{Spec: patchPodSpec{Containers: []patchContainer{{Name: spec.ContainerName, Image: *update.Image}}}}
-		changed = changed || d.image != *update.Image
+		changed = changed || d.Image != *update.Image
 	}
 	if !changed {
 		return nil, false

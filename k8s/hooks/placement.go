@@ -8,16 +8,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
 // DefaultPlacementKey is the node label (and taint key) of isolation segments.
 const DefaultPlacementKey = "cloudfoundry.org/isolation-segment"
 
-// LabelPlacementTag is the pods' isolation segment, so that an instance its segment cannot
-// place reads back with Diego's placement error. (A label, not an annotation: the pod
-// template's annotations are CC's user-defined ones, read back as such.)
-const LabelPlacementTag = "opi-bridge.io/placement-tag"
+// LabelPlacementTag is the pods' isolation segment (spec.LabelPlacementTag: the read path
+// decodes it, below the hooks).
+const LabelPlacementTag = spec.LabelPlacementTag
 
 // PlacementOptions configure where an LRP with placement tags (an isolation segment) runs.
 type PlacementOptions struct {
@@ -95,7 +95,3 @@ func (h *placementHook) Shape(lrp *opi.LRP, meta *metav1.ObjectMeta, template *c
 	}
 }
 
-// PlacementTagError is Diego's placement error for a segment without a cell that fits.
-func PlacementTagError(tag string) string {
-	return fmt.Sprintf("found no compatible cell with placement tag %q", tag)
-}
