@@ -94,4 +94,3 @@ func (h *placementHook) Shape(lrp *opi.LRP, meta *metav1.ObjectMeta, template *c
 		})
 	}
 }
-
