@@ -2,18 +2,17 @@ package k8s
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
 	"code.cloudfoundry.org/lager/v3"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/opi-bridge/opi/k8s/hooks"
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/workload"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -79,7 +78,7 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 	var undo desireWrites
 	deployment, created, err := b.kind.Create(ctx, deploymentWanted)
 	if err != nil {
-		return refusal(err, "create "+b.kindName())
+		return kube.Refusal(err, "create "+b.kindName())
 	}
 	if created {
 		undo.workload = deployment
@@ -97,7 +96,7 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 				undo.addSecret(createdSecret)
 			}
 			if err != nil {
-				return err, b.ownershipError(logger, err, secretSteps[i])
+				return err, kube.OwnershipError(logger, err, secretSteps[i])
 			}
 			return nil, nil
 		})
@@ -156,7 +155,7 @@ func inParallel(steps []func() (raw, answer error)) (raw, answer error) {
 		if r.answer == nil {
 			continue
 		}
-		if isRefusal(r.raw) {
+		if kube.IsRefusal(r.raw) {
 			return r.raw, r.answer
 		}
 		if first == nil {
@@ -171,32 +170,7 @@ func inParallel(steps []func() (raw, answer error)) (raw, answer error) {
 
 // liveCheck tells, from the API server, whether d is still the live workload of its name.
 func (b *Backend) liveCheck(d metav1.Object) func(context.Context) (bool, error) {
-	return func(ctx context.Context) (bool, error) {
-		current, err := b.kind.Get(ctx, d.GetName())
-		if kube.Classify(err) == kube.KindNotFound {
-			return false, nil
-		}
-		if err != nil {
-			return false, apiError(err, "get "+b.kindName())
-		}
-		return current.GetUID() == d.GetUID() && current.GetDeletionTimestamp() == nil, nil
-	}
-}
-
-// ownershipError maps what kube.EnsureControlled returned. ErrSuperseded is success: a stop
-// deleted the Deployment while this desire ran, so the desire took effect and was then undone
-// (or the LRP was desired again by another call, which completes it).
-func (b *Backend) ownershipError(logger lager.Logger, err error, what string) error {
-	if errors.Is(err, kube.ErrSuperseded) {
-		logger.Info("superseded-by-stop", lager.Data{"step": what})
-		return nil
-	}
-	var status apierrors.APIStatus
-	if errors.As(err, &status) {
-		return refusal(err, what)
-	}
-	// Contention that outlasted the attempts: CC retries later.
-	return fmt.Errorf("%s: %w: %w", what, opi.ErrUnavailable, err)
+	return workload.LiveCheck(b.kind, d)
 }
 
 // checkSameLRP guards against touching a workload of the same name that is not this LRP's,

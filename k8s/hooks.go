@@ -76,13 +76,13 @@ func (b *Backend) runUpdatedHooks(ctx context.Context, logger lager.Logger, t ho
 func (b *Backend) hookError(logger lager.Logger, err error, hook string) error {
 	var status apierrors.APIStatus
 	if errors.Is(err, kube.ErrSuperseded) || !errors.As(err, &status) {
-		return b.ownershipError(logger, err, hook)
+		return kube.OwnershipError(logger, err, hook)
 	}
 	var step *hooks.StepError
 	if errors.As(err, &step) {
-		return refusal(step.Err, step.What)
+		return kube.Refusal(step.Err, step.What)
 	}
-	return refusal(err, hook)
+	return kube.Refusal(err, hook)
 }
 
 // targetOf is the hook target of a cached Deployment, for updates and the janitor.

@@ -79,7 +79,7 @@ func (b *Backend) Sweep(ctx context.Context) {
 			if _, stale := b.leftover(ctx, logger, s, cutoff); !stale {
 				continue
 			}
-			if deleteAsListed(ctx, logger, services.Delete, s, "delete-service") {
+			if kube.DeleteAsListed(ctx, logger, services.Delete, s, "delete-service") {
 				logger.Info("deleted-leftover-service", lager.Data{"service": s.Name})
 			}
 		}
@@ -118,11 +118,11 @@ func (b *Backend) deleteIncomplete(ctx context.Context, logger lager.Logger, d *
 		return false
 	}
 	background := metav1.DeletePropagationBackground
-	opts := preconditionUID(d)
+	opts := kube.PreconditionUID(d)
 	opts.PropagationPolicy = &background
 	data := lager.Data{b.kindName(): d.Name, "missing-secret": missing}
 	if err := b.kind.Delete(ctx, d.Name, opts); err != nil {
-		if !goneOrChanged(err) {
+		if !kube.GoneOrChanged(err) {
 			logger.Error("delete-incomplete-workload", err, data)
 		}
 		return true
@@ -151,7 +151,7 @@ func (b *Backend) sweepSecret(ctx context.Context, logger lager.Logger, s *metav
 		}
 		logger.Info("adopted-secret", lager.Data{"secret": s.Name, "deployment": deployment.Name})
 	case stale:
-		if deleteAsListed(ctx, logger, secrets.Delete, s, "delete-secret") {
+		if kube.DeleteAsListed(ctx, logger, secrets.Delete, s, "delete-secret") {
 			logger.Info("deleted-leftover-secret", lager.Data{"secret": s.Name})
 		}
 	}

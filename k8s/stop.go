@@ -69,37 +69,10 @@ func (b *Backend) deleteUnowned(ctx context.Context, logger lager.Logger, id opi
 		}
 		for i := range list.Items {
 			if metav1.GetControllerOf(&list.Items[i]) == nil {
-				deleteAsListed(ctx, logger, kind.del, &list.Items[i], "delete-unowned-"+strings.TrimSuffix(kind.resource.Resource, "s"))
+				kube.DeleteAsListed(ctx, logger, kind.del, &list.Items[i], "delete-unowned-"+strings.TrimSuffix(kind.resource.Resource, "s"))
 			}
 		}
 	}
-}
-
-// deleteAsListed deletes obj only if it is unchanged since it was listed (a desire may have
-// given it a Deployment since), and says whether it is gone. A failure other than "gone or
-// changed meanwhile" is logged as action.
-func deleteAsListed(ctx context.Context, logger lager.Logger, del func(context.Context, string, metav1.DeleteOptions) error, obj metav1.Object, action string) bool {
-	err := del(ctx, obj.GetName(), kube.Unchanged(obj))
-	if err != nil && !goneOrChanged(err) {
-		logger.Error(action, err, lager.Data{"object": obj.GetName()})
-		return false
-	}
-	return true
-}
-
-// goneOrChanged says a conditional delete found its object deleted or changed meanwhile.
-func goneOrChanged(err error) bool {
-	k := kube.Classify(err)
-	return k == kube.KindNotFound || k == kube.KindConflict
-}
-
-// preconditionUID deletes obj only if it is still the same object (not a namesake made since).
-func preconditionUID(obj metav1.Object) metav1.DeleteOptions {
-	uid := obj.GetUID()
-	if uid == "" {
-		return metav1.DeleteOptions{}
-	}
-	return metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
 }
 
 // StopInstance deletes the pod reported at index (instancePods at this moment); the workload
@@ -127,7 +100,7 @@ func (b *Backend) StopInstance(ctx context.Context, id opi.LRPIdentifier, index 
 		return nil
 	}
 	pod := pods[index]
-	err := b.client.CoreV1().Pods(b.namespace).Delete(ctx, pod.Name, preconditionUID(pod))
+	err := b.client.CoreV1().Pods(b.namespace).Delete(ctx, pod.Name, kube.PreconditionUID(pod))
 	switch kube.Classify(err) {
 	case kube.KindNotFound, kube.KindConflict:
 		// Gone already, or replaced by a namesake: the instance named has stopped.

@@ -65,14 +65,14 @@ func (b *Backend) DesireTask(ctx context.Context, task *opi.Task) error {
 	appRules, found := b.store.AppEgressRules(task.AppGUID)
 	egress, err := b.policies.TaskPolicy(ctx, task, name, appRules, found, owner, live)
 	if err != nil {
-		return b.ownershipError(logger, err, "task network policy")
+		return kube.OwnershipError(logger, err, "task network policy")
 	}
 	if err := kube.EnsureControlled(ctx, secrets, envSecret, envSeen, owner, live); err != nil {
-		return b.ownershipError(logger, err, "own env secret")
+		return kube.OwnershipError(logger, err, "own env secret")
 	}
 	if registrySecretObj != nil {
 		if err := kube.EnsureControlled(ctx, secrets, registrySecretObj, registrySeen, owner, live); err != nil {
-			return b.ownershipError(logger, err, "own registry secret")
+			return kube.OwnershipError(logger, err, "own registry secret")
 		}
 	}
 	if err := b.store.WaitForJob(ctx, logger, job.Name, job.ResourceVersion, false, live); err != nil {

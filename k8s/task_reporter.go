@@ -129,10 +129,10 @@ func (b *Backend) reportTask(ctx context.Context, logger lager.Logger, name stri
 		return left, nil
 	}
 	background := metav1.DeletePropagationBackground
-	opts := preconditionUID(j)
+	opts := kube.PreconditionUID(j)
 	opts.PropagationPolicy = &background
 	err = b.client.BatchV1().Jobs(b.namespace).Delete(ctx, name, opts)
-	if err != nil && !goneOrChanged(err) {
+	if err != nil && !kube.GoneOrChanged(err) {
 		return 0, apiError(err, "delete job")
 	}
 	// Until the cache drops it, a queued turn of this Job would delete it again (a timeout is

@@ -10,11 +10,9 @@ import (
 
 	"code.cloudfoundry.org/lager/v3"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/opi-bridge/opi/k8s/kube"
-	"github.com/opi-bridge/opi/opi"
 )
 
 // undoTimeout bounds the clean-up after a refusal; it runs even when the request's own deadline
@@ -39,27 +37,11 @@ func (w *desireWrites) addSecret(s *corev1.Secret) {
 	w.secrets = append(w.secrets, s)
 }
 
-// isRefusal says whether err is Kubernetes refusing a write for what it holds rather than
-// failing to carry it out: invalid (422, 400, 413) or forbidden (403: an admission webhook, a
-// quota, a policy). Retrying the same request cannot succeed; CC gets a 400.
-func isRefusal(err error) bool {
-	return kube.Classify(err) == kube.KindInvalid || apierrors.IsForbidden(err)
-}
-
-// refusal is apiError for the writes of a desire or an update, where a 403 is a refusal of the
-// request (opi.ErrInvalid) like a 422, never a 500.
-func refusal(err error, doing string) error {
-	if apierrors.IsForbidden(err) {
-		return fmt.Errorf("%s: %w: %w", doing, opi.ErrInvalid, err)
-	}
-	return apiError(err, doing)
-}
-
 // refused is the answer to a desire whose step failed with raw (wrapped: what to answer).
 // When Kubernetes refused the step, what this desire created is removed first and the answer
 // says so; other failures (unavailable, contention) leave everything for a retry to complete.
 func (b *Backend) refused(ctx context.Context, logger lager.Logger, w *desireWrites, raw, wrapped error) error {
-	if !isRefusal(raw) {
+	if !kube.IsRefusal(raw) {
 		return wrapped
 	}
 	removed, err := b.undoDesire(ctx, logger, w)
@@ -87,12 +69,12 @@ func (b *Backend) undoDesire(ctx context.Context, logger lager.Logger, w *desire
 	var errs []error
 	if d := w.workload; d != nil {
 		background := metav1.DeletePropagationBackground
-		opts := preconditionUID(d)
+		opts := kube.PreconditionUID(d)
 		opts.PropagationPolicy = &background
 		switch err := b.kind.Delete(ctx, d.GetName(), opts); {
 		case err == nil:
 			removed = append(removed, b.kindName()+" "+d.GetName())
-		case !goneOrChanged(err):
+		case !kube.GoneOrChanged(err):
 			errs = append(errs, fmt.Errorf("delete %s %s: %w", b.kindName(), d.GetName(), err))
 		}
 	}
@@ -102,10 +84,10 @@ func (b *Backend) undoDesire(ctx context.Context, logger lager.Logger, w *desire
 	w.mu.Unlock()
 	for i := len(created) - 1; i >= 0; i-- {
 		s := created[i]
-		switch err := secrets.Delete(ctx, s.Name, preconditionUID(s)); {
+		switch err := secrets.Delete(ctx, s.Name, kube.PreconditionUID(s)); {
 		case err == nil:
 			removed = append(removed, "secret "+s.Name)
-		case !goneOrChanged(err):
+		case !kube.GoneOrChanged(err):
 			errs = append(errs, fmt.Errorf("delete secret %s: %w", s.Name, err))
 		}
 	}

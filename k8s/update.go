@@ -7,6 +7,7 @@ import (
 	"code.cloudfoundry.org/lager/v3"
 	"k8s.io/utils/ptr"
 
+	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/k8s/store"
 	"github.com/opi-bridge/opi/opi"
@@ -50,7 +51,7 @@ func (b *Backend) UpdateLRP(ctx context.Context, id opi.LRPIdentifier, update op
 	// undo.
 	updated, err := b.kind.Patch(ctx, current.Name, patch)
 	if err != nil {
-		return refusal(err, "update "+b.kindName())
+		return kube.Refusal(err, "update "+b.kindName())
 	}
 	if err := b.store.WaitForWorkload(ctx, logger, updated, true, b.liveCheck(updated)); err != nil {
 		return err

@@ -6,6 +6,7 @@ package workload
 
 import (
 	"context"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,6 +14,7 @@ import (
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
@@ -102,4 +104,20 @@ func New(name string, cfg Config) Kind {
 		return statefulSetKind{cfg}
 	}
 	return deploymentKind{cfg}
+}
+
+// LiveCheck tells, from the API server, whether obj is still the live workload of its name (not
+// deleted, nor replaced by a namesake): what a write asks when its wait for the cache timed out,
+// or before it adopts an object for obj.
+func LiveCheck(k Kind, obj metav1.Object) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		current, err := k.Get(ctx, obj.GetName())
+		if kube.Classify(err) == kube.KindNotFound {
+			return false, nil
+		}
+		if err != nil {
+			return false, kube.APIError(err, "get "+strings.ToLower(k.Name()))
+		}
+		return current.GetUID() == obj.GetUID() && current.GetDeletionTimestamp() == nil, nil
+	}
 }
