@@ -26,6 +26,7 @@ import (
 
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"github.com/opi-bridge/opi/k8s/crash"
 	"github.com/opi-bridge/opi/k8s/hooks"
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/k8s/spec"
@@ -79,7 +80,7 @@ type Options struct {
 	// HeadlessServices gives LRP Services no cluster IP (see docs/adr).
 	HeadlessServices bool
 	// CrashNotifier, when set, is told about every crash of an LRP instance, once (leader
-	// work, see crash.go); nil reports no crashes.
+	// work, see package k8s/crash); nil reports no crashes.
 	CrashNotifier opi.CrashNotifier
 	// TaskNotifier, when set, is told when a task ends (RunLeaderWork's task reporter); without
 	// it no task end is reported and no task's Job is deleted.
@@ -278,7 +279,11 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 		b.addLeaderWork("janitor", b.runJanitor)
 	}
 	if opts.CrashNotifier != nil {
-		b.addLeaderWork("crash-reporter", newCrashReporter(b, opts.CrashNotifier).run)
+		if crashes, err := crash.New(b.logger, crash.Deps{Client: client, Pods: b.store, Notifier: opts.CrashNotifier}); err != nil {
+			b.logger.Error("crash-reporter-not-run", err)
+		} else {
+			b.addLeaderWork("crash-reporter", crashes.Run)
+		}
 	}
 	if b.imageReader != nil && b.stagingNotifier != nil {
 		b.addLeaderWork("staging", b.runStaging)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/opi-bridge/opi/fakes"
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -85,7 +86,7 @@ var _ = Describe("Crash reports", func() {
 	reported := func(name string) string {
 		p, err := client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		return p.Annotations[k8s.AnnotationCrashesReported]
+		return p.Annotations[spec.AnnotationCrashesReported]
 	}
 	patches := func() []string {
 		var out []string
@@ -179,7 +180,7 @@ var _ = Describe("Crash reports", func() {
 
 	It("reports only crashes newer than the pod's annotation", func() {
 		pod := podWith("pod-a", t0, waitingAfter(3, 1, "Error", crashedAt))
-		pod.Annotations = map[string]string{k8s.AnnotationCrashesReported: "2"}
+		pod.Annotations = map[string]string{spec.AnnotationCrashesReported: "2"}
 		createPod(client, pod)
 		start()
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())

@@ -1,8 +1,16 @@
-package k8s
+// Package crash is the crash reporter: the leader's work that tells Cloud Controller about the
+// crashes of LRP instances, exactly once each, driven by the pod cache (k8s/README.md,
+// "Packages and the rules that make them last": layer 5). Every pod whose crash count is above
+// its spec.AnnotationCrashesReported is queued; a worker reports its last crash to the notifier
+// and, once the notifier returned nil, patches the annotation to the count reported. The
+// informer's initial list (replayed to the handler when it is added) covers a restart and a new
+// leader.
+package crash
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -12,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
@@ -23,33 +32,45 @@ import (
 )
 
 //go:generate go tool counterfeiter -generate
-//counterfeiter:generate -o ../fakes/crash_notifier.go github.com/opi-bridge/opi/opi.CrashNotifier
-
-// AnnotationCrashesReported is spec.AnnotationCrashesReported (the pod cache decodes it).
-const AnnotationCrashesReported = spec.AnnotationCrashesReported
+//counterfeiter:generate -o ../../fakes/crash_notifier.go github.com/opi-bridge/opi/opi.CrashNotifier
+//counterfeiter:generate . Pods
 
 const (
 	// crashReason is Diego's reason for an instance whose process exited.
 	crashReason = "CRASHED"
-	// crashWorkers deliver crash reports at once: a delivery to a CC that does not answer
-	// blocks its worker for up to the delivery bound, and should not hold up every other app.
-	crashWorkers = 4
-	// crashMarkTimeout bounds the patch that records a delivered crash. It runs even when the
+	// workers deliver crash reports at once: a delivery to a CC that does not answer blocks
+	// its worker for up to the delivery bound, and should not hold up every other app.
+	workers = 4
+	// markTimeout bounds the patch that records a delivered crash. It runs even when the
 	// leader's context has just ended: CC has the report, so recording it avoids a duplicate
 	// from the next leader.
-	crashMarkTimeout = 10 * time.Second
+	markTimeout = 10 * time.Second
 	// Retries of a crash whose notifier failed (the context ended) or whose mark failed.
-	crashRetryBase = 500 * time.Millisecond
-	crashRetryMax  = 2 * time.Minute
+	retryBase = 500 * time.Millisecond
+	retryMax  = 2 * time.Minute
 )
 
-// crashReporter tells Cloud Controller about crashes of LRP instances, exactly once each: the
-// leader's work, driven by the pod informer. Every pod whose crash count is above its
-// AnnotationCrashesReported is queued; a worker reports its last crash to the notifier and,
-// once the notifier returned nil, patches the annotation to the count reported. The informer's
-// initial list (replayed to the handler when it is added) covers a restart and a new leader.
-type crashReporter struct {
-	backend  *Backend
+// Pods is what the reporter reads of the pod cache (*store.Store is one): the pods by key,
+// the instance index of one, and the cache's events.
+type Pods interface {
+	PodByKey(key string) (*store.PodRecord, bool)
+	InstanceIndex(pod *store.PodRecord) int32
+	AddPodHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error)
+	RemovePodHandler(r cache.ResourceEventHandlerRegistration) error
+}
+
+// Deps is what the reporter is handed: the clientset it marks pods with, the pod cache and the
+// notifier crashes are reported to. All are needed.
+type Deps struct {
+	Client   kubernetes.Interface
+	Pods     Pods
+	Notifier opi.CrashNotifier
+}
+
+// Reporter tells Cloud Controller about crashes of LRP instances, exactly once each.
+type Reporter struct {
+	client   kubernetes.Interface
+	pods     Pods
 	notifier opi.CrashNotifier
 	logger   lager.Logger
 
@@ -66,21 +87,33 @@ type deliveredCrash struct {
 	patched bool
 }
 
-func newCrashReporter(b *Backend, notifier opi.CrashNotifier) *crashReporter {
-	return &crashReporter{
-		backend:   b,
-		notifier:  notifier,
-		logger:    b.logger.Session("crash-reporter"),
-		delivered: map[string]deliveredCrash{},
+// New makes the reporter; it refuses deps with any of them missing (a reporter without a
+// notifier would mark nothing and report nothing: the root makes none when CC's crash notifier
+// is not configured). It logs in the session crash-reporter of logger.
+func New(logger lager.Logger, deps Deps) (*Reporter, error) {
+	switch {
+	case deps.Notifier == nil:
+		return nil, errors.New("crash reporter needs a crash notifier")
+	case deps.Client == nil:
+		return nil, errors.New("crash reporter needs a kubernetes client")
+	case deps.Pods == nil:
+		return nil, errors.New("crash reporter needs the pod cache")
 	}
+	return &Reporter{
+		client:    deps.Client,
+		pods:      deps.Pods,
+		notifier:  deps.Notifier,
+		logger:    logger.Session("crash-reporter"),
+		delivered: map[string]deliveredCrash{},
+	}, nil
 }
 
-// run reports crashes until ctx ends.
-func (c *crashReporter) run(ctx context.Context) {
+// Run reports crashes until ctx ends: the leader work "crash-reporter".
+func (c *Reporter) Run(ctx context.Context) {
 	q := queue.New(queue.Config[string]{
 		Name:        "crash-reporter",
-		Workers:     crashWorkers,
-		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](crashRetryBase, crashRetryMax),
+		Workers:     workers,
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryBase, retryMax),
 		OnError: func(_ context.Context, key string, err error) {
 			c.logger.Info("will-retry", lager.Data{"pod": key, "error": err.Error()})
 		},
@@ -92,7 +125,7 @@ func (c *crashReporter) run(ctx context.Context) {
 			}
 		}
 	}
-	registration, err := c.backend.store.AddPodHandler(cache.ResourceEventHandlerFuncs{
+	registration, err := c.pods.AddPodHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
 		DeleteFunc: func(obj any) {
@@ -110,7 +143,7 @@ func (c *crashReporter) run(ctx context.Context) {
 	q.Run(ctx, func(ctx context.Context, key string) (time.Duration, error) {
 		return 0, c.sync(ctx, key)
 	})
-	if err := c.backend.store.RemovePodHandler(registration); err != nil {
+	if err := c.pods.RemovePodHandler(registration); err != nil {
 		c.logger.Error("remove-event-handler", err)
 	}
 	c.logger.Info("stopped")
@@ -118,8 +151,8 @@ func (c *crashReporter) run(ctx context.Context) {
 
 // sync reports what the pod key still owes CC: nil when nothing is owed (any more), an error
 // to try again later.
-func (c *crashReporter) sync(ctx context.Context, key string) error {
-	pod, exists := c.backend.store.PodByKey(key)
+func (c *Reporter) sync(ctx context.Context, key string) error {
+	pod, exists := c.pods.PodByKey(key)
 	if !exists || pod.Crash == nil || pod.LRPKey() == "" {
 		c.forget(key)
 		return nil
@@ -148,7 +181,7 @@ func (c *crashReporter) sync(ctx context.Context, key string) error {
 	report := opi.Crash{
 		LRPIdentifier:   pod.ID(),
 		InstanceGUID:    pod.Name,
-		Index:           c.backend.store.InstanceIndex(pod),
+		Index:           c.pods.InstanceIndex(pod),
 		Reason:          crashReason,
 		ExitStatus:      crash.ExitCode,
 		ExitDescription: spec.ExitDescription(&corev1.ContainerStateTerminated{ExitCode: crash.ExitCode, Reason: crash.Reason}),
@@ -178,18 +211,18 @@ func (c *crashReporter) sync(ctx context.Context, key string) error {
 
 // mark records on the pod that its crashes up to count were reported. The patch carries the
 // pod's uid, so it never marks a new pod of the same name; a pod that is gone needs no mark.
-func (c *crashReporter) mark(ctx context.Context, pod *store.PodRecord, count int32) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), crashMarkTimeout)
+func (c *Reporter) mark(ctx context.Context, pod *store.PodRecord, count int32) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
 	defer cancel()
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"uid":         pod.UID,
-		"annotations": map[string]string{AnnotationCrashesReported: strconv.Itoa(int(count))},
+		"annotations": map[string]string{spec.AnnotationCrashesReported: strconv.Itoa(int(count))},
 	}})
 	if err != nil {
 		return fmt.Errorf("encode crash mark: %w", err)
 	}
 	key := pod.Namespace + "/" + pod.Name
-	_, err = c.backend.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	_, err = c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	switch kind := kube.Classify(err); {
 	case err == nil:
 	case kind == kube.KindNotFound || kind == kube.KindConflict || kind == kube.KindInvalid:
@@ -209,7 +242,7 @@ func (c *crashReporter) mark(ctx context.Context, pod *store.PodRecord, count in
 }
 
 // forget drops what the reporter remembers of a pod.
-func (c *crashReporter) forget(key string) {
+func (c *Reporter) forget(key string) {
 	c.mu.Lock()
 	delete(c.delivered, key)
 	c.mu.Unlock()
