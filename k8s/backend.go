@@ -28,6 +28,7 @@ import (
 
 	"github.com/opi-bridge/opi/k8s/crash"
 	"github.com/opi-bridge/opi/k8s/hooks"
+	"github.com/opi-bridge/opi/k8s/janitor"
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/k8s/store"
@@ -50,7 +51,7 @@ type Options struct {
 	// completed (see Sweep); 0 runs no janitor.
 	JanitorPeriod time.Duration
 	// JanitorGrace is the age a leftover must reach before the janitor deletes it
-	// (default DefaultJanitorGrace).
+	// (default janitor.DefaultGrace).
 	JanitorGrace time.Duration
 	// CacheSyncTimeout is how long Start waits for its caches before it checks that opi may
 	// list what it caches and logs cache-sync-slow (default DefaultCacheSyncTimeout). It is
@@ -155,15 +156,15 @@ func (o Options) Validate() error {
 
 // Backend runs LRPs on Kubernetes. Create it with NewBackend and Start it before use.
 type Backend struct {
-	client        kubernetes.Interface
-	gateway       gateway.Interface
-	listMetadata  metadataLists
-	logger        lager.Logger
-	namespace     string
-	janitorPeriod time.Duration
-	janitorGrace  time.Duration
-	cacheSync     syncPatience
-	workload      spec.Workload
+	client       kubernetes.Interface
+	gateway      gateway.Interface
+	listMetadata metadataLists
+	logger       lager.Logger
+	namespace    string
+	// janitor sweeps leftovers (package k8s/janitor).
+	janitor   *janitor.Janitor
+	cacheSync syncPatience
+	workload  spec.Workload
 	// kind is the object that runs an LRP's pods (Deployment or StatefulSet).
 	kind workload.Kind
 
@@ -202,9 +203,6 @@ var (
 
 // NewBackend makes a backend for the namespace in opts. It makes no API calls: Start does.
 func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) *Backend {
-	if opts.JanitorGrace <= 0 {
-		opts.JanitorGrace = DefaultJanitorGrace
-	}
 	if opts.CacheSyncTimeout <= 0 {
 		opts.CacheSyncTimeout = DefaultCacheSyncTimeout
 	}
@@ -224,14 +222,12 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 		opts.StagingMaxAge = DefaultStagingMaxAge
 	}
 	b := &Backend{
-		client:        client,
-		gateway:       opts.Gateway,
-		listMetadata:  newMetadataLists(opts.Metadata, client, opts.Gateway, opts.Namespace),
-		logger:        logger.Session("k8s-backend", lager.Data{"namespace": opts.Namespace}),
-		namespace:     opts.Namespace,
-		janitorPeriod: opts.JanitorPeriod,
-		janitorGrace:  opts.JanitorGrace,
-		cacheSync:     syncPatience{timeout: opts.CacheSyncTimeout, recheck: cacheSyncRecheck, hookRetry: hookRetryInterval},
+		client:       client,
+		gateway:      opts.Gateway,
+		listMetadata: newMetadataLists(opts.Metadata, client, opts.Gateway, opts.Namespace),
+		logger:       logger.Session("k8s-backend", lager.Data{"namespace": opts.Namespace}),
+		namespace:    opts.Namespace,
+		cacheSync:    syncPatience{timeout: opts.CacheSyncTimeout, recheck: cacheSyncRecheck, hookRetry: hookRetryInterval},
 		workload: spec.Workload{
 			ProbeTimeoutSeconds: wholeSeconds(opts.ProbeTimeout),
 			MinReadySeconds:     wholeSeconds(opts.MinReady),
@@ -275,8 +271,8 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 		b.addLeaderWork("task-reporter", b.runTaskReporter)
 	}
 	b.registerHooks(opts)
-	if b.janitorPeriod > 0 {
-		b.addLeaderWork("janitor", b.runJanitor)
+	if b.janitor = b.newJanitor(opts); b.janitor != nil && b.janitor.Runs() {
+		b.addLeaderWork("janitor", b.janitor.Run)
 	}
 	if opts.CrashNotifier != nil {
 		if crashes, err := crash.New(b.logger, crash.Deps{Client: client, Pods: b.store, Notifier: opts.CrashNotifier}); err != nil {

@@ -51,6 +51,7 @@ var depRules = []depRule{
 	{pkg: "workload", layer: 3, moduleDeps: []string{"opi"}},
 	{pkg: "hooks", layer: 4, moduleDeps: []string{"opi"}},
 	{pkg: "crash", layer: 5, moduleDeps: []string{"opi"}},
+	{pkg: "janitor", layer: 5, moduleDeps: []string{"opi"}},
 	{pkg: "", layer: 6},
 }
 

@@ -85,7 +85,7 @@ func (b *Backend) hookError(logger lager.Logger, err error, hook string) error {
 	return kube.Refusal(err, hook)
 }
 
-// targetOf is the hook target of a cached Deployment, for updates and the janitor.
+// targetOf is the hook target of a cached Deployment, for updates.
 func (b *Backend) targetOf(d *store.WorkloadRecord, lrp *opi.LRP) hooks.Target {
 	return hooks.Target{
 		LRP:       lrp,
@@ -93,32 +93,5 @@ func (b *Backend) targetOf(d *store.WorkloadRecord, lrp *opi.LRP) hooks.Target {
 		Namespace: b.namespace,
 		Owner:     b.controllerRef(d),
 		Live:      b.liveCheck(d),
-	}
-}
-
-// completeHooks is the janitor's part for hooks: each hook names the Deployments (older than
-// cutoff) whose objects it misses, and creates them. Failures are logged.
-func (b *Backend) completeHooks(ctx context.Context, logger lager.Logger, old []*store.WorkloadRecord) {
-	if len(old) == 0 {
-		return
-	}
-	workloads := make([]hooks.Workload, len(old))
-	for i, d := range old {
-		workloads[i] = d
-	}
-	for _, h := range b.hooks.Janitors() {
-		missing, err := h.Missing(ctx, workloads)
-		if err != nil {
-			logger.Error("find-missing", err, lager.Data{"hook": h.Name()})
-			continue
-		}
-		for _, w := range missing {
-			d := w.(*store.WorkloadRecord)
-			if err := h.Desired(ctx, b.targetOf(d, d.LRP())); err != nil {
-				logger.Error("create-missing", err, lager.Data{"hook": h.Name(), "deployment": d.Name})
-				continue
-			}
-			logger.Info("created-missing", lager.Data{"hook": h.Name(), "deployment": d.Name})
-		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/opi-bridge/opi/cc"
 	"github.com/opi-bridge/opi/handler"
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/janitor"
 	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
@@ -214,8 +215,8 @@ func DefaultConfig() Config {
 			KubeQPS:          200,
 			KubeBurst:        400,
 			ReadWaitTimeout:  Duration{k8s.DefaultReadWaitTimeout},
-			JanitorPeriod:    Duration{k8s.DefaultJanitorPeriod},
-			JanitorGrace:     Duration{k8s.DefaultJanitorGrace},
+			JanitorPeriod:    Duration{janitor.DefaultPeriod},
+			JanitorGrace:     Duration{janitor.DefaultGrace},
 			CacheSyncTimeout: Duration{k8s.DefaultCacheSyncTimeout},
 			AppNetworkConfig: defaultAppNetworkConfig(),
 		},
