@@ -64,7 +64,7 @@ type Options struct {
 	Gateway gateway.Interface
 	// Metadata is the client the janitor lists its objects with (metadata.NewForConfig on the
 	// clientset's config): it asks the API server for their metadata only, so that the
-	// Secrets' values never pass through opi (see metadataLists). Nil: the janitor lists
+	// Secrets' values never pass through opi (see hooks.MetadataLists). Nil: the janitor lists
 	// whole objects with the clientset and keeps their metadata, which works as well and
 	// saves nothing.
 	Metadata metadata.Interface
@@ -152,7 +152,7 @@ func (o Options) Validate() error {
 type Backend struct {
 	client          kubernetes.Interface
 	gateway         gateway.Interface
-	listMetadata    metadataLists
+	listMetadata    hooks.MetadataLists
 	logger          lager.Logger
 	namespace       string
 	readWaitTimeout time.Duration
@@ -231,7 +231,7 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 	b := &Backend{
 		client:          client,
 		gateway:         opts.Gateway,
-		listMetadata:    newMetadataLists(opts.Metadata, client, opts.Gateway, opts.Namespace),
+		listMetadata:    hooks.NewMetadataLists(opts.Metadata, client, opts.Gateway, opts.Namespace),
 		logger:          logger.Session("k8s-backend", lager.Data{"namespace": opts.Namespace}),
 		namespace:       opts.Namespace,
 		readWaitTimeout: opts.ReadWaitTimeout,
