@@ -18,6 +18,7 @@ import (
 
 	"github.com/opi-bridge/opi/fakes"
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/staging"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -80,7 +81,7 @@ var _ = Describe("Staging", func() {
 		reader = new(fakes.FakeImageReader)
 		notifier = new(fakes.FakeStagingNotifier)
 		backend = newBackend()
-		name = k8s.StagingSecretName(stagingGUID)
+		name = staging.SecretName(stagingGUID)
 	})
 
 	Describe("Stage", func() {
