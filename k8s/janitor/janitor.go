@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"code.cloudfoundry.org/lager/v3"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -34,9 +33,6 @@ const DefaultPeriod = time.Minute
 // DefaultGrace is how old a leftover must be before the janitor removes it: far longer than
 // any desire takes, so it never races one in flight.
 const DefaultGrace = 5 * time.Minute
-
-// secretsResource is what the janitor lists opi's Secrets as, metadata only.
-var secretsResource = corev1.SchemeGroupVersion.WithResource("secrets")
 
 // Options are the janitor's settings.
 type Options struct {
@@ -150,7 +146,7 @@ func (j *Janitor) Sweep(ctx context.Context) {
 	// Metadata only (see hooks.MetadataLists), page by page: no Secret's value passes through
 	// opi, and a sweep of thousands of apps holds one page of metadata at a time.
 	secretNames := map[string]bool{}
-	err := kube.ListPages(ctx, selector, j.lists(secretsResource), func(page *metav1.PartialObjectMetadataList) error {
+	err := kube.ListPages(ctx, selector, j.lists(hooks.SecretsResource), func(page *metav1.PartialObjectMetadataList) error {
 		for i := range page.Items {
 			secretNames[page.Items[i].Name] = true
 			j.sweepSecret(ctx, logger, &page.Items[i], cutoff)

@@ -53,33 +53,10 @@ var _ = Describe("Janitor", func() {
 	labels := map[string]string{spec.LabelGUID: id.GUID, spec.LabelVersion: id.Version, spec.LabelSourceType: spec.SourceTypeApp}
 	old := metav1.NewTime(time.Now().Add(-time.Hour))
 
-	// metadataLists serves the metadata LISTs of Secrets and Services from the fake clientset.
+	// metadataLists are the hooks' LISTs over the fake clientset, recording the resources listed.
 	metadataLists := func(resource schema.GroupVersionResource) hooks.MetadataList {
-		return func(ctx context.Context, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
-			lists = append(lists, resource.Resource)
-			out := &metav1.PartialObjectMetadataList{}
-			switch resource.Resource {
-			case "secrets":
-				l, err := client.CoreV1().Secrets(namespace).List(ctx, opts)
-				if err != nil {
-					return nil, err
-				}
-				for _, s := range l.Items {
-					out.Items = append(out.Items, metav1.PartialObjectMetadata{ObjectMeta: s.ObjectMeta})
-				}
-			case "services":
-				l, err := client.CoreV1().Services(namespace).List(ctx, opts)
-				if err != nil {
-					return nil, err
-				}
-				for _, s := range l.Items {
-					out.Items = append(out.Items, metav1.PartialObjectMetadata{ObjectMeta: s.ObjectMeta})
-				}
-			default:
-				return nil, fmt.Errorf("no list of %s here", resource)
-			}
-			return out, nil
-		}
+		lists = append(lists, resource.Resource)
+		return hooks.NewMetadataLists(nil, client, nil, namespace)(resource)
 	}
 	newJanitor := func() *janitor.Janitor {
 		j, err := janitor.New(namespace, lagertest.NewTestLogger("janitor"), janitor.Options{Grace: time.Minute}, deps)
