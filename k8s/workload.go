@@ -24,11 +24,6 @@ const (
 // kindName is the lower-case kind, for messages and log data ("deployment").
 func (b *Backend) kindName() string { return strings.ToLower(b.kind.Name()) }
 
-// controllerRef makes the workload obj the controller of a dependent.
-func (b *Backend) controllerRef(obj metav1.Object) metav1.OwnerReference {
-	return b.kind.ControllerRef(obj)
-}
-
 // listWorkloads reads the workloads matching opts from the API server, as records.
 func (b *Backend) listWorkloads(ctx context.Context, opts metav1.ListOptions) ([]*store.WorkloadRecord, error) {
 	list, err := b.kind.List(ctx, opts)
