@@ -30,6 +30,7 @@ import (
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/k8s/store"
+	"github.com/opi-bridge/opi/k8s/task"
 	"github.com/opi-bridge/opi/k8s/workload"
 	"github.com/opi-bridge/opi/opi"
 )
@@ -176,8 +177,8 @@ type Backend struct {
 	// cached are the resources of the caches above, as kube.Watches names them.
 	cached [3]string
 
-	taskNotifier  opi.TaskNotifier
-	taskRetention time.Duration
+	// tasks desires, cancels and reads tasks and reports their ends (package k8s/task).
+	tasks *task.Service
 
 	started atomic.Bool
 
@@ -241,8 +242,6 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 		stagingNotifier: opts.StagingNotifier,
 		stagingWorkers:  opts.StagingWorkers,
 		stagingBounds:   stagingBounds{attempts: opts.StagingMaxAttempts, age: opts.StagingMaxAge},
-		taskNotifier:    opts.TaskNotifier,
-		taskRetention:   opts.TaskRetention,
 	}
 	b.kind = workload.New(opts.Workload, workload.Config{
 		Apps:      client.AppsV1(),
@@ -270,10 +269,11 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 		Watches:       opts.Watches,
 		Logger:        b.logger,
 	})
-	if b.taskNotifier != nil {
-		b.addLeaderWork("task-reporter", b.runTaskReporter)
-	}
 	b.registerHooks(opts)
+	b.tasks = b.newTasks(opts)
+	if b.tasks.Reports() {
+		b.addLeaderWork("task-reporter", b.tasks.Run)
+	}
 	if b.janitorPeriod > 0 {
 		b.addLeaderWork("janitor", b.runJanitor)
 	}

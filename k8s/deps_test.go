@@ -50,6 +50,7 @@ var depRules = []depRule{
 	{pkg: "store", layer: 2, moduleDeps: []string{"opi"}, forbidden: []string{k8sPath + "/hooks", k8sPath + "/workload"}},
 	{pkg: "workload", layer: 3, moduleDeps: []string{"opi"}},
 	{pkg: "hooks", layer: 4, moduleDeps: []string{"opi"}},
+	{pkg: "task", layer: 5, moduleDeps: []string{"opi"}},
 	{pkg: "", layer: 6},
 }
 
