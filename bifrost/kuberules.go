@@ -24,7 +24,7 @@ import (
 const MaxEnvBytes = corev1.MaxSecretSize
 
 // Rules are the rules requests are checked against that depend on the cluster, learned at
-// start-up (see k8s.DiscoverCluster), or on the operator. The zero value is a current
+// start-up (see cluster.Discover in k8s/cluster), or on the operator. The zero value is a current
 // cluster's with the default allow-list of user annotations.
 type Rules struct {
 	// StrictEnvNames: the cluster accepts only C-identifier-like env names

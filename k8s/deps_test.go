@@ -50,6 +50,10 @@ var depRules = []depRule{
 	{pkg: "store", layer: 2, moduleDeps: []string{"opi"}, forbidden: []string{k8sPath + "/hooks", k8sPath + "/workload"}},
 	{pkg: "workload", layer: 3, moduleDeps: []string{"opi"}},
 	{pkg: "hooks", layer: 4, moduleDeps: []string{"opi"}},
+	// What opi learns of and checks in its cluster at start-up (cmd/opi calls it before the
+	// backend is made): beside the services, built on kube and spec alone.
+	{pkg: "cluster", layer: 5, moduleDeps: []string{"opi"},
+		forbidden: []string{k8sPath + "/store", k8sPath + "/workload", k8sPath + "/hooks"}},
 	{pkg: "task", layer: 5, moduleDeps: []string{"opi"}},
 	{pkg: "", layer: 6},
 }

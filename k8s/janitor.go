@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/opi-bridge/opi/k8s/hooks"
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/k8s/store"
@@ -57,10 +58,10 @@ func (b *Backend) Sweep(ctx context.Context) {
 	selector := metav1.ListOptions{LabelSelector: spec.LabelSourceType + "=" + spec.SourceTypeApp}
 	cutoff := time.Now().Add(-b.janitorGrace)
 
-	// Metadata only (see metadataLists), page by page: no Secret's value passes through
+	// Metadata only (see hooks.MetadataLists), page by page: no Secret's value passes through
 	// opi, and a sweep of thousands of apps holds one page of metadata at a time.
 	secretNames := map[string]bool{}
-	err := kube.ListPages(ctx, selector, b.listMetadata(secretsResource), func(page *metav1.PartialObjectMetadataList) error {
+	err := kube.ListPages(ctx, selector, b.listMetadata(hooks.SecretsResource), func(page *metav1.PartialObjectMetadataList) error {
 		for i := range page.Items {
 			secretNames[page.Items[i].Name] = true
 			b.sweepSecret(ctx, logger, &page.Items[i], cutoff)
@@ -73,7 +74,7 @@ func (b *Backend) Sweep(ctx context.Context) {
 	}
 
 	services := b.client.CoreV1().Services(b.namespace)
-	err = kube.ListPages(ctx, selector, b.listMetadata(servicesResource), func(page *metav1.PartialObjectMetadataList) error {
+	err = kube.ListPages(ctx, selector, b.listMetadata(hooks.ServicesResource), func(page *metav1.PartialObjectMetadataList) error {
 		for i := range page.Items {
 			s := &page.Items[i]
 			if _, stale := b.leftover(ctx, logger, s, cutoff); !stale {

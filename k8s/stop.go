@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/opi-bridge/opi/k8s/hooks"
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/k8s/store"
@@ -59,8 +60,8 @@ func (b *Backend) deleteUnowned(ctx context.Context, logger lager.Logger, id opi
 		resource schema.GroupVersionResource
 		del      func(context.Context, string, metav1.DeleteOptions) error
 	}{
-		{secretsResource, b.client.CoreV1().Secrets(b.namespace).Delete},
-		{servicesResource, b.client.CoreV1().Services(b.namespace).Delete},
+		{hooks.SecretsResource, b.client.CoreV1().Secrets(b.namespace).Delete},
+		{hooks.ServicesResource, b.client.CoreV1().Services(b.namespace).Delete},
 	} {
 		list, err := b.listMetadata(kind.resource)(ctx, selector)
 		if err != nil {

@@ -27,6 +27,7 @@ import (
 	"github.com/opi-bridge/opi/cc"
 	"github.com/opi-bridge/opi/handler"
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/cluster"
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/metrics"
 )
@@ -157,15 +158,15 @@ func connect(ctx context.Context, cfg Config) error {
 	callbacks := &bifrost.Callbacks{Client: ccClient}
 
 	// The namespace check and the discovery are a few small requests: each has its own short
-	// bound (DiscoverCluster's is inside it), well within the start-up probe's minute.
+	// bound (cluster.Discover's is inside it), well within the start-up probe's minute.
 	nsCtx, cancel := context.WithTimeout(ctx, ensureNamespaceTimeout)
-	err = k8s.EnsureNamespace(nsCtx, client, cfg.Namespace, k8s.NamespaceOptions{Create: cfg.CreateNamespace, PodSecurity: cfg.Workloads.PodSecurity}, logger)
+	err = cluster.EnsureNamespace(nsCtx, client, cfg.Namespace, cluster.NamespaceOptions{Create: cfg.CreateNamespace, PodSecurity: cfg.Workloads.PodSecurity}, logger)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("namespace %s: %w", cfg.Namespace, err)
 	}
 	// Rules that depend on the cluster (env names, API versions), logged as found.
-	cluster := k8s.DiscoverCluster(ctx, client, cfg.Namespace, logger)
+	clusterRules := cluster.Discover(ctx, client, cfg.Namespace, logger)
 	backendOptions := cfg.backendOptions()
 	// The janitor's lists ask for metadata only (PartialObjectMetadata, protobuf): the Secrets'
 	// values never reach opi. Made from the same config: the same credentials and metrics.
@@ -243,13 +244,13 @@ func connect(ctx context.Context, cfg Config) error {
 	if tlsConfig != nil {
 		listener = tls.NewListener(listener, tlsConfig)
 	}
-	tasks := &bifrost.Task{Backend: backend, URLs: ccClient, Rules: bifrost.Rules{StrictEnvNames: !cluster.RelaxedEnvNames}, Defaults: bifrost.TaskDefaults{
+	tasks := &bifrost.Task{Backend: backend, URLs: ccClient, Rules: bifrost.Rules{StrictEnvNames: !clusterRules.RelaxedEnvNames}, Defaults: bifrost.TaskDefaults{
 		MemoryMB: cfg.TaskDefaults.MemoryMB, DiskMB: cfg.TaskDefaults.DiskMB, CPUWeight: cfg.TaskDefaults.CPUWeight,
 	}}
 	// One readiness cache for both ports: at most one API server request a second for /readyz.
 	readiness := handler.NewCachedReadiness(backend)
 	server := newServer(handler.New(handler.Config{
-		LRP:          &bifrost.LRP{Backend: backend, Rules: bifrost.Rules{StrictEnvNames: !cluster.RelaxedEnvNames, UserAnnotationPrefixes: cfg.UserAnnotationPrefixes}},
+		LRP:          &bifrost.LRP{Backend: backend, Rules: bifrost.Rules{StrictEnvNames: !clusterRules.RelaxedEnvNames, UserAnnotationPrefixes: cfg.UserAnnotationPrefixes}},
 		Task:         tasks,
 		Readiness:    readiness,
 		Logger:       logger.Session("api"),

@@ -1,4 +1,4 @@
-package k8s_test
+package cluster_test
 
 import (
 	"context"
@@ -17,10 +17,10 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/cluster"
 )
 
-var _ = Describe("DiscoverCluster", func() {
+var _ = Describe("Discover", func() {
 	var (
 		client *fake.Clientset
 		logger *lagertest.TestLogger
@@ -40,7 +40,7 @@ var _ = Describe("DiscoverCluster", func() {
 
 	It("finds relaxed env names when a dry run accepts one, and the API groups", func() {
 		probe(nil)
-		rules := k8s.DiscoverCluster(context.Background(), client, namespace, logger)
+		rules := cluster.Discover(context.Background(), client, namespace, logger)
 		Expect(rules.RelaxedEnvNames).To(BeTrue())
 		Expect(rules.EnvNamesProbed).To(BeTrue())
 		Expect(rules.Ingress).To(BeTrue())
@@ -64,7 +64,7 @@ var _ = Describe("DiscoverCluster", func() {
 		probe(apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "opi-env-name-probe", field.ErrorList{
 			field.Invalid(field.NewPath("spec", "template", "spec", "containers").Index(0).Child("env").Index(0).Child("name"), "opi:probe", "a valid environment variable name must consist of"),
 		}))
-		rules := k8s.DiscoverCluster(context.Background(), client, namespace, logger)
+		rules := cluster.Discover(context.Background(), client, namespace, logger)
 		Expect(rules.RelaxedEnvNames).To(BeFalse())
 		Expect(rules.EnvNamesProbed).To(BeTrue())
 		Expect(logger.Buffer()).To(gbytes.Say(`"env-names":"strict"`))
@@ -72,7 +72,7 @@ var _ = Describe("DiscoverCluster", func() {
 
 	It("assumes strict env names, and says so, when the probe cannot tell", func() {
 		probe(apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "x", errors.New("no create")))
-		rules := k8s.DiscoverCluster(context.Background(), client, namespace, logger)
+		rules := cluster.Discover(context.Background(), client, namespace, logger)
 		Expect(rules.RelaxedEnvNames).To(BeFalse())
 		Expect(rules.EnvNamesProbed).To(BeFalse())
 		Expect(logger.Buffer()).To(gbytes.Say(`env-name-probe-failed.*"assuming":"strict"`))

@@ -1,4 +1,9 @@
-package k8s
+// Package cluster is what opi learns of and checks in its cluster at start-up, before the
+// backend is made: the namespace the apps run in and its Pod Security enforcement
+// (EnsureNamespace), and the rules that depend on the cluster, such as which env names the API
+// server accepts and which API groups it serves (Discover). cmd/opi calls both; the backend
+// never does.
+package cluster
 
 import (
 	"context"
@@ -20,12 +25,12 @@ import (
 // RelaxedEnvironmentVariableValidation on).
 const probeEnvName = "opi:probe"
 
-// discoverTimeout bounds DiscoverCluster: start-up goes on without what it could not learn.
+// discoverTimeout bounds Discover: start-up goes on without what it could not learn.
 const discoverTimeout = 15 * time.Second
 
-// ClusterRules is what opi learns about its cluster at start-up, for the rules that depend on
+// Rules is what opi learns about its cluster at start-up, for the rules that depend on
 // it.
-type ClusterRules struct {
+type Rules struct {
 	// ServerVersion is the API server's git version ("" when it did not say).
 	ServerVersion string
 	// RelaxedEnvNames: the API server takes any printable ASCII but '=' as an env name. False
@@ -39,16 +44,16 @@ type ClusterRules struct {
 	Ingress, HTTPRoute bool
 }
 
-// DiscoverCluster finds the cluster's rules with two cheap calls and logs what it found: the
+// Discover finds the cluster's rules with two cheap calls and logs what it found: the
 // API groups (discovery), and a server-side dry-run create of a tiny Deployment in namespace
 // whose env has a name only the relaxed rule accepts (opi's Role grants create on Deployments;
 // a dry run stores nothing, and runs validation and admission as a real create would). It never
 // fails: whatever it cannot learn defaults to the strict side, and says so in the log.
-func DiscoverCluster(ctx context.Context, client kubernetes.Interface, namespace string, logger lager.Logger) ClusterRules {
+func Discover(ctx context.Context, client kubernetes.Interface, namespace string, logger lager.Logger) Rules {
 	logger = logger.Session("discover-cluster")
 	ctx, cancel := context.WithTimeout(ctx, discoverTimeout)
 	defer cancel()
-	var rules ClusterRules
+	var rules Rules
 	if v, err := client.Discovery().ServerVersionWithContext(ctx); err != nil {
 		logger.Info("server-version-unknown", lager.Data{"reason": err.Error()})
 	} else {
