@@ -13,14 +13,14 @@ import (
 	"github.com/opi-bridge/opi/testsupport/registry"
 )
 
-// stagingWorkers is k8s.DefaultStagingWorkers (not imported: it would bring client-go into
+// stagingWorkers is k8s/staging.DefaultWorkers (not imported: it would bring client-go into
 // this package's tests).
 const stagingWorkers = 4
 
 // BenchmarkHostileRegistry reads from registries that declare a 1 TiB config (or stream a
 // manifest) without end, and reports the peak heap of the whole process meanwhile: live heap
 // objects and all memory the Go runtime holds (sampled every millisecond with runtime/metrics).
-// The staging worker reads up to k8s.DefaultStagingWorkers images at once. Run without -race, which distorts heaps:
+// The staging worker reads up to k8s/staging.DefaultWorkers images at once. Run without -race, which distorts heaps:
 //
 //	go test -run '^$' -bench HostileRegistry -benchtime 20x ./imageconfig
 func BenchmarkHostileRegistry(b *testing.B) {

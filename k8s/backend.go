@@ -28,6 +28,7 @@ import (
 	"github.com/opi-bridge/opi/k8s/hooks"
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/staging"
 	"github.com/opi-bridge/opi/k8s/store"
 	"github.com/opi-bridge/opi/k8s/task"
 	"github.com/opi-bridge/opi/k8s/workload"
@@ -102,14 +103,14 @@ type Options struct {
 	// that runs each LRP's pods (docs/adr/0007 says which to choose when).
 	Workload string
 	// ImageReader and StagingNotifier, both set, make the leader work off staging records
-	// (see Stage); StagingWorkers of them at once (default DefaultStagingWorkers).
+	// (see Stage); StagingWorkers of them at once (default staging.DefaultWorkers).
 	ImageReader     opi.ImageReader
 	StagingNotifier opi.StagingNotifier
 	StagingWorkers  int
 	// StagingMaxAttempts and StagingMaxAge bound a staging: a record read that many times
 	// (each attempt counted on the record before its read starts), or older than that, is
-	// settled as a failure without reading (defaults DefaultStagingMaxAttempts,
-	// DefaultStagingMaxAge). No record can crash-loop opi.
+	// settled as a failure without reading (defaults staging.DefaultMaxAttempts,
+	// staging.DefaultMaxAge). No record can crash-loop opi.
 	StagingMaxAttempts int
 	StagingMaxAge      time.Duration
 }
@@ -137,8 +138,8 @@ func (o Options) Validate() error {
 	}
 	// A feature whose dependencies are half given would accept work and never finish it (an
 	// image reader without a staging notifier records stagings nobody is told of).
-	if (o.ImageReader == nil) != (o.StagingNotifier == nil) {
-		return errors.New("staging needs both an image reader and a staging notifier")
+	if err := (staging.Deps{ImageReader: o.ImageReader, Notifier: o.StagingNotifier}).Check(); err != nil {
+		return err
 	}
 	switch o.Routing.Mode {
 	case "", RoutingNone, RoutingIngress:
@@ -184,11 +185,9 @@ type Backend struct {
 	// hooks are the concerns that react to an LRP's events (package k8s/hooks, registered in hooks.go).
 	hooks hooks.Set
 	// policies is the network policy hook, which keeps the tasks' policies too.
-	policies        *hooks.NetworkPolicyHook
-	imageReader     opi.ImageReader
-	stagingNotifier opi.StagingNotifier
-	stagingWorkers  int
-	stagingBounds   stagingBounds
+	policies *hooks.NetworkPolicyHook
+	// staging records stagings and works them off (package k8s/staging).
+	staging *staging.Service
 
 	// leaderWork is what one replica of opi does for all of them; see RunLeaderWork.
 	leaderWork []leaderTask
@@ -213,15 +212,6 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 	if opts.MinReady == 0 {
 		opts.MinReady = DefaultMinReady
 	}
-	if opts.StagingWorkers <= 0 {
-		opts.StagingWorkers = DefaultStagingWorkers
-	}
-	if opts.StagingMaxAttempts <= 0 {
-		opts.StagingMaxAttempts = DefaultStagingMaxAttempts
-	}
-	if opts.StagingMaxAge <= 0 {
-		opts.StagingMaxAge = DefaultStagingMaxAge
-	}
 	b := &Backend{
 		client:        client,
 		gateway:       opts.Gateway,
@@ -237,10 +227,6 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 			PodSecurity:         cmp.Or(opts.PodSecurity, spec.PodSecurityBaseline),
 			InstanceIndexEnv:    opts.Workload == WorkloadStatefulSets,
 		},
-		imageReader:     opts.ImageReader,
-		stagingNotifier: opts.StagingNotifier,
-		stagingWorkers:  opts.StagingWorkers,
-		stagingBounds:   stagingBounds{attempts: opts.StagingMaxAttempts, age: opts.StagingMaxAge},
 	}
 	b.kind = workload.New(opts.Workload, workload.Config{
 		Apps:      client.AppsV1(),
@@ -279,8 +265,9 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 	if opts.CrashNotifier != nil {
 		b.addLeaderWork("crash-reporter", newCrashReporter(b, opts.CrashNotifier).run)
 	}
-	if b.imageReader != nil && b.stagingNotifier != nil {
-		b.addLeaderWork("staging", b.runStaging)
+	b.staging = b.newStaging(opts)
+	if b.staging.Enabled() {
+		b.addLeaderWork("staging", b.staging.Run)
 	}
 	return b
 }

@@ -2,56 +2,44 @@ package k8s_test
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
 	"code.cloudfoundry.org/lager/v3/lagertest"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/opi-bridge/opi/fakes"
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/staging"
 	"github.com/opi-bridge/opi/opi"
 )
 
-const stagingGUID = "3f6b1e2a-9c4d-4e5f-8a7b-6c5d4e3f2a1b"
-
-func sampleStaging() *opi.Staging {
-	return &opi.Staging{
-		GUID: stagingGUID, AppGUID: "app-guid", AppName: "hello", SpaceGUID: "space-guid", OrgGUID: "org-guid",
-		Image:           "registry.example.com/team/app:v1",
-		PrivateRegistry: &opi.PrivateRegistry{Server: "registry.example.com", Username: "stager", Password: "s3cret-pw"},
-		CallbackURL:     "https://cc.internal:9023/internal/v3/staging/" + stagingGUID + "/build_completed",
-	}
-}
-
-var _ = Describe("Staging", func() {
+// The staging service's own specs are in k8s/staging; these prove the root's wiring of it.
+var _ = Describe("Staging wiring", func() {
+	const stagingGUID = "3f6b1e2a-9c4d-4e5f-8a7b-6c5d4e3f2a1b"
 	var (
 		ctx      context.Context
 		client   *fake.Clientset
 		logger   *lagertest.TestLogger
 		reader   *fakes.FakeImageReader
 		notifier *fakes.FakeStagingNotifier
-		backend  *k8s.Backend
 		name     string
 	)
-
-	newBackend := func() *k8s.Backend {
-		return k8s.NewBackend(client, logger, k8s.Options{
-			Namespace: namespace, ReadWaitTimeout: 2 * time.Second,
-			ImageReader: reader, StagingNotifier: notifier,
-		})
+	sample := func() *opi.Staging {
+		return &opi.Staging{
+			GUID: stagingGUID, AppGUID: "app-guid", Image: "registry.example.com/team/app:v1",
+			CallbackURL: "https://cc.internal:9023/internal/v3/staging/" + stagingGUID + "/build_completed",
+		}
 	}
-	// lead runs the backend's leader work until the test ends (or stop is called) and waits for
-	// it to return.
-	lead := func(b *k8s.Backend) (stop func()) {
+	secretExists := func() bool {
+		_, err := client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+		return err == nil
+	}
+	// lead runs the backend's leader work until the test ends and waits for it to return.
+	lead := func(b *k8s.Backend) {
 		leadCtx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() {
@@ -59,18 +47,25 @@ var _ = Describe("Staging", func() {
 			b.RunLeaderWork(leadCtx)
 		}()
 		var once sync.Once
-		stop = func() {
+		DeferCleanup(func() {
 			once.Do(func() {
 				cancel()
 				Eventually(done).Should(BeClosed())
 			})
-		}
-		DeferCleanup(stop)
-		return stop
+		})
 	}
-	secretExists := func() bool {
-		_, err := client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
-		return err == nil
+	// leaderWorks are the pieces of leader work b starts (RunLeaderWork's "starting" logs).
+	leaderWorks := func(b *k8s.Backend) []string {
+		ended, cancel := context.WithCancel(context.Background())
+		cancel()
+		b.RunLeaderWork(ended)
+		var works []string
+		for _, entry := range logger.Logs() {
+			if entry.Message == "k8s.k8s-backend.leader-work.starting" {
+				works = append(works, entry.Data["work"].(string))
+			}
+		}
+		return works
 	}
 
 	BeforeEach(func() {
@@ -79,300 +74,50 @@ var _ = Describe("Staging", func() {
 		logger = lagertest.NewTestLogger("k8s")
 		reader = new(fakes.FakeImageReader)
 		notifier = new(fakes.FakeStagingNotifier)
-		backend = newBackend()
-		name = k8s.StagingSecretName(stagingGUID)
+		name = staging.SecretName(stagingGUID)
 	})
 
-	Describe("Stage", func() {
-		It("records the staging as one Secret, credentials in its data only", func() {
-			before := time.Now()
-			Expect(backend.Stage(ctx, sampleStaging())).To(Succeed())
-			Expect(actionsSince(client, 0)).To(Equal([]string{"create secrets " + name}))
-
-			secret := getSecret(client, name)
-			Expect(secret.Type).To(Equal(corev1.SecretTypeOpaque))
-			Expect(secret.Labels).To(Equal(map[string]string{
-				"opi-bridge.io/staging-guid":   stagingGUID,
-				"opi-bridge.io/app-guid":       "app-guid",
-				"opi-bridge.io/source-type":    "STG",
-				"app.kubernetes.io/managed-by": "opi",
-			}))
-			Expect(secret.Annotations).To(HaveLen(1))
-			accepted, err := time.Parse(time.RFC3339Nano, secret.Annotations["opi-bridge.io/accepted-at"])
-			Expect(err).NotTo(HaveOccurred())
-			Expect(accepted).To(BeTemporally(">=", before.Truncate(time.Nanosecond)))
-			Expect(secret.Data).To(Equal(map[string][]byte{
-				"image":             []byte("registry.example.com/team/app:v1"),
-				"callback-url":      []byte(sampleStaging().CallbackURL),
-				"registry-server":   []byte("registry.example.com"),
-				"registry-username": []byte("stager"),
-				"registry-password": []byte("s3cret-pw"),
-			}))
-			Expect(string(logger.Buffer().Contents())).NotTo(ContainSubstring("s3cret-pw"))
+	It("records a staging and works it off on the leader with an image reader and a notifier", func() {
+		cfg := &opi.ImageConfig{Entrypoint: []string{"/bin/app"}}
+		reader.ReadImageConfigReturns(cfg, nil)
+		backend := k8s.NewBackend(client, logger, k8s.Options{
+			Namespace: namespace, ReadWaitTimeout: 2 * time.Second,
+			ImageReader: reader, StagingNotifier: notifier,
 		})
+		lead(backend)
+		Expect(backend.Stage(ctx, sample())).To(Succeed())
 
-		It("records a public image without credentials", func() {
-			s := sampleStaging()
-			s.PrivateRegistry = nil
-			Expect(backend.Stage(ctx, s)).To(Succeed())
-			Expect(getSecret(client, name).Data).To(HaveLen(2))
-		})
-
-		It("leaves a pending staging as it is when it is staged again", func() {
-			Expect(backend.Stage(ctx, sampleStaging())).To(Succeed())
-			first := getSecret(client, name)
-			from := len(client.Actions())
-			again := sampleStaging()
-			again.Image = "other:v2"
-			Expect(backend.Stage(ctx, again)).To(Succeed())
-			Expect(actionsSince(client, from)).To(Equal([]string{"create secrets " + name}))
-			Expect(getSecret(client, name)).To(Equal(first))
-		})
-
-		It("says the orchestrator is unavailable when the API server is", func() {
-			client.PrependReactor("create", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
-				return true, nil, apierrors.NewServiceUnavailable("etcd is down")
-			})
-			Expect(backend.Stage(ctx, sampleStaging())).To(MatchError(opi.ErrUnavailable))
-		})
+		Eventually(secretExists).Should(BeFalse())
+		Expect(notifier.StagingCompletedCallCount()).To(Equal(1))
+		_, completion := notifier.StagingCompletedArgsForCall(0)
+		Expect(completion.StagingGUID).To(Equal(stagingGUID))
+		Expect(completion.Config).To(Equal(cfg))
 	})
 
-	Describe("the leader's staging work", func() {
-		var cfg *opi.ImageConfig
+	It("records stagings without an image reader and a notifier, and runs no staging work", func() {
+		backend := k8s.NewBackend(client, logger, k8s.Options{Namespace: namespace})
+		Expect(backend.Stage(ctx, sample())).To(Succeed())
+		Expect(secretExists()).To(BeTrue())
+		Expect(leaderWorks(backend)).NotTo(ContainElement("staging"))
 
-		BeforeEach(func() {
-			cfg = &opi.ImageConfig{Entrypoint: []string{"/bin/app"}, Ports: []opi.ImagePort{{Port: 8080, Protocol: "tcp"}}}
-			reader.ReadImageConfigReturns(cfg, nil)
-		})
+		both := k8s.NewBackend(client, logger, k8s.Options{Namespace: namespace, ImageReader: reader, StagingNotifier: notifier})
+		Expect(leaderWorks(both)).To(ContainElement("staging"))
+	})
 
-		It("reads the image with the staging's credentials, delivers the result, then deletes the record", func() {
-			lead(backend)
-			Expect(backend.Stage(ctx, sampleStaging())).To(Succeed())
-			accepted, err := time.Parse(time.RFC3339Nano, getSecret(client, name).Annotations["opi-bridge.io/accepted-at"])
-			Expect(err).NotTo(HaveOccurred())
+	DescribeTable("refuses staging half configured",
+		func(opts k8s.Options) {
+			opts.Namespace = namespace
+			Expect(opts.Validate()).To(MatchError("staging needs both an image reader and a staging notifier"))
 
-			Eventually(secretExists).Should(BeFalse())
-			Expect(reader.ReadImageConfigCallCount()).To(Equal(1))
-			_, image, registry := reader.ReadImageConfigArgsForCall(0)
-			Expect(image).To(Equal("registry.example.com/team/app:v1"))
-			Expect(registry).To(Equal(sampleStaging().PrivateRegistry))
-			Expect(notifier.StagingCompletedCallCount()).To(Equal(1))
-			_, completion := notifier.StagingCompletedArgsForCall(0)
-			Expect(completion).To(Equal(opi.StagingCompletion{
-				StagingGUID: stagingGUID, CallbackURL: sampleStaging().CallbackURL,
-				Image: "registry.example.com/team/app:v1", Config: cfg, OwedSince: accepted,
-			}))
-			var deletes []k8stesting.DeleteAction
-			for _, a := range client.Actions() {
-				if d, ok := a.(k8stesting.DeleteAction); ok {
-					deletes = append(deletes, d)
-				}
-			}
-			Expect(deletes).To(HaveLen(1))
-			Expect(deletes[0].GetName()).To(Equal(name))
-			Expect(deletes[0].GetDeleteOptions().Preconditions.UID).NotTo(BeNil())
-			Expect(string(logger.Buffer().Contents())).NotTo(ContainSubstring("s3cret-pw"))
-		})
-
-		It("delivers a failure with the reader's reason when the image cannot be read", func() {
-			reader.ReadImageConfigReturns(nil, errors.New("image registry.example.com/team/app:v1 not found"))
-			lead(backend)
-			Expect(backend.Stage(ctx, sampleStaging())).To(Succeed())
-
-			Eventually(secretExists).Should(BeFalse())
-			_, completion := notifier.StagingCompletedArgsForCall(0)
-			Expect(completion.Config).To(BeNil())
-			Expect(completion.Failed()).To(BeTrue())
-			Expect(completion.FailureReason).To(Equal("image registry.example.com/team/app:v1 not found"))
-		})
-
-		It("keeps the record while the result is owed, and delivers it again", func() {
-			notifier.StagingCompletedReturnsOnCall(0, context.DeadlineExceeded)
-			lead(backend)
-			Expect(backend.Stage(ctx, sampleStaging())).To(Succeed())
-
-			Eventually(secretExists).Should(BeFalse())
-			Expect(notifier.StagingCompletedCallCount()).To(Equal(2))
-		})
-
-		It("works off the records left from before it started (a restart or a new leader)", func() {
-			Expect(backend.Stage(ctx, sampleStaging())).To(Succeed())
-
-			lead(backend)
-			Eventually(secretExists).Should(BeFalse())
-			Expect(notifier.StagingCompletedCallCount()).To(Equal(1))
-		})
-
-		It("leaves the record when its leadership ends before CC has the result", func() {
-			delivering := make(chan struct{})
-			notifier.StagingCompletedStub = func(ctx context.Context, _ opi.StagingCompletion) error {
-				close(delivering)
-				<-ctx.Done()
-				return ctx.Err()
-			}
-			stop := lead(backend)
-			Expect(backend.Stage(ctx, sampleStaging())).To(Succeed())
-			Eventually(delivering).Should(BeClosed())
-			stop()
+			// Made without validating, the backend records stagings but runs no staging work,
+			// and says why.
+			backend := k8s.NewBackend(client, logger, opts)
+			Expect(backend.Stage(ctx, sample())).To(Succeed())
 			Expect(secretExists()).To(BeTrue())
-
-			// The next leader delivers it.
-			notifier.StagingCompletedStub = nil
-			next := newBackend()
-			lead(next)
-			Eventually(secretExists).Should(BeFalse())
-			Expect(notifier.StagingCompletedCallCount()).To(Equal(2))
-		})
-
-		It("leaves Secrets that are not staging records alone", func() {
-			lead(backend)
-			other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
-				Name: "app-env", Namespace: namespace, Labels: map[string]string{"opi-bridge.io/source-type": "APP"},
-			}}
-			_, err := client.CoreV1().Secrets(namespace).Create(ctx, other, metav1.CreateOptions{})
-			Expect(err).NotTo(HaveOccurred())
-			Expect(backend.Stage(ctx, sampleStaging())).To(Succeed())
-			Eventually(secretExists).Should(BeFalse())
-			_, err = client.CoreV1().Secrets(namespace).Get(ctx, "app-env", metav1.GetOptions{})
-			Expect(err).NotTo(HaveOccurred())
-		})
-
-		It("deletes a record it cannot use instead of retrying it forever", func() {
-			broken := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
-				Name: name, Namespace: namespace, Labels: map[string]string{"opi-bridge.io/source-type": "STG"},
-			}}
-			_, err := client.CoreV1().Secrets(namespace).Create(ctx, broken, metav1.CreateOptions{})
-			Expect(err).NotTo(HaveOccurred())
-			lead(backend)
-			Eventually(secretExists).Should(BeFalse())
-			Expect(notifier.StagingCompletedCallCount()).To(BeZero())
-		})
-
-		// annotate sets an annotation of the staging record, as an earlier leader left it.
-		annotate := func(key, value string) {
-			secret := getSecret(client, name)
-			secret.Annotations[key] = value
-			_, err := client.CoreV1().Secrets(namespace).Update(ctx, secret, metav1.UpdateOptions{})
-			Expect(err).NotTo(HaveOccurred())
-		}
-
-		It("counts the attempt on the record before the read starts", func() {
-			var counted []string
-			reader.ReadImageConfigStub = func(context.Context, string, *opi.PrivateRegistry) (*opi.ImageConfig, error) {
-				counted = append(counted, getSecret(client, name).Annotations["opi-bridge.io/staging-attempts"])
-				return cfg, nil
-			}
-			Expect(backend.Stage(ctx, sampleStaging())).To(Succeed())
-			annotate("opi-bridge.io/staging-attempts", "2")
-			lead(backend)
-
-			Eventually(secretExists).Should(BeFalse())
-			Expect(counted).To(Equal([]string{"3"}))
-			_, completion := notifier.StagingCompletedArgsForCall(0)
-			Expect(completion.Config).To(Equal(cfg))
-		})
-
-		It("settles a record at its attempts bound as a StagingError without reading (a read that killed opi is not tried again)", func() {
-			Expect(backend.Stage(ctx, sampleStaging())).To(Succeed())
-			annotate("opi-bridge.io/staging-attempts", "5")
-			lead(backend)
-
-			Eventually(secretExists).Should(BeFalse())
-			Expect(reader.ReadImageConfigCallCount()).To(BeZero())
-			Expect(notifier.StagingCompletedCallCount()).To(Equal(1))
-			_, completion := notifier.StagingCompletedArgsForCall(0)
-			Expect(completion.Config).To(BeNil())
-			Expect(completion.FailureReason).To(Equal("staging gave up reading the image after repeated attempts"))
-		})
-
-		It("settles a record older than its age bound without reading", func() {
-			backend = k8s.NewBackend(client, logger, k8s.Options{
-				Namespace: namespace, ReadWaitTimeout: 2 * time.Second,
-				ImageReader: reader, StagingNotifier: notifier, StagingMaxAge: time.Minute,
-			})
-			Expect(backend.Stage(ctx, sampleStaging())).To(Succeed())
-			annotate("opi-bridge.io/accepted-at", time.Now().Add(-2*time.Minute).UTC().Format(time.RFC3339Nano))
-			lead(backend)
-
-			Eventually(secretExists).Should(BeFalse())
-			Expect(reader.ReadImageConfigCallCount()).To(BeZero())
-			_, completion := notifier.StagingCompletedArgsForCall(0)
-			Expect(completion.FailureReason).To(Equal("staging gave up reading the image after repeated attempts"))
-		})
-
-		It("reads while the configured bound allows, and settles at it", func() {
-			backend = k8s.NewBackend(client, logger, k8s.Options{
-				Namespace: namespace, ReadWaitTimeout: 2 * time.Second,
-				ImageReader: reader, StagingNotifier: notifier, StagingMaxAttempts: 2,
-			})
-			// Each read ends with the leadership, as an out-of-memory kill would.
-			reading := make(chan struct{}, 2)
-			reader.ReadImageConfigStub = func(ctx context.Context, _ string, _ *opi.PrivateRegistry) (*opi.ImageConfig, error) {
-				reading <- struct{}{}
-				<-ctx.Done()
-				return nil, ctx.Err()
-			}
-			Expect(backend.Stage(ctx, sampleStaging())).To(Succeed())
-			for range 2 {
-				stop := lead(backend)
-				Eventually(reading).Should(Receive())
-				stop()
-			}
-			Expect(getSecret(client, name).Annotations["opi-bridge.io/staging-attempts"]).To(Equal("2"))
-
-			lead(backend)
-			Eventually(secretExists).Should(BeFalse())
-			Expect(reader.ReadImageConfigCallCount()).To(Equal(2))
-			_, completion := notifier.StagingCompletedArgsForCall(0)
-			Expect(completion.FailureReason).To(Equal("staging gave up reading the image after repeated attempts"))
-		})
-
-		It("delivers what it read once while CC refuses, past the attempts bound (a busy CC is not a failed read)", func() {
-			backend = k8s.NewBackend(client, logger, k8s.Options{
-				Namespace: namespace, ReadWaitTimeout: 2 * time.Second,
-				ImageReader: reader, StagingNotifier: notifier, StagingMaxAttempts: 2,
-			})
-			for i := range 4 {
-				notifier.StagingCompletedReturnsOnCall(i, errors.New("cloud controller is busy"))
-			}
-			lead(backend)
-			Expect(backend.Stage(ctx, sampleStaging())).To(Succeed())
-
-			Eventually(secretExists, 30*time.Second).Should(BeFalse())
-			Expect(notifier.StagingCompletedCallCount()).To(Equal(5))
-			Expect(reader.ReadImageConfigCallCount()).To(Equal(1))
-			_, completion := notifier.StagingCompletedArgsForCall(4)
-			Expect(completion.Failed()).To(BeFalse())
-			Expect(completion.Config).To(Equal(cfg))
-		})
-
-		DescribeTable("Options.Validate refuses staging half configured",
-			func(withReader, withNotifier bool, ok bool) {
-				opts := k8s.Options{Namespace: namespace}
-				if withReader {
-					opts.ImageReader = reader
-				}
-				if withNotifier {
-					opts.StagingNotifier = notifier
-				}
-				if ok {
-					Expect(opts.Validate()).To(Succeed())
-					return
-				}
-				Expect(opts.Validate()).To(MatchError("staging needs both an image reader and a staging notifier"))
-			},
-			Entry("neither", false, false, true),
-			Entry("both", true, true, true),
-			Entry("a reader alone", true, false, false),
-			Entry("a notifier alone", false, true, false),
-		)
-
-		It("is not run without an image reader and a notifier", func() {
-			plain := k8s.NewBackend(client, logger, k8s.Options{Namespace: namespace})
-			Expect(plain.Stage(ctx, sampleStaging())).To(Succeed())
-			stop := lead(plain)
-			Consistently(secretExists, 200*time.Millisecond).Should(BeTrue())
-			stop()
-		})
-	})
+			Expect(leaderWorks(backend)).NotTo(ContainElement("staging"))
+			Expect(logger.LogMessages()).To(ContainElement("k8s.k8s-backend.staging-not-run"))
+		},
+		Entry("a reader without a notifier", k8s.Options{ImageReader: new(fakes.FakeImageReader)}),
+		Entry("a notifier without a reader", k8s.Options{StagingNotifier: new(fakes.FakeStagingNotifier)}),
+	)
 })

@@ -1,4 +1,4 @@
-package k8s
+package staging
 
 import (
 	"context"
@@ -22,31 +22,21 @@ import (
 	"github.com/opi-bridge/opi/opi"
 )
 
-// DefaultStagingWorkers is how many stagings the leader works on at once. A worker may wait
-// long on an unresponsive registry or CC (each bounded), so there are a few.
-const DefaultStagingWorkers = 4
+// AbandonedReason is what CC is told of a staging settled at its bounds.
+const AbandonedReason = "staging gave up reading the image after repeated attempts"
 
-// Bounds of a staging (Options.StagingMaxAttempts, StagingMaxAge).
-const (
-	DefaultStagingMaxAttempts = 5
-	DefaultStagingMaxAge      = 15 * time.Minute
-)
+var errBounds = errors.New("staging record at its bounds")
 
-// StagingAbandonedReason is what CC is told of a staging settled at its bounds.
-const StagingAbandonedReason = "staging gave up reading the image after repeated attempts"
-
-var errStagingBounds = errors.New("staging record at its bounds")
-
-// stagingBounds are the most read attempts and the greatest age of a staging record.
-type stagingBounds struct {
+// bounds are the most read attempts and the greatest age of a staging record.
+type bounds struct {
 	attempts int
 	age      time.Duration
 }
 
-// stagingWorker is one leadership term's staging work: an informer on the staging Secrets (only
+// worker is one leadership term's staging work: an informer on the staging Secrets (only
 // the leader watches them) feeding a workqueue of Secret keys.
-type stagingWorker struct {
-	b        *Backend
+type worker struct {
+	s        *Service
 	logger   lager.Logger
 	informer cache.SharedIndexInformer
 	keys     *queue.Queue[string]
@@ -63,23 +53,24 @@ type stagingWorker struct {
 	read map[types.UID]opi.StagingCompletion
 }
 
-// runStaging works off every staging record until ctx ends: those left from before a restart or
-// a change of leader, then each new one as the informer sees it.
-func (b *Backend) runStaging(ctx context.Context) {
-	factory := informers.NewSharedInformerFactoryWithOptions(b.client, 0,
-		informers.WithNamespace(b.namespace),
+// Run is the leader's staging work: it works off every staging record until ctx ends, those
+// left from before a restart or a change of leader, then each new one as the informer sees it.
+// Run it only when the service is Enabled.
+func (s *Service) Run(ctx context.Context) {
+	factory := informers.NewSharedInformerFactoryWithOptions(s.client, 0,
+		informers.WithNamespace(s.namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.LabelSelector = spec.LabelSourceType + "=" + SourceTypeStaging
 		}),
 	)
-	logger := b.logger.Session("staging")
-	w := &stagingWorker{
-		b:        b,
+	logger := s.logger.Session("staging")
+	w := &worker{
+		s:        s,
 		logger:   logger,
 		informer: factory.Core().V1().Secrets().Informer(),
 		keys: queue.New(queue.Config[string]{
 			Name:        "staging",
-			Workers:     b.stagingWorkers,
+			Workers:     s.workers,
 			RateLimiter: workqueue.DefaultTypedControllerRateLimiter[string](),
 			OnError: func(ctx context.Context, key string, err error) {
 				if ctx.Err() == nil {
@@ -121,7 +112,7 @@ func (b *Backend) runStaging(ctx context.Context) {
 		w.keys.ShutDown()
 		return
 	}
-	w.logger.Info("started", lager.Data{"workers": b.stagingWorkers})
+	w.logger.Info("started", lager.Data{"workers": s.workers})
 	w.keys.Run(ctx, func(ctx context.Context, key string) (time.Duration, error) {
 		return 0, w.process(ctx, key)
 	})
@@ -141,7 +132,7 @@ func attemptsOf(obj any) string {
 //
 // A key still queued when the leadership ends is the next leader's: the queue (k8s/queue) hands
 // none to an ended ctx.
-func (w *stagingWorker) process(ctx context.Context, key string) error {
+func (w *worker) process(ctx context.Context, key string) error {
 	obj, exists, err := w.informer.GetIndexer().GetByKey(key)
 	if err != nil || !exists {
 		return err
@@ -154,7 +145,7 @@ func (w *stagingWorker) process(ctx context.Context, key string) error {
 	if w.isSettled(secret.UID) {
 		return w.remove(ctx, logger, secret)
 	}
-	pending, err := stagingFromSecret(secret)
+	pending, err := fromSecret(secret)
 	if err != nil {
 		// Not one opi wrote whole: nothing can be delivered from it.
 		logger.Error("unusable-record", err)
@@ -168,22 +159,22 @@ func (w *stagingWorker) process(ctx context.Context, key string) error {
 		Image:       pending.image,
 		OwedSince:   pending.acceptedAt,
 	}
-	bounds := w.b.stagingBounds
+	bounds := w.s.bounds
 	if done, ok := w.readOutcome(secret.UID); ok {
 		completion = done
 	} else if age := time.Since(pending.acceptedAt); pending.attempts >= bounds.attempts || age > bounds.age {
 		// Settled without reading: a read that cannot complete (or kills opi) is not tried
 		// forever.
-		logger.Error("staging-abandoned", errStagingBounds, lager.Data{"attempts": pending.attempts, "age": age.Round(time.Second).String(),
+		logger.Error("staging-abandoned", errBounds, lager.Data{"attempts": pending.attempts, "age": age.Round(time.Second).String(),
 			"max-attempts": bounds.attempts, "max-age": bounds.age.String()})
-		completion.FailureReason = StagingAbandonedReason
+		completion.FailureReason = AbandonedReason
 	} else {
 		// Counted before the read starts, on the record as the cache has it (a stale copy
 		// conflicts and comes back): the next leader sees it even if this read kills opi.
 		if err := w.countAttempt(ctx, secret, pending.attempts+1); err != nil {
 			return err
 		}
-		cfg, err := w.b.imageReader.ReadImageConfig(ctx, pending.image, pending.registry)
+		cfg, err := w.s.reader.ReadImageConfig(ctx, pending.image, pending.registry)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return err
@@ -199,7 +190,7 @@ func (w *stagingWorker) process(ctx context.Context, key string) error {
 			completion.Config = cfg
 		}
 	}
-	if err := w.b.stagingNotifier.StagingCompleted(ctx, completion); err != nil {
+	if err := w.s.notifier.StagingCompleted(ctx, completion); err != nil {
 		w.mu.Lock()
 		w.read[secret.UID] = completion
 		w.mu.Unlock()
@@ -216,7 +207,7 @@ func (w *stagingWorker) process(ctx context.Context, key string) error {
 // countAttempt records on the staging Secret that attempt is begun: a merge patch with the
 // resource version of the copy it was given as a precondition, so that a record changed since
 // (another leader's count) conflicts. (A patch: opi's Role may not update Secrets.)
-func (w *stagingWorker) countAttempt(ctx context.Context, secret *corev1.Secret, attempt int) error {
+func (w *worker) countAttempt(ctx context.Context, secret *corev1.Secret, attempt int) error {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"resourceVersion": secret.ResourceVersion,
 		"annotations":     map[string]string{AnnotationStagingAttempts: strconv.Itoa(attempt)},
@@ -224,16 +215,16 @@ func (w *stagingWorker) countAttempt(ctx context.Context, secret *corev1.Secret,
 	if err != nil {
 		return err
 	}
-	if _, err := w.b.client.CoreV1().Secrets(secret.Namespace).Patch(ctx, secret.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return apiError(err, "count the attempt of staging record "+secret.Name)
+	if _, err := w.s.client.CoreV1().Secrets(secret.Namespace).Patch(ctx, secret.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return kube.APIError(err, "count the attempt of staging record "+secret.Name)
 	}
 	return nil
 }
 
 // remove deletes the record it was given (not a namesake made since: the uid is a
 // precondition).
-func (w *stagingWorker) remove(ctx context.Context, logger lager.Logger, secret *corev1.Secret) error {
-	err := w.b.client.CoreV1().Secrets(secret.Namespace).Delete(ctx, secret.Name, metav1.DeleteOptions{
+func (w *worker) remove(ctx context.Context, logger lager.Logger, secret *corev1.Secret) error {
+	err := w.s.client.CoreV1().Secrets(secret.Namespace).Delete(ctx, secret.Name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &secret.UID},
 	})
 	switch kind := kube.Classify(err); {
@@ -242,26 +233,26 @@ func (w *stagingWorker) remove(ctx context.Context, logger lager.Logger, secret 
 		logger.Info("record-deleted")
 		return nil
 	default:
-		return apiError(err, "delete staging record "+secret.Name)
+		return kube.APIError(err, "delete staging record "+secret.Name)
 	}
 }
 
 // readOutcome is what an earlier read of the record uid found, while its delivery is owed.
-func (w *stagingWorker) readOutcome(uid types.UID) (opi.StagingCompletion, bool) {
+func (w *worker) readOutcome(uid types.UID) (opi.StagingCompletion, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	c, ok := w.read[uid]
 	return c, ok
 }
 
-func (w *stagingWorker) isSettled(uid types.UID) bool {
+func (w *worker) isSettled(uid types.UID) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.settled[uid]
 }
 
 // forget drops a deleted record's uid from settled and read.
-func (w *stagingWorker) forget(obj any) {
+func (w *worker) forget(obj any) {
 	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tombstone.Obj
 	}
