@@ -27,6 +27,7 @@ import (
 
 	"github.com/opi-bridge/opi/k8s/hooks"
 	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/k8s/lrp"
 	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/k8s/staging"
 	"github.com/opi-bridge/opi/k8s/store"
@@ -155,6 +156,9 @@ func (o Options) Validate() error {
 
 // Backend runs LRPs on Kubernetes. Create it with NewBackend and Start it before use.
 type Backend struct {
+	// The services behind the opi/ contract, each a package of its own.
+	*lrp.Service
+
 	client        kubernetes.Interface
 	gateway       gateway.Interface
 	listMetadata  hooks.MetadataLists
@@ -255,6 +259,12 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 		Logger:        b.logger,
 	})
 	b.registerHooks(opts)
+	lrps, err := lrp.New(b.logger, lrp.Config{Namespace: opts.Namespace, Pods: b.workload},
+		lrp.Deps{Client: client, Kind: b.kind, Cache: b.store, Hooks: b.hooks, Lists: b.listMetadata})
+	if err != nil {
+		panic(err) // every dependency is given above
+	}
+	b.Service = lrps
 	b.tasks = b.newTasks(opts)
 	if b.tasks.Reports() {
 		b.addLeaderWork("task-reporter", b.tasks.Run)

@@ -41,3 +41,8 @@ func (b *Backend) listWorkloads(ctx context.Context, opts metav1.ListOptions) ([
 	}
 	return out, nil
 }
+
+// liveCheck tells, from the API server, whether d is still the live workload of its name.
+func (b *Backend) liveCheck(d metav1.Object) func(context.Context) (bool, error) {
+	return workload.LiveCheck(b.kind, d)
+}

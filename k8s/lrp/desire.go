@@ -1,4 +1,4 @@
-package k8s
+package lrp
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"github.com/opi-bridge/opi/k8s/hooks"
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/k8s/spec"
-	"github.com/opi-bridge/opi/k8s/workload"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -43,31 +42,31 @@ import (
 // Kubernetes would refuse writes nothing. A refusal that no check can foresee (an admission
 // webhook, a quota) in either round undoes what this desire created (see undoDesire) and is
 // answered as opi.ErrInvalid with Kubernetes' reason.
-func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
-	logger := b.logger.Session("desire-lrp", lager.Data{"process-guid": lrp.ProcessGUID()})
-	if err := b.store.CheckWritable(); err != nil {
+func (s *Service) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
+	logger := s.logger.Session("desire-lrp", lager.Data{"process-guid": lrp.ProcessGUID()})
+	if err := s.cache.CheckWritable(); err != nil {
 		return err
 	}
-	if err := b.checkHooks(ctx, lrp); err != nil {
+	if err := s.checkHooks(ctx, lrp); err != nil {
 		logger.Info("refused-before-writing", lager.Data{"reason": err.Error()})
 		return err
 	}
 	name := spec.DeploymentName(lrp)
-	secrets := []*corev1.Secret{spec.EnvSecret(lrp, name, b.namespace, b.workload)}
+	secrets := []*corev1.Secret{spec.EnvSecret(lrp, name, s.namespace, s.pods)}
 	secretSteps := []string{"create env secret"}
 	if lrp.PrivateRegistry != nil {
-		registrySecret, err := spec.LRPRegistrySecret(lrp, name, b.namespace)
+		registrySecret, err := spec.LRPRegistrySecret(lrp, name, s.namespace)
 		if err != nil {
 			return err
 		}
 		secrets = append(secrets, registrySecret)
 		secretSteps = append(secretSteps, "create registry secret")
 	}
-	deploymentWanted := b.kind.Build(lrp, name, b.workload)
-	b.shapeWorkload(lrp, deploymentWanted)
+	deploymentWanted := s.kind.Build(lrp, name, s.pods)
+	s.shapeWorkload(lrp, deploymentWanted)
 	var serviceMeta *metav1.ObjectMeta
 	if len(lrp.Ports) > 0 {
-		serviceMeta = &spec.Service(lrp, name, b.namespace, metav1.OwnerReference{APIVersion: "apps/v1", Kind: b.kind.Name(), Name: name, UID: "preflight"}).ObjectMeta
+		serviceMeta = &spec.Service(lrp, name, s.namespace, metav1.OwnerReference{APIVersion: "apps/v1", Kind: s.kind.Name(), Name: name, UID: "preflight"}).ObjectMeta
 	}
 	if err := preflight(secrets, deploymentWanted, serviceMeta); err != nil {
 		logger.Info("refused-before-writing", lager.Data{"reason": err.Error()})
@@ -76,22 +75,22 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 
 	// Round 1: the workload.
 	var undo desireWrites
-	deployment, created, err := b.kind.Create(ctx, deploymentWanted)
+	deployment, created, err := s.kind.Create(ctx, deploymentWanted)
 	if err != nil {
-		return kube.Refusal(err, "create "+b.kindName())
+		return kube.Refusal(err, "create "+s.kindName())
 	}
 	if created {
 		undo.workload = deployment
-	} else if err := b.checkSameLRP(deployment, lrp.LRPIdentifier); err != nil {
+	} else if err := s.checkSameLRP(deployment, lrp.LRPIdentifier); err != nil {
 		return err
 	}
 
 	// Round 2: what the workload controls, all at once.
-	target := hooks.Target{LRP: lrp, Name: deployment.GetName(), Namespace: b.namespace, Owner: b.controllerRef(deployment), Live: b.liveCheck(deployment)}
-	steps := make([]func() (raw, answer error), 0, len(secrets)+len(b.hooks))
-	for i, s := range secrets {
+	target := hooks.Target{LRP: lrp, Name: deployment.GetName(), Namespace: s.namespace, Owner: s.controllerRef(deployment), Live: s.liveCheck(deployment)}
+	steps := make([]func() (raw, answer error), 0, len(secrets)+len(s.hooks))
+	for i, secret := range secrets {
 		steps = append(steps, func() (error, error) {
-			createdSecret, err := b.ensureSecretOwned(ctx, s, target)
+			createdSecret, err := s.ensureSecretOwned(ctx, secret, target)
 			if createdSecret != nil && created {
 				undo.addSecret(createdSecret)
 			}
@@ -101,30 +100,30 @@ func (b *Backend) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 			return nil, nil
 		})
 	}
-	for _, h := range b.hooks.Desirers() {
+	for _, h := range s.hooks.Desirers() {
 		steps = append(steps, func() (error, error) {
 			if err := h.Desired(ctx, target); err != nil {
-				return err, b.hookError(logger, err, h.Name())
+				return err, s.hookError(logger, err, h.Name())
 			}
 			return nil, nil
 		})
 	}
 	if raw, answer := inParallel(steps); answer != nil {
-		return b.refused(ctx, logger, &undo, raw, answer)
+		return s.refused(ctx, logger, &undo, raw, answer)
 	}
 
-	if err := b.store.WaitForWorkload(ctx, logger, deployment, false, b.liveCheck(deployment)); err != nil {
+	if err := s.cache.WaitForWorkload(ctx, logger, deployment, false, s.liveCheck(deployment)); err != nil {
 		return err
 	}
-	logger.Info("desired", lager.Data{b.kindName(): deployment.GetName(), "created": created})
+	logger.Info("desired", lager.Data{s.kindName(): deployment.GetName(), "created": created})
 	return nil
 }
 
 // ensureSecretOwned makes the Secret exist controlled by t's Deployment: one create (owner
 // set) when it is absent, else kube.EnsureControlled on what exists. It returns the Secret
 // when this call created it.
-func (b *Backend) ensureSecretOwned(ctx context.Context, want *corev1.Secret, t hooks.Target) (*corev1.Secret, error) {
-	secrets := b.client.CoreV1().Secrets(b.namespace)
+func (s *Service) ensureSecretOwned(ctx context.Context, want *corev1.Secret, t hooks.Target) (*corev1.Secret, error) {
+	secrets := s.client.CoreV1().Secrets(s.namespace)
 	want = want.DeepCopy()
 	want.OwnerReferences = []metav1.OwnerReference{t.Owner}
 	createdSecret, created, err := kube.CreateIfAbsent(ctx, secrets, want.DeepCopy())
@@ -168,21 +167,14 @@ func inParallel(steps []func() (raw, answer error)) (raw, answer error) {
 	return first.raw, first.answer
 }
 
-// liveCheck tells, from the API server, whether d is still the live workload of its name.
-func (b *Backend) liveCheck(d metav1.Object) func(context.Context) (bool, error) {
-	return workload.LiveCheck(b.kind, d)
-}
-
 // checkSameLRP guards against touching a workload of the same name that is not this LRP's,
 // or one that is going away.
-func (b *Backend) checkSameLRP(d metav1.Object, id opi.LRPIdentifier) error {
+func (s *Service) checkSameLRP(d metav1.Object, id opi.LRPIdentifier) error {
 	if d.GetLabels()[spec.LabelGUID] != id.GUID || d.GetLabels()[spec.LabelVersion] != id.Version {
-		return fmt.Errorf("create %s: %s exists and does not belong to this lrp", b.kindName(), d.GetName())
+		return fmt.Errorf("create %s: %s exists and does not belong to this lrp", s.kindName(), d.GetName())
 	}
 	if d.GetDeletionTimestamp() != nil {
-		return fmt.Errorf("create %s: %w: %s is being deleted, retry later", b.kindName(), opi.ErrUnavailable, d.GetName())
+		return fmt.Errorf("create %s: %w: %s is being deleted, retry later", s.kindName(), opi.ErrUnavailable, d.GetName())
 	}
 	return nil
 }
-
-// kindName is the workload kind in lower case, for messages and log keys ("deployment").

@@ -1,4 +1,4 @@
-package k8s
+package lrp
 
 import (
 	"context"
@@ -21,42 +21,42 @@ import (
 // so concurrent writers (CC's workers, the Deployment controller writing status) cannot make
 // it conflict, and the cache, which keeps only what reads need of a Deployment, is enough to
 // decide what changed. An update that changes nothing makes no write.
-func (b *Backend) UpdateLRP(ctx context.Context, id opi.LRPIdentifier, update opi.LRPUpdate) error {
-	logger := b.logger.Session("update-lrp", lager.Data{"process-guid": id.ProcessGUID()})
-	if err := b.store.CheckWritable(); err != nil {
+func (s *Service) UpdateLRP(ctx context.Context, id opi.LRPIdentifier, update opi.LRPUpdate) error {
+	logger := s.logger.Session("update-lrp", lager.Data{"process-guid": id.ProcessGUID()})
+	if err := s.cache.CheckWritable(); err != nil {
 		return err
 	}
-	current, err := b.store.FindWorkload(ctx, id)
+	current, err := s.cache.FindWorkload(ctx, id)
 	if err != nil {
 		return err
 	}
 	patch, changed := updatePatch(current, update)
 	if !changed {
-		logger.Info("unchanged", lager.Data{b.kindName(): current.Name})
+		logger.Info("unchanged", lager.Data{s.kindName(): current.Name})
 		return nil
 	}
-	if err := preflightUpdate(current, id, updateAnnotations(update), b.kindName()); err != nil {
+	if err := preflightUpdate(current, id, updateAnnotations(update), s.kindName()); err != nil {
 		logger.Info("refused-before-writing", lager.Data{"reason": err.Error()})
 		return err
 	}
 	before := current.LRP()
 	after := applyUpdate(before, update)
-	if err := b.checkHooks(ctx, after); err != nil {
+	if err := s.checkHooks(ctx, after); err != nil {
 		return err
 	}
-	if err := b.runUpdatedHooks(ctx, logger, b.targetOf(current, after), before, update); err != nil {
+	if err := s.runUpdatedHooks(ctx, logger, s.targetOf(current, after), before, update); err != nil {
 		return err
 	}
 	// One patch: a refusal (422, or 403 from a webhook) changes nothing, so there is nothing to
 	// undo.
-	updated, err := b.kind.Patch(ctx, current.Name, patch)
+	updated, err := s.kind.Patch(ctx, current.Name, patch)
 	if err != nil {
-		return kube.Refusal(err, "update "+b.kindName())
+		return kube.Refusal(err, "update "+s.kindName())
 	}
-	if err := b.store.WaitForWorkload(ctx, logger, updated, true, b.liveCheck(updated)); err != nil {
+	if err := s.cache.WaitForWorkload(ctx, logger, updated, true, s.liveCheck(updated)); err != nil {
 		return err
 	}
-	logger.Info("updated", lager.Data{b.kindName(): current.Name})
+	logger.Info("updated", lager.Data{s.kindName(): current.Name})
 	return nil
 }
 

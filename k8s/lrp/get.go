@@ -1,4 +1,4 @@
-package k8s
+package lrp
 
 import (
 	"context"
@@ -9,11 +9,11 @@ import (
 
 // GetLRP reads the LRP from the workload cache, by its guid and version labels (no API
 // call). ErrNotFound when absent or being stopped.
-func (b *Backend) GetLRP(_ context.Context, id opi.LRPIdentifier) (*opi.LRP, error) {
-	if err := b.store.CheckSynced(); err != nil {
+func (s *Service) GetLRP(_ context.Context, id opi.LRPIdentifier) (*opi.LRP, error) {
+	if err := s.cache.CheckSynced(); err != nil {
 		return nil, err
 	}
-	d := b.store.Workload(id)
+	d := s.cache.Workload(id)
 	if d == nil {
 		return nil, store.NotFound(id)
 	}

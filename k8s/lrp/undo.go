@@ -1,4 +1,4 @@
-package k8s
+package lrp
 
 import (
 	"context"
@@ -40,11 +40,11 @@ func (w *desireWrites) addSecret(s *corev1.Secret) {
 // refused is the answer to a desire whose step failed with raw (wrapped: what to answer).
 // When Kubernetes refused the step, what this desire created is removed first and the answer
 // says so; other failures (unavailable, contention) leave everything for a retry to complete.
-func (b *Backend) refused(ctx context.Context, logger lager.Logger, w *desireWrites, raw, wrapped error) error {
+func (s *Service) refused(ctx context.Context, logger lager.Logger, w *desireWrites, raw, wrapped error) error {
 	if !kube.IsRefusal(raw) {
 		return wrapped
 	}
-	removed, err := b.undoDesire(ctx, logger, w)
+	removed, err := s.undoDesire(ctx, logger, w)
 	if err != nil {
 		logger.Error("undo-failed", err, lager.Data{"removed": removed})
 		return fmt.Errorf("%w; removing what this desire wrote failed: %w", wrapped, err)
@@ -62,7 +62,7 @@ func (b *Backend) refused(ctx context.Context, logger lager.Logger, w *desireWri
 // credential of a refused desire outlives the answer. The hooks' objects made in the same
 // round are controlled by the workload and go with it (the garbage collector's work). It returns what it removed, and waits
 // until the cache no longer holds the Deployment, so that reads after the answer do not list it.
-func (b *Backend) undoDesire(ctx context.Context, logger lager.Logger, w *desireWrites) ([]string, error) {
+func (s *Service) undoDesire(ctx context.Context, logger lager.Logger, w *desireWrites) ([]string, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
 	defer cancel()
 	var removed []string
@@ -71,29 +71,29 @@ func (b *Backend) undoDesire(ctx context.Context, logger lager.Logger, w *desire
 		background := metav1.DeletePropagationBackground
 		opts := kube.PreconditionUID(d)
 		opts.PropagationPolicy = &background
-		switch err := b.kind.Delete(ctx, d.GetName(), opts); {
+		switch err := s.kind.Delete(ctx, d.GetName(), opts); {
 		case err == nil:
-			removed = append(removed, b.kindName()+" "+d.GetName())
+			removed = append(removed, s.kindName()+" "+d.GetName())
 		case !kube.GoneOrChanged(err):
-			errs = append(errs, fmt.Errorf("delete %s %s: %w", b.kindName(), d.GetName(), err))
+			errs = append(errs, fmt.Errorf("delete %s %s: %w", s.kindName(), d.GetName(), err))
 		}
 	}
-	secrets := b.client.CoreV1().Secrets(b.namespace)
+	secrets := s.client.CoreV1().Secrets(s.namespace)
 	w.mu.Lock()
 	created := append([]*corev1.Secret(nil), w.secrets...)
 	w.mu.Unlock()
 	for i := len(created) - 1; i >= 0; i-- {
-		s := created[i]
-		switch err := secrets.Delete(ctx, s.Name, kube.PreconditionUID(s)); {
+		secret := created[i]
+		switch err := secrets.Delete(ctx, secret.Name, kube.PreconditionUID(secret)); {
 		case err == nil:
-			removed = append(removed, "secret "+s.Name)
+			removed = append(removed, "secret "+secret.Name)
 		case !kube.GoneOrChanged(err):
-			errs = append(errs, fmt.Errorf("delete secret %s: %w", s.Name, err))
+			errs = append(errs, fmt.Errorf("delete secret %s: %w", secret.Name, err))
 		}
 	}
 	if d := w.workload; d != nil {
 		// A timeout is logged: the refusal is the answer either way.
-		_ = b.store.WaitForWorkloadGone(ctx, logger, d.GetName(), d.GetUID())
+		_ = s.cache.WaitForWorkloadGone(ctx, logger, d.GetName(), d.GetUID())
 	}
 	return removed, errors.Join(errs...)
 }

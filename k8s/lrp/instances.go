@@ -1,4 +1,4 @@
-package k8s
+package lrp
 
 import (
 	"context"
@@ -9,15 +9,15 @@ import (
 
 // GetInstances reports the LRP's instances from the pod cache (no API call): see instancePods
 // for which pods are instances and at which index. ErrNotFound when the LRP is absent.
-func (b *Backend) GetInstances(_ context.Context, id opi.LRPIdentifier) ([]*opi.Instance, error) {
-	if err := b.store.CheckSynced(); err != nil {
+func (s *Service) GetInstances(_ context.Context, id opi.LRPIdentifier) ([]*opi.Instance, error) {
+	if err := s.cache.CheckSynced(); err != nil {
 		return nil, err
 	}
-	deployment := b.store.Workload(id)
+	deployment := s.cache.Workload(id)
 	if deployment == nil {
 		return nil, store.NotFound(id)
 	}
-	pods := b.store.Instances(deployment)
+	pods := s.cache.Instances(deployment)
 	instances := make([]*opi.Instance, 0, len(pods))
 	for i, pod := range pods {
 		if pod != nil {

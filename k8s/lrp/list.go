@@ -1,4 +1,4 @@
-package k8s
+package lrp
 
 import (
 	"context"
@@ -7,22 +7,20 @@ import (
 	"github.com/opi-bridge/opi/opi"
 )
 
-var _ opi.LRPListVersioner = (*Backend)(nil)
-
 // ListLRPs returns every LRP whose workload the cache holds and which is not being deleted,
 // ordered by guid and version, with its scheduling fields only (see schedulingLRP). It makes
 // no API call.
-func (b *Backend) ListLRPs(ctx context.Context) ([]*opi.LRP, error) {
-	lrps, _, err := b.ListLRPsVersioned(ctx)
+func (s *Service) ListLRPs(ctx context.Context) ([]*opi.LRP, error) {
+	lrps, _, err := s.ListLRPsVersioned(ctx)
 	return lrps, err
 }
 
 // LRPListVersion is the number of changes the workload cache has seen (see changeCounter).
-func (b *Backend) LRPListVersion(_ context.Context) (uint64, error) {
-	if err := b.store.CheckSynced(); err != nil {
+func (s *Service) LRPListVersion(_ context.Context) (uint64, error) {
+	if err := s.cache.CheckSynced(); err != nil {
 		return 0, err
 	}
-	return b.store.WorkloadChanges(), nil
+	return s.cache.WorkloadChanges(), nil
 }
 
 // ListLRPsVersioned is ListLRPs and the workload cache's version, read before the list: a
@@ -32,12 +30,12 @@ func (b *Backend) LRPListVersion(_ context.Context) (uint64, error) {
 // The list is built on every call and not kept: the handler keeps the encoded body of a version
 // (handler/list_body.go) and so asks for the list once per version; a copy kept here as well
 // (about 6 MB of opi.LRPs at 10,000 apps) would never be read again.
-func (b *Backend) ListLRPsVersioned(_ context.Context) ([]*opi.LRP, uint64, error) {
-	if err := b.store.CheckSynced(); err != nil {
+func (s *Service) ListLRPsVersioned(_ context.Context) ([]*opi.LRP, uint64, error) {
+	if err := s.cache.CheckSynced(); err != nil {
 		return nil, 0, err
 	}
-	version := b.store.WorkloadChanges()
-	deployments := b.store.Workloads()
+	version := s.cache.WorkloadChanges()
+	deployments := s.cache.Workloads()
 	lrps := make([]*opi.LRP, 0, len(deployments))
 	for _, d := range deployments {
 		if d.DeletionTimestamp == nil && d.GUID != "" && d.Version != "" {

@@ -1,4 +1,4 @@
-package k8s
+package lrp
 
 import (
 	"context"
@@ -23,28 +23,28 @@ import (
 // interrupted before its Deployment) are looked for and deleted, best effort; leftovers beside a
 // Deployment (a desire interrupted before it set owners) are the janitor's. Stopping an absent
 // LRP succeeds.
-func (b *Backend) StopLRP(ctx context.Context, id opi.LRPIdentifier) error {
-	logger := b.logger.Session("stop-lrp", lager.Data{"process-guid": id.ProcessGUID()})
-	if err := b.store.CheckWritable(); err != nil {
+func (s *Service) StopLRP(ctx context.Context, id opi.LRPIdentifier) error {
+	logger := s.logger.Session("stop-lrp", lager.Data{"process-guid": id.ProcessGUID()})
+	if err := s.cache.CheckWritable(); err != nil {
 		return err
 	}
-	deployment, err := b.store.FindWorkload(ctx, id)
+	deployment, err := s.cache.FindWorkload(ctx, id)
 	if err != nil && !errors.Is(err, opi.ErrNotFound) {
 		return err
 	}
 	if deployment != nil {
 		background := metav1.DeletePropagationBackground
-		err := b.kind.Delete(ctx, deployment.Name, metav1.DeleteOptions{
+		err := s.kind.Delete(ctx, deployment.Name, metav1.DeleteOptions{
 			PropagationPolicy: &background,
 		})
 		if err != nil && kube.Classify(err) != kube.KindNotFound {
-			return apiError(err, "delete "+b.kindName())
+			return kube.APIError(err, "delete "+s.kindName())
 		}
-		if err := b.store.WaitForWorkloadGone(ctx, logger, deployment.Name, deployment.UID); err != nil {
+		if err := s.cache.WaitForWorkloadGone(ctx, logger, deployment.Name, deployment.UID); err != nil {
 			return err
 		}
 	} else {
-		b.deleteUnowned(ctx, logger, id)
+		s.deleteUnowned(ctx, logger, id)
 	}
 	logger.Info("stopped")
 	return nil
@@ -54,16 +54,16 @@ func (b *Backend) StopLRP(ctx context.Context, id opi.LRPIdentifier) error {
 // not known without the Deployment, so they are found by their labels, listing their metadata
 // only (no Secret's value passes through opi). Failures are logged: they leave garbage behind,
 // not a running app.
-func (b *Backend) deleteUnowned(ctx context.Context, logger lager.Logger, id opi.LRPIdentifier) {
+func (s *Service) deleteUnowned(ctx context.Context, logger lager.Logger, id opi.LRPIdentifier) {
 	selector := metav1.ListOptions{LabelSelector: spec.LRPSelector(id)}
 	for _, kind := range []struct {
 		resource schema.GroupVersionResource
 		del      func(context.Context, string, metav1.DeleteOptions) error
 	}{
-		{hooks.SecretsResource, b.client.CoreV1().Secrets(b.namespace).Delete},
-		{hooks.ServicesResource, b.client.CoreV1().Services(b.namespace).Delete},
+		{hooks.SecretsResource, s.client.CoreV1().Secrets(s.namespace).Delete},
+		{hooks.ServicesResource, s.client.CoreV1().Services(s.namespace).Delete},
 	} {
-		list, err := b.listMetadata(kind.resource)(ctx, selector)
+		list, err := s.lists(kind.resource)(ctx, selector)
 		if err != nil {
 			logger.Error("list-"+kind.resource.Resource, err)
 			continue
@@ -79,12 +79,12 @@ func (b *Backend) deleteUnowned(ctx context.Context, logger lager.Logger, id opi
 // StopInstance deletes the pod reported at index (instancePods at this moment); the workload
 // replaces it (a StatefulSet under the same name). ErrNotFound when the cache has no such LRP,
 // ErrInvalid for an index outside 0..instances-1; no pod at a valid index is success.
-func (b *Backend) StopInstance(ctx context.Context, id opi.LRPIdentifier, index int32) error {
-	logger := b.logger.Session("stop-instance", lager.Data{"process-guid": id.ProcessGUID(), "index": index})
-	if err := b.store.CheckWritable(); err != nil {
+func (s *Service) StopInstance(ctx context.Context, id opi.LRPIdentifier, index int32) error {
+	logger := s.logger.Session("stop-instance", lager.Data{"process-guid": id.ProcessGUID(), "index": index})
+	if err := s.cache.CheckWritable(); err != nil {
 		return err
 	}
-	deployment := b.store.Workload(id)
+	deployment := s.cache.Workload(id)
 	if deployment == nil {
 		return store.NotFound(id)
 	}
@@ -95,13 +95,13 @@ func (b *Backend) StopInstance(ctx context.Context, id opi.LRPIdentifier, index 
 		}
 		return fmt.Errorf("%w: instance index %d out of range 0..%d", opi.ErrInvalid, index, replicas-1)
 	}
-	pods := b.store.Instances(deployment)
+	pods := s.cache.Instances(deployment)
 	if int(index) >= len(pods) || pods[index] == nil {
 		logger.Info("no-pod-at-index")
 		return nil
 	}
 	pod := pods[index]
-	err := b.client.CoreV1().Pods(b.namespace).Delete(ctx, pod.Name, kube.PreconditionUID(pod))
+	err := s.client.CoreV1().Pods(s.namespace).Delete(ctx, pod.Name, kube.PreconditionUID(pod))
 	switch kube.Classify(err) {
 	case kube.KindNotFound, kube.KindConflict:
 		// Gone already, or replaced by a namesake: the instance named has stopped.
@@ -109,9 +109,9 @@ func (b *Backend) StopInstance(ctx context.Context, id opi.LRPIdentifier, index 
 		return nil
 	}
 	if err != nil {
-		return apiError(err, "delete pod")
+		return kube.APIError(err, "delete pod")
 	}
-	if err := b.store.WaitForPodGone(ctx, logger, id, pod.UID); err != nil {
+	if err := s.cache.WaitForPodGone(ctx, logger, id, pod.UID); err != nil {
 		return err
 	}
 	logger.Info("stopped", lager.Data{"pod": pod.Name})
