@@ -60,7 +60,7 @@ func New() *Metrics {
 		}),
 		natsErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "opi_nats_errors_total",
-			Help: "NATS disconnects (kind disconnect), messages NATS did not take (publish) and errors it reported (async).",
+			Help: "NATS disconnects (kind disconnect), failed attempts to connect (connect), messages NATS did not take (publish) and errors it reported (async).",
 		}, []string{"kind"}),
 		routeDelay: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "opi_gorouter_registration_delay_seconds",
