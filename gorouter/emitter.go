@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -137,7 +138,8 @@ func (e *Emitter) setLocked(key string, r Registration, readySince time.Time) {
 			e.unregisterLocked(gone.Encode())
 		}
 	}
-	next.reg.URIs = slices.Clone(r.URIs)
+	// The caller's slices and maps stay the caller's.
+	next.reg.URIs, next.reg.Tags = slices.Clone(r.URIs), maps.Clone(r.Tags)
 	next.body = next.reg.Encode()
 	e.table[key] = next
 	e.registerLocked(next)

@@ -117,6 +117,18 @@ var _ = Describe("Emitter", func() {
 			Eventually(w.all).Should(Equal([]message{greet, register(a), register(more)}))
 		})
 
+		It("keeps its own copy of a registration: a caller changing its map afterwards is a change", func() {
+			run(e)
+			Eventually(w.greets).Should(Equal(1))
+			r := registration("10.0.0.1", 8080, "a.example.com")
+			e.Set("a", r, time.Time{})
+			first := register(r)
+			r.Tags["app_name"] = "renamed"
+			r.URIs[0] = "b.example.com"
+			e.Set("a", r, time.Time{})
+			Eventually(w.all).Should(Equal([]message{greet, first, unregister(registration("10.0.0.1", 8080, "a.example.com")), register(r)}))
+		})
+
 		It("replaces the whole table: unregisters what is gone, registers what is new or changed", func() {
 			a, b, c := registration("10.0.0.1", 8080, "a.example.com"), registration("10.0.0.2", 8080, "b.example.com"),
 				registration("10.0.0.3", 8080, "c.example.com")
