@@ -39,6 +39,7 @@ const (
 	firstReconnectDelay = 250 * time.Millisecond
 	maxReconnectDelay   = 10 * time.Second
 	connectTimeout      = 5 * time.Second
+	flushTimeout        = 10 * time.Second
 )
 
 // Config is how opi reaches NATS. The zero DefaultRegisterInterval takes DefaultRegisterInterval.
@@ -99,14 +100,20 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// RedactedURLs are the server URLs with any password replaced, for logs.
+// RedactedURLs are the server URLs without their user and password, for logs.
 func (c Config) RedactedURLs() []string {
 	urls, _ := c.servers()
 	out := make([]string, 0, len(urls))
 	for _, u := range urls {
-		out = append(out, u.Redacted())
+		out = append(out, withoutUser(u))
 	}
 	return out
+}
+
+func withoutUser(u *url.URL) string {
+	bare := *u
+	bare.User = nil
+	return bare.String()
 }
 
 // servers parses every URL.
@@ -124,13 +131,13 @@ func (c Config) servers() ([]*url.URL, error) {
 				return nil, fmt.Errorf("nats: a server URL does not parse (%d characters)", len(raw))
 			}
 			if u.Scheme != "nats" && u.Scheme != "tls" {
-				return nil, fmt.Errorf("nats: server URL %s: the scheme must be nats:// or tls://", u.Redacted())
+				return nil, fmt.Errorf("nats: server URL %s: the scheme must be nats:// or tls://", withoutUser(u))
 			}
 			if u.Hostname() == "" || u.Port() == "" {
-				return nil, fmt.Errorf("nats: server URL %s: host and port are required", u.Redacted())
+				return nil, fmt.Errorf("nats: server URL %s: host and port are required", withoutUser(u))
 			}
-			if u.Path != "" && u.Path != "/" || u.RawQuery != "" {
-				return nil, fmt.Errorf("nats: server URL %s: a path or query means nothing to NATS", u.Redacted())
+			if (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+				return nil, fmt.Errorf("nats: server URL %s: a path or query means nothing to NATS", withoutUser(u))
 			}
 			out = append(out, u)
 		}
@@ -201,6 +208,10 @@ func (c Config) connection(logger lager.Logger) (connection, error) {
 	options := []nats.Option{
 		nats.Name(connectionName),
 		nats.Timeout(connectTimeout),
+		// Messages are handed to NATS under the Emitter's lock: a NATS server that stops reading
+		// holds Set, Delete and Replace at most this long (nats.go's default is a minute) before
+		// the connection is dropped and made again.
+		nats.FlusherTimeout(flushTimeout),
 		// Forever, from the first attempt on: NATS being down at start is no reason not to start.
 		nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(true),

@@ -39,9 +39,9 @@ var _ = Describe("Config", func() {
 		Expect(err).NotTo(HaveOccurred())
 	})
 
-	It("logs URLs without their passwords", func() {
-		cfg := gorouter.Config{URLs: []string{"nats://opi:pw@10.0.0.1:4222", "nats://10.0.0.2:4222"}}
-		Expect(cfg.RedactedURLs()).To(Equal([]string{"nats://opi:xxxxx@10.0.0.1:4222", "nats://10.0.0.2:4222"}))
+	It("logs URLs without their user and password", func() {
+		cfg := gorouter.Config{URLs: []string{"nats://opi:pw@10.0.0.1:4222", "tls://nats.example.com:4224,nats://10.0.0.2:4222"}}
+		Expect(cfg.RedactedURLs()).To(Equal([]string{"nats://10.0.0.1:4222", "tls://nats.example.com:4224", "nats://10.0.0.2:4222"}))
 	})
 
 	DescribeTable("refuses what cannot work, with a clear error that holds no password",

@@ -275,7 +275,7 @@ func (e *Emitter) session(ctx context.Context, logger lager.Logger) error {
 	onConnect := func(what string) nats.ConnHandler {
 		return func(nc *nats.Conn) {
 			e.metrics.SetNATSConnected(true)
-			logger.Info(what, lager.Data{"server": nc.ConnectedUrlRedacted()})
+			logger.Info(what, lager.Data{"server": nc.ConnectedAddr()})
 			select {
 			case connected <- struct{}{}:
 			default:
