@@ -3,6 +3,7 @@ package gorouter_test
 import (
 	"os"
 	"path/filepath"
+	"time"
 
 	"code.cloudfoundry.org/lager/v3/lagertest"
 	. "github.com/onsi/ginkgo/v2"
@@ -42,6 +43,14 @@ var _ = Describe("Config", func() {
 	It("logs URLs without their user and password", func() {
 		cfg := gorouter.Config{URLs: []string{"nats://opi:pw@10.0.0.1:4222", "tls://nats.example.com:4224,nats://10.0.0.2:4222"}}
 		Expect(cfg.RedactedURLs()).To(Equal([]string{"nats://10.0.0.1:4222", "tls://nats.example.com:4224", "nats://10.0.0.2:4222"}))
+	})
+
+	It("waits longer after every failed round of reconnects, up to 10 s, with up to half as much again at random", func() {
+		for range 20 {
+			Expect(gorouter.ReconnectDelay(1)).To(And(BeNumerically(">=", 250*time.Millisecond), BeNumerically("<=", 375*time.Millisecond)))
+			Expect(gorouter.ReconnectDelay(3)).To(And(BeNumerically(">=", time.Second), BeNumerically("<=", 1500*time.Millisecond)))
+			Expect(gorouter.ReconnectDelay(1000)).To(And(BeNumerically(">=", 10*time.Second), BeNumerically("<=", 15*time.Second)))
+		}
 	})
 
 	DescribeTable("refuses what cannot work, with a clear error that holds no password",

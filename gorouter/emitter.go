@@ -48,7 +48,9 @@ type Emitter struct {
 	mu    sync.Mutex
 	table map[string]*entry
 	// unsent are unregister bodies NATS did not take (disconnected): sent first when the
-	// connection is back, before the table.
+	// connection is back, before the table. They are few: one per endpoint removed during an
+	// outage, and gorouter may keep such endpoints past its prune threshold when it suspends
+	// pruning while NATS is unavailable, so none is dropped.
 	unsent [][]byte
 	// running is true while Run runs; nc is its connection.
 	running bool
@@ -204,6 +206,7 @@ func (e *Emitter) sendAllLocked(logger lager.Logger, reason string) {
 		}
 		e.unsent = e.unsent[1:]
 	}
+	e.unsent = nil
 	for _, ent := range e.table {
 		if !e.registerLocked(ent) {
 			return

@@ -285,6 +285,12 @@ var _ = Describe("Emitter", func() {
 			))
 		})
 
+		It("names its connection opi, for NATS' monitoring", func() {
+			run(e)
+			Eventually(w.greets).Should(Equal(1))
+			Expect(srv.ClientNames()).To(ContainElement("opi"))
+		})
+
 		It("refuses a second Run while one runs", func() {
 			run(e)
 			Eventually(w.greets).Should(Equal(1))

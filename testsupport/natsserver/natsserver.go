@@ -97,6 +97,24 @@ func (s *Server) SetUsers(users map[string]string) error {
 	return s.srv.ReloadOptions(opts)
 }
 
+// ClientNames are the names the connected clients gave (what NATS' /connz shows).
+func (s *Server) ClientNames() ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv == nil {
+		return nil, errors.New("nats server is not running")
+	}
+	connz, err := s.srv.Connz(nil)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(connz.Conns))
+	for _, c := range connz.Conns {
+		names = append(names, c.Name)
+	}
+	return names, nil
+}
+
 func (s *Server) start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
