@@ -31,6 +31,7 @@ import (
 	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/k8s/staging"
 	"github.com/opi-bridge/opi/k8s/store"
+	"github.com/opi-bridge/opi/k8s/task"
 	"github.com/opi-bridge/opi/k8s/workload"
 	"github.com/opi-bridge/opi/opi"
 )
@@ -180,8 +181,8 @@ type Backend struct {
 	// cached are the resources of the caches above, as kube.Watches names them.
 	cached [3]string
 
-	taskNotifier  opi.TaskNotifier
-	taskRetention time.Duration
+	// tasks desires, cancels and reads tasks and reports their ends (package k8s/task).
+	tasks *task.Service
 
 	started atomic.Bool
 
@@ -230,8 +231,6 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 			PodSecurity:         cmp.Or(opts.PodSecurity, spec.PodSecurityBaseline),
 			InstanceIndexEnv:    opts.Workload == WorkloadStatefulSets,
 		},
-		taskNotifier:  opts.TaskNotifier,
-		taskRetention: opts.TaskRetention,
 	}
 	b.kind = workload.New(opts.Workload, workload.Config{
 		Apps:      client.AppsV1(),
@@ -259,9 +258,6 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 		Watches:       opts.Watches,
 		Logger:        b.logger,
 	})
-	if b.taskNotifier != nil {
-		b.addLeaderWork("task-reporter", b.runTaskReporter)
-	}
 	b.registerHooks(opts)
 	lrps, err := lrp.New(b.logger, lrp.Config{Namespace: opts.Namespace, Pods: b.workload},
 		lrp.Deps{Client: client, Kind: b.kind, Cache: b.store, Hooks: b.hooks, Lists: b.listMetadata})
@@ -269,6 +265,10 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 		panic(err) // every dependency is given above
 	}
 	b.Service = lrps
+	b.tasks = b.newTasks(opts)
+	if b.tasks.Reports() {
+		b.addLeaderWork("task-reporter", b.tasks.Run)
+	}
 	if b.janitorPeriod > 0 {
 		b.addLeaderWork("janitor", b.runJanitor)
 	}

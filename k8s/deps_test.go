@@ -56,6 +56,7 @@ var depRules = []depRule{
 		forbidden: []string{k8sPath + "/store", k8sPath + "/workload", k8sPath + "/hooks"}},
 	{pkg: "staging", layer: 5, moduleDeps: []string{"opi"}},
 	{pkg: "lrp", layer: 5, moduleDeps: []string{"opi"}},
+	{pkg: "task", layer: 5, moduleDeps: []string{"opi"}},
 	{pkg: "", layer: 6},
 }
 

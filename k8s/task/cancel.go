@@ -1,4 +1,4 @@
-package k8s
+package task
 
 import (
 	"context"
@@ -25,14 +25,14 @@ import (
 // that ended meanwhile is not cancelled after the fact. Cancelling a task that was cancelled or
 // has ended succeeds without writing; ErrNotFound for an unknown task (or one already cleaned
 // up).
-func (b *Backend) CancelTask(ctx context.Context, guid string) error {
-	logger := b.logger.Session("cancel-task", lager.Data{"task-guid": guid})
-	if err := b.store.CheckWritable(); err != nil {
+func (s *Service) CancelTask(ctx context.Context, guid string) error {
+	logger := s.logger.Session("cancel-task", lager.Data{"task-guid": guid})
+	if err := s.cache.CheckWritable(); err != nil {
 		return err
 	}
 	name := spec.TaskJobName(guid)
-	jobs := b.client.BatchV1().Jobs(b.namespace)
-	current, fromCache := b.store.Job(name)
+	jobs := s.client.BatchV1().Jobs(s.namespace)
+	current, fromCache := s.cache.Job(name)
 	var patched *batchv1.Job
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if !fromCache {
@@ -70,13 +70,13 @@ func (b *Backend) CancelTask(ctx context.Context, guid string) error {
 	case kube.Classify(err) == kube.KindNotFound:
 		return taskNotFound(guid)
 	default:
-		return apiError(err, "cancel job")
+		return kube.APIError(err, "cancel job")
 	}
 	if patched == nil {
 		logger.Info("already-ended")
 		return nil
 	}
-	if err := b.store.WaitForJob(ctx, logger, name, patched.ResourceVersion, true, nil); err != nil {
+	if err := s.cache.WaitForJob(ctx, logger, name, patched.ResourceVersion, true, nil); err != nil {
 		return err
 	}
 	logger.Info("cancelled", lager.Data{"job": name})

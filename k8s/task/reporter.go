@@ -1,4 +1,4 @@
-package k8s
+package task
 
 import (
 	"context"
@@ -30,14 +30,14 @@ const (
 	reporterRetryMax  = time.Minute
 )
 
-// runTaskReporter is leader work: it tells CC (the TaskNotifier) about every task whose Job
+// Run is leader work (the root adds it as "task-reporter" when Reports): it tells CC (the TaskNotifier) about every task whose Job
 // ended or was cancelled and whose end is not yet recorded as reported, records the report on
 // the Job (spec.AnnotationCompletionReported) only once the notifier returned nil, and deletes the
 // Job (background propagation: its pod and Secrets go with it) a retention later. It is driven
 // by the Job informer through a workqueue: registering its handler replays every cached Job, so
 // a new leader or a restarted opi picks up whatever is still owed.
-func (b *Backend) runTaskReporter(ctx context.Context) {
-	logger := b.logger.Session("task-reporter")
+func (s *Service) Run(ctx context.Context) {
+	logger := s.logger.Session("task-reporter")
 	q := queue.New(queue.Config[string]{
 		Name:        "task-reporter",
 		Workers:     taskReporterWorkers,
@@ -53,7 +53,7 @@ func (b *Backend) runTaskReporter(ctx context.Context) {
 			q.Add(j.Name)
 		}
 	}
-	registration, err := b.store.AddJobHandler(cache.ResourceEventHandlerFuncs{
+	registration, err := s.cache.AddJobHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
 	})
@@ -62,16 +62,16 @@ func (b *Backend) runTaskReporter(ctx context.Context) {
 		q.ShutDown()
 		return
 	}
-	defer func() { _ = b.store.RemoveJobHandler(registration) }()
+	defer func() { _ = s.cache.RemoveJobHandler(registration) }()
 	q.Run(ctx, func(ctx context.Context, name string) (time.Duration, error) {
-		return b.reportTask(ctx, logger, name)
+		return s.reportTask(ctx, logger, name)
 	})
 }
 
 // reportTask reports the end of the named task's Job if it is still owed, and deletes the Job
 // once its retention has passed; it returns how long until that deletion is due.
-func (b *Backend) reportTask(ctx context.Context, logger lager.Logger, name string) (time.Duration, error) {
-	j, ok := b.store.Job(name)
+func (s *Service) reportTask(ctx context.Context, logger lager.Logger, name string) (time.Duration, error) {
+	j, ok := s.cache.Job(name)
 	if !ok || j.DeletionTimestamp != nil || !j.Ended() {
 		return 0, nil
 	}
@@ -81,7 +81,7 @@ func (b *Backend) reportTask(ctx context.Context, logger lager.Logger, name stri
 		failed, reason, endedAt := j.Outcome()
 		if j.Failed && j.Cancelled == "" {
 			var err error
-			if reason, err = b.podFailureReason(ctx, j, reason); err != nil {
+			if reason, err = s.podFailureReason(ctx, j, reason); err != nil {
 				return 0, err
 			}
 		}
@@ -95,7 +95,7 @@ func (b *Backend) reportTask(ctx context.Context, logger lager.Logger, name stri
 			FailureReason: reason,
 			OwedSince:     endedAt,
 		}
-		if err := b.taskNotifier.TaskCompleted(ctx, completion); err != nil {
+		if err := s.notifier.TaskCompleted(ctx, completion); err != nil {
 			return 0, fmt.Errorf("notify task completion: %w", err)
 		}
 		reported = time.Now().UTC().Format(time.RFC3339)
@@ -107,17 +107,17 @@ func (b *Backend) reportTask(ctx context.Context, logger lager.Logger, name stri
 		if err != nil {
 			return 0, fmt.Errorf("marshal reported patch: %w", err)
 		}
-		patched, err := b.client.BatchV1().Jobs(b.namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+		patched, err := s.client.BatchV1().Jobs(s.namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 		if kube.Classify(err) == kube.KindNotFound {
 			return 0, nil
 		}
 		if err != nil {
 			// CC was told, the record failed: the next attempt tells CC again (at least once).
-			return 0, apiError(err, "record task completion reported")
+			return 0, kube.APIError(err, "record task completion reported")
 		}
 		// Wait for the cache, so that a later turn of this Job does not take it as still owed
 		// (a timeout is logged: such a turn tells CC again, which it takes as at least once).
-		_ = b.store.WaitForJob(ctx, logger, name, patched.ResourceVersion, true, nil)
+		_ = s.cache.WaitForJob(ctx, logger, name, patched.ResourceVersion, true, nil)
 		logger.Info("reported", lager.Data{"failed": failed, "failure-reason": reason})
 	}
 
@@ -125,19 +125,19 @@ func (b *Backend) reportTask(ctx context.Context, logger lager.Logger, name stri
 	if err != nil {
 		reportedAt = time.Time{} // unreadable: the retention has passed
 	}
-	if left := time.Until(reportedAt.Add(b.taskRetention)); left > 0 {
+	if left := time.Until(reportedAt.Add(s.retention)); left > 0 {
 		return left, nil
 	}
 	background := metav1.DeletePropagationBackground
 	opts := kube.PreconditionUID(j)
 	opts.PropagationPolicy = &background
-	err = b.client.BatchV1().Jobs(b.namespace).Delete(ctx, name, opts)
+	err = s.client.BatchV1().Jobs(s.namespace).Delete(ctx, name, opts)
 	if err != nil && !kube.GoneOrChanged(err) {
-		return 0, apiError(err, "delete job")
+		return 0, kube.APIError(err, "delete job")
 	}
 	// Until the cache drops it, a queued turn of this Job would delete it again (a timeout is
 	// logged: that delete finds it gone).
-	_ = b.store.WaitForJob(ctx, logger, name, "", true, nil)
+	_ = s.cache.WaitForJob(ctx, logger, name, "", true, nil)
 	logger.Info("deleted")
 	return 0, nil
 }
@@ -145,12 +145,12 @@ func (b *Backend) reportTask(ctx context.Context, logger lager.Logger, name stri
 // podFailureReason is why the failed task's pod failed, from its app container's termination
 // (spec.ExitDescription: "Exited with status 3"), or the pod's own reason; fallback when neither says. One LIST of the
 // Job's pods (the Job controller labels them with its uid).
-func (b *Backend) podFailureReason(ctx context.Context, j *store.JobRecord, fallback string) (string, error) {
-	pods, err := b.client.CoreV1().Pods(b.namespace).List(ctx, metav1.ListOptions{
+func (s *Service) podFailureReason(ctx context.Context, j *store.JobRecord, fallback string) (string, error) {
+	pods, err := s.client.CoreV1().Pods(s.namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: spec.JobControllerUIDLabel + "=" + string(j.UID),
 	})
 	if err != nil {
-		return "", apiError(err, "list task pods")
+		return "", kube.APIError(err, "list task pods")
 	}
 	for i := range pods.Items {
 		pod := &pods.Items[i]

@@ -1,4 +1,4 @@
-package k8s
+package task
 
 import (
 	"context"
@@ -9,15 +9,13 @@ import (
 	"github.com/opi-bridge/opi/opi"
 )
 
-var _ opi.TaskListVersioner = (*Backend)(nil)
-
 // GetTask reads the task from the Job cache (no API call), until its Job is deleted (a
 // retention after CC accepted its end). ErrNotFound otherwise.
-func (b *Backend) GetTask(_ context.Context, guid string) (*opi.Task, error) {
-	if err := b.store.CheckSynced(); err != nil {
+func (s *Service) GetTask(_ context.Context, guid string) (*opi.Task, error) {
+	if err := s.cache.CheckSynced(); err != nil {
 		return nil, err
 	}
-	j, ok := b.store.Job(spec.TaskJobName(guid))
+	j, ok := s.cache.Job(spec.TaskJobName(guid))
 	if !ok || j.TaskGUID != guid {
 		return nil, taskNotFound(guid)
 	}
@@ -27,27 +25,27 @@ func (b *Backend) GetTask(_ context.Context, guid string) (*opi.Task, error) {
 // ListTasks returns, from the Job cache (no API call), every task CC has not been told the end
 // of, ordered by guid: CC's task sync fails a task it holds as running that is neither listed
 // nor found, so a task stays listed until its end was reported.
-func (b *Backend) ListTasks(ctx context.Context) ([]*opi.Task, error) {
-	tasks, _, err := b.ListTasksVersioned(ctx)
+func (s *Service) ListTasks(ctx context.Context) ([]*opi.Task, error) {
+	tasks, _, err := s.ListTasksVersioned(ctx)
 	return tasks, err
 }
 
-// TaskListVersion is the number of changes the Job cache has seen (see changeCounter).
-func (b *Backend) TaskListVersion(_ context.Context) (uint64, error) {
-	if err := b.store.CheckSynced(); err != nil {
+// TaskListVersion is the number of changes the Job cache has seen (the store's change counter).
+func (s *Service) TaskListVersion(_ context.Context) (uint64, error) {
+	if err := s.cache.CheckSynced(); err != nil {
 		return 0, err
 	}
-	return b.store.JobChanges(), nil
+	return s.cache.JobChanges(), nil
 }
 
-// ListTasksVersioned is ListTasks and the Job cache's version, read before the list (see
-// ListLRPsVersioned, which is built the same way, on every call).
-func (b *Backend) ListTasksVersioned(_ context.Context) ([]*opi.Task, uint64, error) {
-	if err := b.store.CheckSynced(); err != nil {
+// ListTasksVersioned is ListTasks and the Job cache's version, read before the list (the
+// backend's ListLRPsVersioned is built the same way, on every call).
+func (s *Service) ListTasksVersioned(_ context.Context) ([]*opi.Task, uint64, error) {
+	if err := s.cache.CheckSynced(); err != nil {
 		return nil, 0, err
 	}
-	version := b.store.JobChanges()
-	jobs := b.store.Jobs()
+	version := s.cache.JobChanges()
+	jobs := s.cache.Jobs()
 	tasks := make([]*opi.Task, 0, len(jobs))
 	for _, j := range jobs {
 		if j.Reported == "" && j.DeletionTimestamp == nil && j.TaskGUID != "" {
