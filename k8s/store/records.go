@@ -267,6 +267,12 @@ type PodRecord struct {
 	Image string
 	// Ordinal is a StatefulSet pod's ordinal (its pod-index label), -1 for other pods.
 	Ordinal int32
+	// IP is the pod's IP ("" until it has one) and Node the node it is bound to ("" until
+	// scheduled): where a router reaches the instance.
+	IP, Node string
+	// ReadySince is when the pod last became Ready, in Unix nanoseconds; 0 while it is not
+	// Ready (or being deleted): only a Ready pod is routed to.
+	ReadySince int64
 }
 
 // RecordPod is the pod informer's transform.
@@ -303,6 +309,9 @@ func PodRecordOf(p *corev1.Pod) *PodRecord {
 		Terminal:       p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded,
 		Image:          image,
 		Ordinal:        podOrdinal(p.Labels),
+		IP:             p.Status.PodIP,
+		Node:           p.Spec.NodeName,
+		ReadySince:     readySince(p),
 	}
 }
 

@@ -117,6 +117,19 @@ func crashState(pod *corev1.Pod) (bool, int64, string) {
 	return false, 0, ""
 }
 
+// readySince is when the pod became Ready (Unix nanoseconds), 0 while it is not Ready or is
+// being deleted; a Ready condition without a time counts from the pod's creation.
+func readySince(pod *corev1.Pod) int64 {
+	ready := podCondition(pod, corev1.PodReady)
+	if pod.DeletionTimestamp != nil || ready == nil || ready.Status != corev1.ConditionTrue {
+		return 0
+	}
+	if t := nanos(ready.LastTransitionTime); t != 0 {
+		return t
+	}
+	return max(nanos(pod.CreationTimestamp), 1)
+}
+
 // notReadySince is when the pod last became not ready, 0 when Kubernetes has not said.
 func notReadySince(pod *corev1.Pod) int64 {
 	if ready := podCondition(pod, corev1.PodReady); ready != nil && ready.Status != corev1.ConditionTrue {

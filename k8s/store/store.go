@@ -315,6 +315,17 @@ func (s *Store) RemovePodHandler(r cache.ResourceEventHandlerRegistration) error
 	return s.cfg.Pods.RemoveEventHandler(r)
 }
 
+// AddWorkloadHandler registers h on the workload informer: it is replayed every cached
+// workload at once.
+func (s *Store) AddWorkloadHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	return s.cfg.Workloads.AddEventHandler(h)
+}
+
+// RemoveWorkloadHandler removes a handler AddWorkloadHandler registered.
+func (s *Store) RemoveWorkloadHandler(r cache.ResourceEventHandlerRegistration) error {
+	return s.cfg.Workloads.RemoveEventHandler(r)
+}
+
 // AddJobHandler registers h on the Job informer: it is replayed every cached Job at once.
 func (s *Store) AddJobHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
 	return s.cfg.Jobs.AddEventHandler(h)

@@ -1,0 +1,4 @@
+package gorouter
+
+// ReconnectDelay is reconnectDelay, for its bounds.
+var ReconnectDelay = reconnectDelay
