@@ -1,5 +1,6 @@
 // Package metrics holds opi's Prometheus metrics: the API server requests opi makes (so that
-// tests and the benchmark can prove reads cost none) and the requests opi serves.
+// tests and the benchmark can prove reads cost none), the requests opi serves, and the routes it
+// keeps registered with gorouter over NATS.
 package metrics
 
 import (
@@ -20,6 +21,12 @@ type Metrics struct {
 	kubeRequests  *prometheus.CounterVec
 	httpRequests  *prometheus.CounterVec
 	httpDurations *prometheus.HistogramVec
+
+	routeRegistrations prometheus.Gauge
+	natsMessages       *prometheus.CounterVec
+	natsConnected      prometheus.Gauge
+	natsErrors         *prometheus.CounterVec
+	routeDelay         prometheus.Histogram
 }
 
 // New registers opi's metrics and the Go and process collectors in a fresh registry.
@@ -39,8 +46,30 @@ func New() *Metrics {
 			Help:    "Time opi took to answer, by route.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"route"}),
+		routeRegistrations: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "opi_gorouter_registrations",
+			Help: "Registrations (an instance's endpoint and a route's URIs) opi keeps registered with gorouter over NATS; 0 while it is not the leader.",
+		}),
+		natsMessages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "opi_nats_messages_sent_total",
+			Help: "Messages opi handed to NATS, by subject.",
+		}, []string{"subject"}),
+		natsConnected: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "opi_nats_connected",
+			Help: "1 while opi's emitter is connected to NATS, else 0.",
+		}),
+		natsErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "opi_nats_errors_total",
+			Help: "NATS disconnects (kind disconnect), failed attempts to connect (connect), messages NATS did not take (publish) and errors it reported (async).",
+		}, []string{"kind"}),
+		routeDelay: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "opi_gorouter_registration_delay_seconds",
+			Help:    "Time from an instance becoming ready to its first registration handed to NATS.",
+			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
+		}),
 	}
 	m.Registry.MustRegister(m.kubeRequests, m.httpRequests, m.httpDurations,
+		m.routeRegistrations, m.natsMessages, m.natsConnected, m.natsErrors, m.routeDelay,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -65,6 +94,28 @@ func (m *Metrics) ObserveHTTP(route string, code int, took time.Duration) {
 	m.httpRequests.WithLabelValues(route, strconv.Itoa(code)).Inc()
 	m.httpDurations.WithLabelValues(route).Observe(took.Seconds())
 }
+
+// SetRouteRegistrations is the number of registrations kept with gorouter.
+func (m *Metrics) SetRouteRegistrations(n int) { m.routeRegistrations.Set(float64(n)) }
+
+// CountNATSMessage counts one message handed to NATS.
+func (m *Metrics) CountNATSMessage(subject string) { m.natsMessages.WithLabelValues(subject).Inc() }
+
+// SetNATSConnected is the NATS connection's state.
+func (m *Metrics) SetNATSConnected(connected bool) {
+	if connected {
+		m.natsConnected.Set(1)
+	} else {
+		m.natsConnected.Set(0)
+	}
+}
+
+// CountNATSError counts one NATS disconnect or error, by kind.
+func (m *Metrics) CountNATSError(kind string) { m.natsErrors.WithLabelValues(kind).Inc() }
+
+// ObserveRouteRegistrationDelay records the time from an instance's readiness to its first
+// registration.
+func (m *Metrics) ObserveRouteRegistrationDelay(d time.Duration) { m.routeDelay.Observe(d.Seconds()) }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
