@@ -56,6 +56,9 @@ var depRules = []depRule{
 		forbidden: []string{k8sPath + "/store", k8sPath + "/workload", k8sPath + "/hooks"}},
 	{pkg: "staging", layer: 5, moduleDeps: []string{"opi"}},
 	{pkg: "lrp", layer: 5, moduleDeps: []string{"opi"}},
+	// Leader work on the shared informers: gorouter's registrations (the gorouter package is
+	// the NATS client it is handed).
+	{pkg: "routes", layer: 5, moduleDeps: []string{"opi", "gorouter"}},
 	{pkg: "", layer: 6},
 }
 
