@@ -59,6 +59,9 @@ var depRules = []depRule{
 	{pkg: "task", layer: 5, moduleDeps: []string{"opi"}},
 	{pkg: "crash", layer: 5, moduleDeps: []string{"opi"}},
 	{pkg: "janitor", layer: 5, moduleDeps: []string{"opi"}},
+	// Leader work on the shared informers: gorouter's registrations (the gorouter package is
+	// the NATS client it is handed; it reloads its client certificate with tlsfiles).
+	{pkg: "routes", layer: 5, moduleDeps: []string{"opi", "gorouter", "tlsfiles"}},
 	{pkg: "", layer: 6},
 }
 
