@@ -326,18 +326,20 @@ func (f *Follower) successor() (*logFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, lf := range files {
+	found := false
+	for i, lf := range files {
 		if lf.dev == f.cur.dev && lf.ino == f.cur.ino {
 			f.cur.name, f.cur.restart, f.cur.rotated = lf.name, lf.restart, lf.rotated // renamed
+			found = true
+			if i+1 < len(files) {
+				return &files[i+1], nil
+			}
 		}
 	}
-	for _, lf := range files {
-		if lf.dev == f.cur.dev && lf.ino == f.cur.ino {
-			continue
-		}
-		if f.cur.before(lf) || (lf.restart == f.cur.restart && lf.rotated == f.cur.rotated) {
-			return &lf, nil
-		}
+	if !found && len(files) > 0 {
+		// The current file was compressed (or removed) after rotations: the kubelet compresses
+		// the oldest first, so every plain file left is newer, the oldest of them next.
+		return &files[0], nil
 	}
 	return nil, nil
 }

@@ -153,6 +153,21 @@ var _ = Describe("Follower", func() {
 		Expect(r.f.Malformed()).To(BeZero())
 	})
 
+	It("reads on in order when its file was rotated twice and compressed between two reads", func() {
+		write("0.log", cri(1, "stdout", "F", "one"))
+		Expect(texts(r.next())).To(Equal([]string{"stdout:one"}))
+
+		write("0.log", cri(2, "stdout", "F", "two"))
+		rotate(0, "20261201-120000")
+		write("0.log", cri(3, "stdout", "F", "three"))
+		rotate(0, "20261201-120100")
+		write("0.log", cri(4, "stdout", "F", "four"))
+		// The kubelet compresses all but the newest rotated file: the one being read goes.
+		Expect(os.Remove(filepath.Join(dir, "0.log.20261201-120000"))).To(Succeed())
+		write("0.log.20261201-120000.gz", "compressed\n")
+		Expect(texts(r.next())).To(Equal([]string{"stdout:two", "stdout:three", "stdout:four"}))
+	})
+
 	It("finishes the old container's file, an unterminated last line included, before the restart's", func() {
 		write("0.log", cri(1, "stdout", "F", "one"), "2026-12-01T12:00:00.002Z stderr F crash")
 		Expect(texts(r.next())).To(Equal([]string{"stdout:one"}))
