@@ -1,0 +1,282 @@
+package loggregator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"code.cloudfoundry.org/go-loggregator/v10/rpc/loggregator_v2"
+	"code.cloudfoundry.org/lager/v3"
+	"code.cloudfoundry.org/tlsconfig"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/protobuf/proto"
+)
+
+// Defaults of SenderConfig.
+const (
+	DefaultServerName           = "metron"
+	DefaultMaxBufferedEnvelopes = 10000
+	DefaultMaxBufferedBytes     = 16 << 20
+	DefaultMaxBatchEnvelopes    = 100
+	DefaultMaxBatchBytes        = 1 << 20 // well below gRPC's default 4 MiB message limit
+	DefaultSendTimeout          = 10 * time.Second
+	DefaultMinBackoff           = 100 * time.Millisecond
+	DefaultMaxBackoff           = 10 * time.Second
+)
+
+// SenderConfig configures a Sender; zero fields take the defaults above.
+type SenderConfig struct {
+	// Addr is the v2 ingress, host:port (a Loggregator agent's or a Doppler's).
+	Addr string
+	// CAFile, CertFile and KeyFile are PEM files: the CA the ingress's certificate is checked
+	// against, and the client certificate and key presented to it.
+	CAFile, CertFile, KeyFile string
+	// ServerName is the name the ingress's certificate must hold ("metron" for an agent,
+	// "doppler" for a Doppler).
+	ServerName string
+	// MaxBufferedEnvelopes and MaxBufferedBytes bound what waits for delivery (in flight
+	// included); an envelope past either bound is dropped and counted.
+	MaxBufferedEnvelopes int
+	MaxBufferedBytes     int
+	// MaxBatchEnvelopes and MaxBatchBytes bound one Send.
+	MaxBatchEnvelopes int
+	MaxBatchBytes     int
+	// SendTimeout bounds one Send.
+	SendTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the wait after a failed Send and between connection
+	// attempts (doubling from the first to the second).
+	MinBackoff, MaxBackoff time.Duration
+}
+
+func (c *SenderConfig) defaults() {
+	set := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	setD := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	if c.ServerName == "" {
+		c.ServerName = DefaultServerName
+	}
+	set(&c.MaxBufferedEnvelopes, DefaultMaxBufferedEnvelopes)
+	set(&c.MaxBufferedBytes, DefaultMaxBufferedBytes)
+	set(&c.MaxBatchEnvelopes, DefaultMaxBatchEnvelopes)
+	set(&c.MaxBatchBytes, DefaultMaxBatchBytes)
+	setD(&c.SendTimeout, DefaultSendTimeout)
+	setD(&c.MinBackoff, DefaultMinBackoff)
+	setD(&c.MaxBackoff, DefaultMaxBackoff)
+	if c.MaxBackoff < c.MinBackoff {
+		c.MaxBackoff = c.MinBackoff
+	}
+}
+
+// SenderStats are a Sender's counters.
+type SenderStats struct {
+	// Buffered and BufferedBytes wait for delivery now (in flight included).
+	Buffered, BufferedBytes int
+	// Delivered counts envelopes a Send returned for; Dropped those refused because the buffer
+	// was full; FailedSends the Send calls that failed (and were retried).
+	Delivered, Dropped, FailedSends uint64
+}
+
+// Sender sends envelopes to a Loggregator v2 ingress in order, in batches, each batch retried
+// until it is delivered. Emit never blocks: it buffers, or drops when the buffer is full. Run
+// does the sending. Safe for concurrent use.
+type Sender struct {
+	cfg    SenderConfig
+	logger lager.Logger
+	conn   *grpc.ClientConn
+	client loggregator_v2.IngressClient
+
+	wake chan struct{}
+
+	mu       sync.Mutex
+	queue    []entry
+	bytes    int
+	stats    SenderStats
+	dropping uint64 // dropped since the buffer last had room
+}
+
+type entry struct {
+	env  *loggregator_v2.Envelope
+	size int
+	ack  func()
+}
+
+// NewSender checks cfg, loads the TLS files and prepares the connection (made lazily; a
+// Loggregator that is down is no error here).
+func NewSender(cfg SenderConfig, logger lager.Logger) (*Sender, error) {
+	cfg.defaults()
+	if _, _, err := net.SplitHostPort(cfg.Addr); err != nil {
+		return nil, fmt.Errorf("loggregator address %q is not host:port: %w", cfg.Addr, err)
+	}
+	if cfg.CAFile == "" || cfg.CertFile == "" || cfg.KeyFile == "" {
+		return nil, errors.New("loggregator needs mutual TLS: a CA, a certificate and a key file")
+	}
+	tlsCfg, err := tlsconfig.Build(
+		tlsconfig.WithInternalServiceDefaults(),
+		tlsconfig.WithIdentityFromFile(cfg.CertFile, cfg.KeyFile),
+	).Client(
+		tlsconfig.WithAuthorityFromFile(cfg.CAFile),
+		tlsconfig.WithServerName(cfg.ServerName),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("load loggregator TLS files: %w", err)
+	}
+	conn, err := grpc.NewClient(cfg.Addr,
+		grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff: backoff.Config{
+				BaseDelay: cfg.MinBackoff, Multiplier: 2, Jitter: 0.2, MaxDelay: cfg.MaxBackoff,
+			},
+			MinConnectTimeout: cfg.SendTimeout,
+		}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("loggregator client: %w", err)
+	}
+	return &Sender{
+		cfg:    cfg,
+		logger: logger.Session("loggregator-sender", lager.Data{"addr": cfg.Addr}),
+		conn:   conn,
+		client: loggregator_v2.NewIngressClient(conn),
+		wake:   make(chan struct{}, 1),
+	}, nil
+}
+
+// Emit buffers env for delivery; ack, if not nil, is called once it is delivered (in order).
+// It reports false, and counts a drop, if the buffer is full.
+func (s *Sender) Emit(env *loggregator_v2.Envelope, ack func()) bool {
+	size := proto.Size(env)
+	s.mu.Lock()
+	if len(s.queue)+1 > s.cfg.MaxBufferedEnvelopes || s.bytes+size > s.cfg.MaxBufferedBytes {
+		s.stats.Dropped++
+		s.dropping++
+		first := s.dropping == 1
+		buffered, bytes := len(s.queue), s.bytes
+		s.mu.Unlock()
+		if first {
+			s.logger.Error("buffer-full-dropping", errors.New("loggregator buffer full"), lager.Data{
+				"buffered": buffered, "buffered-bytes": bytes,
+				"max-envelopes": s.cfg.MaxBufferedEnvelopes, "max-bytes": s.cfg.MaxBufferedBytes,
+			})
+		}
+		return false
+	}
+	s.queue = append(s.queue, entry{env: env, size: size, ack: ack})
+	s.bytes += size
+	dropped := s.dropping
+	s.dropping = 0
+	s.mu.Unlock()
+	if dropped > 0 {
+		s.logger.Info("buffer-has-room-again", lager.Data{"dropped": dropped})
+	}
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// Stats are the counters now.
+func (s *Sender) Stats() SenderStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stats
+	st.Buffered, st.BufferedBytes = len(s.queue), s.bytes
+	return st
+}
+
+// Run sends until ctx is done, then returns ctx's error; what is still buffered stays so (it
+// was not acknowledged). Call it once.
+func (s *Sender) Run(ctx context.Context) error {
+	wait := s.cfg.MinBackoff
+	failing := false
+	for {
+		batch := s.next()
+		if len(batch) == 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-s.wake:
+				continue
+			}
+		}
+		sendCtx, cancel := context.WithTimeout(ctx, s.cfg.SendTimeout)
+		_, err := s.client.Send(sendCtx, &loggregator_v2.EnvelopeBatch{Batch: batch})
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			s.mu.Lock()
+			s.stats.FailedSends++
+			s.mu.Unlock()
+			if !failing {
+				s.logger.Error("send-failed-retrying", err, lager.Data{"envelopes": len(batch)})
+				failing = true
+			}
+			timer := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return ctx.Err()
+			case <-timer.C:
+			}
+			wait = min(2*wait, s.cfg.MaxBackoff)
+			continue
+		}
+		if failing {
+			s.logger.Info("send-succeeded-again")
+			failing = false
+		}
+		wait = s.cfg.MinBackoff
+		s.delivered(len(batch))
+	}
+}
+
+// next is the batch at the head of the buffer (it stays there until delivered).
+func (s *Sender) next() []*loggregator_v2.Envelope {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var batch []*loggregator_v2.Envelope
+	bytes := 0
+	for _, e := range s.queue {
+		if len(batch) == s.cfg.MaxBatchEnvelopes || (len(batch) > 0 && bytes+e.size > s.cfg.MaxBatchBytes) {
+			break
+		}
+		batch = append(batch, e.env)
+		bytes += e.size
+	}
+	return batch
+}
+
+func (s *Sender) delivered(n int) {
+	acks := make([]func(), 0, n)
+	s.mu.Lock()
+	for i := range s.queue[:n] {
+		s.bytes -= s.queue[i].size
+		if s.queue[i].ack != nil {
+			acks = append(acks, s.queue[i].ack)
+		}
+		s.queue[i] = entry{} // the envelope is not kept alive by the buffer's array
+	}
+	s.queue = s.queue[n:]
+	s.stats.Delivered += uint64(n)
+	s.mu.Unlock()
+	for _, ack := range acks {
+		ack()
+	}
+}
+
+// Close closes the connection.
+func (s *Sender) Close() error { return s.conn.Close() }

@@ -1,0 +1,171 @@
+package loggregator_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"code.cloudfoundry.org/go-loggregator/v10/rpc/loggregator_v2"
+	"code.cloudfoundry.org/lager/v3"
+	"code.cloudfoundry.org/lager/v3/lagertest"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gbytes"
+
+	"github.com/opi-bridge/opi/loggregator"
+	standin "github.com/opi-bridge/opi/testsupport/loggregator"
+)
+
+var _ = Describe("Sender", func() {
+	var (
+		ingress *standin.Server
+		logger  *lagertest.TestLogger
+		cfg     loggregator.SenderConfig
+	)
+
+	BeforeEach(func() {
+		var err error
+		ingress, err = standin.Start(GinkgoT().TempDir())
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(ingress.Stop)
+		files := ingress.ClientFiles()
+		cfg = loggregator.SenderConfig{
+			Addr: ingress.Addr(), CAFile: files.CA, CertFile: files.Cert, KeyFile: files.Key,
+			MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
+		}
+		logger = lagertest.NewTestLogger("test")
+	})
+
+	// start makes a sender and runs it until the spec ends (Run must have returned by then).
+	start := func() *loggregator.Sender {
+		s, err := loggregator.NewSender(cfg, logger)
+		Expect(err).NotTo(HaveOccurred())
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.Run(ctx) }()
+		DeferCleanup(func() {
+			cancel()
+			Eventually(done).Should(Receive(MatchError(context.Canceled)))
+			Expect(s.Close()).To(Succeed())
+		})
+		return s
+	}
+	lines := func(payloads ...string) []*loggregator_v2.Envelope {
+		var envs []*loggregator_v2.Envelope
+		for i, p := range payloads {
+			envs = append(envs, logEnvelope(at.Add(time.Duration(i)), loggregator_v2.Log_OUT, p))
+		}
+		return envs
+	}
+	received := func() []*loggregator_v2.Envelope { return ingress.Envelopes() }
+	matching := func(want []*loggregator_v2.Envelope) func([]*loggregator_v2.Envelope) bool {
+		return func(got []*loggregator_v2.Envelope) bool { return equalEnvelopes(got, want) }
+	}
+
+	It("delivers the exact envelopes in order and acknowledges each once it is delivered", func() {
+		s := start()
+		var mu sync.Mutex
+		var acked []int
+		want := append(lines("one", "two"), loggregator.NewContainerMetrics(web, at, loggregator.Usage{CPUPercent: 1}))
+		for i, env := range want {
+			Expect(s.Emit(env, func() { mu.Lock(); acked = append(acked, i); mu.Unlock() })).To(BeTrue())
+		}
+		Eventually(received).Should(Satisfy(matching(want)))
+		Eventually(func() []int { mu.Lock(); defer mu.Unlock(); return append([]int(nil), acked...) }).Should(Equal([]int{0, 1, 2}))
+		Expect(s.Stats()).To(Equal(loggregator.SenderStats{Delivered: 3}))
+	})
+
+	It("keeps what it could not send through an outage and delivers it, in batches, once the ingress is back", func() {
+		cfg.MaxBatchEnvelopes = 2
+		ingress.Stop()
+		s := start()
+		want := lines("a", "b", "c", "d", "e")
+		for _, env := range want {
+			Expect(s.Emit(env, nil)).To(BeTrue())
+		}
+		Eventually(func() uint64 { return s.Stats().FailedSends }).Should(BeNumerically(">=", 2))
+		Expect(s.Stats().Buffered).To(Equal(5))
+		Expect(s.Stats().Delivered).To(BeZero())
+		Eventually(logger).Should(gbytes.Say("send-failed-retrying"))
+
+		Expect(ingress.Restart()).To(Succeed())
+		Eventually(received).Should(Satisfy(matching(want)))
+		Expect(ingress.Sends()).To(Equal(3))
+		Eventually(logger).Should(gbytes.Say("send-succeeded-again"))
+		Expect(s.Stats().Buffered).To(BeZero())
+		Expect(s.Stats().BufferedBytes).To(BeZero())
+	})
+
+	It("drops and counts what does not fit while the ingress is down, logs it once, and sends again when it is back", func() {
+		cfg.MaxBufferedEnvelopes = 3
+		ingress.Stop()
+		s := start()
+		envs := lines("a", "b", "c", "d", "e")
+		var accepted []bool
+		for _, env := range envs {
+			accepted = append(accepted, s.Emit(env, nil))
+		}
+		Expect(accepted).To(Equal([]bool{true, true, true, false, false}))
+		Expect(s.Stats().Dropped).To(Equal(uint64(2)))
+		drops := 0
+		for _, m := range logger.LogMessages() {
+			if m == "test.loggregator-sender.buffer-full-dropping" {
+				drops++
+			}
+		}
+		Expect(drops).To(Equal(1))
+
+		Expect(ingress.Restart()).To(Succeed())
+		Eventually(received).Should(Satisfy(matching(envs[:3])))
+		Eventually(func() int { return s.Stats().Buffered }).Should(BeZero())
+		more := lines("f")
+		Expect(s.Emit(more[0], nil)).To(BeTrue())
+		Eventually(received).Should(Satisfy(matching(append(envs[:3:3], more...))))
+		Expect(logger.Logs()).To(ContainElement(And(
+			HaveField("Message", "test.loggregator-sender.buffer-has-room-again"),
+			HaveField("Data", HaveKeyWithValue("dropped", BeNumerically("==", 2))),
+		)))
+		Expect(s.Stats().Dropped).To(Equal(uint64(2)))
+	})
+
+	It("bounds the buffer's bytes as well", func() {
+		one := lines("0123456789")[0]
+		cfg.MaxBufferedBytes = 2*len(mustMarshal(one)) + 1
+		ingress.Stop()
+		s := start()
+		Expect(s.Emit(one, nil)).To(BeTrue())
+		Expect(s.Emit(one, nil)).To(BeTrue())
+		Expect(s.Emit(one, nil)).To(BeFalse())
+		Expect(s.Stats().Dropped).To(Equal(uint64(1)))
+	})
+
+	It("delivers nothing to an ingress that does not trust its certificate", func() {
+		other, err := standin.Start(GinkgoT().TempDir())
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(other.Stop)
+		files := other.ClientFiles()
+		cfg.CertFile, cfg.KeyFile = files.Cert, files.Key // signed by the other stand-in's CA
+		s := start()
+		Expect(s.Emit(lines("a")[0], nil)).To(BeTrue())
+		Eventually(func() uint64 { return s.Stats().FailedSends }).Should(BeNumerically(">=", 1))
+		Expect(ingress.Envelopes()).To(BeEmpty())
+	})
+
+	DescribeTable("refuses a configuration it cannot use",
+		func(change func(*loggregator.SenderConfig), says string) {
+			change(&cfg)
+			_, err := loggregator.NewSender(cfg, lager.NewLogger("test"))
+			Expect(err).To(MatchError(ContainSubstring(says)))
+		},
+		Entry("no port", func(c *loggregator.SenderConfig) { c.Addr = "localhost" }, "is not host:port"),
+		Entry("no key", func(c *loggregator.SenderConfig) { c.KeyFile = "" }, "needs mutual TLS"),
+		Entry("a CA file that is missing", func(c *loggregator.SenderConfig) { c.CAFile = "/nonexistent/ca.crt" }, "load loggregator TLS files"),
+		Entry("a certificate that is no PEM", func(c *loggregator.SenderConfig) {
+			bad := filepath.Join(GinkgoT().TempDir(), "bad.crt")
+			Expect(os.WriteFile(bad, []byte("not pem"), 0o600)).To(Succeed())
+			c.CertFile = bad
+		}, "load loggregator TLS files"),
+	)
+})

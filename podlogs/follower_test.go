@@ -1,0 +1,319 @@
+package podlogs_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/opi-bridge/opi/podlogs"
+)
+
+var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+// cri is one line as the kubelet's runtime writes it; i sets its timestamp (t0 + i ms).
+func cri(i int, stream, tag, content string) string {
+	return fmt.Sprintf("%s %s %s %s\n", t0.Add(time.Duration(i)*time.Millisecond).Format(time.RFC3339Nano), stream, tag, content)
+}
+
+func ms(i int) time.Time { return t0.Add(time.Duration(i) * time.Millisecond) }
+
+// reader collects what a follower emits.
+type reader struct {
+	f     *podlogs.Follower
+	lines []podlogs.Line
+	last  podlogs.Position
+}
+
+// next runs one Next and returns the lines it emitted.
+func (r *reader) next() []podlogs.Line {
+	var got []podlogs.Line
+	ExpectWithOffset(1, r.f.Next(func(l podlogs.Line, p podlogs.Position) {
+		got = append(got, l)
+		r.last = p
+	})).To(Succeed())
+	r.lines = append(r.lines, got...)
+	return got
+}
+
+func texts(lines []podlogs.Line) []string {
+	out := []string{}
+	for _, l := range lines {
+		out = append(out, string(l.Stream)+":"+l.Text)
+	}
+	return out
+}
+
+var _ = Describe("Follower", func() {
+	var (
+		root, dir string
+		r         *reader
+	)
+
+	write := func(name string, lines ...string) {
+		file, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o640)
+		Expect(err).NotTo(HaveOccurred())
+		_, err = file.WriteString(strings.Join(lines, ""))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(file.Close()).To(Succeed())
+	}
+	// rotate does what the kubelet does at containerLogMaxSize.
+	rotate := func(n int, stamp string) {
+		Expect(os.Rename(filepath.Join(dir, fmt.Sprintf("%d.log", n)), filepath.Join(dir, fmt.Sprintf("%d.log.%s", n, stamp)))).To(Succeed())
+	}
+	follow := func(from podlogs.Position, opts podlogs.Options) *reader {
+		f := podlogs.NewFollower(dir, from, opts)
+		DeferCleanup(f.Close)
+		return &reader{f: f}
+	}
+
+	BeforeEach(func() {
+		root = GinkgoT().TempDir()
+		dir = filepath.Join(root, "apps_web-6c9f-0_0f5c2e4a-1b7d-4e8e-9a51-3c1f0d2b7a66", "opi")
+		Expect(os.MkdirAll(dir, 0o750)).To(Succeed())
+		r = follow(podlogs.Position{}, podlogs.Options{})
+	})
+
+	It("emits each full line with its timestamp and stream, and only complete lines", func() {
+		write("0.log", cri(1, "stdout", "F", "one"), cri(2, "stderr", "F", "two"), "2026-12-01T12:00:00.003Z stdout F thr")
+		Expect(r.next()).To(Equal([]podlogs.Line{
+			{Time: ms(1), Stream: podlogs.Stdout, Text: "one"},
+			{Time: ms(2), Stream: podlogs.Stderr, Text: "two"},
+		}))
+		Expect(r.next()).To(BeEmpty())
+
+		write("0.log", "ee\n")
+		Expect(r.next()).To(Equal([]podlogs.Line{{Time: ms(3), Stream: podlogs.Stdout, Text: "three"}}))
+	})
+
+	It("is quiet while the folder is missing or empty", func() {
+		r = &reader{f: podlogs.NewFollower(filepath.Join(root, "none"), podlogs.Position{}, podlogs.Options{})}
+		Expect(r.next()).To(BeEmpty())
+		Expect(os.MkdirAll(filepath.Join(root, "none"), 0o750)).To(Succeed())
+		Expect(r.next()).To(BeEmpty())
+	})
+
+	It("joins partial lines per stream with the first part's timestamp", func() {
+		write("0.log",
+			cri(1, "stdout", "P", "al"), cri(2, "stderr", "P", "be"),
+			cri(3, "stdout", "P", "pha "), cri(4, "stderr", "F", "ta"))
+		Expect(texts(r.next())).To(Equal([]string{"stderr:beta"}))
+		Expect(r.lines[0].Time).To(Equal(ms(2)))
+
+		write("0.log", cri(5, "stdout", "F", "omega"))
+		Expect(r.next()).To(Equal([]podlogs.Line{{Time: ms(1), Stream: podlogs.Stdout, Text: "alpha omega"}}))
+	})
+
+	It("emits a joined line past the bound in pieces and cuts a longer physical line", func() {
+		r = follow(podlogs.Position{}, podlogs.Options{MaxLineBytes: 8})
+		write("0.log",
+			cri(1, "stdout", "P", "aaaa"), cri(2, "stdout", "P", "bbbb"), cri(3, "stdout", "F", "cc"),
+			cri(4, "stdout", "F", strings.Repeat("x", 300)),
+			cri(5, "stdout", "F", "after"))
+		Expect(texts(r.next())).To(Equal([]string{"stdout:aaaabbbb", "stdout:cc", "stdout:xxxxxxxx", "stdout:after"}))
+		Expect(r.lines[1].Time).To(Equal(ms(3)))
+	})
+
+	It("reads a rotated file to its end before the new one: rotation between lines", func() {
+		write("0.log", cri(1, "stdout", "F", "one"))
+		Expect(texts(r.next())).To(Equal([]string{"stdout:one"}))
+
+		write("0.log", cri(2, "stdout", "F", "two"))
+		rotate(0, "20261201-120000")
+		write("0.log", cri(3, "stdout", "F", "three"))
+		Expect(texts(r.next())).To(Equal([]string{"stdout:two", "stdout:three"}))
+
+		write("0.log", cri(4, "stdout", "F", "four"))
+		Expect(texts(r.next())).To(Equal([]string{"stdout:four"}))
+		Expect(texts(r.lines)).To(Equal([]string{"stdout:one", "stdout:two", "stdout:three", "stdout:four"}))
+	})
+
+	It("joins a line the rotation cut in two", func() {
+		write("0.log", cri(1, "stdout", "F", "one"), cri(2, "stdout", "P", "tw"))
+		Expect(texts(r.next())).To(Equal([]string{"stdout:one"}))
+
+		rotate(0, "20261201-120000")
+		write("0.log", cri(3, "stdout", "F", "o"))
+		Expect(r.next()).To(Equal([]podlogs.Line{{Time: ms(2), Stream: podlogs.Stdout, Text: "two"}}))
+	})
+
+	It("follows two rotations in order, the compressed file skipped", func() {
+		write("0.log", cri(1, "stdout", "F", "one"))
+		rotate(0, "20261201-120000")
+		write("0.log", cri(2, "stdout", "F", "two"))
+		rotate(0, "20261201-120100")
+		write("0.log", cri(3, "stdout", "F", "three"))
+		write("0.log.20261130-110000.gz", "not a log line\n")
+		Expect(texts(r.next())).To(Equal([]string{"stdout:one", "stdout:two", "stdout:three"}))
+		Expect(r.f.Malformed()).To(BeZero())
+	})
+
+	It("reads on in order when its file was rotated twice and compressed between two reads", func() {
+		write("0.log", cri(1, "stdout", "F", "one"))
+		Expect(texts(r.next())).To(Equal([]string{"stdout:one"}))
+
+		write("0.log", cri(2, "stdout", "F", "two"))
+		rotate(0, "20261201-120000")
+		write("0.log", cri(3, "stdout", "F", "three"))
+		rotate(0, "20261201-120100")
+		write("0.log", cri(4, "stdout", "F", "four"))
+		// The kubelet compresses all but the newest rotated file: the one being read goes.
+		Expect(os.Remove(filepath.Join(dir, "0.log.20261201-120000"))).To(Succeed())
+		write("0.log.20261201-120000.gz", "compressed\n")
+		Expect(texts(r.next())).To(Equal([]string{"stdout:two", "stdout:three", "stdout:four"}))
+	})
+
+	It("finishes the old container's file, an unterminated last line included, before the restart's", func() {
+		write("0.log", cri(1, "stdout", "F", "one"), "2026-12-01T12:00:00.002Z stderr F crash")
+		Expect(texts(r.next())).To(Equal([]string{"stdout:one"}))
+
+		write("1.log", cri(3, "stdout", "F", "again"))
+		Expect(texts(r.next())).To(Equal([]string{"stderr:crash", "stdout:again"}))
+		Expect(r.last.Name).To(Equal("1.log"))
+	})
+
+	It("starts over in a file truncated below the position", func() {
+		write("0.log", cri(1, "stdout", "F", "one"), cri(2, "stdout", "F", "two"))
+		Expect(r.next()).To(HaveLen(2))
+
+		Expect(os.Truncate(filepath.Join(dir, "0.log"), 0)).To(Succeed())
+		write("0.log", cri(3, "stdout", "F", "new"))
+		Expect(texts(r.next())).To(Equal([]string{"stdout:new"}))
+	})
+
+	It("skips and counts lines that are no CRI lines", func() {
+		write("0.log", "garbage\n", cri(1, "stdout", "F", "one"))
+		Expect(texts(r.next())).To(Equal([]string{"stdout:one"}))
+		Expect(r.f.Malformed()).To(Equal(uint64(1)))
+	})
+
+	Context("resuming from a checkpoint", func() {
+		var (
+			cpDir string
+			key   string
+		)
+		BeforeEach(func() {
+			cpDir = GinkgoT().TempDir()
+			var err error
+			key, err = podlogs.ContainerKey(root, dir)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(key).To(Equal("apps_web-6c9f-0_0f5c2e4a-1b7d-4e8e-9a51-3c1f0d2b7a66/opi"))
+		})
+		// checkpoint saves r's last position as an agent does after an acknowledged batch, and
+		// reads it back as a restarted agent does.
+		checkpoint := func() podlogs.Position {
+			cp, err := podlogs.OpenCheckpoints(cpDir)
+			Expect(err).NotTo(HaveOccurred())
+			cp.Set(key, r.last)
+			Expect(cp.Save()).To(Succeed())
+			again, err := podlogs.OpenCheckpoints(cpDir)
+			Expect(err).NotTo(HaveOccurred())
+			return again.Get(key)
+		}
+
+		It("continues after the last acknowledged line", func() {
+			write("0.log", cri(1, "stdout", "F", "one"), cri(2, "stdout", "F", "two"))
+			r.next()
+			from := checkpoint()
+			Expect(from).To(Equal(r.last))
+			Expect(r.f.Close()).To(Succeed())
+
+			write("0.log", cri(3, "stdout", "F", "three"))
+			Expect(texts(follow(from, podlogs.Options{}).next())).To(Equal([]string{"stdout:three"}))
+		})
+
+		It("finds its file after a rotation while it was not running", func() {
+			write("0.log", cri(1, "stdout", "F", "one"))
+			r.next()
+			from := checkpoint()
+			Expect(r.f.Close()).To(Succeed())
+
+			write("0.log", cri(2, "stdout", "F", "two"))
+			rotate(0, "20261201-120000")
+			write("0.log", cri(3, "stdout", "F", "three"))
+			Expect(texts(follow(from, podlogs.Options{}).next())).To(Equal([]string{"stdout:two", "stdout:three"}))
+		})
+
+		It("starts at the oldest file there is when its file is gone", func() {
+			write("0.log", cri(1, "stdout", "F", "one"))
+			r.next()
+			from := checkpoint()
+			Expect(r.f.Close()).To(Succeed())
+
+			rotate(0, "20261201-120000")
+			Expect(os.Remove(filepath.Join(dir, "0.log.20261201-120000"))).To(Succeed())
+			write("0.log", cri(2, "stdout", "F", "two"))
+			Expect(texts(follow(from, podlogs.Options{}).next())).To(Equal([]string{"stdout:two"}))
+		})
+
+		It("re-reads a line whose other stream's partial line was pending", func() {
+			write("0.log", cri(1, "stdout", "P", "a"), cri(2, "stderr", "F", "err"))
+			Expect(texts(r.next())).To(Equal([]string{"stderr:err"}))
+			from := checkpoint()
+			Expect(from.Offset).To(BeZero())
+			Expect(r.f.Close()).To(Succeed())
+
+			write("0.log", cri(3, "stdout", "F", "b"))
+			Expect(texts(follow(from, podlogs.Options{}).next())).To(Equal([]string{"stderr:err", "stdout:ab"}))
+		})
+	})
+
+	It("returns from Follow when its context ends", func() {
+		write("0.log", cri(1, "stdout", "F", "one"))
+		ctx, cancel := context.WithCancel(context.Background())
+		lines := make(chan podlogs.Line, 1)
+		done := make(chan error, 1)
+		go func() {
+			done <- r.f.Follow(ctx, time.Millisecond, func(l podlogs.Line, _ podlogs.Position) { lines <- l })
+		}()
+		Eventually(lines).Should(Receive(Equal(podlogs.Line{Time: ms(1), Stream: podlogs.Stdout, Text: "one"})))
+		cancel()
+		Eventually(done).Should(Receive(MatchError(context.Canceled)))
+	})
+})
+
+var _ = Describe("Checkpoints", func() {
+	It("refuses a folder that does not exist", func() {
+		_, err := podlogs.OpenCheckpoints(filepath.Join(GinkgoT().TempDir(), "none"))
+		Expect(err).To(MatchError(ContainSubstring("open checkpoints folder")))
+	})
+
+	It("refuses a checkpoint file it cannot read back and leaves it as it is", func() {
+		dir := GinkgoT().TempDir()
+		Expect(os.WriteFile(filepath.Join(dir, "positions.json"), []byte("{not json"), 0o600)).To(Succeed())
+		_, err := podlogs.OpenCheckpoints(dir)
+		Expect(err).To(MatchError(ContainSubstring("read checkpoints")))
+		Expect(os.ReadFile(filepath.Join(dir, "positions.json"))).To(Equal([]byte("{not json")))
+	})
+
+	It("saves atomically, leaving only its file, and forgets deleted keys", func() {
+		dir := GinkgoT().TempDir()
+		cp, err := podlogs.OpenCheckpoints(dir)
+		Expect(err).NotTo(HaveOccurred())
+		cp.Set("a_b_c/d", podlogs.Position{Device: 1, Inode: 2, Name: "0.log", Offset: 3})
+		cp.Set("a_b_c/e", podlogs.Position{Device: 1, Inode: 4, Name: "1.log", Offset: 5})
+		Expect(cp.Save()).To(Succeed())
+		cp.Delete("a_b_c/e")
+		Expect(cp.Save()).To(Succeed())
+
+		entries, err := os.ReadDir(dir)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(entries).To(HaveLen(1))
+		again, err := podlogs.OpenCheckpoints(dir)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(again.Get("a_b_c/d")).To(Equal(podlogs.Position{Device: 1, Inode: 2, Name: "0.log", Offset: 3}))
+		Expect(again.Get("a_b_c/e").IsZero()).To(BeTrue())
+	})
+
+	It("refuses a container folder that is not below the root", func() {
+		_, err := podlogs.ContainerKey("/var/log/pods", "/tmp/x/y")
+		Expect(err).To(HaveOccurred())
+		_, err = podlogs.ContainerKey("/var/log/pods", "/var/log/pods/ns_pod_uid")
+		Expect(err).To(HaveOccurred())
+	})
+})
