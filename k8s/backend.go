@@ -9,7 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,138 +38,103 @@ import (
 	"github.com/opi-bridge/opi/opi"
 )
 
-// DefaultReadWaitTimeout bounds how long a write waits for the caches to observe it.
-const DefaultReadWaitTimeout = store.DefaultReadWaitTimeout
-
-// Options configure the backend.
+// Options configure the backend: the root's own settings, each package's settings in its own
+// struct, and, apart from the settings, the clients and notifiers it is handed.
 type Options struct {
 	// Namespace is where apps run.
 	Namespace string
-	// ReadWaitTimeout bounds how long a write waits for the informer cache to observe it
-	// (default 5s). A write whose wait times out answers opi.ErrUnavailable (503): what it wrote
-	// is kept, and repeating it completes it.
-	ReadWaitTimeout time.Duration
-	// JanitorPeriod is how often Start's janitor sweeps leftovers of desires that never
-	// completed (see Sweep); 0 runs no janitor.
-	JanitorPeriod time.Duration
-	// JanitorGrace is the age a leftover must reach before the janitor deletes it
-	// (default janitor.DefaultGrace).
-	JanitorGrace time.Duration
+	// Workload is workload.Deployments (default) or workload.StatefulSets: the kind of object
+	// that runs each LRP's pods (docs/adr/0007 says which to choose when).
+	Workload string
 	// CacheSyncTimeout is how long Start waits for its caches before it checks that opi may
 	// list what it caches and logs cache-sync-slow (default DefaultCacheSyncTimeout). It is
 	// not a deadline: Start keeps waiting, see start.go.
 	CacheSyncTimeout time.Duration
+
+	// Store: how long a write waits for the caches to show it (package k8s/store).
+	Store store.Options
+	// Pods: the settings of every app pod (probes, rollouts, Pod Security; package k8s/spec).
+	Pods spec.PodOptions
+	// Hooks: routing, network policies, placement, Services (package k8s/hooks).
+	Hooks hooks.Options
+	// Janitor: how often it sweeps and the age of a leftover (package k8s/janitor; a zero
+	// period runs no janitor).
+	Janitor janitor.Options
+	// Tasks: how long an ended task's Job is kept (package k8s/task).
+	Tasks task.Options
+	// Staging: the staging workers and their bounds (package k8s/staging).
+	Staging staging.Options
+
+	// Clients are the API clients beside the clientset NewBackend is given.
+	Clients Clients
+	// Notifiers are told what happened; each switches a piece of leader work on.
+	Notifiers Notifiers
+}
+
+// Clients are the backend's clients beside its clientset; each may be nil.
+type Clients struct {
+	// Gateway is the Gateway API client; needed for hooks.RoutingGateway only.
+	Gateway gateway.Interface
+	// Metadata is the client the janitor and the hooks list their objects with
+	// (metadata.NewForConfig on the clientset's config): it asks the API server for their
+	// metadata only, so that the Secrets' values never pass through opi (hooks.MetadataLists).
+	// Nil: whole objects are listed with the clientset and their metadata kept, which works as
+	// well and saves nothing.
+	Metadata metadata.Interface
 	// Watches, when set, follows the client's LISTs and WATCHes (its Wrap must be in the
 	// client's transport): while a cache is not watching the API server (client-go reconnects
 	// on its own, with a backoff of up to a minute after an outage), writes answer
 	// ErrUnavailable and Ready fails, so that no write is answered that a read then misses.
 	// Nil: the caches are taken to be watching once synced.
 	Watches *kube.Watches
-
-	// Routing says how routes reach apps (Ingress, Gateway API HTTPRoutes, or nothing).
-	Routing RoutingOptions
-	// Gateway is the Gateway API client; needed for RoutingGateway only.
-	Gateway gateway.Interface
-	// Metadata is the client the janitor lists its objects with (metadata.NewForConfig on the
-	// clientset's config): it asks the API server for their metadata only, so that the
-	// Secrets' values never pass through opi (see hooks.MetadataLists). Nil: the janitor lists
-	// whole objects with the clientset and keeps their metadata, which works as well and
-	// saves nothing.
-	Metadata metadata.Interface
-	// NetworkPolicy configures container-to-container isolation.
-	NetworkPolicy NetworkPolicyOptions
-	// Placement configures isolation segments (placement tags).
-	Placement PlacementOptions
-	// HeadlessServices gives LRP Services no cluster IP (see docs/adr).
-	HeadlessServices bool
-	// CrashNotifier, when set, is told about every crash of an LRP instance, once (leader
-	// work, see package k8s/crash); nil reports no crashes.
-	CrashNotifier opi.CrashNotifier
-	// TaskNotifier, when set, is told when a task ends (RunLeaderWork's task reporter); without
-	// it no task end is reported and no task's Job is deleted.
-	TaskNotifier opi.TaskNotifier
-	// TaskRetention is how long a task's Job is kept after CC accepted its end (0: deleted at
-	// once).
-	TaskRetention time.Duration
-
-	// ProbeTimeout bounds each health check of an instance (default DefaultProbeTimeout,
-	// Diego's per-check timeout; rounded up to whole seconds). CC's health_check_timeout_ms is
-	// the start timeout, not this.
-	ProbeTimeout time.Duration
-	// MinReady is how long a new instance must stay Ready before a rollout counts
-	// it as available (default DefaultMinReady; rounded up to whole seconds; negative: 0).
-	MinReady time.Duration
-	// PodSecurity is spec.PodSecurityBaseline (default) or spec.PodSecurityRestricted, for namespaces
-	// that enforce the restricted Pod Security Standard.
-	PodSecurity string
-	// Workload is WorkloadDeployments (default) or WorkloadStatefulSets: the kind of object
-	// that runs each LRP's pods (docs/adr/0007 says which to choose when).
-	Workload string
-	// ImageReader and StagingNotifier, both set, make the leader work off staging records
-	// (see Stage); StagingWorkers of them at once (default staging.DefaultWorkers).
-	ImageReader     opi.ImageReader
-	StagingNotifier opi.StagingNotifier
-	StagingWorkers  int
-	// StagingMaxAttempts and StagingMaxAge bound a staging: a record read that many times
-	// (each attempt counted on the record before its read starts), or older than that, is
-	// settled as a failure without reading (defaults staging.DefaultMaxAttempts,
-	// staging.DefaultMaxAge). No record can crash-loop opi.
-	StagingMaxAttempts int
-	StagingMaxAge      time.Duration
 }
 
-// Defaults of Options.
-const (
-	DefaultProbeTimeout = time.Second
-	DefaultMinReady     = 10 * time.Second
-)
+// Notifiers tell Cloud Controller what happened. Each that is set switches on its leader work.
+type Notifiers struct {
+	// Crash is told about every crash of an LRP instance, once (package k8s/crash); nil
+	// reports no crashes.
+	Crash opi.CrashNotifier
+	// Task is told when a task ends (package k8s/task's reporter); without it no task end is
+	// reported and no task's Job is deleted.
+	Task opi.TaskNotifier
+	// ImageReader and Staging, both set, make the leader work off staging records (package
+	// k8s/staging); one without the other is refused.
+	ImageReader opi.ImageReader
+	Staging     opi.StagingNotifier
+}
 
-// Validate reports an option the backend cannot work with.
+// Validate reports an option the backend cannot work with, and a feature half configured
+// (it would accept work and never finish it: an image reader without a staging notifier
+// records stagings nobody is told of).
 func (o Options) Validate() error {
-	switch o.PodSecurity {
-	case "", spec.PodSecurityBaseline, spec.PodSecurityRestricted:
-	default:
-		return fmt.Errorf("pod security %q is not one of %s, %s", o.PodSecurity, spec.PodSecurityBaseline, spec.PodSecurityRestricted)
-	}
 	switch o.Workload {
-	case "", WorkloadDeployments, WorkloadStatefulSets:
+	case "", workload.Deployments, workload.StatefulSets:
 	default:
-		return fmt.Errorf("backend %q is not one of %s, %s", o.Workload, WorkloadDeployments, WorkloadStatefulSets)
+		return fmt.Errorf("backend %q is not one of %s, %s", o.Workload, workload.Deployments, workload.StatefulSets)
 	}
-	if o.ProbeTimeout < 0 {
-		return errors.New("probe timeout must not be negative")
-	}
-	// A feature whose dependencies are half given would accept work and never finish it (an
-	// image reader without a staging notifier records stagings nobody is told of).
-	if err := (staging.Deps{ImageReader: o.ImageReader, Notifier: o.StagingNotifier}).Check(); err != nil {
+	if err := o.Pods.Validate(); err != nil {
 		return err
 	}
-	switch o.Routing.Mode {
-	case "", RoutingNone, RoutingIngress:
-	case RoutingGateway:
-		if o.Routing.GatewayName == "" {
-			return errors.New("routing gateway needs the gateway's name")
-		}
-	default:
-		return fmt.Errorf("routing %q is not one of %s, %s, %s", o.Routing.Mode, RoutingIngress, RoutingGateway, RoutingNone)
+	if err := o.Hooks.Validate(); err != nil {
+		return err
 	}
-	return nil
+	return staging.Deps{ImageReader: o.Notifiers.ImageReader, Notifier: o.Notifiers.Staging}.Check()
 }
 
-// Backend runs LRPs on Kubernetes. Create it with NewBackend and Start it before use.
+// Backend runs LRPs on Kubernetes: the services of k8s/'s packages behind the opi/ contract.
+// Create it with NewBackend and Start it before use.
 type Backend struct {
-	// The services behind the opi/ contract, each a package of its own.
+	// The LRP verbs are the lrp service's; tasks, stagings and the janitor's sweep are
+	// forwarded to theirs (facade.go).
 	*lrp.Service
+	tasks   *task.Service
+	staging *staging.Service
+	janitor *janitor.Janitor
 
-	client       kubernetes.Interface
-	gateway      gateway.Interface
-	listMetadata hooks.MetadataLists
-	logger       lager.Logger
-	namespace    string
-	// janitor sweeps leftovers (package k8s/janitor).
-	janitor   *janitor.Janitor
+	client    kubernetes.Interface
+	logger    lager.Logger
+	namespace string
 	cacheSync syncPatience
-	workload  spec.Workload
 	// kind is the object that runs an LRP's pods (Deployment or StatefulSet).
 	kind workload.Kind
 
@@ -183,52 +148,49 @@ type Backend struct {
 	// cached are the resources of the caches above, as kube.Watches names them.
 	cached [3]string
 
-	// tasks desires, cancels and reads tasks and reports their ends (package k8s/task).
-	tasks *task.Service
-
 	started atomic.Bool
 
-	// hooks are the concerns that react to an LRP's events (package k8s/hooks, registered in hooks.go).
-	hooks hooks.Set
-	// policies is the network policy hook, which keeps the tasks' policies too.
+	// hooks are the concerns that react to an LRP's events (package k8s/hooks, registered in
+	// hooks.go); policies is the network policy hook, which keeps the tasks' policies too.
+	hooks    hooks.Set
 	policies *hooks.NetworkPolicyHook
-	// staging records stagings and works them off (package k8s/staging).
-	staging *staging.Service
 
 	// leaderWork is what one replica of opi does for all of them; see RunLeaderWork.
 	leaderWork []leaderTask
 }
 
 var (
-	_ opi.LRPBackend  = (*Backend)(nil)
-	_ opi.TaskBackend = (*Backend)(nil)
+	_ opi.LRPBackend        = (*Backend)(nil)
+	_ opi.TaskBackend       = (*Backend)(nil)
+	_ opi.Stager            = (*Backend)(nil)
+	_ opi.LRPListVersioner  = (*Backend)(nil)
+	_ opi.TaskListVersioner = (*Backend)(nil)
 )
 
-// NewBackend makes a backend for the namespace in opts. It makes no API calls: Start does.
-func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) *Backend {
-	if opts.CacheSyncTimeout <= 0 {
-		opts.CacheSyncTimeout = DefaultCacheSyncTimeout
+// NewBackend makes a backend for the namespace in opts, or says why it cannot (Validate, or a
+// service refusing what it is handed). It makes no API calls: Start does.
+func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) (*Backend, error) {
+	if client == nil {
+		return nil, errors.New("backend needs a kubernetes client")
 	}
-	if opts.ProbeTimeout <= 0 {
-		opts.ProbeTimeout = DefaultProbeTimeout
+	if err := opts.Validate(); err != nil {
+		return nil, err
 	}
-	if opts.MinReady == 0 {
-		opts.MinReady = DefaultMinReady
+	cacheSync := cmp.Or(opts.CacheSyncTimeout, DefaultCacheSyncTimeout)
+	if opts.CacheSyncTimeout < 0 {
+		cacheSync = DefaultCacheSyncTimeout
 	}
 	b := &Backend{
-		client:       client,
-		gateway:      opts.Gateway,
-		listMetadata: hooks.NewMetadataLists(opts.Metadata, client, opts.Gateway, opts.Namespace),
-		logger:       logger.Session("k8s-backend", lager.Data{"namespace": opts.Namespace}),
-		namespace:    opts.Namespace,
-		cacheSync:    syncPatience{timeout: opts.CacheSyncTimeout, recheck: cacheSyncRecheck, hookRetry: hookRetryInterval},
-		workload: spec.Workload{
-			ProbeTimeoutSeconds: wholeSeconds(opts.ProbeTimeout),
-			MinReadySeconds:     wholeSeconds(opts.MinReady),
-			PodSecurity:         cmp.Or(opts.PodSecurity, spec.PodSecurityBaseline),
-			InstanceIndexEnv:    opts.Workload == WorkloadStatefulSets,
-		},
+		client:    client,
+		logger:    logger.Session("k8s-backend", lager.Data{"namespace": opts.Namespace}),
+		namespace: opts.Namespace,
+		cacheSync: syncPatience{timeout: cacheSync, recheck: cacheSyncRecheck, hookRetry: hookRetryInterval},
 	}
+	pods := opts.Pods.Workload(opts.Workload == workload.StatefulSets)
+	lists := hooks.NewMetadataLists(opts.Clients.Metadata, client, opts.Clients.Gateway, opts.Namespace)
+
+	// The read side: the kind, the one factory's informers, the store over them (its indexers,
+	// the change counter among them, are added here, before anything starts).
 	b.kind = workload.New(opts.Workload, workload.Config{
 		Apps:      client.AppsV1(),
 		Namespace: opts.Namespace,
@@ -241,46 +203,58 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 		},
 	})
 	b.newInformers()
-	b.cached = [3]string{b.kindName() + "s", "pods", "jobs"}
+	kindName := strings.ToLower(b.kind.Name())
+	b.cached = [3]string{kindName + "s", "pods", "jobs"}
 	b.store = store.New(store.Config{
-		Options:       store.Options{ReadWaitTimeout: opts.ReadWaitTimeout},
+		Options:       opts.Store,
 		Namespace:     opts.Namespace,
 		Workloads:     b.workloads,
 		Pods:          b.pods,
 		Jobs:          b.jobs,
 		Resources:     b.cached,
-		KindName:      b.kindName(),
+		KindName:      kindName,
 		ByOrdinal:     b.kind.IndexedByOrdinal(),
 		ListWorkloads: b.listWorkloads,
-		Watches:       opts.Watches,
+		Watches:       opts.Clients.Watches,
 		Logger:        b.logger,
 	})
-	b.registerHooks(opts)
-	lrps, err := lrp.New(b.logger, lrp.Config{Namespace: opts.Namespace, Pods: b.workload},
-		lrp.Deps{Client: client, Kind: b.kind, Cache: b.store, Hooks: b.hooks, Lists: b.listMetadata})
-	if err != nil {
-		panic(err) // every dependency is given above
+	b.registerHooks(opts.Hooks, opts.Clients.Gateway, lists)
+
+	// The services, and their leader work in this order.
+	var err error
+	if b.Service, err = lrp.New(b.logger, lrp.Config{Namespace: opts.Namespace, Pods: pods},
+		lrp.Deps{Client: client, Kind: b.kind, Cache: b.store, Hooks: b.hooks, Lists: lists}); err != nil {
+		return nil, err
 	}
-	b.Service = lrps
-	b.tasks = b.newTasks(opts)
+	if b.tasks, err = task.New(opts.Namespace, b.logger, pods, opts.Tasks,
+		task.Deps{Client: client, Cache: b.store, Policies: b.policies, Notifier: opts.Notifiers.Task}); err != nil {
+		return nil, err
+	}
 	if b.tasks.Reports() {
 		b.addLeaderWork("task-reporter", b.tasks.Run)
 	}
-	if b.janitor = b.newJanitor(opts); b.janitor != nil && b.janitor.Runs() {
+	if b.janitor, err = janitor.New(opts.Namespace, b.logger, opts.Janitor,
+		janitor.Deps{Client: client, Kind: b.kind, Cache: b.store, Hooks: b.hooks, Lists: lists}); err != nil {
+		return nil, err
+	}
+	if b.janitor.Runs() {
 		b.addLeaderWork("janitor", b.janitor.Run)
 	}
-	if opts.CrashNotifier != nil {
-		if crashes, err := crash.New(b.logger, crash.Deps{Client: client, Pods: b.store, Notifier: opts.CrashNotifier}); err != nil {
-			b.logger.Error("crash-reporter-not-run", err)
-		} else {
-			b.addLeaderWork("crash-reporter", crashes.Run)
+	if opts.Notifiers.Crash != nil {
+		crashes, err := crash.New(b.logger, crash.Deps{Client: client, Pods: b.store, Notifier: opts.Notifiers.Crash})
+		if err != nil {
+			return nil, err
 		}
+		b.addLeaderWork("crash-reporter", crashes.Run)
 	}
-	b.staging = b.newStaging(opts)
+	if b.staging, err = staging.New(opts.Namespace, b.logger, opts.Staging,
+		staging.Deps{Client: client, ImageReader: opts.Notifiers.ImageReader, Notifier: opts.Notifiers.Staging}); err != nil {
+		return nil, err
+	}
 	if b.staging.Enabled() {
 		b.addLeaderWork("staging", b.staging.Run)
 	}
-	return b
+	return b, nil
 }
 
 // newInformers sets up (without starting) the one informer factory and the namespace-scoped
@@ -347,15 +321,7 @@ func (b *Backend) Ready(ctx context.Context) error {
 		_, err = b.client.Discovery().ServerVersionWithContext(ctx)
 	}
 	if err != nil {
-		return apiError(err, "check api server")
+		return kube.APIError(err, "check api server")
 	}
 	return nil
-}
-
-// wholeSeconds is d rounded up to whole seconds, 0 for d ≤ 0, at most MaxInt32.
-func wholeSeconds(d time.Duration) int32 {
-	if d <= 0 {
-		return 0
-	}
-	return int32(min((d+time.Second-1)/time.Second, math.MaxInt32))
 }

@@ -11,11 +11,36 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/hooks"
+	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
 
 var _ = Describe("Backend", func() {
 	ctx := context.Background()
+
+	Describe("NewBackend", func() {
+		DescribeTable("refuses options it cannot work with, before any call",
+			func(opts k8s.Options, message string) {
+				client := newClient()
+				opts.Namespace = namespace
+				backend, err := k8s.NewBackend(client, lagertest.NewTestLogger("k8s"), opts)
+				Expect(err).To(MatchError(ContainSubstring(message)))
+				Expect(backend).To(BeNil())
+				Expect(client.Actions()).To(BeEmpty())
+			},
+			Entry("an unknown workload kind", k8s.Options{Workload: "replicasets"}, `backend "replicasets" is not one of deployments, statefulsets`),
+			Entry("an unknown pod security level", k8s.Options{Pods: spec.PodOptions{PodSecurity: "privileged"}}, `pod security "privileged"`),
+			Entry("a negative probe timeout", k8s.Options{Pods: spec.PodOptions{ProbeTimeout: -time.Second}}, "probe timeout must not be negative"),
+			Entry("gateway routing without a gateway", k8s.Options{Hooks: hooks.Options{Routing: hooks.RoutingOptions{Mode: hooks.RoutingGateway}}}, "routing gateway needs the gateway's name"),
+			Entry("an unknown routing mode", k8s.Options{Hooks: hooks.Options{Routing: hooks.RoutingOptions{Mode: "tcp"}}}, `routing "tcp"`),
+		)
+
+		It("refuses to be made without a client", func() {
+			_, err := k8s.NewBackend(nil, lagertest.NewTestLogger("k8s"), k8s.Options{Namespace: namespace})
+			Expect(err).To(MatchError("backend needs a kubernetes client"))
+		})
+	})
 
 	Describe("Start", func() {
 		It("lists and watches only the namespace's deployments, pods and jobs with opi's source labels", func() {
@@ -53,14 +78,14 @@ var _ = Describe("Backend", func() {
 			client.PrependReactor("list", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
 				return true, nil, connectionRefused
 			})
-			backend := k8s.NewBackend(client, lagertest.NewTestLogger("k8s"), k8s.Options{Namespace: namespace})
+			backend := mustBackend(client, lagertest.NewTestLogger("k8s"), k8s.Options{Namespace: namespace})
 			short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 			defer cancel()
 			Expect(backend.Start(short)).To(MatchError(opi.ErrUnavailable))
 		})
 
 		It("makes every call answer ErrUnavailable until it has synced", func() {
-			backend := k8s.NewBackend(newClient(), lagertest.NewTestLogger("k8s"), k8s.Options{Namespace: namespace})
+			backend := mustBackend(newClient(), lagertest.NewTestLogger("k8s"), k8s.Options{Namespace: namespace})
 			lrp := sampleLRP()
 			_, err := backend.ListLRPs(ctx)
 			Expect(err).To(MatchError(opi.ErrUnavailable))

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/store"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -39,7 +40,7 @@ func BenchmarkCacheBytesPerApp(b *testing.B) {
 		before := heapAlloc()
 
 		ctx, cancel := context.WithCancel(context.Background())
-		backend := NewBackend(client, lager.NewLogger("mem"), Options{Namespace: memNamespace, ReadWaitTimeout: time.Second})
+		backend := mustNewBackend(client, lager.NewLogger("mem"), Options{Namespace: memNamespace, Store: store.Options{ReadWaitTimeout: time.Second}})
 		if err := backend.Start(ctx); err != nil {
 			b.Fatal(err)
 		}

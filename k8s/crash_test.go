@@ -18,6 +18,8 @@ import (
 	"github.com/opi-bridge/opi/fakes"
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/store"
+	"github.com/opi-bridge/opi/k8s/workload"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -49,15 +51,17 @@ var _ = Describe("Crash reports", func() {
 		return stop
 	}
 	// workload is the backend's Options.Workload ("": Deployments).
-	var workload string
+	var workloadKind string
 	// start makes and starts a backend reporting to notifier and leads with it; the returned
 	// function stops leading (the informers run on until the spec ends).
 	start := func() func() {
 		startCtx, cancel := context.WithCancel(context.Background())
 		DeferCleanup(cancel)
-		backend = k8s.NewBackend(client, lagertest.NewTestLogger("k8s"), k8s.Options{
-			Namespace: namespace, ReadWaitTimeout: 2 * time.Second, CrashNotifier: notifier,
-			Workload: workload,
+		backend = mustBackend(client, lagertest.NewTestLogger("k8s"), k8s.Options{
+			Namespace: namespace,
+			Workload:  workloadKind,
+			Store:     store.Options{ReadWaitTimeout: 2 * time.Second},
+			Notifiers: k8s.Notifiers{Crash: notifier},
 		})
 		Expect(backend.Start(startCtx)).To(Succeed())
 		return lead(backend)
@@ -118,11 +122,11 @@ var _ = Describe("Crash reports", func() {
 		client = newClient()
 		notifier = new(fakes.FakeCrashNotifier)
 		lrp = sampleLRP()
-		workload = ""
+		workloadKind = ""
 	})
 
 	It("with StatefulSets, reports a crash at the pod's ordinal, not its rank by creation time", func() {
-		workload = k8s.WorkloadStatefulSets
+		workloadKind = workload.StatefulSets
 		start()
 		lrp.Instances = 3
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())

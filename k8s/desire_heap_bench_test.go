@@ -23,6 +23,9 @@ import (
 	"github.com/opi-bridge/opi/bifrost"
 	"github.com/opi-bridge/opi/handler"
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/hooks"
+	"github.com/opi-bridge/opi/k8s/store"
+	"github.com/opi-bridge/opi/k8s/workload"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -182,7 +185,7 @@ func (w *barrier) wait() {
 // With n=1 the figure is one request alone; n×(its peak) is the worst case of n at once, each
 // at its own peak, which n concurrent requests on a few cores approach from below.
 func BenchmarkMaximalDesireHeap(b *testing.B) {
-	for _, workload := range []string{k8s.WorkloadDeployments, k8s.WorkloadStatefulSets} {
+	for _, workload := range []string{workload.Deployments, workload.StatefulSets} {
 		for _, n := range []int{1, handler.DefaultMaxInFlight} {
 			b.Run(fmt.Sprintf("%s/inflight-%d", workload, n), func(b *testing.B) { benchmarkMaximalDesireHeap(b, workload, n) })
 		}
@@ -208,10 +211,11 @@ func benchmarkMaximalDesireHeap(b *testing.B, workload string, n int) {
 			runtime.GC()
 			held = heapObjects()
 		})
-		backend := k8s.NewBackend(client, lager.NewLogger("bench"), k8s.Options{
-			Namespace: namespace, ReadWaitTimeout: time.Minute, Workload: workload,
-			Routing:       k8s.RoutingOptions{Mode: k8s.RoutingIngress},
-			NetworkPolicy: k8s.NetworkPolicyOptions{Enabled: true, Routers: []k8s.PolicyPeer{{Namespace: "ingress-nginx"}}, DNSNamespace: "kube-system"},
+		backend := mustBackend(client, lager.NewLogger("bench"), k8s.Options{
+			Namespace: namespace,
+			Workload:  workload,
+			Store:     store.Options{ReadWaitTimeout: time.Minute},
+			Hooks:     hooks.Options{Routing: hooks.RoutingOptions{Mode: hooks.RoutingIngress}, NetworkPolicy: hooks.NetworkPolicyOptions{Enabled: true, Routers: []hooks.PolicyPeer{{Namespace: "ingress-nginx"}}, DNSNamespace: "kube-system"}},
 		})
 		if err := backend.Start(ctx); err != nil {
 			b.Fatal(err)

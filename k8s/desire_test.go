@@ -27,6 +27,7 @@ import (
 
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/store"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -172,7 +173,7 @@ var _ = Describe("DesireLRP", func() {
 		Context("under the restricted pod security level", func() {
 			BeforeEach(func() {
 				client = newClient()
-				backend = startBackendWith(client, k8s.Options{PodSecurity: spec.PodSecurityRestricted})
+				backend = startBackendWith(client, k8s.Options{Pods: spec.PodOptions{PodSecurity: spec.PodSecurityRestricted}})
 			})
 
 			It("runs as non-root with every capability dropped", func() {
@@ -354,7 +355,7 @@ var _ = Describe("DesireLRP", func() {
 		Context("with an operator's check timeout and minimum ready time", func() {
 			BeforeEach(func() {
 				client = newClient()
-				backend = startBackendWith(client, k8s.Options{ProbeTimeout: 1500 * time.Millisecond, MinReady: 30 * time.Second})
+				backend = startBackendWith(client, k8s.Options{Pods: spec.PodOptions{ProbeTimeout: 1500 * time.Millisecond, MinReady: 30 * time.Second}})
 			})
 
 			It("bounds every check by it, rounded up to whole seconds", func() {
@@ -587,7 +588,7 @@ var _ = Describe("DesireLRP's second round", func() {
 		client := &meetingClient{Interface: fakeClient, secretCalled: secretCalled, serviceCalled: serviceCalled}
 		ctx, cancel := context.WithCancel(context.Background())
 		DeferCleanup(cancel)
-		backend := k8s.NewBackend(client, lagertest.NewTestLogger("k8s"), k8s.Options{Namespace: namespace, ReadWaitTimeout: 2 * time.Second})
+		backend := mustBackend(client, lagertest.NewTestLogger("k8s"), k8s.Options{Namespace: namespace, Store: store.Options{ReadWaitTimeout: 2 * time.Second}})
 		Expect(backend.Start(ctx)).To(Succeed())
 
 		lrp := sampleLRP()

@@ -3,7 +3,9 @@ package k8s
 import (
 	"time"
 
+	"code.cloudfoundry.org/lager/v3"
 	"github.com/opi-bridge/opi/opi"
+	"k8s.io/client-go/kubernetes"
 )
 
 // CachedPodCount is how many pods of the LRP the pod cache holds, so that tests can wait for
@@ -25,4 +27,13 @@ func (b *Backend) CachedWorkloadVersion(id opi.LRPIdentifier) string {
 // a hook's start-up, so that tests need not wait the production intervals. Call before Start.
 func (b *Backend) SetSyncPatience(recheck, hookRetry time.Duration) {
 	b.cacheSync.recheck, b.cacheSync.hookRetry = recheck, hookRetry
+}
+
+// mustNewBackend is NewBackend for the package's own tests, with options known to be good.
+func mustNewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) *Backend {
+	b, err := NewBackend(client, logger, opts)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

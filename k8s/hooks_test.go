@@ -22,6 +22,8 @@ import (
 	gatewayfake "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/fake"
 
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/hooks"
+	"github.com/opi-bridge/opi/k8s/janitor"
 	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
@@ -59,7 +61,7 @@ var _ = Describe("Hooks", func() {
 	Describe("routing: ingress", func() {
 		var backend *k8s.Backend
 		BeforeEach(func() {
-			backend = startBackendWith(client, k8s.Options{Routing: k8s.RoutingOptions{Mode: k8s.RoutingIngress, IngressClass: "nginx"}})
+			backend = startBackendWith(client, k8s.Options{Hooks: hooks.Options{Routing: hooks.RoutingOptions{Mode: hooks.RoutingIngress, IngressClass: "nginx"}}})
 			lrp.Routes = []opi.Route{
 				{Hostname: "app.example.com", Port: 8080},
 				{Hostname: "app.example.com/admin", Port: 9090},
@@ -194,7 +196,7 @@ var _ = Describe("Hooks", func() {
 
 	Describe("service", func() {
 		It("gives a headless Service no cluster IP, and otherwise the same Service", func() {
-			backend := startBackendWith(client, k8s.Options{HeadlessServices: true})
+			backend := startBackendWith(client, k8s.Options{Hooks: hooks.Options{HeadlessServices: true}})
 			before := len(client.Actions())
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 			Expect(actionsSince(client, before)).To(ContainElement("create services " + name))
@@ -207,25 +209,25 @@ var _ = Describe("Hooks", func() {
 	})
 
 	DescribeTable("Options.Validate checks the routing mode",
-		func(routing k8s.RoutingOptions, message string) {
-			err := k8s.Options{Routing: routing}.Validate()
+		func(routing hooks.RoutingOptions, message string) {
+			err := k8s.Options{Hooks: hooks.Options{Routing: routing}}.Validate()
 			if message == "" {
 				Expect(err).NotTo(HaveOccurred())
 				return
 			}
 			Expect(err).To(MatchError(ContainSubstring(message)))
 		},
-		Entry("none", k8s.RoutingOptions{}, ""),
-		Entry("ingress", k8s.RoutingOptions{Mode: "ingress"}, ""),
-		Entry("gateway with a name", k8s.RoutingOptions{Mode: "gateway", GatewayName: "cf"}, ""),
-		Entry("gateway without a name", k8s.RoutingOptions{Mode: "gateway"}, "needs the gateway's name"),
-		Entry("unknown", k8s.RoutingOptions{Mode: "istio"}, `routing "istio" is not one of`),
+		Entry("none", hooks.RoutingOptions{}, ""),
+		Entry("ingress", hooks.RoutingOptions{Mode: "ingress"}, ""),
+		Entry("gateway with a name", hooks.RoutingOptions{Mode: "gateway", GatewayName: "cf"}, ""),
+		Entry("gateway without a name", hooks.RoutingOptions{Mode: "gateway"}, "needs the gateway's name"),
+		Entry("unknown", hooks.RoutingOptions{Mode: "istio"}, `routing "istio" is not one of`),
 	)
 
 	Describe("the janitor, for hooks", func() {
 		It("creates the missing Ingress of a Deployment older than the grace", func() {
 			md := newMetadataClient(client)
-			backend := startBackendWith(client, k8s.Options{JanitorGrace: time.Minute, Metadata: md, Routing: k8s.RoutingOptions{Mode: k8s.RoutingIngress}})
+			backend := startBackendWith(client, k8s.Options{Hooks: hooks.Options{Routing: hooks.RoutingOptions{Mode: hooks.RoutingIngress}}, Janitor: janitor.Options{Grace: time.Minute}, Clients: k8s.Clients{Metadata: md}})
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 			Expect(client.NetworkingV1().Ingresses(namespace).Delete(ctx, name, metav1.DeleteOptions{})).To(Succeed())
 			before := len(client.Actions())
@@ -248,8 +250,8 @@ var _ = Describe("Hooks", func() {
 		BeforeEach(func() {
 			gw = gatewayfake.NewClientset()
 			backend = startBackendWith(client, k8s.Options{
-				Gateway: gw,
-				Routing: k8s.RoutingOptions{Mode: k8s.RoutingGateway, GatewayNamespace: "gateways", GatewayName: "cf"},
+				Hooks:   hooks.Options{Routing: hooks.RoutingOptions{Mode: hooks.RoutingGateway, GatewayNamespace: "gateways", GatewayName: "cf"}},
+				Clients: k8s.Clients{Gateway: gw},
 			})
 			Expect(gatewayActions(gw)).To(Equal([]string{"list httproutes"}), "start checks that HTTPRoutes are served")
 			gw.ClearActions()
@@ -318,9 +320,10 @@ var _ = Describe("Hooks", func() {
 			missing.PrependReactor("list", "httproutes", func(k8stesting.Action) (bool, runtime.Object, error) {
 				return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: "gateway.networking.k8s.io", Resource: "httproutes"}, "")
 			})
-			b := k8s.NewBackend(newClient(), lagertest.NewTestLogger("k8s"), k8s.Options{
-				Namespace: namespace, Gateway: missing,
-				Routing: k8s.RoutingOptions{Mode: k8s.RoutingGateway, GatewayName: "cf"},
+			b := mustBackend(newClient(), lagertest.NewTestLogger("k8s"), k8s.Options{
+				Namespace: namespace,
+				Hooks:     hooks.Options{Routing: hooks.RoutingOptions{Mode: hooks.RoutingGateway, GatewayName: "cf"}},
+				Clients:   k8s.Clients{Gateway: missing},
 			})
 			startCtx, cancel := context.WithCancel(ctx)
 			defer cancel()
@@ -349,11 +352,14 @@ var _ = Describe("Hooks", func() {
 
 	Describe("network policies", func() {
 		var backend *k8s.Backend
-		opts := k8s.Options{JanitorGrace: time.Minute, NetworkPolicy: k8s.NetworkPolicyOptions{
-			Enabled:      true,
-			Routers:      []k8s.PolicyPeer{{Namespace: "ingress-nginx", PodLabels: map[string]string{"app": "ingress"}}},
-			DNSNamespace: "kube-system",
-		}}
+		opts := k8s.Options{
+			Hooks: hooks.Options{NetworkPolicy: hooks.NetworkPolicyOptions{
+				Enabled:      true,
+				Routers:      []hooks.PolicyPeer{{Namespace: "ingress-nginx", PodLabels: map[string]string{"app": "ingress"}}},
+				DNSNamespace: "kube-system",
+			}},
+			Janitor: janitor.Options{Grace: time.Minute},
+		}
 		JustBeforeEach(func() {
 			backend = startBackendWith(client, opts)
 		})
@@ -362,13 +368,13 @@ var _ = Describe("Hooks", func() {
 
 		Context("when a baseline of another configuration exists", func() {
 			BeforeEach(func() {
-				old := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: k8s.BaselinePolicyName, Namespace: namespace}}
+				old := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: hooks.BaselinePolicyName, Namespace: namespace}}
 				old.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}
 				client = newClient(old)
 			})
 			It("rewrites it when it starts", func() {
-				Expect(actionsSince(client, 0)).To(ContainElement("update networkpolicies " + k8s.BaselinePolicyName))
-				p, err := client.NetworkingV1().NetworkPolicies(namespace).Get(ctx, k8s.BaselinePolicyName, metav1.GetOptions{})
+				Expect(actionsSince(client, 0)).To(ContainElement("update networkpolicies " + hooks.BaselinePolicyName))
+				p, err := client.NetworkingV1().NetworkPolicies(namespace).Get(ctx, hooks.BaselinePolicyName, metav1.GetOptions{})
 				Expect(err).NotTo(HaveOccurred())
 				Expect(p.Spec.PolicyTypes).To(HaveLen(2))
 				Expect(p.Spec.Egress).To(HaveLen(1), "DNS")
@@ -442,14 +448,14 @@ var _ = Describe("Hooks", func() {
 
 	Describe("placement", func() {
 		It("puts an LRP with a placement tag on its segment's nodes and tolerates their taint", func() {
-			backend := startBackendWith(client, k8s.Options{Placement: k8s.PlacementOptions{NodeLabel: "seg", TaintKey: "seg-taint"}})
+			backend := startBackendWith(client, k8s.Options{Hooks: hooks.Options{Placement: hooks.PlacementOptions{NodeLabel: "seg", TaintKey: "seg-taint"}}})
 			lrp.PlacementTags = []string{"iso-1"}
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 			d := getDeployment(client, name)
 			spec := d.Spec.Template.Spec
 			Expect(spec.NodeSelector).To(Equal(map[string]string{"seg": "iso-1"}))
-			Expect(d.Spec.Template.Labels).To(HaveKeyWithValue(k8s.LabelPlacementTag, "iso-1"))
-			Expect(d.Labels).NotTo(HaveKey(k8s.LabelPlacementTag), "only the pods carry it")
+			Expect(d.Spec.Template.Labels).To(HaveKeyWithValue(hooks.LabelPlacementTag, "iso-1"))
+			Expect(d.Labels).NotTo(HaveKey(hooks.LabelPlacementTag), "only the pods carry it")
 			got, err := backend.GetLRP(ctx, lrp.LRPIdentifier)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(got.UserDefinedAnnotations).To(Equal(lrp.UserDefinedAnnotations))
@@ -461,7 +467,7 @@ var _ = Describe("Hooks", func() {
 			lrp.PlacementTags = []string{"iso-1"}
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 			pod := getDeployment(client, name).Spec.Template.Spec
-			Expect(pod.NodeSelector).To(Equal(map[string]string{k8s.DefaultPlacementKey: "iso-1"}))
+			Expect(pod.NodeSelector).To(Equal(map[string]string{hooks.DefaultPlacementKey: "iso-1"}))
 			Expect(pod.Tolerations).To(BeEmpty())
 
 			plain := sampleLRP()
@@ -479,7 +485,7 @@ var _ = Describe("Hooks", func() {
 				Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
 				Message: "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.",
 			}}})
-			pod.Labels[k8s.LabelPlacementTag] = "iso-1"
+			pod.Labels[spec.LabelPlacementTag] = "iso-1"
 			createPod(client, pod)
 			Eventually(func() []*opi.Instance {
 				got, err := backend.GetInstances(ctx, lrp.LRPIdentifier)
@@ -504,10 +510,10 @@ var _ = Describe("Hooks", func() {
 				return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels}}
 			}
 			client = newClient(
-				claim("vol-guid-1", map[string]string{k8s.LabelClaimSpaceGUID: lrp.SpaceGUID}),
+				claim("vol-guid-1", map[string]string{hooks.LabelClaimSpaceGUID: lrp.SpaceGUID}),
 				claim("unlabelled", nil),
-				claim("other-space", map[string]string{k8s.LabelClaimSpaceGUID: "another-space-guid"}),
-				claim("empty-space", map[string]string{k8s.LabelClaimSpaceGUID: ""}),
+				claim("other-space", map[string]string{hooks.LabelClaimSpaceGUID: "another-space-guid"}),
+				claim("empty-space", map[string]string{hooks.LabelClaimSpaceGUID: ""}),
 			)
 			backend = startBackendWith(client, k8s.Options{})
 		})
@@ -543,7 +549,7 @@ var _ = Describe("Hooks", func() {
 		)
 
 		It("refuses every claim to an LRP without a space guid", func() {
-			client = newClient(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "blank", Namespace: namespace, Labels: map[string]string{k8s.LabelClaimSpaceGUID: ""}}})
+			client = newClient(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "blank", Namespace: namespace, Labels: map[string]string{hooks.LabelClaimSpaceGUID: ""}}})
 			backend = startBackendWith(client, k8s.Options{})
 			lrp.SpaceGUID = ""
 			lrp.VolumeMounts = []opi.VolumeMount{{VolumeID: "blank", MountDir: "/var/data"}}

@@ -12,7 +12,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/janitor"
 	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/store"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -37,8 +39,12 @@ var _ = Describe("The janitor, for a workload without its Secrets", func() {
 		name = spec.DeploymentName(lrp)
 		startCtx, cancel := context.WithCancel(context.Background())
 		DeferCleanup(cancel)
-		backend = k8s.NewBackend(client, logger, k8s.Options{Namespace: namespace, ReadWaitTimeout: 2 * time.Second, JanitorGrace: time.Minute,
-			Metadata: newMetadataClient(client)})
+		backend = mustBackend(client, logger, k8s.Options{
+			Namespace: namespace,
+			Store:     store.Options{ReadWaitTimeout: 2 * time.Second},
+			Janitor:   janitor.Options{Grace: time.Minute},
+			Clients:   k8s.Clients{Metadata: newMetadataClient(client)},
+		})
 		Expect(backend.Start(startCtx)).To(Succeed())
 	})
 

@@ -24,7 +24,10 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/janitor"
 	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/store"
+	"github.com/opi-bridge/opi/k8s/workload"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -84,11 +87,11 @@ var _ = Describe("The janitor", func() {
 		startCtx, cancel := context.WithCancel(context.Background())
 		DeferCleanup(cancel)
 		opts.Namespace = namespace
-		opts.ReadWaitTimeout = 2 * time.Second
-		if opts.Metadata == nil {
-			opts.Metadata = md
+		opts.Store.ReadWaitTimeout = 2 * time.Second
+		if opts.Clients.Metadata == nil {
+			opts.Clients.Metadata = md
 		}
-		b := k8s.NewBackend(client, logger, opts)
+		b := mustBackend(client, logger, opts)
 		Expect(b.Start(startCtx)).To(Succeed())
 		return b
 	}
@@ -104,7 +107,7 @@ var _ = Describe("The janitor", func() {
 
 	Describe("Sweep", func() {
 		BeforeEach(func() {
-			backend = start(k8s.Options{JanitorGrace: time.Minute})
+			backend = start(k8s.Options{Janitor: janitor.Options{Grace: time.Minute}})
 		})
 
 		It("deletes the unowned Secret and Service of an LRP that has no Deployment, once older than the grace", func() {
@@ -294,7 +297,7 @@ var _ = Describe("The janitor", func() {
 		DeferCleanup(server.Close)
 		wire, err := metadata.NewForConfig(&rest.Config{Host: server.URL})
 		Expect(err).NotTo(HaveOccurred())
-		b := start(k8s.Options{JanitorGrace: time.Minute, Metadata: wire})
+		b := start(k8s.Options{Janitor: janitor.Options{Grace: time.Minute}, Clients: k8s.Clients{Metadata: wire}})
 
 		b.Sweep(ctx)
 		Expect(secretExists(name+"-env")).To(BeFalse(), "the leftover found from its metadata is deleted")
@@ -321,7 +324,7 @@ var _ = Describe("The janitor", func() {
 		leftoverService(lrp, 2*time.Minute)
 		startCtx, cancel := context.WithCancel(context.Background())
 		DeferCleanup(cancel)
-		b := k8s.NewBackend(client, logger, k8s.Options{Namespace: namespace, ReadWaitTimeout: 2 * time.Second, JanitorGrace: time.Minute})
+		b := mustBackend(client, logger, k8s.Options{Namespace: namespace, Store: store.Options{ReadWaitTimeout: 2 * time.Second}, Janitor: janitor.Options{Grace: time.Minute}})
 		Expect(b.Start(startCtx)).To(Succeed())
 		before := len(client.Actions())
 
@@ -336,7 +339,7 @@ var _ = Describe("The janitor", func() {
 
 	Describe("Sweep with StatefulSets", func() {
 		BeforeEach(func() {
-			backend = start(k8s.Options{JanitorGrace: time.Minute, Workload: k8s.WorkloadStatefulSets})
+			backend = start(k8s.Options{Workload: workload.StatefulSets, Janitor: janitor.Options{Grace: time.Minute}})
 		})
 
 		It("gives an unowned Secret its StatefulSet as owner and makes a missing Service, owned by it", func() {
@@ -367,7 +370,7 @@ var _ = Describe("The janitor", func() {
 
 	It("sweeps every period while it runs as leader work, and not once that stops", func() {
 		leftoverSecret(lrp, time.Hour)
-		b := start(k8s.Options{JanitorPeriod: 50 * time.Millisecond, JanitorGrace: time.Minute})
+		b := start(k8s.Options{Janitor: janitor.Options{Period: 50 * time.Millisecond, Grace: time.Minute}})
 		Consistently(func() bool { return secretExists(name + "-env") }, 200*time.Millisecond).Should(BeTrue(), "swept before the leader work ran")
 		leaderCtx, stopLeading := context.WithCancel(context.Background())
 		done := make(chan struct{})

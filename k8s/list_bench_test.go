@@ -11,6 +11,7 @@ import (
 
 	"github.com/opi-bridge/opi/bifrost"
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/store"
 )
 
 // BenchmarkListLRPs measures the cache-served list at 1,000 LRPs, with the conversion to
@@ -19,7 +20,7 @@ func BenchmarkListLRPs(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	client := newClient()
-	backend := k8s.NewBackend(client, lager.NewLogger("bench"), k8s.Options{Namespace: namespace, ReadWaitTimeout: time.Second})
+	backend := mustBackend(client, lager.NewLogger("bench"), k8s.Options{Namespace: namespace, Store: store.Options{ReadWaitTimeout: time.Second}})
 	if err := backend.Start(ctx); err != nil {
 		b.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/opi-bridge/opi/handler"
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/store"
 )
 
 // The GET /apps and GET /tasks benchmarks measure one call of the whole read path as CC makes
@@ -57,7 +58,7 @@ func benchmarkGet(b *testing.B, router http.Handler, path string) {
 func benchRouter(b *testing.B, objects []runtime.Object) http.Handler {
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
-	backend := k8s.NewBackend(newClient(objects...), lager.NewLogger("bench"), k8s.Options{Namespace: namespace, ReadWaitTimeout: time.Second})
+	backend := mustBackend(newClient(objects...), lager.NewLogger("bench"), k8s.Options{Namespace: namespace, Store: store.Options{ReadWaitTimeout: time.Second}})
 	if err := backend.Start(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func desiredSample(b *testing.B, desire func(context.Context, *k8s.Backend) erro
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	client := newClient()
-	backend := k8s.NewBackend(client, lager.NewLogger("bench"), k8s.Options{Namespace: namespace, ReadWaitTimeout: time.Second})
+	backend := mustBackend(client, lager.NewLogger("bench"), k8s.Options{Namespace: namespace, Store: store.Options{ReadWaitTimeout: time.Second}})
 	if err := backend.Start(ctx); err != nil {
 		b.Fatal(err)
 	}

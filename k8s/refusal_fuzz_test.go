@@ -16,6 +16,7 @@ import (
 
 	"github.com/opi-bridge/opi/bifrost"
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/store"
 	"github.com/opi-bridge/opi/models"
 	"github.com/opi-bridge/opi/opi"
 )
@@ -43,7 +44,7 @@ func FuzzDesireRefusedOrListed(f *testing.F) {
 	ctx, cancel := context.WithCancel(context.Background())
 	f.Cleanup(cancel)
 	// A logger without a sink: the fuzzer runs many thousands of desires.
-	backend := k8s.NewBackend(client, lager.NewLogger("fuzz"), k8s.Options{Namespace: namespace, ReadWaitTimeout: time.Second})
+	backend := mustBackend(client, lager.NewLogger("fuzz"), k8s.Options{Namespace: namespace, Store: store.Options{ReadWaitTimeout: time.Second}})
 	if err := backend.Start(ctx); err != nil {
 		f.Fatal(err)
 	}

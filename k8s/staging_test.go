@@ -14,6 +14,7 @@ import (
 	"github.com/opi-bridge/opi/fakes"
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/k8s/staging"
+	"github.com/opi-bridge/opi/k8s/store"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -80,9 +81,10 @@ var _ = Describe("Staging wiring", func() {
 	It("records a staging and works it off on the leader with an image reader and a notifier", func() {
 		cfg := &opi.ImageConfig{Entrypoint: []string{"/bin/app"}}
 		reader.ReadImageConfigReturns(cfg, nil)
-		backend := k8s.NewBackend(client, logger, k8s.Options{
-			Namespace: namespace, ReadWaitTimeout: 2 * time.Second,
-			ImageReader: reader, StagingNotifier: notifier,
+		backend := mustBackend(client, logger, k8s.Options{
+			Namespace: namespace,
+			Store:     store.Options{ReadWaitTimeout: 2 * time.Second},
+			Notifiers: k8s.Notifiers{ImageReader: reader, Staging: notifier},
 		})
 		lead(backend)
 		Expect(backend.Stage(ctx, sample())).To(Succeed())
@@ -95,12 +97,12 @@ var _ = Describe("Staging wiring", func() {
 	})
 
 	It("records stagings without an image reader and a notifier, and runs no staging work", func() {
-		backend := k8s.NewBackend(client, logger, k8s.Options{Namespace: namespace})
+		backend := mustBackend(client, logger, k8s.Options{Namespace: namespace})
 		Expect(backend.Stage(ctx, sample())).To(Succeed())
 		Expect(secretExists()).To(BeTrue())
 		Expect(leaderWorks(backend)).NotTo(ContainElement("staging"))
 
-		both := k8s.NewBackend(client, logger, k8s.Options{Namespace: namespace, ImageReader: reader, StagingNotifier: notifier})
+		both := mustBackend(client, logger, k8s.Options{Namespace: namespace, Notifiers: k8s.Notifiers{ImageReader: reader, Staging: notifier}})
 		Expect(leaderWorks(both)).To(ContainElement("staging"))
 	})
 
@@ -109,15 +111,14 @@ var _ = Describe("Staging wiring", func() {
 			opts.Namespace = namespace
 			Expect(opts.Validate()).To(MatchError("staging needs both an image reader and a staging notifier"))
 
-			// Made without validating, the backend records stagings but runs no staging work,
-			// and says why.
-			backend := k8s.NewBackend(client, logger, opts)
-			Expect(backend.Stage(ctx, sample())).To(Succeed())
-			Expect(secretExists()).To(BeTrue())
-			Expect(leaderWorks(backend)).NotTo(ContainElement("staging"))
-			Expect(logger.LogMessages()).To(ContainElement("k8s.k8s-backend.staging-not-run"))
+			// NewBackend validates: no backend is made that would accept stagings and never
+			// deliver them.
+			backend, err := k8s.NewBackend(client, logger, opts)
+			Expect(err).To(MatchError("staging needs both an image reader and a staging notifier"))
+			Expect(backend).To(BeNil())
+			Expect(client.Actions()).To(BeEmpty())
 		},
-		Entry("a reader without a notifier", k8s.Options{ImageReader: new(fakes.FakeImageReader)}),
-		Entry("a notifier without a reader", k8s.Options{StagingNotifier: new(fakes.FakeStagingNotifier)}),
+		Entry("a reader without a notifier", k8s.Options{Notifiers: k8s.Notifiers{ImageReader: new(fakes.FakeImageReader)}}),
+		Entry("a notifier without a reader", k8s.Options{Notifiers: k8s.Notifiers{Staging: new(fakes.FakeStagingNotifier)}}),
 	)
 })

@@ -164,7 +164,7 @@ func (b *Backend) startHooks(ctx context.Context, logger lager.Logger) error {
 			return true, last
 		})
 		if err != nil {
-			return apiError(cmp.Or(last, err), "start "+h.Name())
+			return kube.APIError(cmp.Or(last, err), "start "+h.Name())
 		}
 	}
 	return nil

@@ -17,6 +17,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/hooks"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -50,7 +51,7 @@ var _ = Describe("Start past its cache-sync timeout", func() {
 			}
 			return false, nil, nil
 		})
-		backend = k8s.NewBackend(client, logger, opts)
+		backend = mustBackend(client, logger, opts)
 		backend.SetSyncPatience(10*time.Millisecond, time.Millisecond)
 		ctx, cancel := context.WithCancel(context.Background())
 		DeferCleanup(cancel)
@@ -104,14 +105,16 @@ var _ = Describe("Start's hooks", func() {
 			return false, nil, nil
 		})
 		logger := lagertest.NewTestLogger("k8s")
-		backend := k8s.NewBackend(client, logger, k8s.Options{Namespace: namespace,
-			NetworkPolicy: k8s.NetworkPolicyOptions{Enabled: true, DNSNamespace: "kube-system"}})
+		backend := mustBackend(client, logger, k8s.Options{
+			Namespace: namespace,
+			Hooks:     hooks.Options{NetworkPolicy: hooks.NetworkPolicyOptions{Enabled: true, DNSNamespace: "kube-system"}},
+		})
 		backend.SetSyncPatience(time.Millisecond, time.Millisecond)
 		ctx, cancel := context.WithCancel(context.Background())
 		DeferCleanup(cancel)
 		Expect(backend.Start(ctx)).To(Succeed())
 		Expect(logger).To(gbytes.Say(`hook-start-retrying`))
-		_, err := client.NetworkingV1().NetworkPolicies(namespace).Get(ctx, k8s.BaselinePolicyName, metav1.GetOptions{})
+		_, err := client.NetworkingV1().NetworkPolicies(namespace).Get(ctx, hooks.BaselinePolicyName, metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 	})
 
@@ -120,8 +123,10 @@ var _ = Describe("Start's hooks", func() {
 		client.PrependReactor("create", "networkpolicies", func(k8stesting.Action) (bool, runtime.Object, error) {
 			return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "networking.k8s.io", Resource: "networkpolicies"}, "", nil)
 		})
-		backend := k8s.NewBackend(client, lagertest.NewTestLogger("k8s"), k8s.Options{Namespace: namespace,
-			NetworkPolicy: k8s.NetworkPolicyOptions{Enabled: true, DNSNamespace: "kube-system"}})
+		backend := mustBackend(client, lagertest.NewTestLogger("k8s"), k8s.Options{
+			Namespace: namespace,
+			Hooks:     hooks.Options{NetworkPolicy: hooks.NetworkPolicyOptions{Enabled: true, DNSNamespace: "kube-system"}},
+		})
 		backend.SetSyncPatience(time.Millisecond, time.Millisecond)
 		ctx, cancel := context.WithCancel(context.Background())
 		DeferCleanup(cancel)

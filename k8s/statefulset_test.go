@@ -22,6 +22,7 @@ import (
 
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/workload"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -63,7 +64,7 @@ var _ = Describe("The StatefulSet backend", func() {
 	BeforeEach(func() {
 		ctx = context.Background()
 		client = newClient()
-		backend = startBackendWith(client, k8s.Options{Workload: k8s.WorkloadStatefulSets})
+		backend = startBackendWith(client, k8s.Options{Workload: workload.StatefulSets})
 		lrp = sampleLRP()
 		lrp.Env["CF_INSTANCE_INDEX"] = "user-index"
 		name = spec.DeploymentName(lrp)

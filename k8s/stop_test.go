@@ -36,7 +36,7 @@ var _ = Describe("Stopping", func() {
 		ctx = context.Background()
 		client = newClient()
 		md = newMetadataClient(client)
-		backend = startBackendWith(client, k8s.Options{Metadata: md})
+		backend = startBackendWith(client, k8s.Options{Clients: k8s.Clients{Metadata: md}})
 		lrp = sampleLRP()
 		name = spec.DeploymentName(lrp)
 	})

@@ -19,6 +19,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/hooks"
+	"github.com/opi-bridge/opi/k8s/janitor"
 	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
 )
@@ -62,11 +64,14 @@ var _ = Describe("Tasks' network isolation", func() {
 	BeforeEach(func() {
 		ctx = context.Background()
 		client = newClient()
-		opts = k8s.Options{JanitorGrace: time.Minute, NetworkPolicy: k8s.NetworkPolicyOptions{
-			Enabled:      true,
-			Routers:      []k8s.PolicyPeer{{Namespace: "ingress-nginx", PodLabels: map[string]string{"app": "ingress"}}},
-			DNSNamespace: "kube-system",
-		}}
+		opts = k8s.Options{
+			Hooks: hooks.Options{NetworkPolicy: hooks.NetworkPolicyOptions{
+				Enabled:      true,
+				Routers:      []hooks.PolicyPeer{{Namespace: "ingress-nginx", PodLabels: map[string]string{"app": "ingress"}}},
+				DNSNamespace: "kube-system",
+			}},
+			Janitor: janitor.Options{Grace: time.Minute},
+		}
 		task = sampleTask()
 		jobName = spec.TaskJobName(task.GUID)
 	})
@@ -75,7 +80,7 @@ var _ = Describe("Tasks' network isolation", func() {
 	})
 
 	It("has a baseline that selects app and task pods: no ingress, egress to DNS only", func() {
-		Expect(policy(k8s.BaselinePolicyName).Spec).To(Equal(networkingv1.NetworkPolicySpec{
+		Expect(policy(hooks.BaselinePolicyName).Spec).To(Equal(networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
 				Key: spec.LabelSourceType, Operator: metav1.LabelSelectorOpIn, Values: []string{"APP", "TASK"},
 			}}},
@@ -92,7 +97,7 @@ var _ = Describe("Tasks' network isolation", func() {
 	})
 
 	It("lets the routers reach app pods only, not task pods", func() {
-		routers := policy(k8s.RoutersPolicyName)
+		routers := policy(hooks.RoutersPolicyName)
 		Expect(routers.Spec).To(Equal(networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{spec.LabelSourceType: "APP"}},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
@@ -104,13 +109,13 @@ var _ = Describe("Tasks' network isolation", func() {
 
 		Expect(backend.DesireTask(ctx, task)).To(Succeed())
 		pod := getJob(client, jobName).Spec.Template.Labels
-		Expect(selects(policy(k8s.BaselinePolicyName), pod)).To(BeTrue(), "the task's pod is isolated by the baseline")
+		Expect(selects(policy(hooks.BaselinePolicyName), pod)).To(BeTrue(), "the task's pod is isolated by the baseline")
 		Expect(selects(routers, pod)).To(BeFalse(), "no ingress to the task's pod")
 	})
 
 	Context("when a baseline of the previous shape exists (apps only, with the routers)", func() {
 		BeforeEach(func() {
-			old := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: k8s.BaselinePolicyName, Namespace: namespace}}
+			old := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: hooks.BaselinePolicyName, Namespace: namespace}}
 			old.Spec.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{spec.LabelSourceType: "APP"}}
 			old.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}
 			client = newClient(old)
@@ -118,12 +123,12 @@ var _ = Describe("Tasks' network isolation", func() {
 		It("creates the routers' policy before it rewrites the baseline, so that apps keep their ingress", func() {
 			var writes []string
 			for _, a := range actionsSince(client, 0) {
-				if a == "create networkpolicies "+k8s.RoutersPolicyName || a == "update networkpolicies "+k8s.BaselinePolicyName {
+				if a == "create networkpolicies "+hooks.RoutersPolicyName || a == "update networkpolicies "+hooks.BaselinePolicyName {
 					writes = append(writes, a)
 				}
 			}
-			Expect(writes).To(Equal([]string{"create networkpolicies " + k8s.RoutersPolicyName, "update networkpolicies " + k8s.BaselinePolicyName}))
-			Expect(policy(k8s.BaselinePolicyName).Spec.PodSelector.MatchExpressions).To(HaveLen(1))
+			Expect(writes).To(Equal([]string{"create networkpolicies " + hooks.RoutersPolicyName, "update networkpolicies " + hooks.BaselinePolicyName}))
+			Expect(policy(hooks.BaselinePolicyName).Spec.PodSelector.MatchExpressions).To(HaveLen(1))
 		})
 	})
 
@@ -165,7 +170,7 @@ var _ = Describe("Tasks' network isolation", func() {
 		from = len(client.Actions())
 		Expect(backend.DesireTask(ctx, task)).To(Succeed())
 		Expect(actionsSince(client, from)).NotTo(ContainElement(HavePrefix("update networkpolicies")))
-		Expect(policyNames()).To(ConsistOf(k8s.BaselinePolicyName, k8s.RoutersPolicyName, spec.DeploymentName(lrp), jobName))
+		Expect(policyNames()).To(ConsistOf(hooks.BaselinePolicyName, hooks.RoutersPolicyName, spec.DeploymentName(lrp), jobName))
 	})
 
 	It("creates the policy a desire interrupted after the Job when the desire is repeated", func() {
@@ -213,7 +218,7 @@ var _ = Describe("Tasks' network isolation", func() {
 
 	Context("with default task egress rules", func() {
 		BeforeEach(func() {
-			opts.NetworkPolicy.TaskDefaultEgress = []opi.EgressRule{{Protocol: "udp", Destinations: []string{"10.1.2.3/32"}}}
+			opts.Hooks.NetworkPolicy.TaskDefaultEgress = []opi.EgressRule{{Protocol: "udp", Destinations: []string{"10.1.2.3/32"}}}
 		})
 
 		It("gives a task of an app whose LRP has no rules no policy of its own: DNS only, not the default", func() {
@@ -221,7 +226,7 @@ var _ = Describe("Tasks' network isolation", func() {
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 			task.AppGUID = lrp.AppGUID
 			Expect(backend.DesireTask(ctx, task)).To(Succeed())
-			Expect(policyNames()).To(ConsistOf(k8s.BaselinePolicyName, k8s.RoutersPolicyName))
+			Expect(policyNames()).To(ConsistOf(hooks.BaselinePolicyName, hooks.RoutersPolicyName))
 		})
 
 		It("gives a task of an app without an LRP the operator's default rules", func() {
@@ -251,8 +256,8 @@ var _ = Describe("Tasks' network isolation", func() {
 
 	Context("when network policies are off", func() {
 		BeforeEach(func() {
-			opts.NetworkPolicy.Enabled = false
-			opts.NetworkPolicy.TaskDefaultEgress = []opi.EgressRule{{Protocol: "all", Destinations: []string{"0.0.0.0/0"}}}
+			opts.Hooks.NetworkPolicy.Enabled = false
+			opts.Hooks.NetworkPolicy.TaskDefaultEgress = []opi.EgressRule{{Protocol: "all", Destinations: []string{"0.0.0.0/0"}}}
 		})
 		It("writes no policy", func() {
 			Expect(backend.DesireTask(ctx, task)).To(Succeed())

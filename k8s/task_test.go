@@ -20,6 +20,8 @@ import (
 	"github.com/opi-bridge/opi/fakes"
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/store"
+	"github.com/opi-bridge/opi/k8s/task"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -47,8 +49,11 @@ func startTaskBackend(client *fake.Clientset, notifier opi.TaskNotifier, retenti
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	DeferCleanup(cancel)
-	backend := k8s.NewBackend(client, lagertest.NewTestLogger("k8s"), k8s.Options{
-		Namespace: namespace, ReadWaitTimeout: 2 * time.Second, TaskNotifier: notifier, TaskRetention: retention,
+	backend := mustBackend(client, lagertest.NewTestLogger("k8s"), k8s.Options{
+		Namespace: namespace,
+		Store:     store.Options{ReadWaitTimeout: 2 * time.Second},
+		Tasks:     task.Options{Retention: retention},
+		Notifiers: k8s.Notifiers{Task: notifier},
 	})
 	from := len(client.Actions())
 	Expect(backend.Start(ctx)).To(Succeed())
@@ -68,7 +73,7 @@ func startTaskBackend(client *fake.Clientset, notifier opi.TaskNotifier, retenti
 func startTaskBackendWithout(client *fake.Clientset) *k8s.Backend {
 	ctx, cancel := context.WithCancel(context.Background())
 	DeferCleanup(cancel)
-	backend := k8s.NewBackend(client, lagertest.NewTestLogger("k8s"), k8s.Options{Namespace: namespace, ReadWaitTimeout: 2 * time.Second})
+	backend := mustBackend(client, lagertest.NewTestLogger("k8s"), k8s.Options{Namespace: namespace, Store: store.Options{ReadWaitTimeout: 2 * time.Second}})
 	Expect(backend.Start(ctx)).To(Succeed())
 	return backend
 }
@@ -215,8 +220,9 @@ var _ = Describe("Tasks", func() {
 			Expect(baseline.Containers[0].SecurityContext.Capabilities.Add).To(ContainElement(corev1.Capability("CHOWN")))
 
 			restrictedClient := newClient()
-			restricted := k8s.NewBackend(restrictedClient, lagertest.NewTestLogger("k8s"), k8s.Options{
-				Namespace: namespace, PodSecurity: spec.PodSecurityRestricted,
+			restricted := mustBackend(restrictedClient, lagertest.NewTestLogger("k8s"), k8s.Options{
+				Namespace: namespace,
+				Pods:      spec.PodOptions{PodSecurity: spec.PodSecurityRestricted},
 			})
 			startCtx, cancel := context.WithCancel(ctx)
 			DeferCleanup(cancel)

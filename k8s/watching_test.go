@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/janitor"
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/opi"
 )
@@ -73,7 +74,7 @@ var _ = Describe("Caches that are not watching the API server", func() {
 			}
 		})
 		client := newClient()
-		backend = startBackendWith(client, k8s.Options{Watches: watches})
+		backend = startBackendWith(client, k8s.Options{Clients: k8s.Clients{Watches: watches}})
 		lrp = sampleLRP()
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 		task = sampleTask()
@@ -151,7 +152,7 @@ var _ = Describe("Caches that are not watching the API server", func() {
 	It("sweeps nothing meanwhile: what a stale cache lacks would look like leftovers", func() {
 		client := newClient()
 		md := newMetadataClient(client)
-		backend = startBackendWith(client, k8s.Options{Watches: watches, Metadata: md, JanitorGrace: time.Nanosecond})
+		backend = startBackendWith(client, k8s.Options{Janitor: janitor.Options{Grace: time.Nanosecond}, Clients: k8s.Clients{Watches: watches, Metadata: md}})
 		lose("deployments", time.Minute)
 		from := len(client.Actions())
 		backend.Sweep(ctx)

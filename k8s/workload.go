@@ -2,27 +2,11 @@ package k8s
 
 import (
 	"context"
-	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/opi-bridge/opi/k8s/store"
-	"github.com/opi-bridge/opi/k8s/workload"
 )
-
-// Workload kinds an operator chooses between (Options.Workload); package k8s/workload holds
-// the kinds themselves.
-const (
-	// WorkloadDeployments runs each LRP as a Deployment (the default): parallel pod creation,
-	// surge rollouts, an instance index from the pods' rank (ADR 0002), no CF_INSTANCE_INDEX.
-	WorkloadDeployments = workload.Deployments
-	// WorkloadStatefulSets runs each LRP as a StatefulSet with parallel pod management: the
-	// instance index is the pod's ordinal, passed to the app as CF_INSTANCE_INDEX (ADR 0007).
-	WorkloadStatefulSets = workload.StatefulSets
-)
-
-// kindName is the lower-case kind, for messages and log data ("deployment").
-func (b *Backend) kindName() string { return strings.ToLower(b.kind.Name()) }
 
 // listWorkloads reads the workloads matching opts from the API server, as records.
 func (b *Backend) listWorkloads(ctx context.Context, opts metav1.ListOptions) ([]*store.WorkloadRecord, error) {

@@ -6,8 +6,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-
-	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/workload"
 )
 
 var _ = Describe("LoadConfig of the backend", func() {
@@ -16,7 +15,7 @@ var _ = Describe("LoadConfig of the backend", func() {
 	It("runs apps as Deployments by default", func() {
 		cfg, err := LoadConfig(nil)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(cfg.backendOptions().Workload).To(Equal(k8s.WorkloadDeployments))
+		Expect(cfg.backendOptions().Workload).To(Equal(workload.Deployments))
 	})
 
 	It("takes statefulsets from the file, and the flag over the file", func() {
@@ -24,11 +23,11 @@ var _ = Describe("LoadConfig of the backend", func() {
 		Expect(os.WriteFile(path, []byte("backend: statefulsets\n"), 0o600)).To(Succeed())
 		cfg, err := LoadConfig([]string{"--config", path})
 		Expect(err).NotTo(HaveOccurred())
-		Expect(cfg.backendOptions().Workload).To(Equal(k8s.WorkloadStatefulSets))
+		Expect(cfg.backendOptions().Workload).To(Equal(workload.StatefulSets))
 
 		cfg, err = LoadConfig([]string{"--config", path, "--backend", "deployments"})
 		Expect(err).NotTo(HaveOccurred())
-		Expect(cfg.backendOptions().Workload).To(Equal(k8s.WorkloadDeployments))
+		Expect(cfg.backendOptions().Workload).To(Equal(workload.Deployments))
 	})
 
 	It("rejects an unknown backend, naming the valid ones", func() {

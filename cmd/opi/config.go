@@ -19,6 +19,9 @@ import (
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/k8s/janitor"
 	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/store"
+	"github.com/opi-bridge/opi/k8s/task"
+	"github.com/opi-bridge/opi/k8s/workload"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -214,7 +217,7 @@ func DefaultConfig() Config {
 			// client-go's own 5 QPS / 10 burst would throttle CC's 50 concurrent workers.
 			KubeQPS:          200,
 			KubeBurst:        400,
-			ReadWaitTimeout:  Duration{k8s.DefaultReadWaitTimeout},
+			ReadWaitTimeout:  Duration{store.DefaultReadWaitTimeout},
 			JanitorPeriod:    Duration{janitor.DefaultPeriod},
 			JanitorGrace:     Duration{janitor.DefaultGrace},
 			CacheSyncTimeout: Duration{k8s.DefaultCacheSyncTimeout},
@@ -225,11 +228,11 @@ func DefaultConfig() Config {
 		ShutdownTimeout: Duration{15 * time.Second},
 		WriteTimeout:    Duration{handler.DefaultWriteTimeout},
 		LogLevel:        "info",
-		Backend:         k8s.WorkloadDeployments,
+		Backend:         workload.Deployments,
 		CC:              CCConfig{DeliveryBound: Duration{cc.DefaultDeliveryBound}, MaxDeliveriesPerEndpoint: cc.DefaultMaxPerEndpoint},
 		Workloads: WorkloadsConfig{
-			ProbeTimeout: Duration{k8s.DefaultProbeTimeout},
-			MinReady:     Duration{k8s.DefaultMinReady},
+			ProbeTimeout: Duration{spec.DefaultProbeTimeout},
+			MinReady:     Duration{spec.DefaultMinReady},
 			PodSecurity:  spec.PodSecurityBaseline,
 		},
 		TaskDefaults: TaskDefaultsConfig{
@@ -466,9 +469,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("workloads.probe_timeout must be positive and workloads.min_ready not negative")
 	}
 	switch c.Backend {
-	case k8s.WorkloadDeployments, k8s.WorkloadStatefulSets:
+	case workload.Deployments, workload.StatefulSets:
 	default:
-		return fmt.Errorf("backend %q is not one of %s, %s", c.Backend, k8s.WorkloadDeployments, k8s.WorkloadStatefulSets)
+		return fmt.Errorf("backend %q is not one of %s, %s", c.Backend, workload.Deployments, workload.StatefulSets)
 	}
 	if err := c.backendOptions().Validate(); err != nil {
 		return fmt.Errorf("workloads: %w", err)
@@ -494,19 +497,20 @@ func isLoopback(host string) bool {
 func (c Config) backendOptions() k8s.Options {
 	opts := k8s.Options{
 		Namespace:        c.Namespace,
-		ReadWaitTimeout:  c.ReadWaitTimeout.Duration,
-		JanitorPeriod:    c.JanitorPeriod.Duration,
-		JanitorGrace:     c.JanitorGrace.Duration,
 		CacheSyncTimeout: c.CacheSyncTimeout.Duration,
-		ProbeTimeout:     c.Workloads.ProbeTimeout.Duration,
-		// 0 would mean the backend's default: an operator's 0 asks for none.
-		MinReady:      cmp.Or(c.Workloads.MinReady.Duration, -1),
-		PodSecurity:   c.Workloads.PodSecurity,
-		TaskRetention: c.TaskRetention.Duration,
-		Workload:      c.Backend,
+		Workload:         c.Backend,
+		Store:            store.Options{ReadWaitTimeout: c.ReadWaitTimeout.Duration},
+		Pods: spec.PodOptions{
+			ProbeTimeout: c.Workloads.ProbeTimeout.Duration,
+			// 0 would mean the backend's default: an operator's 0 asks for none.
+			MinReady:    cmp.Or(c.Workloads.MinReady.Duration, -1),
+			PodSecurity: c.Workloads.PodSecurity,
+		},
+		Janitor: janitor.Options{Period: c.JanitorPeriod.Duration, Grace: c.JanitorGrace.Duration},
+		Tasks:   task.Options{Retention: c.TaskRetention.Duration},
 	}
 	c.AppNetworkConfig.applyTo(&opts)
-	opts.NetworkPolicy.TaskDefaultEgress, _ = c.taskDefaultEgress() // checked by Validate
+	opts.Hooks.NetworkPolicy.TaskDefaultEgress, _ = c.taskDefaultEgress() // checked by Validate
 	return opts
 }
 

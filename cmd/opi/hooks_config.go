@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/hooks"
 )
 
 // AppNetworkConfig is how apps are reached, isolated and placed: the Kubernetes backend's
@@ -52,11 +53,11 @@ type PlacementConfig struct {
 // isolates apps.
 func defaultAppNetworkConfig() AppNetworkConfig {
 	return AppNetworkConfig{
-		Routing:          k8s.RoutingIngress,
+		Routing:          hooks.RoutingIngress,
 		HeadlessServices: true,
 		NetworkPolicies:  true,
 		DNSNamespace:     "kube-system",
-		Placement:        PlacementConfig{NodeLabel: k8s.DefaultPlacementKey, TaintKey: k8s.DefaultPlacementKey},
+		Placement:        PlacementConfig{NodeLabel: hooks.DefaultPlacementKey, TaintKey: hooks.DefaultPlacementKey},
 	}
 }
 
@@ -100,8 +101,8 @@ func parseRouter(s string) (RouterConfig, error) {
 // validate reports the first mistake in the section.
 func (c AppNetworkConfig) validate() error {
 	switch c.Routing {
-	case k8s.RoutingIngress, k8s.RoutingNone:
-	case k8s.RoutingGateway:
+	case hooks.RoutingIngress, hooks.RoutingNone:
+	case hooks.RoutingGateway:
 		if c.Gateway.Name == "" {
 			return fmt.Errorf("routing: gateway needs gateway.name (and gateway.namespace, default the apps' namespace)")
 		}
@@ -121,16 +122,16 @@ func (c AppNetworkConfig) validate() error {
 
 // applyTo sets the backend's options of the section.
 func (c AppNetworkConfig) applyTo(opts *k8s.Options) {
-	opts.Routing = k8s.RoutingOptions{
+	opts.Hooks.Routing = hooks.RoutingOptions{
 		Mode:             c.Routing,
 		IngressClass:     c.IngressClass,
 		GatewayNamespace: c.Gateway.Namespace,
 		GatewayName:      c.Gateway.Name,
 	}
-	opts.HeadlessServices = c.HeadlessServices
-	opts.NetworkPolicy = k8s.NetworkPolicyOptions{Enabled: c.NetworkPolicies, DNSNamespace: c.DNSNamespace}
+	opts.Hooks.HeadlessServices = c.HeadlessServices
+	opts.Hooks.NetworkPolicy = hooks.NetworkPolicyOptions{Enabled: c.NetworkPolicies, DNSNamespace: c.DNSNamespace}
 	for _, r := range c.Routers {
-		opts.NetworkPolicy.Routers = append(opts.NetworkPolicy.Routers, k8s.PolicyPeer{Namespace: r.Namespace, PodLabels: r.PodLabels})
+		opts.Hooks.NetworkPolicy.Routers = append(opts.Hooks.NetworkPolicy.Routers, hooks.PolicyPeer{Namespace: r.Namespace, PodLabels: r.PodLabels})
 	}
-	opts.Placement = k8s.PlacementOptions{NodeLabel: c.Placement.NodeLabel, TaintKey: c.Placement.TaintKey}
+	opts.Hooks.Placement = hooks.PlacementOptions{NodeLabel: c.Placement.NodeLabel, TaintKey: c.Placement.TaintKey}
 }

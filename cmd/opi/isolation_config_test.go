@@ -16,7 +16,7 @@ var _ = Describe("The tenant isolation configuration", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(cfg.UserAnnotationPrefixes).To(BeNil(), "nil: bifrost.DefaultUserAnnotationPrefixes")
 		Expect(bifrost.DefaultUserAnnotationPrefixes).To(Equal([]string{"prometheus.io/"}))
-		Expect(cfg.backendOptions().NetworkPolicy.TaskDefaultEgress).To(BeEmpty())
+		Expect(cfg.backendOptions().Hooks.NetworkPolicy.TaskDefaultEgress).To(BeEmpty())
 	})
 
 	It("reads the allow-list and the tasks' default egress rules from the kubernetes section, and flags override them", func() {
@@ -31,7 +31,7 @@ kubernetes:
 		cfg, err := LoadConfig([]string{"--config", path})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(cfg.UserAnnotationPrefixes).To(Equal([]string{"prometheus.io/", "example.com/"}))
-		Expect(cfg.backendOptions().NetworkPolicy.TaskDefaultEgress).To(Equal([]opi.EgressRule{{
+		Expect(cfg.backendOptions().Hooks.NetworkPolicy.TaskDefaultEgress).To(Equal([]opi.EgressRule{{
 			Protocol: "tcp", Destinations: []string{"10.0.0.0/8"}, Ports: []opi.PortRange{{Start: 443, End: 443}}, ICMPType: -1, ICMPCode: -1,
 		}}))
 
@@ -39,7 +39,7 @@ kubernetes:
 			"--task-default-egress-rules", `[{"protocol":"all","destinations":["192.168.0.0/16"]}]`})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(cfg.UserAnnotationPrefixes).To(Equal([]string{"localkube.opi-bridge/", "prometheus.io/"}))
-		Expect(cfg.backendOptions().NetworkPolicy.TaskDefaultEgress).To(ConsistOf(HaveField("Destinations", []string{"192.168.0.0/16"})))
+		Expect(cfg.backendOptions().Hooks.NetworkPolicy.TaskDefaultEgress).To(ConsistOf(HaveField("Destinations", []string{"192.168.0.0/16"})))
 
 		cfg, err = LoadConfig([]string{"--user-annotation-prefixes", ""})
 		Expect(err).NotTo(HaveOccurred())

@@ -28,6 +28,7 @@ import (
 	"github.com/opi-bridge/opi/handler"
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/k8s/cluster"
+	"github.com/opi-bridge/opi/k8s/hooks"
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/metrics"
 )
@@ -170,32 +171,33 @@ func connect(ctx context.Context, cfg Config) error {
 	backendOptions := cfg.backendOptions()
 	// The janitor's lists ask for metadata only (PartialObjectMetadata, protobuf): the Secrets'
 	// values never reach opi. Made from the same config: the same credentials and metrics.
-	if backendOptions.Metadata, err = metadata.NewForConfig(restConfig); err != nil {
+	if backendOptions.Clients.Metadata, err = metadata.NewForConfig(restConfig); err != nil {
 		return fmt.Errorf("create kubernetes metadata client: %w", err)
 	}
-	backendOptions.CrashNotifier = callbacks
-	backendOptions.Watches = watches
+	backendOptions.Notifiers.Crash = callbacks
+	backendOptions.Clients.Watches = watches
 	if err := cfg.Staging.applyTo(&backendOptions); err != nil {
 		return err
 	}
-	backendOptions.StagingNotifier = callbacks
-	backendOptions.TaskNotifier = callbacks
-	if cfg.Routing == k8s.RoutingGateway {
+	backendOptions.Notifiers.Staging = callbacks
+	backendOptions.Notifiers.Task = callbacks
+	if cfg.Routing == hooks.RoutingGateway {
 		// Gateway API objects are JSON only (CRDs): this client keeps the default content type.
 		gwConfig := rest.CopyConfig(restConfig)
 		gwConfig.ContentType, gwConfig.AcceptContentTypes = "", ""
-		if backendOptions.Gateway, err = gateway.NewForConfig(gwConfig); err != nil {
+		if backendOptions.Clients.Gateway, err = gateway.NewForConfig(gwConfig); err != nil {
 			return fmt.Errorf("make gateway api client: %w", err)
 		}
 	}
 	if cfg.NetworkPolicies && len(cfg.Routers) == 0 {
 		logger.Info("no-routers", lager.Data{"note": "network policies are on and no router is configured: apps accept no connections"})
 	}
-	// Once more with the clients and notifiers wired in: a half-configured feature is refused.
-	if err := backendOptions.Validate(); err != nil {
+	// NewBackend validates the options once more, with the clients and notifiers wired in: a
+	// half-configured feature is refused.
+	backend, err := k8s.NewBackend(client, logger.Session("k8s"), backendOptions)
+	if err != nil {
 		return fmt.Errorf("kubernetes backend: %w", err)
 	}
-	backend := k8s.NewBackend(client, logger.Session("k8s"), backendOptions)
 	// The informers (and the janitor) live until opi has shut down, not only as long as the
 	// signal: requests in flight at SIGTERM still wait on the caches.
 	backendCtx, stopBackend := context.WithCancel(context.Background())

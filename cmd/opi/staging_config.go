@@ -98,13 +98,13 @@ func (c StagingConfig) applyTo(opts *k8s.Options) error {
 	if err != nil {
 		return err
 	}
-	opts.ImageReader = &imageconfig.Reader{
+	opts.Notifiers.ImageReader = &imageconfig.Reader{
 		Timeout:          c.Timeout.Duration,
 		MaxManifestBytes: c.MaxManifestBytes,
 		MaxConfigBytes:   c.MaxConfigBytes,
 		Policy:           policy,
 	}
-	opts.StagingMaxAttempts = c.MaxAttempts
-	opts.StagingMaxAge = c.MaxAge.Duration
+	opts.Staging.MaxAttempts = c.MaxAttempts
+	opts.Staging.MaxAge = c.MaxAge.Duration
 	return nil
 }

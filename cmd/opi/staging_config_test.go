@@ -22,7 +22,7 @@ var _ = Describe("staging configuration", func() {
 	reader := func(cfg Config) (*imageconfig.Reader, k8s.Options) {
 		var opts k8s.Options
 		Expect(cfg.Staging.applyTo(&opts)).To(Succeed())
-		r, ok := opts.ImageReader.(*imageconfig.Reader)
+		r, ok := opts.Notifiers.ImageReader.(*imageconfig.Reader)
 		Expect(ok).To(BeTrue())
 		return r, opts
 	}
@@ -34,8 +34,8 @@ var _ = Describe("staging configuration", func() {
 		Expect(r.MaxManifestBytes).To(Equal(int64(4 << 20)))
 		Expect(r.MaxConfigBytes).To(Equal(int64(4 << 20)))
 		Expect(r.Timeout).To(Equal(30 * time.Second))
-		Expect(opts.StagingMaxAttempts).To(Equal(5))
-		Expect(opts.StagingMaxAge).To(Equal(15 * time.Minute))
+		Expect(opts.Staging.MaxAttempts).To(Equal(5))
+		Expect(opts.Staging.MaxAge).To(Equal(15 * time.Minute))
 		Expect(r.Policy.Allows(netip.MustParseAddr("127.0.0.1"))).To(BeFalse())
 		Expect(r.Policy.Allows(netip.MustParseAddr("169.254.169.254"))).To(BeFalse())
 		Expect(r.Policy.Allows(netip.MustParseAddr("8.8.8.8"))).To(BeTrue())
@@ -51,8 +51,8 @@ var _ = Describe("staging configuration", func() {
 		Expect(r.Timeout).To(Equal(10 * time.Second))
 		Expect(r.MaxManifestBytes).To(Equal(int64(1024)))
 		Expect(r.MaxConfigBytes).To(Equal(int64(2048)))
-		Expect(opts.StagingMaxAttempts).To(Equal(2))
-		Expect(opts.StagingMaxAge).To(Equal(time.Hour))
+		Expect(opts.Staging.MaxAttempts).To(Equal(2))
+		Expect(opts.Staging.MaxAge).To(Equal(time.Hour))
 		Expect(r.Policy.Allows(netip.MustParseAddr("127.0.0.1"))).To(BeTrue())
 		Expect(r.Policy.Allows(netip.MustParseAddr("10.1.0.1"))).To(BeFalse())
 		Expect(r.Policy.Allows(netip.MustParseAddr("10.2.0.1"))).To(BeTrue())

@@ -18,9 +18,9 @@ var _ = Describe("LoadConfig of the workloads section", func() {
 		cfg, err := LoadConfig(nil)
 		Expect(err).NotTo(HaveOccurred())
 		opts := cfg.backendOptions()
-		Expect(opts.ProbeTimeout).To(Equal(time.Second))
-		Expect(opts.MinReady).To(Equal(10 * time.Second))
-		Expect(opts.PodSecurity).To(Equal(spec.PodSecurityBaseline))
+		Expect(opts.Pods.ProbeTimeout).To(Equal(time.Second))
+		Expect(opts.Pods.MinReady).To(Equal(10 * time.Second))
+		Expect(opts.Pods.PodSecurity).To(Equal(spec.PodSecurityBaseline))
 	})
 
 	It("takes them from the file and flags; a minimum ready time of 0 stays 0", func() {
@@ -29,9 +29,9 @@ var _ = Describe("LoadConfig of the workloads section", func() {
 		cfg, err := LoadConfig([]string{"--config", path, "--min-ready", "0s"})
 		Expect(err).NotTo(HaveOccurred())
 		opts := cfg.backendOptions()
-		Expect(opts.ProbeTimeout).To(Equal(3 * time.Second))
-		Expect(opts.PodSecurity).To(Equal(spec.PodSecurityRestricted))
-		Expect(opts.MinReady).To(BeNumerically("<", 0), "negative: none, where 0 would take the backend's default")
+		Expect(opts.Pods.ProbeTimeout).To(Equal(3 * time.Second))
+		Expect(opts.Pods.PodSecurity).To(Equal(spec.PodSecurityRestricted))
+		Expect(opts.Pods.MinReady).To(BeNumerically("<", 0), "negative: none, where 0 would take the backend's default")
 	})
 
 	DescribeTable("rejects nonsense",

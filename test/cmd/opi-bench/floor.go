@@ -28,8 +28,8 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/ptr"
 
-	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/workload"
 )
 
 // The two floors, both made with client-go in floorNamespace:
@@ -556,7 +556,7 @@ func (e *env) cleanFloor(ctx context.Context, t *template) (time.Duration, error
 
 // workloadKind is the Kubernetes kind of the backend's workloads.
 func workloadKind(backend string) string {
-	if backend == k8s.WorkloadStatefulSets {
+	if backend == workload.StatefulSets {
 		return "StatefulSet"
 	}
 	return "Deployment"

@@ -24,7 +24,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/workload"
 	"github.com/opi-bridge/opi/localkube"
 )
 
@@ -86,7 +86,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.instanceCalls, "instance-calls", 200, "sequential instances calls, at 10 apps and at n")
 	fs.DurationVar(&c.settle, "settle", 10*time.Second, "pause after the reads before steady RSS is sampled")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work folder (opi and control plane logs)")
-	fs.StringVar(&c.backend, "backend", k8s.WorkloadDeployments, "opi's backend: deployments or statefulsets (the floor and the live LIST use the same kind)")
+	fs.StringVar(&c.backend, "backend", workload.Deployments, "opi's backend: deployments or statefulsets (the floor and the live LIST use the same kind)")
 	fs.IntVar(&c.tasks, "tasks", 0, "measure tasks instead of LRPs: desire this many tasks, GET /tasks at that count, cancel them")
 	fs.StringVar(&c.opiArgs, "opi-args", "", "more flags for opi, space-separated (e.g. \"--routing=none --headless-services\")")
 	fs.BoolVar(&c.tune, "tune", true, "run the control plane with the settings large clusters raise (localkube.LargeClusterTuning); -tune=false keeps the defaults")
@@ -98,8 +98,8 @@ func parseFlags(args []string) (config, error) {
 	if c.n < 2*warmApps {
 		return c, fmt.Errorf("-n must be at least %d", 2*warmApps)
 	}
-	if c.backend != k8s.WorkloadDeployments && c.backend != k8s.WorkloadStatefulSets {
-		return c, fmt.Errorf("-backend %q is not one of %s, %s", c.backend, k8s.WorkloadDeployments, k8s.WorkloadStatefulSets)
+	if c.backend != workload.Deployments && c.backend != workload.StatefulSets {
+		return c, fmt.Errorf("-backend %q is not one of %s, %s", c.backend, workload.Deployments, workload.StatefulSets)
 	}
 	if c.profile < 0 {
 		return c, errors.New("-profile must not be negative")

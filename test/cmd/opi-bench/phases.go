@@ -22,9 +22,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/workload"
 	"github.com/opi-bridge/opi/localkube"
 	"github.com/opi-bridge/opi/opi"
 	"github.com/opi-bridge/opi/testsupport/fixture"
@@ -776,7 +776,7 @@ func (e *env) listPhase(ctx context.Context, client kubernetes.Interface) (reads
 	one := func(ctx context.Context) (time.Duration, error) {
 		start := time.Now()
 		var items int
-		if e.cfg.backend == k8s.WorkloadStatefulSets {
+		if e.cfg.backend == workload.StatefulSets {
 			list, err := client.AppsV1().StatefulSets(opiNamespace).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return 0, err
@@ -1001,7 +1001,7 @@ func countWorkloads(ctx context.Context, admin kubernetes.Interface, backend str
 		n         int
 		remaining *int64
 	)
-	if backend == k8s.WorkloadStatefulSets {
+	if backend == workload.StatefulSets {
 		l, err := admin.AppsV1().StatefulSets(opiNamespace).List(ctx, metav1.ListOptions{Limit: 1})
 		if err != nil {
 			return 0, err
