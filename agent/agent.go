@@ -1,0 +1,562 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"code.cloudfoundry.org/go-loggregator/v10/rpc/loggregator_v2"
+	"code.cloudfoundry.org/lager/v3"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	batchinformers "k8s.io/client-go/informers/batch/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/store"
+	"github.com/opi-bridge/opi/loggregator"
+	"github.com/opi-bridge/opi/podlogs"
+)
+
+// Defaults of Config.
+const (
+	DefaultPodLogs        = "/var/log/pods"
+	DefaultPollInterval   = time.Second
+	DefaultLinesPerSecond = 100
+	DefaultLineBurst      = 1000
+	// WorkloadDeployments and WorkloadStatefulSets are opi's workload kinds (its `workload`
+	// setting): StatefulSet instances are indexed by ordinal.
+	WorkloadDeployments  = "deployments"
+	WorkloadStatefulSets = "statefulsets"
+)
+
+// Config is the agent's settings.
+type Config struct {
+	// Node is the node the agent runs on: it follows the pods scheduled there.
+	Node string
+	// Namespace is opi's apps namespace.
+	Namespace string
+	// Workload is opi's workload kind, WorkloadDeployments (default) or WorkloadStatefulSets.
+	Workload string
+	// PodLogs is the kubelet's pod log folder (DefaultPodLogs); the agent only reads it.
+	PodLogs string
+	// StateDir is a writable folder of the agent's own for its checkpoints.
+	StateDir string
+	// Loggregator is the v2 ingress the lines go to (mutual TLS).
+	Loggregator loggregator.SenderConfig
+	// LinesPerSecond and LineBurst bound each instance's lines (DefaultLinesPerSecond,
+	// DefaultLineBurst).
+	LinesPerSecond float64
+	LineBurst      int
+	// PollInterval is how often each container's log folder is read (DefaultPollInterval).
+	PollInterval time.Duration
+	// MaxLineBytes bounds a line (podlogs.DefaultMaxLineBytes when 0).
+	MaxLineBytes int
+}
+
+// Validate fills the defaults and refuses what the agent cannot work with.
+func (c *Config) Validate() error {
+	if c.PodLogs == "" {
+		c.PodLogs = DefaultPodLogs
+	}
+	if c.Workload == "" {
+		c.Workload = WorkloadDeployments
+	}
+	if c.LinesPerSecond == 0 {
+		c.LinesPerSecond = DefaultLinesPerSecond
+	}
+	if c.LineBurst == 0 {
+		c.LineBurst = DefaultLineBurst
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	var errs []error
+	if c.Node == "" {
+		errs = append(errs, errors.New("agent: the node name is required"))
+	}
+	if c.Namespace == "" {
+		errs = append(errs, errors.New("agent: the apps namespace is required"))
+	}
+	if c.Workload != WorkloadDeployments && c.Workload != WorkloadStatefulSets {
+		errs = append(errs, fmt.Errorf("agent: workload %q is neither %q nor %q", c.Workload, WorkloadDeployments, WorkloadStatefulSets))
+	}
+	if c.StateDir == "" {
+		errs = append(errs, errors.New("agent: a state folder for the checkpoints is required"))
+	} else if c.StateDir == c.PodLogs || isBelow(c.StateDir, c.PodLogs) {
+		errs = append(errs, fmt.Errorf("agent: the state folder %q must not be in the pod log folder %q (it stays read-only)", c.StateDir, c.PodLogs))
+	}
+	if c.LinesPerSecond < 0 || c.LineBurst < 0 {
+		errs = append(errs, fmt.Errorf("agent: the log rate bound (%g lines per second, bursts of %d) must be positive", c.LinesPerSecond, c.LineBurst))
+	}
+	return errors.Join(errs...)
+}
+
+func isBelow(path, dir string) bool {
+	rel, err := filepath.Rel(filepath.Clean(dir), filepath.Clean(path))
+	return err == nil && rel != "." && !filepath.IsAbs(rel) && !strings.HasPrefix(rel, "..")
+}
+
+// Agent follows the log files of opi's pods on one node. Build it with New, run it with Run.
+type Agent struct {
+	cfg    Config
+	client kubernetes.Interface
+	logger lager.Logger
+
+	sender *loggregator.Sender
+	bound  *loggregator.RateBound
+	ckpts  *podlogs.Checkpoints
+	saveCh chan struct{}
+
+	factory, nodeFactory informers.SharedInformerFactory
+	store                *store.Store
+	nodePods             cache.SharedIndexInformer
+
+	mu       sync.Mutex
+	followed map[string]*followed // by pod UID
+	wg       sync.WaitGroup
+	ctx      context.Context
+}
+
+// New checks cfg, opens the checkpoints and prepares the sender and informers (nothing runs
+// until Run).
+func New(cfg Config, client kubernetes.Interface, logger lager.Logger) (*Agent, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if client == nil {
+		return nil, errors.New("agent: a Kubernetes client is required")
+	}
+	bound, err := loggregator.NewRateBound(cfg.LinesPerSecond, cfg.LineBurst)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	ckpts, err := podlogs.OpenCheckpoints(cfg.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	logger = logger.Session("agent", lager.Data{"node": cfg.Node})
+	sender, err := loggregator.NewSender(cfg.Loggregator, logger)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	a := &Agent{
+		cfg: cfg, client: client, logger: logger,
+		sender: sender, bound: bound, ckpts: ckpts,
+		saveCh:   make(chan struct{}, 1),
+		followed: map[string]*followed{},
+	}
+	a.newInformers()
+	return a, nil
+}
+
+// newInformers sets up the namespace's informers (handed to a store of the agent's own, for
+// identities and indices) and the node's pod informer (which pods to follow).
+func (a *Agent) newInformers() {
+	ns := a.cfg.Namespace
+	a.factory = informers.NewSharedInformerFactoryWithOptions(a.client, 0,
+		informers.WithNamespace(ns),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = spec.LabelSourceType + "=" + spec.SourceTypeApp
+		}),
+	)
+	var workloads cache.SharedIndexInformer
+	kind, resource := "deployment", "deployments"
+	if a.cfg.Workload == WorkloadStatefulSets {
+		kind, resource = "statefulset", "statefulsets"
+		workloads = a.factory.Apps().V1().StatefulSets().Informer()
+	} else {
+		workloads = a.factory.Apps().V1().Deployments().Informer()
+	}
+	pods := a.factory.Core().V1().Pods().Informer()
+	jobs := a.factory.InformerFor(&batchv1.Job{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return batchinformers.NewFilteredJobInformer(client, ns, resync, cache.Indexers{},
+			func(o *metav1.ListOptions) { o.LabelSelector = spec.LabelSourceType + "=" + spec.SourceTypeTask })
+	})
+	a.store = store.New(store.Config{
+		Namespace: ns, Workloads: workloads, Pods: pods, Jobs: jobs,
+		Resources: [3]string{resource, "pods", "jobs"}, KindName: kind,
+		ByOrdinal: a.cfg.Workload == WorkloadStatefulSets,
+		Logger:    a.logger,
+	})
+
+	a.nodeFactory = informers.NewSharedInformerFactoryWithOptions(a.client, 0,
+		informers.WithNamespace(ns),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", a.cfg.Node).String()
+			o.LabelSelector = spec.LabelSourceType + " in (" + spec.SourceTypeApp + "," + spec.SourceTypeTask + ")"
+		}),
+	)
+	a.nodePods = a.nodeFactory.Core().V1().Pods().Informer()
+	if err := a.nodePods.SetTransform(nodePodOf); err != nil {
+		a.logger.Error("set-transform", err)
+	}
+}
+
+// Stats are the agent's counters.
+type Stats struct {
+	Sender loggregator.SenderStats
+	// RateDropped counts the lines the rate bound dropped; Followed the pods followed now.
+	RateDropped uint64
+	Followed    int
+}
+
+// Stats are the counters now.
+func (a *Agent) Stats() Stats {
+	a.mu.Lock()
+	n := len(a.followed)
+	a.mu.Unlock()
+	return Stats{Sender: a.sender.Stats(), RateDropped: a.bound.Dropped(), Followed: n}
+}
+
+// Run follows the node's pods until ctx ends, then stops every follower, saves the checkpoints
+// of what was acknowledged and returns nil (or the error that stopped it early). Call it once.
+func (a *Agent) Run(ctx context.Context) error {
+	defer a.sender.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	a.ctx = ctx
+
+	var bg sync.WaitGroup
+	bg.Add(2)
+	go func() { defer bg.Done(); _ = a.sender.Run(ctx) }()
+	go func() { defer bg.Done(); a.saveLoop(ctx) }()
+
+	a.factory.Start(ctx.Done())
+	for typ, ok := range a.factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			cancel()
+			a.factory.Shutdown()
+			bg.Wait()
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("agent: the %v cache did not sync", typ)
+		}
+	}
+	a.store.SetSynced()
+	if _, err := a.nodePods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    a.podSeen,
+		UpdateFunc: func(_, obj any) { a.podSeen(obj) },
+		DeleteFunc: a.podGone,
+	}); err != nil {
+		cancel()
+		bg.Wait()
+		return fmt.Errorf("agent: pod handler: %w", err)
+	}
+	a.nodeFactory.Start(ctx.Done())
+	a.logger.Info("started", lager.Data{"pod-logs": a.cfg.PodLogs, "namespace": a.cfg.Namespace})
+
+	<-ctx.Done()
+	a.nodeFactory.Shutdown()
+	a.factory.Shutdown()
+	a.wg.Wait()
+	bg.Wait()
+	if err := a.ckpts.Save(); err != nil {
+		a.logger.Error("save-checkpoints", err)
+	}
+	a.logger.Info("stopped", lager.Data{"stats": a.Stats()})
+	return nil
+}
+
+// saveLoop saves the checkpoints after acknowledgements (coalesced: one save per wake-up).
+func (a *Agent) saveLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.saveCh:
+			if err := a.ckpts.Save(); err != nil {
+				a.logger.Error("save-checkpoints", err)
+			}
+		}
+	}
+}
+
+func (a *Agent) saveSoon() {
+	select {
+	case a.saveCh <- struct{}{}:
+	default:
+	}
+}
+
+// nodePod is what the agent keeps of a pod on its node.
+type nodePod struct {
+	metav1.ObjectMeta
+	Node       string
+	Task       bool
+	JobName    string
+	Terminal   bool
+	Containers []string
+	record     *store.PodRecord
+}
+
+// nodePodOf is the node pod informer's transform.
+func nodePodOf(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	np := &nodePod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
+			CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp,
+			Labels: map[string]string{
+				spec.LabelGUID:        p.Labels[spec.LabelGUID],
+				spec.LabelVersion:     p.Labels[spec.LabelVersion],
+				spec.LabelAppGUID:     p.Labels[spec.LabelAppGUID],
+				spec.LabelProcessType: p.Labels[spec.LabelProcessType],
+			},
+		},
+		Node:     p.Spec.NodeName,
+		Task:     p.Labels[spec.LabelSourceType] == spec.SourceTypeTask,
+		Terminal: p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded,
+		record:   store.PodRecordOf(p),
+	}
+	for _, ref := range p.OwnerReferences {
+		if ref.Kind == "Job" && ref.Controller != nil && *ref.Controller {
+			np.JobName = ref.Name
+		}
+	}
+	if np.JobName == "" {
+		np.JobName = p.Labels[batchv1.JobNameLabel]
+	}
+	for _, c := range p.Spec.Containers {
+		np.Containers = append(np.Containers, c.Name)
+	}
+	return np, nil
+}
+
+func (p *nodePod) hasAppContainer() bool {
+	for _, c := range p.Containers {
+		if c == spec.ContainerName {
+			return true
+		}
+	}
+	return false
+}
+
+// followed is one followed pod: its latest state, and its follower goroutine's signals.
+type followed struct {
+	key  string // the checkpoint key: <ns>_<pod>_<uid>/opi
+	dir  string
+	gone chan struct{}
+
+	mu      sync.Mutex
+	pod     *nodePod
+	last    *loggregator.Identity // the last identity resolved (kept when the owner is gone)
+	removed bool
+}
+
+func (f *followed) current() *nodePod {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pod
+}
+
+// podSeen starts following a pod of the node (once) or updates what is known of it.
+func (a *Agent) podSeen(obj any) {
+	p, ok := obj.(*nodePod)
+	if !ok || p.Node != a.cfg.Node || !p.hasAppContainer() {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if f := a.followed[string(p.UID)]; f != nil {
+		f.mu.Lock()
+		f.pod = p
+		f.mu.Unlock()
+		return
+	}
+	podDir := p.Namespace + "_" + p.Name + "_" + string(p.UID)
+	f := &followed{
+		key:  podDir + "/" + spec.ContainerName,
+		dir:  filepath.Join(a.cfg.PodLogs, podDir, spec.ContainerName),
+		gone: make(chan struct{}),
+		pod:  p,
+	}
+	a.followed[string(p.UID)] = f
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		a.follow(f)
+	}()
+}
+
+// podGone lets the pod's follower read its files to their end and stop.
+func (a *Agent) podGone(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	p, ok := obj.(*nodePod)
+	if !ok {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if f := a.followed[string(p.UID)]; f != nil {
+		delete(a.followed, string(p.UID))
+		close(f.gone)
+	}
+}
+
+// follow reads f's folder every poll interval until the agent stops or the pod is gone (then
+// once more, to the end of its files).
+func (a *Agent) follow(f *followed) {
+	logger := a.logger.Session("follow", lager.Data{"container": f.key})
+	fl := podlogs.NewFollower(f.dir, a.ckpts.Get(f.key), podlogs.Options{MaxLineBytes: a.cfg.MaxLineBytes})
+	defer fl.Close()
+	t := time.NewTicker(a.cfg.PollInterval)
+	defer t.Stop()
+	failing := false
+	for {
+		final := false
+		if err := a.read(fl, f, false); err != nil {
+			if !failing {
+				logger.Error("read-failed", err)
+			}
+			failing = true
+		} else {
+			failing = false
+		}
+		select {
+		case <-a.ctx.Done():
+			return
+		case <-f.gone:
+			final = true
+		case <-t.C:
+		}
+		if final {
+			if err := a.read(fl, f, true); err != nil {
+				logger.Error("read-failed", err)
+			}
+			f.mu.Lock()
+			f.removed = true
+			last := f.last
+			f.mu.Unlock()
+			if last != nil {
+				a.bound.Forget(last.SourceID + "/" + last.InstanceID)
+			}
+			a.ckpts.Delete(f.key)
+			a.saveSoon()
+			return
+		}
+	}
+}
+
+// read sends what f's folder holds now. While the pod's identity is not known yet (its workload
+// or Job not in the caches) it reads nothing, unless final.
+func (a *Agent) read(fl *podlogs.Follower, f *followed, final bool) error {
+	id, ok := a.identity(f, final)
+	if !ok {
+		return nil
+	}
+	return fl.Next(func(line podlogs.Line, pos podlogs.Position) {
+		typ := loggregator_v2.Log_OUT
+		if line.Stream == podlogs.Stderr {
+			typ = loggregator_v2.Log_ERR
+		}
+		env := loggregator.NewLog(id, line.Time, typ, []byte(line.Text))
+		envs := a.bound.Log(id, env, time.Now())
+		for i, e := range envs {
+			var ack func()
+			if i == len(envs)-1 {
+				ack = func() { a.acked(f, pos) }
+			}
+			a.sender.Emit(e, ack)
+		}
+	})
+}
+
+// acked records pos once the batch holding its line is delivered.
+func (a *Agent) acked(f *followed, pos podlogs.Position) {
+	f.mu.Lock()
+	removed := f.removed
+	f.mu.Unlock()
+	if removed {
+		return
+	}
+	a.ckpts.Set(f.key, pos)
+	a.saveSoon()
+}
+
+// identity is the identity of f's lines now: Diego's source_id, instance_id and tags. Without
+// the pod's workload or Job in the caches it is the last one resolved, or, for the final read
+// of a pod never resolved, what the pod's labels say.
+func (a *Agent) identity(f *followed, final bool) (loggregator.Identity, bool) {
+	p := f.current()
+	id, ok := a.resolve(p)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case ok:
+		f.last = &id
+	case f.last != nil:
+		id, ok = *f.last, true
+	case final:
+		id, ok = labelIdentity(p), true
+	}
+	return id, ok
+}
+
+func (a *Agent) resolve(p *nodePod) (loggregator.Identity, bool) {
+	if p.Task {
+		j, ok := a.store.Job(p.JobName)
+		if !ok {
+			return loggregator.Identity{}, false
+		}
+		tags := loggregator.AppTags{
+			SourceType: loggregator.TaskSourceType(j.TaskName),
+			AppID:      j.AppGUID, AppName: j.AppName,
+			SpaceID: j.SpaceGUID, SpaceName: j.SpaceName,
+			OrgID: j.OrgGUID, OrgName: j.OrgName,
+			ProcessInstanceID: string(p.UID),
+		}
+		return loggregator.Identity{SourceID: j.AppGUID, InstanceID: "0", Tags: tags.Map()}, true
+	}
+	w := a.store.Workload(p.record.ID())
+	if w == nil {
+		return loggregator.Identity{}, false
+	}
+	index := store.InstanceIndex(p.record, a.store.Pods(w.ID()), w, a.cfg.Workload == WorkloadStatefulSets)
+	processType := w.ProcessType
+	if processType == "" {
+		processType = "web"
+	}
+	tags := loggregator.AppTags{
+		SourceType: loggregator.ProcessSourceType(processType),
+		AppID:      w.AppGUID, AppName: w.AppName,
+		SpaceID: w.SpaceGUID, SpaceName: w.SpaceName,
+		OrgID: w.OrgGUID, OrgName: w.OrgName,
+		ProcessID: w.GUID, ProcessType: processType,
+		ProcessInstanceID: string(p.UID),
+	}
+	return loggregator.Identity{SourceID: w.AppGUID, InstanceID: strconv.Itoa(int(index)), Tags: tags.Map()}, true
+}
+
+// labelIdentity is what a pod's own labels say of it (its owner gone from the caches).
+func labelIdentity(p *nodePod) loggregator.Identity {
+	app := p.Labels[spec.LabelAppGUID]
+	if p.Task {
+		return loggregator.Identity{SourceID: app, InstanceID: "0", Tags: loggregator.AppTags{
+			SourceType: loggregator.TaskSourceType(p.JobName), AppID: app, ProcessInstanceID: string(p.UID),
+		}.Map()}
+	}
+	processType := p.Labels[spec.LabelProcessType]
+	if processType == "" {
+		processType = "web"
+	}
+	return loggregator.Identity{SourceID: app, InstanceID: strconv.Itoa(int(max(p.record.Ordinal, 0))), Tags: loggregator.AppTags{
+		SourceType: loggregator.ProcessSourceType(processType), AppID: app,
+		ProcessID: p.Labels[spec.LabelGUID], ProcessType: processType, ProcessInstanceID: string(p.UID),
+	}.Map()}
+}

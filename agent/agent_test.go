@@ -1,0 +1,324 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"code.cloudfoundry.org/go-loggregator/v10/rpc/loggregator_v2"
+	"code.cloudfoundry.org/lager/v3/lagertest"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+
+	"github.com/opi-bridge/opi/agent"
+	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/loggregator"
+	standin "github.com/opi-bridge/opi/testsupport/loggregator"
+)
+
+const (
+	ns      = "cf-workloads"
+	node    = "node-1"
+	appGUID = "9d3e4d2c-6a45-4e1b-8f0e-2b8f1c1d2e3f"
+	lrpGUID = "b0c4a1e2-77aa-4c1e-9f00-1234567890ab"
+	version = "v1"
+)
+
+var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+// seen is an envelope as the specs compare it.
+type seen struct {
+	SourceID, InstanceID string
+	Time                 time.Time
+	Type                 loggregator_v2.Log_Type
+	Payload              string
+	Tags                 map[string]string
+}
+
+func seenOf(envs []*loggregator_v2.Envelope) []seen {
+	out := make([]seen, 0, len(envs))
+	for _, e := range envs {
+		out = append(out, seen{
+			SourceID: e.SourceId, InstanceID: e.InstanceId, Time: time.Unix(0, e.Timestamp).UTC(),
+			Type: e.GetLog().GetType(), Payload: string(e.GetLog().GetPayload()), Tags: e.Tags,
+		})
+	}
+	return out
+}
+
+func payloads(envs []*loggregator_v2.Envelope) []string {
+	var out []string
+	for _, e := range envs {
+		out = append(out, string(e.GetLog().GetPayload()))
+	}
+	return out
+}
+
+func deployment(replicas int32) *appsv1.Deployment {
+	labels := map[string]string{
+		spec.LabelGUID: lrpGUID, spec.LabelVersion: version, spec.LabelAppGUID: appGUID,
+		spec.LabelProcessType: "web", spec.LabelSourceType: spec.SourceTypeApp,
+	}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "dora-dev-b0c4a1e2", Namespace: ns, UID: "deploy-uid", Labels: labels,
+			Annotations: map[string]string{
+				spec.AnnotationProcessType: "web", spec.AnnotationAppName: "dora",
+				spec.AnnotationSpaceGUID: "space-guid", spec.AnnotationSpaceName: "dev",
+				spec.AnnotationOrgGUID: "org-guid", spec.AnnotationOrgName: "acme",
+			},
+		},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To(replicas)},
+	}
+}
+
+func appPod(name, uid, onNode string, created time.Time) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: ns, UID: types.UID(uid),
+			CreationTimestamp: metav1.NewTime(created),
+			Labels: map[string]string{
+				spec.LabelGUID: lrpGUID, spec.LabelVersion: version, spec.LabelAppGUID: appGUID,
+				spec.LabelProcessType: "web", spec.LabelSourceType: spec.SourceTypeApp,
+			},
+		},
+		Spec: corev1.PodSpec{NodeName: onNode, Containers: []corev1.Container{{Name: spec.ContainerName}}},
+		Status: corev1.PodStatus{
+			Phase:      corev1.PodRunning,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+		},
+	}
+}
+
+func taskJob() *batchv1.Job {
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "task-t1", Namespace: ns, UID: "job-uid",
+			Labels: map[string]string{spec.LabelAppGUID: appGUID, spec.LabelSourceType: spec.SourceTypeTask, spec.LabelTaskGUID: "t1"},
+			Annotations: map[string]string{
+				spec.AnnotationTaskGUID: "t1", spec.AnnotationTaskName: "migrate",
+				spec.AnnotationAppName: "dora", spec.AnnotationSpaceGUID: "space-guid", spec.AnnotationSpaceName: "dev",
+				spec.AnnotationOrgGUID: "org-guid", spec.AnnotationOrgName: "acme",
+			},
+		},
+	}
+}
+
+func taskPod() *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "task-t1-x7k2p", Namespace: ns, UID: "task-pod-uid",
+			Labels: map[string]string{
+				spec.LabelAppGUID: appGUID, spec.LabelSourceType: spec.SourceTypeTask, spec.LabelTaskGUID: "t1",
+				batchv1.JobNameLabel: "task-t1",
+			},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "task-t1", UID: "job-uid", Controller: ptr.To(true)}},
+		},
+		Spec:   corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: spec.ContainerName}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+}
+
+// logFile appends CRI lines to the kubelet's file of pod's app container (restart count 0).
+func writeLines(root string, pod *corev1.Pod, lines ...string) {
+	dir := filepath.Join(root, fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, pod.UID), spec.ContainerName)
+	Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
+	f, err := os.OpenFile(filepath.Join(dir, "0.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	Expect(err).NotTo(HaveOccurred())
+	defer f.Close()
+	for _, l := range lines {
+		_, err := f.WriteString(l + "\n")
+		Expect(err).NotTo(HaveOccurred())
+	}
+}
+
+func cri(t time.Time, stream, tag, content string) string {
+	return t.Format(time.RFC3339Nano) + " " + stream + " " + tag + " " + content
+}
+
+var webTags = map[string]string{
+	"source_type": "APP/PROC/WEB",
+	"app_id":      appGUID, "app_name": "dora",
+	"space_id": "space-guid", "space_name": "dev",
+	"organization_id": "org-guid", "organization_name": "acme",
+	"process_id": lrpGUID, "process_type": "web",
+}
+
+func withInstance(tags map[string]string, uid string) map[string]string {
+	m := map[string]string{"process_instance_id": uid}
+	for k, v := range tags {
+		m[k] = v
+	}
+	return m
+}
+
+var _ = Describe("Agent", func() {
+	var (
+		ingress  *standin.Server
+		cfg      agent.Config
+		client   *fake.Clientset
+		podLogs  string
+		stateDir string
+	)
+
+	BeforeEach(func() {
+		var err error
+		ingress, err = standin.Start(GinkgoT().TempDir())
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(ingress.Stop)
+		files := ingress.ClientFiles()
+		podLogs, stateDir = GinkgoT().TempDir(), GinkgoT().TempDir()
+		cfg = agent.Config{
+			Node: node, Namespace: ns, PodLogs: podLogs, StateDir: stateDir,
+			Loggregator: loggregator.SenderConfig{
+				Addr: ingress.Addr(), CAFile: files.CA, CertFile: files.Cert, KeyFile: files.Key,
+				MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
+			},
+			PollInterval: 5 * time.Millisecond,
+		}
+	})
+
+	// start runs an agent until stop is called (or the spec ends).
+	start := func() (a *agent.Agent, stop func()) {
+		a, err := agent.New(cfg, client, lagertest.NewTestLogger("agent"))
+		Expect(err).NotTo(HaveOccurred())
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- a.Run(ctx) }()
+		stopped := false
+		stop = func() {
+			if stopped {
+				return
+			}
+			stopped = true
+			cancel()
+			Eventually(done, 10*time.Second).Should(Receive(BeNil()))
+		}
+		DeferCleanup(stop)
+		return a, stop
+	}
+
+	It("sends an app pod's and a task pod's lines with Diego's identity, and nothing of another node's pod", func() {
+		web := appPod("dora-dev-b0c4a1e2-5d8f9-abcde", "web-uid", node, t0)
+		other := appPod("dora-dev-b0c4a1e2-5d8f9-zzzzz", "other-uid", "node-2", t0.Add(time.Second))
+		task := taskPod()
+		client = fake.NewClientset(deployment(2), web, other, taskJob(), task)
+		writeLines(podLogs, web,
+			cri(t0.Add(1), "stdout", "F", "listening on 8080"),
+			cri(t0.Add(2), "stderr", "P", "warn: "),
+			cri(t0.Add(3), "stderr", "F", "slow start"),
+		)
+		writeLines(podLogs, other, cri(t0.Add(4), "stdout", "F", "not this node"))
+		writeLines(podLogs, task, cri(t0.Add(5), "stdout", "F", "migrated 3 tables"))
+		start()
+
+		wantWeb := []seen{
+			{SourceID: appGUID, InstanceID: "0", Time: t0.Add(1), Type: loggregator_v2.Log_OUT, Payload: "listening on 8080", Tags: withInstance(webTags, "web-uid")},
+			{SourceID: appGUID, InstanceID: "0", Time: t0.Add(2), Type: loggregator_v2.Log_ERR, Payload: "warn: slow start", Tags: withInstance(webTags, "web-uid")},
+		}
+		wantTask := seen{SourceID: appGUID, InstanceID: "0", Time: t0.Add(5), Type: loggregator_v2.Log_OUT, Payload: "migrated 3 tables", Tags: map[string]string{
+			"source_type": "APP/TASK/migrate", "app_id": appGUID, "app_name": "dora",
+			"space_id": "space-guid", "space_name": "dev", "organization_id": "org-guid", "organization_name": "acme",
+			"process_instance_id": "task-pod-uid",
+		}}
+		Eventually(func() []seen { return seenOf(ingress.Envelopes()) }, 10*time.Second).Should(ConsistOf(wantWeb[0], wantWeb[1], wantTask))
+		// The web pod's lines in their order.
+		var webSeen []seen
+		for _, s := range seenOf(ingress.Envelopes()) {
+			if s.Tags["process_instance_id"] == "web-uid" {
+				webSeen = append(webSeen, s)
+			}
+		}
+		Expect(webSeen).To(Equal(wantWeb))
+	})
+
+	It("reports the index opi reports: the rank among the LRP's pods, by creation time", func() {
+		// Names in the opposite order of creation: the rank is by creation time, not name.
+		older := appPod("dora-dev-b0c4a1e2-5d8f9-zzzzz", "older-uid", node, t0)
+		newer := appPod("dora-dev-b0c4a1e2-5d8f9-aaaaa", "newer-uid", node, t0.Add(time.Minute))
+		client = fake.NewClientset(deployment(2), older, newer)
+		writeLines(podLogs, older, cri(t0.Add(1), "stdout", "F", "from the older pod"))
+		writeLines(podLogs, newer, cri(t0.Add(2), "stdout", "F", "from the newer pod"))
+		start()
+
+		index := func() map[string]string {
+			m := map[string]string{}
+			for _, s := range seenOf(ingress.Envelopes()) {
+				m[s.Payload] = s.InstanceID
+			}
+			return m
+		}
+		Eventually(index, 10*time.Second).Should(Equal(map[string]string{"from the older pod": "0", "from the newer pod": "1"}))
+	})
+
+	It("resumes from its checkpoints after a restart, sending no acknowledged line twice", func() {
+		web := appPod("dora-dev-b0c4a1e2-5d8f9-abcde", "web-uid", node, t0)
+		client = fake.NewClientset(deployment(1), web)
+		writeLines(podLogs, web, cri(t0.Add(1), "stdout", "F", "one"), cri(t0.Add(2), "stdout", "F", "two"))
+		_, stop := start()
+		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal([]string{"one", "two"}))
+		stop()
+		Expect(filepath.Join(stateDir, "positions.json")).To(BeAnExistingFile())
+
+		writeLines(podLogs, web, cri(t0.Add(3), "stdout", "F", "three"))
+		client = fake.NewClientset(deployment(1), web)
+		start()
+		// Lines go out in order: a re-sent "one" or "two" would come before "three".
+		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal([]string{"one", "two", "three"}))
+	})
+
+	It("loses nothing within its buffer while Loggregator is down", func() {
+		web := appPod("dora-dev-b0c4a1e2-5d8f9-abcde", "web-uid", node, t0)
+		client = fake.NewClientset(deployment(1), web)
+		writeLines(podLogs, web, cri(t0.Add(1), "stdout", "F", "before"))
+		a, _ := start()
+		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal([]string{"before"}))
+
+		ingress.Stop()
+		var want []string
+		for i := range 20 {
+			want = append(want, fmt.Sprintf("during %d", i))
+			writeLines(podLogs, web, cri(t0.Add(time.Duration(10+i)), "stdout", "F", want[i]))
+		}
+		Eventually(func() int { return a.Stats().Sender.Buffered }, 10*time.Second).Should(Equal(20))
+		Eventually(func() uint64 { return a.Stats().Sender.FailedSends }, 10*time.Second).Should(BeNumerically(">", 0))
+		Expect(ingress.Restart()).To(Succeed())
+
+		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal(append([]string{"before"}, want...)))
+		Expect(a.Stats().Sender.Dropped).To(BeZero())
+	})
+
+	It("bounds each instance's lines", func() {
+		cfg.LinesPerSecond, cfg.LineBurst = 0.001, 2
+		web := appPod("dora-dev-b0c4a1e2-5d8f9-abcde", "web-uid", node, t0)
+		client = fake.NewClientset(deployment(1), web)
+		var lines []string
+		for i := range 5 {
+			lines = append(lines, cri(t0.Add(time.Duration(i)), "stdout", "F", fmt.Sprintf("line %d", i)))
+		}
+		writeLines(podLogs, web, lines...)
+		a, _ := start()
+		Eventually(func() uint64 { return a.Stats().RateDropped }, 10*time.Second).Should(Equal(uint64(3)))
+		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal([]string{"line 0", "line 1"}))
+	})
+
+	It("refuses a config it cannot work with, naming what is wrong", func() {
+		client = fake.NewClientset()
+		_, err := agent.New(agent.Config{PodLogs: "/var/log/pods", StateDir: "/var/log/pods/opi", Workload: "pods"}, client, lagertest.NewTestLogger("agent"))
+		Expect(err).To(MatchError(And(
+			ContainSubstring("node name is required"),
+			ContainSubstring("apps namespace is required"),
+			ContainSubstring(`workload "pods"`),
+			ContainSubstring("must not be in the pod log folder"),
+		)))
+	})
+})
