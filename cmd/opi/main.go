@@ -37,6 +37,7 @@ import (
 const defaultGCPercent = 25
 
 const usage = `usage: opi connect [--config FILE] [--listen ADDR] [--kubeconfig PATH] [--namespace NS] [flags]
+       opi agent --node NAME --state-dir DIR --loggregator-addr HOST:PORT [flags]
        opi --version
 
 Serves Cloud Controller's OPI API and runs its apps on Kubernetes. "opi connect -h" lists the flags.
@@ -45,6 +46,10 @@ Serves Cloud Controller's OPI API and runs its apps on Kubernetes. "opi connect 
 func main() {
 	if len(os.Args) == 2 && (os.Args[1] == "--version" || os.Args[1] == "version") {
 		fmt.Println("opi " + version())
+		return
+	}
+	if len(os.Args) >= 2 && os.Args[1] == "agent" {
+		mainAgent(os.Args[2:])
 		return
 	}
 	if len(os.Args) < 2 || os.Args[1] != "connect" {

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/opi-bridge/opi/agent"
+	"github.com/opi-bridge/opi/loggregator"
+)
+
+// AgentConfig is what `opi agent` is run with: flags only (it is a DaemonSet's container, or a
+// plain process on a node).
+type AgentConfig struct {
+	agent.Config
+	Kubeconfig string
+	// KubeletURL and KubeletCA are the node's kubelet (its stats summary, for container
+	// metrics) and the CA its serving certificate is checked against.
+	KubeletURL, KubeletCA string
+	LogLevel              string
+}
+
+// parseAgentFlags reads `opi agent`'s flags and validates them (errors name the flag). Defaults
+// from the environment: NODE_NAME (the downward API's spec.nodeName) and KUBECONFIG.
+func parseAgentFlags(args []string) (AgentConfig, error) {
+	cfg := AgentConfig{
+		Config: agent.Config{
+			Node:           os.Getenv("NODE_NAME"),
+			Namespace:      "cf-workloads",
+			Workload:       agent.WorkloadDeployments,
+			PodLogs:        agent.DefaultPodLogs,
+			LinesPerSecond: agent.DefaultLinesPerSecond,
+			LineBurst:      agent.DefaultLineBurst,
+			Loggregator:    loggregator.SenderConfig{ServerName: loggregator.DefaultServerName},
+		},
+		Kubeconfig: os.Getenv("KUBECONFIG"),
+		LogLevel:   "info",
+	}
+	fs := agentFlags(&cfg)
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("opi agent takes no arguments, got %q", fs.Args())
+	}
+	return cfg, cfg.validate()
+}
+
+// agentFlags binds `opi agent`'s flags to cfg's fields.
+func agentFlags(cfg *AgentConfig) *flag.FlagSet {
+	fs := flag.NewFlagSet("opi agent", flag.ContinueOnError)
+	fs.StringVar(&cfg.Node, "node", cfg.Node, "the node this agent runs on (default $NODE_NAME)")
+	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", cfg.Kubeconfig, "kubeconfig of the cluster (default $KUBECONFIG, else in-cluster)")
+	fs.StringVar(&cfg.Namespace, "namespace", cfg.Namespace, "opi's apps namespace")
+	fs.StringVar(&cfg.Workload, "backend", cfg.Workload, "opi's backend: deployments or statefulsets (how instances are indexed)")
+	fs.StringVar(&cfg.PodLogs, "pod-logs", cfg.PodLogs, "the kubelet's pod log folder (read only)")
+	fs.StringVar(&cfg.StateDir, "state-dir", cfg.StateDir, "a writable folder of the agent's own for its checkpoints (required)")
+	fs.StringVar(&cfg.KubeletURL, "kubelet-url", cfg.KubeletURL, "the node's kubelet, https://HOST:PORT (container metrics: not sent yet)")
+	fs.StringVar(&cfg.KubeletCA, "kubelet-ca", cfg.KubeletCA, "CA (PEM) of the kubelet's serving certificate")
+	fs.StringVar(&cfg.Loggregator.Addr, "loggregator-addr", cfg.Loggregator.Addr, "Loggregator's v2 ingress, HOST:PORT (required)")
+	fs.StringVar(&cfg.Loggregator.CAFile, "loggregator-ca", cfg.Loggregator.CAFile, "CA (PEM) of the ingress's certificate")
+	fs.StringVar(&cfg.Loggregator.CertFile, "loggregator-cert", cfg.Loggregator.CertFile, "client certificate (PEM) presented to the ingress")
+	fs.StringVar(&cfg.Loggregator.KeyFile, "loggregator-key", cfg.Loggregator.KeyFile, "client key (PEM)")
+	fs.StringVar(&cfg.Loggregator.ServerName, "loggregator-server-name", cfg.Loggregator.ServerName, "name the ingress's certificate holds (metron for an agent, doppler for a Doppler)")
+	fs.Float64Var(&cfg.LinesPerSecond, "log-rate", cfg.LinesPerSecond, "log lines per second each instance may send")
+	fs.IntVar(&cfg.LineBurst, "log-burst", cfg.LineBurst, "log lines an instance may send at once above the rate")
+	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, error or fatal")
+	return fs
+}
+
+func (c *AgentConfig) validate() error {
+	var errs []error
+	if c.Node == "" {
+		errs = append(errs, errors.New("--node (or $NODE_NAME) is required"))
+	}
+	if c.StateDir == "" {
+		errs = append(errs, errors.New("--state-dir is required: a writable folder for the checkpoints"))
+	}
+	if c.LinesPerSecond <= 0 || c.LineBurst < 1 {
+		errs = append(errs, fmt.Errorf("--log-rate (%g) must be above 0 and --log-burst (%d) at least 1", c.LinesPerSecond, c.LineBurst))
+	}
+	if c.Loggregator.Addr == "" {
+		errs = append(errs, errors.New("--loggregator-addr is required"))
+	} else if _, _, err := net.SplitHostPort(c.Loggregator.Addr); err != nil {
+		errs = append(errs, fmt.Errorf("--loggregator-addr %q is not HOST:PORT", c.Loggregator.Addr))
+	}
+	for flagName, path := range map[string]string{
+		"--loggregator-ca": c.Loggregator.CAFile, "--loggregator-cert": c.Loggregator.CertFile, "--loggregator-key": c.Loggregator.KeyFile,
+	} {
+		if path == "" {
+			errs = append(errs, fmt.Errorf("%s is required (Loggregator's ingress takes mutual TLS only)", flagName))
+		} else if _, err := os.Stat(path); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", flagName, err))
+		}
+	}
+	if c.KubeletURL != "" {
+		if u, err := url.Parse(c.KubeletURL); err != nil || u.Scheme != "https" || u.Host == "" {
+			errs = append(errs, fmt.Errorf("--kubelet-url %q is not https://HOST:PORT", c.KubeletURL))
+		}
+	}
+	if c.KubeletCA != "" {
+		if _, err := os.Stat(c.KubeletCA); err != nil {
+			errs = append(errs, fmt.Errorf("--kubelet-ca: %w", err))
+		}
+	}
+	if c.Workload != agent.WorkloadDeployments && c.Workload != agent.WorkloadStatefulSets {
+		errs = append(errs, fmt.Errorf("--backend %q is neither deployments nor statefulsets", c.Workload))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return c.Config.Validate()
+}
+
+// runAgent runs `opi agent` until ctx ends.
+func runAgent(ctx context.Context, cfg AgentConfig) error {
+	logger, err := newLogger(os.Stdout, cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	restConfig, err := kubeConfig(cfg.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("load kubernetes config: %w", err)
+	}
+	restConfig.UserAgent = "opi-agent"
+	restConfig.ContentType = "application/vnd.kubernetes.protobuf"
+	restConfig.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	client, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	a, err := agent.New(cfg.Config, client, logger)
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx)
+}
+
+// mainAgent is `opi agent`: the node agent (issue 20).
+func mainAgent(args []string) {
+	cfg, err := parseAgentFlags(args)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "opi agent: %v\n", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := runAgent(ctx, cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "opi agent: %v\n", err)
+		os.Exit(1)
+	}
+}

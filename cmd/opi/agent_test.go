@@ -1,0 +1,97 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/opi-bridge/opi/agent"
+)
+
+var _ = Describe("opi agent's flags", func() {
+	var dir, ca, cert, key string
+
+	BeforeEach(func() {
+		dir = GinkgoT().TempDir()
+		ca, cert, key = filepath.Join(dir, "ca.pem"), filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+		for _, f := range []string{ca, cert, key} {
+			Expect(os.WriteFile(f, []byte("pem"), 0o600)).To(Succeed())
+		}
+		GinkgoT().Setenv("NODE_NAME", "")
+		GinkgoT().Setenv("KUBECONFIG", "")
+	})
+
+	valid := func(extra ...string) []string {
+		return append([]string{
+			"--node", "node-1", "--state-dir", filepath.Join(dir, "state"),
+			"--loggregator-addr", "doppler.service.cf.internal:8082",
+			"--loggregator-ca", ca, "--loggregator-cert", cert, "--loggregator-key", key,
+		}, extra...)
+	}
+
+	It("reads every flag, with the defaults of those not given", func() {
+		cfg, err := parseAgentFlags(valid())
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cfg.Node).To(Equal("node-1"))
+		Expect(cfg.Namespace).To(Equal("cf-workloads"))
+		Expect(cfg.Workload).To(Equal(agent.WorkloadDeployments))
+		Expect(cfg.PodLogs).To(Equal("/var/log/pods"))
+		Expect(cfg.LinesPerSecond).To(Equal(float64(agent.DefaultLinesPerSecond)))
+		Expect(cfg.LineBurst).To(Equal(agent.DefaultLineBurst))
+		Expect(cfg.Loggregator.ServerName).To(Equal("metron"))
+		Expect(cfg.Kubeconfig).To(BeEmpty())
+
+		cfg, err = parseAgentFlags(valid("--namespace", "apps", "--backend", "statefulsets", "--pod-logs", "/logs",
+			"--kubeconfig", "/kc", "--kubelet-url", "https://10.0.0.1:10250", "--kubelet-ca", ca,
+			"--loggregator-server-name", "doppler", "--log-rate", "50", "--log-burst", "200", "--log-level", "debug"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cfg.Namespace).To(Equal("apps"))
+		Expect(cfg.Workload).To(Equal(agent.WorkloadStatefulSets))
+		Expect(cfg.PodLogs).To(Equal("/logs"))
+		Expect(cfg.Kubeconfig).To(Equal("/kc"))
+		Expect(cfg.KubeletURL).To(Equal("https://10.0.0.1:10250"))
+		Expect(cfg.KubeletCA).To(Equal(ca))
+		Expect(cfg.Loggregator.Addr).To(Equal("doppler.service.cf.internal:8082"))
+		Expect([]string{cfg.Loggregator.CAFile, cfg.Loggregator.CertFile, cfg.Loggregator.KeyFile}).To(Equal([]string{ca, cert, key}))
+		Expect(cfg.Loggregator.ServerName).To(Equal("doppler"))
+		Expect(cfg.LinesPerSecond).To(Equal(50.0))
+		Expect(cfg.LineBurst).To(Equal(200))
+		Expect(cfg.LogLevel).To(Equal("debug"))
+	})
+
+	It("takes the node from $NODE_NAME (the downward API)", func() {
+		GinkgoT().Setenv("NODE_NAME", "node-7")
+		args := valid()[2:] // without --node
+		cfg, err := parseAgentFlags(args)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cfg.Node).To(Equal("node-7"))
+	})
+
+	It("refuses what it cannot run with, naming each flag", func() {
+		_, err := parseAgentFlags(nil)
+		Expect(err).To(MatchError(And(
+			ContainSubstring("--node (or $NODE_NAME) is required"),
+			ContainSubstring("--state-dir is required"),
+			ContainSubstring("--loggregator-addr is required"),
+			ContainSubstring("--loggregator-ca is required"),
+			ContainSubstring("--loggregator-cert is required"),
+			ContainSubstring("--loggregator-key is required"),
+		)))
+
+		for want, args := range map[string][]string{
+			`--loggregator-addr "doppler" is not HOST:PORT`:            valid("--loggregator-addr", "doppler"),
+			"--loggregator-key: stat":                                  valid("--loggregator-key", filepath.Join(dir, "missing.pem")),
+			`--kubelet-url "http://10.0.0.1:10250" is not https://`:    valid("--kubelet-url", "http://10.0.0.1:10250"),
+			"--kubelet-ca: stat":                                       valid("--kubelet-ca", filepath.Join(dir, "missing.pem")),
+			`--backend "pods" is neither deployments nor statefulsets`: valid("--backend", "pods"),
+			"--log-rate (0) must be above 0":                           valid("--log-rate", "0"),
+			"must not be in the pod log folder":                        valid("--pod-logs", dir, "--state-dir", filepath.Join(dir, "state")),
+			"takes no arguments":                                       valid("extra"),
+		} {
+			_, err := parseAgentFlags(args)
+			Expect(err).To(MatchError(ContainSubstring(want)), "%v", args)
+		}
+	})
+})
