@@ -61,6 +61,8 @@ type Config struct {
 	PollInterval time.Duration
 	// MaxLineBytes bounds a line (podlogs.DefaultMaxLineBytes when 0).
 	MaxLineBytes int
+	// Kubelet is where container metrics come from (none without its URL).
+	Kubelet Kubelet
 }
 
 // Validate fills the defaults and refuses what the agent cannot work with.
@@ -79,6 +81,9 @@ func (c *Config) Validate() error {
 	}
 	if c.PollInterval <= 0 {
 		c.PollInterval = DefaultPollInterval
+	}
+	if c.Kubelet.Interval <= 0 {
+		c.Kubelet.Interval = DefaultMetricsInterval
 	}
 	var errs []error
 	if c.Node == "" {
@@ -112,10 +117,11 @@ type Agent struct {
 	client kubernetes.Interface
 	logger lager.Logger
 
-	sender *loggregator.Sender
-	bound  *loggregator.RateBound
-	ckpts  *podlogs.Checkpoints
-	saveCh chan struct{}
+	sender  *loggregator.Sender
+	kubelet *kubeletClient // nil: no container metrics
+	bound   *loggregator.RateBound
+	ckpts   *podlogs.Checkpoints
+	saveCh  chan struct{}
 
 	factory, nodeFactory informers.SharedInformerFactory
 	store                *store.Store
@@ -144,6 +150,12 @@ func New(cfg Config, client kubernetes.Interface, logger lager.Logger) (*Agent, 
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
+	var kubelet *kubeletClient
+	if cfg.Kubelet.URL != "" {
+		if kubelet, err = newKubeletClient(cfg.Kubelet); err != nil {
+			return nil, err
+		}
+	}
 	logger = logger.Session("agent", lager.Data{"node": cfg.Node})
 	sender, err := loggregator.NewSender(cfg.Loggregator, logger)
 	if err != nil {
@@ -151,7 +163,7 @@ func New(cfg Config, client kubernetes.Interface, logger lager.Logger) (*Agent, 
 	}
 	a := &Agent{
 		cfg: cfg, client: client, logger: logger,
-		sender: sender, bound: bound, ckpts: ckpts,
+		sender: sender, kubelet: kubelet, bound: bound, ckpts: ckpts,
 		saveCh:   make(chan struct{}, 1),
 		followed: map[string]*followed{},
 	}
@@ -254,6 +266,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("agent: pod handler: %w", err)
 	}
 	a.nodeFactory.Start(ctx.Done())
+	if a.kubelet != nil {
+		bg.Add(1)
+		go func() { defer bg.Done(); a.metricsLoop(ctx, a.kubelet) }()
+	}
 	a.logger.Info("started", lager.Data{"pod-logs": a.cfg.PodLogs, "namespace": a.cfg.Namespace})
 
 	<-ctx.Done()
@@ -297,7 +313,10 @@ type nodePod struct {
 	JobName    string
 	Terminal   bool
 	Containers []string
-	record     *store.PodRecord
+	// MemoryLimit and DiskLimit are the app container's memory and ephemeral-storage limits
+	// (bytes; 0 when unset): the container metrics' quotas.
+	MemoryLimit, DiskLimit uint64
+	record                 *store.PodRecord
 }
 
 // nodePodOf is the node pod informer's transform.
@@ -332,6 +351,14 @@ func nodePodOf(obj any) (any, error) {
 	}
 	for _, c := range p.Spec.Containers {
 		np.Containers = append(np.Containers, c.Name)
+	}
+	if c := spec.AppContainer(&p.Spec); c != nil {
+		if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok && q.Sign() > 0 {
+			np.MemoryLimit = uint64(q.Value())
+		}
+		if q, ok := c.Resources.Limits[corev1.ResourceEphemeralStorage]; ok && q.Sign() > 0 {
+			np.DiskLimit = uint64(q.Value())
+		}
 	}
 	return np, nil
 }

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
@@ -161,6 +162,43 @@ func withInstance(tags map[string]string, uid string) map[string]string {
 	return m
 }
 
+// startIngress starts a loggregator stand-in until the spec ends and returns it with an agent
+// config sending to it (temp folders for the pod logs and the state).
+func startIngress() (*standin.Server, agent.Config) {
+	ingress, err := standin.Start(GinkgoT().TempDir())
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(ingress.Stop)
+	files := ingress.ClientFiles()
+	return ingress, agent.Config{
+		Node: node, Namespace: ns, PodLogs: GinkgoT().TempDir(), StateDir: GinkgoT().TempDir(),
+		Loggregator: loggregator.SenderConfig{
+			Addr: ingress.Addr(), CAFile: files.CA, CertFile: files.Cert, KeyFile: files.Key,
+			MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
+		},
+		PollInterval: 5 * time.Millisecond,
+	}
+}
+
+// runAgent runs an agent until stop is called (or the spec ends).
+func runAgent(cfg agent.Config, client kubernetes.Interface) (a *agent.Agent, stop func()) {
+	a, err := agent.New(cfg, client, lagertest.NewTestLogger("agent"))
+	Expect(err).NotTo(HaveOccurred())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		Eventually(done, 10*time.Second).Should(Receive(BeNil()))
+	}
+	DeferCleanup(stop)
+	return a, stop
+}
+
 var _ = Describe("Agent", func() {
 	var (
 		ingress  *standin.Server
@@ -171,41 +209,11 @@ var _ = Describe("Agent", func() {
 	)
 
 	BeforeEach(func() {
-		var err error
-		ingress, err = standin.Start(GinkgoT().TempDir())
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(ingress.Stop)
-		files := ingress.ClientFiles()
-		podLogs, stateDir = GinkgoT().TempDir(), GinkgoT().TempDir()
-		cfg = agent.Config{
-			Node: node, Namespace: ns, PodLogs: podLogs, StateDir: stateDir,
-			Loggregator: loggregator.SenderConfig{
-				Addr: ingress.Addr(), CAFile: files.CA, CertFile: files.Cert, KeyFile: files.Key,
-				MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
-			},
-			PollInterval: 5 * time.Millisecond,
-		}
+		ingress, cfg = startIngress()
+		podLogs, stateDir = cfg.PodLogs, cfg.StateDir
 	})
 
-	// start runs an agent until stop is called (or the spec ends).
-	start := func() (a *agent.Agent, stop func()) {
-		a, err := agent.New(cfg, client, lagertest.NewTestLogger("agent"))
-		Expect(err).NotTo(HaveOccurred())
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- a.Run(ctx) }()
-		stopped := false
-		stop = func() {
-			if stopped {
-				return
-			}
-			stopped = true
-			cancel()
-			Eventually(done, 10*time.Second).Should(Receive(BeNil()))
-		}
-		DeferCleanup(stop)
-		return a, stop
-	}
+	start := func() (a *agent.Agent, stop func()) { return runAgent(cfg, client) }
 
 	It("sends an app pod's and a task pod's lines with Diego's identity, and nothing of another node's pod", func() {
 		web := appPod("dora-dev-b0c4a1e2-5d8f9-abcde", "web-uid", node, t0)

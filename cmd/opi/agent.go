@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"k8s.io/client-go/kubernetes"
@@ -22,15 +23,20 @@ import (
 type AgentConfig struct {
 	agent.Config
 	Kubeconfig string
-	// KubeletURL and KubeletCA are the node's kubelet (its stats summary, for container
-	// metrics) and the CA its serving certificate is checked against.
-	KubeletURL, KubeletCA string
-	LogLevel              string
+	LogLevel   string
 }
 
+// kubeletPort is the kubelet's authenticated port.
+const kubeletPort = "10250"
+
 // parseAgentFlags reads `opi agent`'s flags and validates them (errors name the flag). Defaults
-// from the environment: NODE_NAME (the downward API's spec.nodeName) and KUBECONFIG.
+// from the environment: NODE_NAME (the downward API's spec.nodeName), NODE_IP (status.hostIP:
+// the kubelet at https://NODE_IP:10250) and KUBECONFIG.
 func parseAgentFlags(args []string) (AgentConfig, error) {
+	var kubeletURL string
+	if ip := os.Getenv("NODE_IP"); ip != "" {
+		kubeletURL = "https://" + net.JoinHostPort(ip, kubeletPort)
+	}
 	cfg := AgentConfig{
 		Config: agent.Config{
 			Node:           os.Getenv("NODE_NAME"),
@@ -40,6 +46,7 @@ func parseAgentFlags(args []string) (AgentConfig, error) {
 			LinesPerSecond: agent.DefaultLinesPerSecond,
 			LineBurst:      agent.DefaultLineBurst,
 			Loggregator:    loggregator.SenderConfig{ServerName: loggregator.DefaultServerName},
+			Kubelet:        agent.Kubelet{URL: kubeletURL},
 		},
 		Kubeconfig: os.Getenv("KUBECONFIG"),
 		LogLevel:   "info",
@@ -50,6 +57,13 @@ func parseAgentFlags(args []string) (AgentConfig, error) {
 	}
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("opi agent takes no arguments, got %q", fs.Args())
+	}
+	if cfg.Kubelet.URL != "" && cfg.Kubelet.TokenFile == "" {
+		dir := os.Getenv("OPI_SERVICEACCOUNT_DIR")
+		if dir == "" {
+			dir = serviceAccountDir
+		}
+		cfg.Kubelet.TokenFile = filepath.Join(dir, "token")
 	}
 	return cfg, cfg.validate()
 }
@@ -63,8 +77,9 @@ func agentFlags(cfg *AgentConfig) *flag.FlagSet {
 	fs.StringVar(&cfg.Workload, "backend", cfg.Workload, "opi's backend: deployments or statefulsets (how instances are indexed)")
 	fs.StringVar(&cfg.PodLogs, "pod-logs", cfg.PodLogs, "the kubelet's pod log folder (read only)")
 	fs.StringVar(&cfg.StateDir, "state-dir", cfg.StateDir, "a writable folder of the agent's own for its checkpoints (required)")
-	fs.StringVar(&cfg.KubeletURL, "kubelet-url", cfg.KubeletURL, "the node's kubelet, https://HOST:PORT (container metrics: not sent yet)")
-	fs.StringVar(&cfg.KubeletCA, "kubelet-ca", cfg.KubeletCA, "CA (PEM) of the kubelet's serving certificate")
+	fs.StringVar(&cfg.Kubelet.URL, "kubelet-url", cfg.Kubelet.URL, "the node's kubelet, https://HOST:PORT, for container metrics (default https://$NODE_IP:10250; none: no metrics)")
+	fs.StringVar(&cfg.Kubelet.CAFile, "kubelet-ca", cfg.Kubelet.CAFile, "CA (PEM) of the kubelet's serving certificate")
+	fs.StringVar(&cfg.Kubelet.TokenFile, "kubelet-token-file", cfg.Kubelet.TokenFile, "bearer token presented to the kubelet (default the service account's)")
 	fs.StringVar(&cfg.Loggregator.Addr, "loggregator-addr", cfg.Loggregator.Addr, "Loggregator's v2 ingress, HOST:PORT (required)")
 	fs.StringVar(&cfg.Loggregator.CAFile, "loggregator-ca", cfg.Loggregator.CAFile, "CA (PEM) of the ingress's certificate")
 	fs.StringVar(&cfg.Loggregator.CertFile, "loggregator-cert", cfg.Loggregator.CertFile, "client certificate (PEM) presented to the ingress")
@@ -101,14 +116,20 @@ func (c *AgentConfig) validate() error {
 			errs = append(errs, fmt.Errorf("%s: %w", flagName, err))
 		}
 	}
-	if c.KubeletURL != "" {
-		if u, err := url.Parse(c.KubeletURL); err != nil || u.Scheme != "https" || u.Host == "" {
-			errs = append(errs, fmt.Errorf("--kubelet-url %q is not https://HOST:PORT", c.KubeletURL))
+	if k := c.Kubelet; k.URL != "" {
+		if u, err := url.Parse(k.URL); err != nil || u.Scheme != "https" || u.Host == "" {
+			errs = append(errs, fmt.Errorf("--kubelet-url %q is not https://HOST:PORT", k.URL))
 		}
-	}
-	if c.KubeletCA != "" {
-		if _, err := os.Stat(c.KubeletCA); err != nil {
-			errs = append(errs, fmt.Errorf("--kubelet-ca: %w", err))
+		if k.CAFile == "" {
+			errs = append(errs, errors.New("--kubelet-ca is required with --kubelet-url (or $NODE_IP)"))
+		}
+		for flagName, path := range map[string]string{"--kubelet-ca": k.CAFile, "--kubelet-token-file": k.TokenFile} {
+			if path == "" {
+				continue
+			}
+			if _, err := os.Stat(path); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", flagName, err))
+			}
 		}
 	}
 	if c.Workload != agent.WorkloadDeployments && c.Workload != agent.WorkloadStatefulSets {

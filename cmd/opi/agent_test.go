@@ -21,6 +21,8 @@ var _ = Describe("opi agent's flags", func() {
 		}
 		GinkgoT().Setenv("NODE_NAME", "")
 		GinkgoT().Setenv("KUBECONFIG", "")
+		GinkgoT().Setenv("NODE_IP", "")
+		GinkgoT().Setenv("OPI_SERVICEACCOUNT_DIR", "")
 	})
 
 	valid := func(extra ...string) []string {
@@ -42,17 +44,17 @@ var _ = Describe("opi agent's flags", func() {
 		Expect(cfg.LineBurst).To(Equal(agent.DefaultLineBurst))
 		Expect(cfg.Loggregator.ServerName).To(Equal("metron"))
 		Expect(cfg.Kubeconfig).To(BeEmpty())
+		Expect(cfg.Kubelet.URL).To(BeEmpty(), "no kubelet, no container metrics")
 
 		cfg, err = parseAgentFlags(valid("--namespace", "apps", "--backend", "statefulsets", "--pod-logs", "/logs",
-			"--kubeconfig", "/kc", "--kubelet-url", "https://10.0.0.1:10250", "--kubelet-ca", ca,
+			"--kubeconfig", "/kc", "--kubelet-url", "https://10.0.0.1:10250", "--kubelet-ca", ca, "--kubelet-token-file", key,
 			"--loggregator-server-name", "doppler", "--log-rate", "50", "--log-burst", "200", "--log-level", "debug"))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(cfg.Namespace).To(Equal("apps"))
 		Expect(cfg.Workload).To(Equal(agent.WorkloadStatefulSets))
 		Expect(cfg.PodLogs).To(Equal("/logs"))
 		Expect(cfg.Kubeconfig).To(Equal("/kc"))
-		Expect(cfg.KubeletURL).To(Equal("https://10.0.0.1:10250"))
-		Expect(cfg.KubeletCA).To(Equal(ca))
+		Expect(cfg.Kubelet).To(Equal(agent.Kubelet{URL: "https://10.0.0.1:10250", CAFile: ca, TokenFile: key, Interval: agent.DefaultMetricsInterval}))
 		Expect(cfg.Loggregator.Addr).To(Equal("doppler.service.cf.internal:8082"))
 		Expect([]string{cfg.Loggregator.CAFile, cfg.Loggregator.CertFile, cfg.Loggregator.KeyFile}).To(Equal([]string{ca, cert, key}))
 		Expect(cfg.Loggregator.ServerName).To(Equal("doppler"))
@@ -67,6 +69,18 @@ var _ = Describe("opi agent's flags", func() {
 		cfg, err := parseAgentFlags(args)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(cfg.Node).To(Equal("node-7"))
+	})
+
+	It("finds the kubelet at $NODE_IP (the downward API's status.hostIP) with the service account's token", func() {
+		GinkgoT().Setenv("NODE_IP", "10.0.0.7")
+		GinkgoT().Setenv("OPI_SERVICEACCOUNT_DIR", dir)
+		Expect(os.WriteFile(filepath.Join(dir, "token"), []byte("t"), 0o600)).To(Succeed())
+		cfg, err := parseAgentFlags(valid("--kubelet-ca", ca))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cfg.Kubelet).To(Equal(agent.Kubelet{URL: "https://10.0.0.7:10250", CAFile: ca, TokenFile: filepath.Join(dir, "token"), Interval: agent.DefaultMetricsInterval}))
+
+		_, err = parseAgentFlags(valid())
+		Expect(err).To(MatchError(ContainSubstring("--kubelet-ca is required with --kubelet-url")))
 	})
 
 	It("refuses what it cannot run with, naming each flag", func() {
@@ -84,7 +98,8 @@ var _ = Describe("opi agent's flags", func() {
 			`--loggregator-addr "doppler" is not HOST:PORT`:            valid("--loggregator-addr", "doppler"),
 			"--loggregator-key: stat":                                  valid("--loggregator-key", filepath.Join(dir, "missing.pem")),
 			`--kubelet-url "http://10.0.0.1:10250" is not https://`:    valid("--kubelet-url", "http://10.0.0.1:10250"),
-			"--kubelet-ca: stat":                                       valid("--kubelet-ca", filepath.Join(dir, "missing.pem")),
+			"--kubelet-ca: stat":                                       valid("--kubelet-url", "https://10.0.0.1:10250", "--kubelet-ca", filepath.Join(dir, "missing.pem")),
+			"--kubelet-token-file: stat":                               valid("--kubelet-url", "https://10.0.0.1:10250", "--kubelet-ca", ca, "--kubelet-token-file", filepath.Join(dir, "missing")),
 			`--backend "pods" is neither deployments nor statefulsets`: valid("--backend", "pods"),
 			"--log-rate (0) must be above 0":                           valid("--log-rate", "0"),
 			"must not be in the pod log folder":                        valid("--pod-logs", dir, "--state-dir", filepath.Join(dir, "state")),
