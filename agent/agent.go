@@ -256,16 +256,20 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	}
 	a.store.SetSynced()
-	if _, err := a.nodePods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := a.nodePods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    a.podSeen,
 		UpdateFunc: func(_, obj any) { a.podSeen(obj) },
 		DeleteFunc: a.podGone,
-	}); err != nil {
+	})
+	if err != nil {
 		cancel()
 		bg.Wait()
 		return fmt.Errorf("agent: pod handler: %w", err)
 	}
 	a.nodeFactory.Start(ctx.Done())
+	if cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+		a.pruneCheckpoints()
+	}
 	if a.kubelet != nil {
 		bg.Add(1)
 		go func() { defer bg.Done(); a.metricsLoop(ctx, a.kubelet) }()
@@ -282,6 +286,28 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.logger.Info("stopped", lager.Data{"stats": a.Stats()})
 	return nil
+}
+
+// pruneCheckpoints forgets the positions of pods that went while the agent was not running (once
+// the node's pods were all handed to podSeen).
+func (a *Agent) pruneCheckpoints() {
+	a.mu.Lock()
+	keep := make(map[string]bool, len(a.followed))
+	for _, f := range a.followed {
+		keep[f.key] = true
+	}
+	a.mu.Unlock()
+	pruned := 0
+	for _, k := range a.ckpts.Keys() {
+		if !keep[k] {
+			a.ckpts.Delete(k)
+			pruned++
+		}
+	}
+	if pruned > 0 {
+		a.logger.Info("checkpoints-of-gone-pods-dropped", lager.Data{"count": pruned})
+		a.saveSoon()
+	}
 }
 
 // saveLoop saves the checkpoints after acknowledgements (coalesced: one save per wake-up).

@@ -272,8 +272,10 @@ var _ = Describe("Agent", func() {
 		web := appPod("dora-dev-b0c4a1e2-5d8f9-abcde", "web-uid", node, t0)
 		client = fake.NewClientset(deployment(1), web)
 		writeLines(podLogs, web, cri(t0.Add(1), "stdout", "F", "one"), cri(t0.Add(2), "stdout", "F", "two"))
-		_, stop := start()
+		a, stop := start()
 		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal([]string{"one", "two"}))
+		// Acknowledged: the stand-in records a batch before its Send returns.
+		Eventually(func() uint64 { return a.Stats().Sender.Delivered }, 10*time.Second).Should(Equal(uint64(2)))
 		stop()
 		Expect(filepath.Join(stateDir, "positions.json")).To(BeAnExistingFile())
 
@@ -284,12 +286,52 @@ var _ = Describe("Agent", func() {
 		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal([]string{"one", "two", "three"}))
 	})
 
+	It("reads a deleted pod's files to their end, then stops following it and forgets its checkpoint", func() {
+		// One read when the pod appears, none after but the last: "last words" go out only
+		// through the read of a deleted pod's files.
+		cfg.PollInterval = time.Hour
+		web := appPod("dora-dev-b0c4a1e2-5d8f9-abcde", "web-uid", node, t0)
+		client = fake.NewClientset(deployment(1), web)
+		writeLines(podLogs, web, cri(t0.Add(1), "stdout", "F", "one"))
+		a, _ := start()
+		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal([]string{"one"}))
+		checkpoints := filepath.Join(stateDir, "positions.json")
+		Eventually(func() (string, error) { b, err := os.ReadFile(checkpoints); return string(b), err }, 10*time.Second).
+			Should(ContainSubstring(ns + "_" + web.Name + "_web-uid/opi"))
+
+		writeLines(podLogs, web, cri(t0.Add(2), "stdout", "F", "last words"))
+		Expect(client.CoreV1().Pods(ns).Delete(context.Background(), web.Name, metav1.DeleteOptions{})).To(Succeed())
+		Eventually(func() int { return a.Stats().Followed }, 10*time.Second).Should(BeZero())
+		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal([]string{"one", "last words"}))
+		Eventually(func() (string, error) { b, err := os.ReadFile(checkpoints); return string(b), err }, 10*time.Second).
+			ShouldNot(ContainSubstring("web-uid"))
+	})
+
+	It("forgets, when it starts, the checkpoints of pods that went while it was not running", func() {
+		web := appPod("dora-dev-b0c4a1e2-5d8f9-abcde", "web-uid", node, t0)
+		client = fake.NewClientset(deployment(1), web)
+		writeLines(podLogs, web, cri(t0.Add(1), "stdout", "F", "one"))
+		a, stop := start()
+		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal([]string{"one"}))
+		Eventually(func() uint64 { return a.Stats().Sender.Delivered }, 10*time.Second).Should(Equal(uint64(1)))
+		stop()
+		checkpoints := filepath.Join(stateDir, "positions.json")
+		Expect(os.ReadFile(checkpoints)).To(ContainSubstring("web-uid"))
+
+		client = fake.NewClientset(deployment(1))
+		start()
+		Eventually(func() (string, error) { b, err := os.ReadFile(checkpoints); return string(b), err }, 10*time.Second).
+			ShouldNot(ContainSubstring("web-uid"))
+	})
+
 	It("loses nothing within its buffer while Loggregator is down", func() {
 		web := appPod("dora-dev-b0c4a1e2-5d8f9-abcde", "web-uid", node, t0)
 		client = fake.NewClientset(deployment(1), web)
 		writeLines(podLogs, web, cri(t0.Add(1), "stdout", "F", "before"))
 		a, _ := start()
 		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal([]string{"before"}))
+		// Acknowledged before the outage (else its Send is retried: a duplicate, rightly).
+		Eventually(func() uint64 { return a.Stats().Sender.Delivered }, 10*time.Second).Should(Equal(uint64(1)))
 
 		ingress.Stop()
 		var want []string

@@ -76,6 +76,17 @@ func (c *Checkpoints) Set(key string, p Position) {
 	c.positions[key] = p
 }
 
+// Keys are the keys of every position recorded.
+func (c *Checkpoints) Keys() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keys := make([]string, 0, len(c.positions))
+	for k := range c.positions {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
 // Delete forgets key (its container is gone).
 func (c *Checkpoints) Delete(key string) {
 	c.mu.Lock()
