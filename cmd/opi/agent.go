@@ -107,9 +107,10 @@ func (c *AgentConfig) validate() error {
 	} else if _, _, err := net.SplitHostPort(c.Loggregator.Addr); err != nil {
 		errs = append(errs, fmt.Errorf("--loggregator-addr %q is not HOST:PORT", c.Loggregator.Addr))
 	}
-	for flagName, path := range map[string]string{
-		"--loggregator-ca": c.Loggregator.CAFile, "--loggregator-cert": c.Loggregator.CertFile, "--loggregator-key": c.Loggregator.KeyFile,
+	for _, file := range [...]struct{ flagName, path string }{
+		{"--loggregator-ca", c.Loggregator.CAFile}, {"--loggregator-cert", c.Loggregator.CertFile}, {"--loggregator-key", c.Loggregator.KeyFile},
 	} {
+		flagName, path := file.flagName, file.path
 		if path == "" {
 			errs = append(errs, fmt.Errorf("%s is required (Loggregator's ingress takes mutual TLS only)", flagName))
 		} else if _, err := os.Stat(path); err != nil {
@@ -123,7 +124,8 @@ func (c *AgentConfig) validate() error {
 		if k.CAFile == "" {
 			errs = append(errs, errors.New("--kubelet-ca is required with --kubelet-url (or $NODE_IP)"))
 		}
-		for flagName, path := range map[string]string{"--kubelet-ca": k.CAFile, "--kubelet-token-file": k.TokenFile} {
+		for _, file := range [...]struct{ flagName, path string }{{"--kubelet-ca", k.CAFile}, {"--kubelet-token-file", k.TokenFile}} {
+			flagName, path := file.flagName, file.path
 			if path == "" {
 				continue
 			}
