@@ -126,12 +126,6 @@ func (o Options) Validate() error {
 	if err := o.Hooks.Validate(); err != nil {
 		return err
 	}
-	switch nats := o.Hooks.Routing.Mode == hooks.RoutingNATS; {
-	case nats && o.Clients.Routes == nil:
-		return errors.New("routing nats needs the gorouter table (Clients.Routes)")
-	case !nats && o.Clients.Routes != nil:
-		return fmt.Errorf("a gorouter table (Clients.Routes) is for routing nats only, not %q", o.Hooks.Routing.Mode)
-	}
 	return staging.Deps{ImageReader: o.Notifiers.ImageReader, Notifier: o.Notifiers.Staging}.Check()
 }
 
@@ -189,6 +183,14 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 	}
 	if err := opts.Validate(); err != nil {
 		return nil, err
+	}
+	// The gorouter table goes with routing nats (Validate checks settings alone: cmd/opi calls
+	// it before it has made the table).
+	switch nats := opts.Hooks.Routing.Mode == hooks.RoutingNATS; {
+	case nats && opts.Clients.Routes == nil:
+		return nil, errors.New("routing nats needs the gorouter table (Clients.Routes)")
+	case !nats && opts.Clients.Routes != nil:
+		return nil, fmt.Errorf("a gorouter table (Clients.Routes) is for routing nats only, not %q", opts.Hooks.Routing.Mode)
 	}
 	cacheSync := cmp.Or(opts.CacheSyncTimeout, DefaultCacheSyncTimeout)
 	if opts.CacheSyncTimeout < 0 {

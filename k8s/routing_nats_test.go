@@ -3,6 +3,7 @@ package k8s_test
 import (
 	"context"
 	"errors"
+	"net"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
+	"github.com/opi-bridge/opi/gorouter"
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/k8s/hooks"
 	"github.com/opi-bridge/opi/k8s/janitor"
@@ -158,4 +160,51 @@ var _ = Describe("Routing nats", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(ingresses.Items).To(BeEmpty())
 	})
+
+	It("stays ready while NATS cannot be reached: the emitter logs and counts it, and keeps trying", func() {
+		// A port nothing listens on.
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		Expect(err).NotTo(HaveOccurred())
+		addr := l.Addr().String()
+		Expect(l.Close()).To(Succeed())
+		logger := lagertest.NewTestLogger("gorouter")
+		counts := &natsErrors{}
+		emitter, err := gorouter.NewEmitter(gorouter.Config{URLs: []string{"nats://" + addr}}, logger, counts)
+		Expect(err).NotTo(HaveOccurred())
+		opts := natsOptions()
+		opts.Clients.Routes = emitter
+		backend := startBackendWith(client, opts)
+
+		leaderCtx, stop := context.WithCancel(ctx)
+		var done sync.WaitGroup
+		done.Go(func() { backend.RunLeaderWork(leaderCtx) })
+		DeferCleanup(func() { stop(); done.Wait() })
+
+		Eventually(counts.connectFailures).Should(BeNumerically(">=", 2))
+		Expect(logger.LogMessages()).To(ContainElement("gorouter.gorouter-emitter.nats-connect-attempt-failed"))
+		Expect(backend.Ready(ctx)).To(Succeed())
+	})
 })
+
+// natsErrors is gorouter.Metrics counting the failed attempts to connect.
+type natsErrors struct {
+	mu      sync.Mutex
+	connect int
+}
+
+func (n *natsErrors) connectFailures() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.connect
+}
+func (n *natsErrors) CountNATSError(kind string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if kind == "connect" {
+		n.connect++
+	}
+}
+func (*natsErrors) SetRouteRegistrations(int)                   {}
+func (*natsErrors) CountNATSMessage(string)                     {}
+func (*natsErrors) SetNATSConnected(bool)                       {}
+func (*natsErrors) ObserveRouteRegistrationDelay(time.Duration) {}

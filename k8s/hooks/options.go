@@ -30,5 +30,10 @@ func (o Options) Validate() error {
 	default:
 		return fmt.Errorf("routing %q is not one of %s, %s, %s, %s", o.Routing.Mode, RoutingIngress, RoutingGateway, RoutingNATS, RoutingNone)
 	}
+	for i, r := range o.NetworkPolicy.Routers {
+		if err := r.Validate(); err != nil {
+			return fmt.Errorf("routers[%d]: %w", i, err)
+		}
+	}
 	return nil
 }
