@@ -21,6 +21,7 @@ import (
 	"github.com/opi-bridge/opi/k8s/store"
 	"github.com/opi-bridge/opi/k8s/workload"
 	"github.com/opi-bridge/opi/opi"
+	"github.com/opi-bridge/opi/testsupport/fakekube"
 )
 
 var _ = Describe("Crash reports", func() {
@@ -96,7 +97,7 @@ var _ = Describe("Crash reports", func() {
 		var out []string
 		for _, a := range client.Actions() {
 			if a.GetVerb() == "patch" && a.GetResource().Resource == "pods" {
-				out = append(out, describe(a))
+				out = append(out, fakekube.Describe(a))
 			}
 		}
 		return out

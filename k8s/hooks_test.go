@@ -26,6 +26,7 @@ import (
 	"github.com/opi-bridge/opi/k8s/janitor"
 	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
+	"github.com/opi-bridge/opi/testsupport/fakekube"
 )
 
 // gatewayActions describes the gateway client's actions, watches excluded.
@@ -33,7 +34,7 @@ func gatewayActions(gw *gatewayfake.Clientset) []string {
 	var out []string
 	for _, a := range gw.Actions() {
 		if a.GetVerb() != "watch" {
-			out = append(out, describe(a))
+			out = append(out, fakekube.Describe(a))
 		}
 	}
 	return out

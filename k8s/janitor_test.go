@@ -29,6 +29,7 @@ import (
 	"github.com/opi-bridge/opi/k8s/store"
 	"github.com/opi-bridge/opi/k8s/workload"
 	"github.com/opi-bridge/opi/opi"
+	"github.com/opi-bridge/opi/testsupport/fakekube"
 )
 
 // leftoverPassword is the credential in a leftover env Secret's VCAP_SERVICES.
@@ -315,7 +316,7 @@ var _ = Describe("The janitor", func() {
 			"GET /api/v1/namespaces/" + namespace + "/services",
 		}))
 		for _, a := range client.Actions() {
-			Expect(describe(a)).NotTo(Equal("list secrets"), "no Secret is listed whole")
+			Expect(fakekube.Describe(a)).NotTo(Equal("list secrets"), "no Secret is listed whole")
 		}
 	})
 

@@ -2,12 +2,9 @@ package k8s_test
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,18 +12,13 @@ import (
 	"code.cloudfoundry.org/lager/v3/lagertest"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
@@ -37,6 +29,7 @@ import (
 
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/opi"
+	"github.com/opi-bridge/opi/testsupport/fakekube"
 )
 
 func TestK8s(t *testing.T) {
@@ -55,88 +48,9 @@ var _ = BeforeSuite(func() {
 
 const namespace = "cf-apps"
 
-// newClient is a fake clientset that, like an API server, gives created objects a UID and a
-// generation and every write a new resource version (the plain fake leaves them empty, and
-// owner references and cache waits need them).
+// newClient is a fake clientset that writes as an API server does (package fakekube).
 func newClient(objects ...runtime.Object) *fake.Clientset {
-	client := fake.NewClientset(objects...)
-	var mu sync.Mutex
-	next := 1000
-	stamp := func(action k8stesting.Action) (bool, runtime.Object, error) {
-		var obj runtime.Object
-		switch a := action.(type) {
-		case k8stesting.CreateAction:
-			obj = a.GetObject()
-		case k8stesting.UpdateAction:
-			obj = a.GetObject()
-		default:
-			return false, nil, nil
-		}
-		m, err := meta.Accessor(obj)
-		if err != nil {
-			return false, nil, nil
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		next++
-		if action.GetVerb() == "create" {
-			if m.GetUID() == "" {
-				m.SetUID(types.UID(fmt.Sprintf("uid-%d", next)))
-			}
-			m.SetGeneration(1)
-		} else if isWorkload(obj) {
-			m.SetGeneration(m.GetGeneration() + 1)
-		}
-		m.SetResourceVersion(strconv.Itoa(next))
-		return false, nil, nil
-	}
-	client.PrependReactor("create", "*", stamp)
-	client.PrependReactor("update", "*", stamp)
-	// Patches are applied here, as the API server would, so that they get a new resource
-	// version (and a Deployment whose spec changed a new generation) like every other write.
-	client.PrependReactor("patch", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
-		pa := action.(k8stesting.PatchAction)
-		current, err := client.Tracker().Get(pa.GetResource(), pa.GetNamespace(), pa.GetName())
-		if err != nil {
-			return true, nil, err
-		}
-		original, err := json.Marshal(current)
-		if err != nil {
-			return true, nil, err
-		}
-		var patched []byte
-		switch pa.GetPatchType() {
-		case types.StrategicMergePatchType:
-			patched, err = strategicpatch.StrategicMergePatch(original, pa.GetPatch(), current)
-		case types.MergePatchType:
-			patched, err = jsonpatch.MergePatch(original, pa.GetPatch())
-		default:
-			return false, nil, nil
-		}
-		if err != nil {
-			return true, nil, apierrors.NewBadRequest(err.Error())
-		}
-		obj := current.DeepCopyObject()
-		if err := json.Unmarshal(patched, obj); err != nil {
-			return true, nil, err
-		}
-		m, _ := meta.Accessor(obj)
-		mu.Lock()
-		next++
-		m.SetResourceVersion(strconv.Itoa(next))
-		mu.Unlock()
-		if d, ok := obj.(*appsv1.Deployment); ok && !equality.Semantic.DeepEqual(d.Spec, current.(*appsv1.Deployment).Spec) {
-			d.Generation++
-		}
-		if s, ok := obj.(*appsv1.StatefulSet); ok && !equality.Semantic.DeepEqual(s.Spec, current.(*appsv1.StatefulSet).Spec) {
-			s.Generation++
-		}
-		if err := client.Tracker().Update(pa.GetResource(), obj, pa.GetNamespace()); err != nil {
-			return true, nil, err
-		}
-		return true, obj, nil
-	})
-	return client
+	return fakekube.NewClientset(objects...)
 }
 
 // newMetadataClient is a metadata client (client-go's metadata fake) whose LISTs answer what the
@@ -212,15 +126,6 @@ var fakeKinds = func() map[schema.GroupVersionResource]schema.GroupVersionKind {
 	return kinds
 }()
 
-// isWorkload says obj is a Deployment or StatefulSet (whose spec changes bump the generation).
-func isWorkload(obj runtime.Object) bool {
-	switch obj.(type) {
-	case *appsv1.Deployment, *appsv1.StatefulSet:
-		return true
-	}
-	return false
-}
-
 // startBackend starts a backend on client and returns once its informers list and watch, so
 // that every later action of client is the backend's or the test's own.
 func startBackend(client *fake.Clientset) *k8s.Backend {
@@ -258,42 +163,7 @@ func startBackendWith(client *fake.Clientset, opts k8s.Options) *k8s.Backend {
 // actionsSince describes the client's actions from index from on, as "verb resource name"
 // (name left out for lists), watches excluded.
 func actionsSince(client *fake.Clientset, from int) []string {
-	var out []string
-	for _, a := range client.Actions()[from:] {
-		if a.GetVerb() == "watch" {
-			continue
-		}
-		out = append(out, describe(a))
-	}
-	return out
-}
-
-func describe(a k8stesting.Action) string {
-	res := a.GetResource().Resource
-	if sub := a.GetSubresource(); sub != "" {
-		res += "/" + sub
-	}
-	name := ""
-	switch act := a.(type) {
-	case k8stesting.CreateAction:
-		if m, err := meta.Accessor(act.GetObject()); err == nil {
-			name = m.GetName()
-		}
-	case k8stesting.UpdateAction:
-		if m, err := meta.Accessor(act.GetObject()); err == nil {
-			name = m.GetName()
-		}
-	case k8stesting.GetAction:
-		name = act.GetName()
-	case k8stesting.DeleteAction:
-		name = act.GetName()
-	case k8stesting.PatchAction:
-		name = act.GetName()
-	}
-	if name == "" {
-		return a.GetVerb() + " " + res
-	}
-	return a.GetVerb() + " " + res + " " + name
+	return fakekube.ActionsSince(client, from, "watch")
 }
 
 // sampleLRP is an LRP with every field set.

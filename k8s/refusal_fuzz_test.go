@@ -19,6 +19,7 @@ import (
 	"github.com/opi-bridge/opi/k8s/store"
 	"github.com/opi-bridge/opi/models"
 	"github.com/opi-bridge/opi/opi"
+	"github.com/opi-bridge/opi/testsupport/fakekube"
 )
 
 // anyAnnotation is an allow-list every key starts with: the fuzzer explores Kubernetes' rules
@@ -68,7 +69,7 @@ func FuzzDesireRefusedOrListed(f *testing.F) {
 			for _, a := range client.Actions() {
 				switch a.GetVerb() {
 				case "create", "update", "patch", "delete":
-					t.Fatalf("refused (%v) after a write: %s", err, describe(a))
+					t.Fatalf("refused (%v) after a write: %s", err, fakekube.Describe(a))
 				}
 			}
 			return

@@ -251,7 +251,10 @@ func (c *Cluster) start(ctx context.Context) error {
 		"--config", ourStages,
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector", NodeAnnotation+"=fake",
-		"--cidr", "10.0.0.1/24",
+		// Pod IPs come from one pool shared by every node without a podCIDR (ours have none):
+		// a /16 gives each of tens of thousands of pods its own IP, as gorouter's registrations
+		// need (kwok's default /24 runs out at 254 and hands IPs out again).
+		"--cidr", "10.0.0.1/16",
 		"--node-ip", "10.0.0.1",
 		// Without leases (kwok's default) nothing heartbeats the nodes: the node lifecycle
 		// controller marks them NotReady every 50 s (and their pods not ready) until kwok's

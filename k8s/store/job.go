@@ -44,14 +44,7 @@ func RecordJob(obj any) (any, error) {
 func JobRecordOf(j *batchv1.Job) *JobRecord {
 	ann := j.Annotations
 	r := &JobRecord{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:              j.Name,
-			Namespace:         j.Namespace,
-			UID:               j.UID,
-			ResourceVersion:   j.ResourceVersion,
-			CreationTimestamp: j.CreationTimestamp,
-			DeletionTimestamp: j.DeletionTimestamp,
-		},
+		ObjectMeta:     identity(&j.ObjectMeta, 0),
 		TaskGUID:       ann[spec.AnnotationTaskGUID],
 		TaskName:       ann[spec.AnnotationTaskName],
 		AppGUID:        j.Labels[spec.LabelAppGUID],

@@ -64,15 +64,7 @@ func RecordWorkload(obj any) (any, error) {
 func WorkloadRecordOf(meta *metav1.ObjectMeta, replicas *int32, template *corev1.PodTemplateSpec) *WorkloadRecord {
 	labels, ann := meta.Labels, meta.Annotations
 	r := &WorkloadRecord{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:              meta.Name,
-			Namespace:         meta.Namespace,
-			UID:               meta.UID,
-			ResourceVersion:   meta.ResourceVersion,
-			Generation:        meta.Generation,
-			CreationTimestamp: meta.CreationTimestamp,
-			DeletionTimestamp: meta.DeletionTimestamp,
-		},
+		ObjectMeta:            identity(meta, meta.Generation),
 		LRPRef:                LRPRefOf(labels),
 		AppGUID:               labels[spec.LabelAppGUID],
 		ReplicaCount:          1,
@@ -122,6 +114,20 @@ func WorkloadRecordOf(meta *metav1.ObjectMeta, replicas *int32, template *corev1
 		}
 	}
 	return r
+}
+
+// identity is what a record keeps of an object's metadata: its identity, version and
+// timestamps (and generation, for workloads), no labels or annotations.
+func identity(m *metav1.ObjectMeta, generation int64) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name:              m.Name,
+		Namespace:         m.Namespace,
+		UID:               m.UID,
+		ResourceVersion:   m.ResourceVersion,
+		Generation:        generation,
+		CreationTimestamp: m.CreationTimestamp,
+		DeletionTimestamp: m.DeletionTimestamp,
+	}
 }
 
 // LRPRef is opi's guid and version labels of a workload or pod, which the lrp index keys.
@@ -292,14 +298,7 @@ func PodRecordOf(p *corev1.Pod) *PodRecord {
 		image = c.Image
 	}
 	return &PodRecord{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:              p.Name,
-			Namespace:         p.Namespace,
-			UID:               p.UID,
-			ResourceVersion:   p.ResourceVersion,
-			CreationTimestamp: p.CreationTimestamp,
-			DeletionTimestamp: p.DeletionTimestamp,
-		},
+		ObjectMeta:     identity(&p.ObjectMeta, 0),
 		LRPRef:         LRPRefOf(p.Labels),
 		State:          state,
 		Since:          since,
