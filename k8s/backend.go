@@ -30,6 +30,7 @@ import (
 	"github.com/opi-bridge/opi/k8s/janitor"
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/k8s/lrp"
+	"github.com/opi-bridge/opi/k8s/routes"
 	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/k8s/staging"
 	"github.com/opi-bridge/opi/k8s/store"
@@ -87,6 +88,13 @@ type Clients struct {
 	// ErrUnavailable and Ready fails, so that no write is answered that a read then misses.
 	// Nil: the caches are taken to be watching once synced.
 	Watches *kube.Watches
+	// Routes is the table of gorouter registrations (package gorouter's *Emitter): needed in
+	// routing mode hooks.RoutingNATS, and refused in the others. The leader work "routes"
+	// (package k8s/routes) fills it and runs its sending.
+	Routes routes.Table
+	// Zone gives a node's availability zone ("" when unknown), for the registrations'
+	// availability_zone (routing mode nats); nil leaves the field out.
+	Zone func(node string) string
 }
 
 // Notifiers tell Cloud Controller what happened. Each that is set switches on its leader work.
@@ -176,6 +184,14 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	// The gorouter table goes with routing nats (Validate checks settings alone: cmd/opi calls
+	// it before it has made the table).
+	switch nats := opts.Hooks.Routing.Mode == hooks.RoutingNATS; {
+	case nats && opts.Clients.Routes == nil:
+		return nil, errors.New("routing nats needs the gorouter table (Clients.Routes)")
+	case !nats && opts.Clients.Routes != nil:
+		return nil, fmt.Errorf("a gorouter table (Clients.Routes) is for routing nats only, not %q", opts.Hooks.Routing.Mode)
+	}
 	cacheSync := cmp.Or(opts.CacheSyncTimeout, DefaultCacheSyncTimeout)
 	if opts.CacheSyncTimeout < 0 {
 		cacheSync = DefaultCacheSyncTimeout
@@ -233,8 +249,10 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 	if b.tasks.Reports() {
 		b.addLeaderWork("task-reporter", b.tasks.Run)
 	}
-	if b.janitor, err = janitor.New(opts.Namespace, b.logger, opts.Janitor,
-		janitor.Deps{Client: client, Kind: b.kind, Cache: b.store, Hooks: b.hooks, Lists: lists}); err != nil {
+	janitorOpts := opts.Janitor
+	janitorOpts.Routing = opts.Hooks.Routing.Mode
+	if b.janitor, err = janitor.New(opts.Namespace, b.logger, janitorOpts,
+		janitor.Deps{Client: client, Gateway: opts.Clients.Gateway, Kind: b.kind, Cache: b.store, Hooks: b.hooks, Lists: lists}); err != nil {
 		return nil, err
 	}
 	if b.janitor.Runs() {
@@ -246,6 +264,13 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 			return nil, err
 		}
 		b.addLeaderWork("crash-reporter", crashes.Run)
+	}
+	if opts.Clients.Routes != nil {
+		registrar, err := routes.New(b.logger, routes.Deps{Cache: b.store, Table: opts.Clients.Routes, Zone: opts.Clients.Zone})
+		if err != nil {
+			return nil, err
+		}
+		b.addLeaderWork("routes", registrar.Run)
 	}
 	if b.staging, err = staging.New(opts.Namespace, b.logger, opts.Staging,
 		staging.Deps{Client: client, ImageReader: opts.Notifiers.ImageReader, Notifier: opts.Notifiers.Staging}); err != nil {

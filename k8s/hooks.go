@@ -13,8 +13,12 @@ import (
 func (b *Backend) registerHooks(opts hooks.Options, gw gateway.Interface, lists hooks.MetadataLists) {
 	// Tasks' policies are the network policy hook's too (DesireTask calls it).
 	b.policies = hooks.NewNetworkPolicy(b.client, lists, b.namespace, opts.NetworkPolicy)
+	var service hooks.Hook = hooks.Off("service")
+	if hooks.MakesServices(opts.Routing.Mode) {
+		service = hooks.NewService(b.client, lists, b.namespace, opts.HeadlessServices)
+	}
 	b.hooks = hooks.Set{
-		hooks.NewService(b.client, lists, b.namespace, opts.HeadlessServices),
+		service,
 		hooks.NewRouting(b.client, gw, lists, b.namespace, opts.Routing),
 		b.policies,
 		hooks.NewPlacement(opts.Placement),

@@ -220,6 +220,7 @@ var _ = Describe("Hooks", func() {
 		},
 		Entry("none", hooks.RoutingOptions{}, ""),
 		Entry("ingress", hooks.RoutingOptions{Mode: "ingress"}, ""),
+		Entry("nats", hooks.RoutingOptions{Mode: "nats"}, ""),
 		Entry("gateway with a name", hooks.RoutingOptions{Mode: "gateway", GatewayName: "cf"}, ""),
 		Entry("gateway without a name", hooks.RoutingOptions{Mode: "gateway"}, "needs the gateway's name"),
 		Entry("unknown", hooks.RoutingOptions{Mode: "istio"}, `routing "istio" is not one of`),

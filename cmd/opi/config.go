@@ -86,6 +86,9 @@ type Config struct {
 
 	// Staging is how docker staging reads images (bounds, registry addresses).
 	Staging StagingConfig `json:"staging"`
+
+	// NATS is how opi reaches the foundation's gorouters (kubernetes.routing: nats).
+	NATS NATSConfig `json:"nats"`
 }
 
 // TaskDefaultsConfig is the `task_defaults` section.
@@ -326,6 +329,7 @@ func parseFlags(args []string, cfg *Config) (configPath string, err error) {
 	fs.Var(&cfg.TaskRetention, "task-retention", "how long a task's Job is kept after Cloud Controller accepted its end (0: at once)")
 	cfg.AppNetworkConfig.bindFlags(fs)
 	cfg.Staging.bindFlags(fs)
+	cfg.NATS.bindFlags(fs)
 	fs.Func("user-annotation-prefixes", "comma-separated prefixes a user annotation key must start with (default prometheus.io/; empty: none allowed)", func(s string) error {
 		cfg.UserAnnotationPrefixes = []string{}
 		if s != "" {
@@ -455,6 +459,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.Staging.validate(); err != nil {
+		return err
+	}
+	if err := c.NATS.validate(c.Routing); err != nil {
 		return err
 	}
 	for i, p := range c.UserAnnotationPrefixes {

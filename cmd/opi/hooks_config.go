@@ -12,7 +12,8 @@ import (
 // AppNetworkConfig is how apps are reached, isolated and placed: the Kubernetes backend's
 // hooks. Its keys sit at the top level of the config file.
 type AppNetworkConfig struct {
-	// Routing is ingress (an Ingress per app), gateway (Gateway API HTTPRoutes) or none.
+	// Routing is ingress (an Ingress per app), gateway (Gateway API HTTPRoutes), nats (a
+	// classic foundation's gorouters over NATS, the nats section) or none.
 	Routing string `json:"routing"`
 	// IngressClass is the Ingresses' class ("": the cluster's default).
 	IngressClass string `json:"ingress_class"`
@@ -23,8 +24,12 @@ type AppNetworkConfig struct {
 	HeadlessServices bool `json:"headless_services"`
 	// NetworkPolicies keeps Cloud Foundry's isolation with NetworkPolicies (default true).
 	NetworkPolicies bool `json:"network_policies"`
-	// Routers are who may connect to apps (the ingress controller's or Gateway's pods).
+	// Routers are who may connect to apps (the ingress controller's or Gateway's pods, or the
+	// gorouter VMs' address range).
 	Routers []RouterConfig `json:"routers"`
+	// NodeZones lets opi read nodes (a cluster rule, deploy/kustomize/components/node-zones)
+	// for the availability_zone of its gorouter registrations (routing: nats).
+	NodeZones bool `json:"node_zones"`
 	// DNSNamespace is where the cluster DNS runs; apps may reach port 53 there ("" : no DNS).
 	DNSNamespace string `json:"dns_namespace"`
 	// Placement maps placement tags (isolation segments) to nodes.
@@ -37,10 +42,12 @@ type GatewayConfig struct {
 	Name      string `json:"name"`
 }
 
-// RouterConfig names the pods allowed to connect to apps: a namespace, and optionally labels.
+// RouterConfig names the pods allowed to connect to apps: a namespace, and optionally labels;
+// or an address range (CIDR), for routers that are not pods (a classic foundation's gorouter VMs).
 type RouterConfig struct {
 	Namespace string            `json:"namespace"`
 	PodLabels map[string]string `json:"pod_labels"`
+	CIDR      string            `json:"cidr"`
 }
 
 // PlacementConfig is the node label (and taint key) that names a node's isolation segment.
@@ -63,13 +70,14 @@ func defaultAppNetworkConfig() AppNetworkConfig {
 
 // bindFlags binds the section's flags. --router NAMESPACE[:k=v,...] adds a router.
 func (c *AppNetworkConfig) bindFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.Routing, "routing", c.Routing, "how routes reach apps: ingress, gateway or none")
+	fs.StringVar(&c.Routing, "routing", c.Routing, "how routes reach apps: ingress, gateway, nats (a foundation's gorouters, see --nats-url) or none")
 	fs.StringVar(&c.IngressClass, "ingress-class", c.IngressClass, "ingress class of app Ingresses (default: the cluster's)")
 	fs.StringVar(&c.Gateway.Namespace, "gateway-namespace", c.Gateway.Namespace, "namespace of the Gateway HTTPRoutes attach to")
 	fs.StringVar(&c.Gateway.Name, "gateway-name", c.Gateway.Name, "name of the Gateway HTTPRoutes attach to")
 	fs.BoolVar(&c.HeadlessServices, "headless-services", c.HeadlessServices, "give app Services no cluster IP (--headless-services=false for routers that need one)")
 	fs.BoolVar(&c.NetworkPolicies, "network-policies", c.NetworkPolicies, "isolate apps with NetworkPolicies")
-	fs.Func("router", "namespace[:label=value,...] of pods allowed to connect to apps (repeatable)", func(s string) error {
+	fs.BoolVar(&c.NodeZones, "node-zones", c.NodeZones, "read nodes' zone label for the gorouter registrations' availability_zone (needs the node-zones cluster rule)")
+	fs.Func("router", "namespace[:label=value,...] of pods, or an address range (10.0.16.0/24), allowed to connect to apps (repeatable)", func(s string) error {
 		r, err := parseRouter(s)
 		c.Routers = append(c.Routers, r)
 		return err
@@ -80,6 +88,10 @@ func (c *AppNetworkConfig) bindFlags(fs *flag.FlagSet) {
 }
 
 func parseRouter(s string) (RouterConfig, error) {
+	if strings.Contains(s, "/") {
+		// A namespace has no "/": an address range (checked by validate).
+		return RouterConfig{CIDR: s}, nil
+	}
 	ns, labels, _ := strings.Cut(s, ":")
 	r := RouterConfig{Namespace: ns}
 	if labels != "" {
@@ -101,18 +113,21 @@ func parseRouter(s string) (RouterConfig, error) {
 // validate reports the first mistake in the section.
 func (c AppNetworkConfig) validate() error {
 	switch c.Routing {
-	case hooks.RoutingIngress, hooks.RoutingNone:
+	case hooks.RoutingIngress, hooks.RoutingNone, hooks.RoutingNATS:
 	case hooks.RoutingGateway:
 		if c.Gateway.Name == "" {
 			return fmt.Errorf("routing: gateway needs gateway.name (and gateway.namespace, default the apps' namespace)")
 		}
 	default:
-		return fmt.Errorf("routing %q is not one of ingress, gateway, none", c.Routing)
+		return fmt.Errorf("routing %q is not one of ingress, gateway, nats, none", c.Routing)
 	}
 	for i, r := range c.Routers {
-		if r.Namespace == "" {
-			return fmt.Errorf("routers[%d].namespace must not be empty", i)
+		if err := r.peer().Validate(); err != nil {
+			return fmt.Errorf("kubernetes.routers[%d] (namespace, pod_labels or cidr): %w", i, err)
 		}
+	}
+	if c.NodeZones && c.Routing != hooks.RoutingNATS {
+		return fmt.Errorf("kubernetes.node_zones is for routing: nats only (the zone goes into gorouter registrations)")
 	}
 	if c.Placement.NodeLabel == "" {
 		return fmt.Errorf("placement.node_label must not be empty")
@@ -131,7 +146,12 @@ func (c AppNetworkConfig) applyTo(opts *k8s.Options) {
 	opts.Hooks.HeadlessServices = c.HeadlessServices
 	opts.Hooks.NetworkPolicy = hooks.NetworkPolicyOptions{Enabled: c.NetworkPolicies, DNSNamespace: c.DNSNamespace}
 	for _, r := range c.Routers {
-		opts.Hooks.NetworkPolicy.Routers = append(opts.Hooks.NetworkPolicy.Routers, hooks.PolicyPeer{Namespace: r.Namespace, PodLabels: r.PodLabels})
+		opts.Hooks.NetworkPolicy.Routers = append(opts.Hooks.NetworkPolicy.Routers, r.peer())
 	}
 	opts.Hooks.Placement = hooks.PlacementOptions{NodeLabel: c.Placement.NodeLabel, TaintKey: c.Placement.TaintKey}
+}
+
+// peer is the router as the network policy hook's peer.
+func (r RouterConfig) peer() hooks.PolicyPeer {
+	return hooks.PolicyPeer{Namespace: r.Namespace, PodLabels: r.PodLabels, CIDR: r.CIDR}
 }

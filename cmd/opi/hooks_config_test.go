@@ -52,7 +52,7 @@ kubernetes:
 			_, err := LoadConfig(args)
 			Expect(err).To(MatchError(ContainSubstring(message)))
 		},
-		Entry("unknown routing", []string{"--routing", "istio"}, `routing "istio" is not one of ingress, gateway, none`),
+		Entry("unknown routing", []string{"--routing", "istio"}, `routing "istio" is not one of ingress, gateway, nats, none`),
 		Entry("gateway without a name", []string{"--routing", "gateway"}, "routing: gateway needs gateway.name"),
 		Entry("router without a namespace", []string{"--router", ":app=x"}, "a namespace is required"),
 		Entry("router with a bad label", []string{"--router", "ns:app"}, "labels must be key=value"),

@@ -197,6 +197,12 @@ func connect(ctx context.Context, cfg Config) error {
 	if cfg.NetworkPolicies && len(cfg.Routers) == 0 {
 		logger.Info("no-routers", lager.Data{"note": "network policies are on and no router is configured: apps accept no connections"})
 	}
+	var nodesSynced func() bool
+	if cfg.Routing == hooks.RoutingNATS {
+		if nodesSynced, err = wireNATS(ctx, cfg, backendOptions.Clients.Metadata, logger, m, &backendOptions); err != nil {
+			return err
+		}
+	}
 	// NewBackend validates the options once more, with the clients and notifiers wired in: a
 	// half-configured feature is refused.
 	backend, err := k8s.NewBackend(client, logger.Session("k8s"), backendOptions)
@@ -221,7 +227,10 @@ func connect(ctx context.Context, cfg Config) error {
 	startLeading := func() {
 		leaderDone = make(chan error, 1)
 		go func() {
-			leaderDone <- runAsLeader(leaderCtx, cfg.LeaderElection, client, cfg.Namespace, logger, backend.RunLeaderWork)
+			leaderDone <- runAsLeader(leaderCtx, cfg.LeaderElection, client, cfg.Namespace, logger, func(ctx context.Context) {
+				waitForNodes(ctx, nodesSynced, logger)
+				backend.RunLeaderWork(ctx)
+			})
 		}()
 	}
 	// On the way out, stop the background work (and give up the Lease) before the caches go.

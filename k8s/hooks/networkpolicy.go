@@ -2,7 +2,9 @@ package hooks
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -40,10 +42,31 @@ type NetworkPolicyOptions struct {
 	TaskDefaultEgress []opi.EgressRule
 }
 
-// PolicyPeer names pods by their namespace's name and, optionally, their labels.
+// PolicyPeer names pods by their namespace's name and, optionally, their labels; or, with
+// CIDR, an address range (a classic foundation's routers are VMs, not pods).
 type PolicyPeer struct {
 	Namespace string
 	PodLabels map[string]string
+	// CIDR, when set, is the peer (an ipBlock, e.g. "10.0.16.0/24"): Namespace and PodLabels
+	// are then left empty.
+	CIDR string
+}
+
+// Validate says what is wrong with the peer.
+func (p PolicyPeer) Validate() error {
+	if p.CIDR == "" {
+		if p.Namespace == "" {
+			return errors.New("a router needs a namespace or a cidr")
+		}
+		return nil
+	}
+	if p.Namespace != "" || len(p.PodLabels) > 0 {
+		return fmt.Errorf("router %s: a cidr goes without a namespace and pod labels", p.CIDR)
+	}
+	if _, _, err := net.ParseCIDR(p.CIDR); err != nil {
+		return fmt.Errorf("router cidr %q is not an address range like 10.0.16.0/24", p.CIDR)
+	}
+	return nil
 }
 
 // NetworkPolicyHook keeps Cloud Foundry's isolation: apps accept connections only from the
@@ -155,6 +178,10 @@ func (h *NetworkPolicyHook) routers() *networkingv1.NetworkPolicy {
 	if len(h.opts.Routers) > 0 {
 		rule := networkingv1.NetworkPolicyIngressRule{}
 		for _, r := range h.opts.Routers {
+			if r.CIDR != "" {
+				rule.From = append(rule.From, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: r.CIDR}})
+				continue
+			}
 			rule.From = append(rule.From, namespacePeer(r.Namespace, r.PodLabels))
 		}
 		p.Spec.Ingress = append(p.Spec.Ingress, rule)

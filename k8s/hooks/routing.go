@@ -31,11 +31,19 @@ const (
 	RoutingGateway = "gateway"
 	// RoutingNone makes no routing objects (routes are only recorded on the Deployment).
 	RoutingNone = "none"
+	// RoutingNATS makes no routing objects and no Services: a classic Cloud Foundry's gorouters
+	// are told of each Ready instance's pod IP over NATS (package k8s/routes), and reach the
+	// pods directly. The routes are checked as in the other modes.
+	RoutingNATS = "nats"
 )
+
+// MakesServices says whether LRPs get a Service in routing mode mode: in every mode but
+// RoutingNATS, whose routers reach the pod IPs.
+func MakesServices(mode string) bool { return mode != RoutingNATS }
 
 // RoutingOptions configure the routing hook.
 type RoutingOptions struct {
-	// Mode is RoutingIngress, RoutingGateway or RoutingNone ("" is none).
+	// Mode is RoutingIngress, RoutingGateway, RoutingNATS or RoutingNone ("" is none).
 	Mode string
 	// IngressClass is the Ingresses' spec.ingressClassName ("": the cluster's default class).
 	IngressClass string
@@ -78,10 +86,14 @@ type routingHook struct {
 }
 
 // NewRouting is the routing hook of opts.Mode (a switched-off one without a mode or with
-// RoutingNone); gw is needed in gateway mode only.
+// RoutingNone, one that only checks the routes with RoutingNATS); gw is needed in gateway mode
+// only.
 func NewRouting(client kubernetes.Interface, gw gateway.Interface, list MetadataLists, namespace string, opts RoutingOptions) Hook {
-	if opts.Mode == "" || opts.Mode == RoutingNone {
+	switch opts.Mode {
+	case "", RoutingNone:
 		return Off("routing")
+	case RoutingNATS:
+		return routeChecks{}
 	}
 	if opts.GatewayNamespace == "" {
 		opts.GatewayNamespace = namespace
@@ -119,7 +131,19 @@ func splitRoute(r opi.Route) routeTarget {
 	return routeTarget{host: strings.ToLower(host), path: "/" + path, port: r.Port}
 }
 
-func (h *routingHook) Check(_ context.Context, lrp *opi.LRP) error {
+func (h *routingHook) Check(ctx context.Context, lrp *opi.LRP) error {
+	return routeChecks{}.Check(ctx, lrp)
+}
+
+// routeChecks is the routing hook of RoutingNATS: the routes' checks (gorouter takes the same
+// hostnames and paths) and no objects.
+type routeChecks struct{}
+
+func (routeChecks) Name() string { return "routing" }
+
+// Check refuses a route whose hostname is not a DNS name, whose path is not plain, whose port
+// is not one of the LRP's, or whose hostname and path go to two ports.
+func (routeChecks) Check(_ context.Context, lrp *opi.LRP) error {
 	seen := map[string]int32{}
 	for _, r := range lrp.Routes {
 		t := splitRoute(r)

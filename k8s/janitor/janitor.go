@@ -13,8 +13,10 @@ import (
 
 	"code.cloudfoundry.org/lager/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/opi-bridge/opi/k8s/hooks"
 	"github.com/opi-bridge/opi/k8s/kube"
@@ -42,6 +44,10 @@ type Options struct {
 	// Grace is the age a leftover must reach before the janitor deletes it (default
 	// DefaultGrace).
 	Grace time.Duration
+	// Routing is the routing mode the hooks run in (hooks.RoutingOptions.Mode; the backend
+	// sets it): the objects of the other modes are what an operator's switch of an existing
+	// foundation left, and each sweep deletes those of opi's LRPs (see sweepOtherModes).
+	Routing string
 }
 
 // Cache is what the janitor reads of the read-side store (*store.Store is one): the sync gate,
@@ -54,13 +60,16 @@ type Cache interface {
 
 // Deps is what the janitor is handed: the clientset it deletes and patches with, the workload
 // kind, the cache, the hooks (those with a Missing complete workloads) and the metadata-only
-// LISTs it reads its objects with. All but Hooks are needed.
+// LISTs it reads its objects with. All but Hooks and Gateway are needed.
 type Deps struct {
 	Client kubernetes.Interface
-	Kind   workload.Kind
-	Cache  Cache
-	Hooks  hooks.Set
-	Lists  hooks.MetadataLists
+	// Gateway deletes the HTTPRoutes another routing mode left; without it they are not
+	// looked for.
+	Gateway gateway.Interface
+	Kind    workload.Kind
+	Cache   Cache
+	Hooks   hooks.Set
+	Lists   hooks.MetadataLists
 }
 
 // Janitor sweeps the leftovers of desires that never completed.
@@ -69,7 +78,9 @@ type Janitor struct {
 	logger    lager.Logger
 	period    time.Duration
 	grace     time.Duration
+	routing   string
 	client    kubernetes.Interface
+	gateway   gateway.Interface
 	kind      workload.Kind
 	cache     Cache
 	hooks     hooks.Set
@@ -97,7 +108,9 @@ func New(namespace string, logger lager.Logger, opts Options, deps Deps) (*Janit
 		logger:    logger,
 		period:    opts.Period,
 		grace:     opts.Grace,
+		routing:   opts.Routing,
 		client:    deps.Client,
+		gateway:   deps.Gateway,
 		kind:      deps.Kind,
 		cache:     deps.Cache,
 		hooks:     deps.Hooks,
@@ -174,6 +187,7 @@ func (j *Janitor) Sweep(ctx context.Context) {
 	if err != nil {
 		logger.Error("list-services", err)
 	}
+	j.sweepOtherModes(ctx, logger, selector)
 
 	var old []*store.WorkloadRecord
 	for _, d := range j.cache.Workloads() {
@@ -294,6 +308,61 @@ func (j *Janitor) completeHooks(ctx context.Context, logger lager.Logger, old []
 				continue
 			}
 			logger.Info("created-missing", lager.Data{"hook": h.Name(), "deployment": d.Name})
+		}
+	}
+}
+
+// otherMode is a kind of object that a routing mode other than the janitor's makes.
+type otherMode struct {
+	resource schema.GroupVersionResource
+	del      func(context.Context, string, metav1.DeleteOptions) error
+}
+
+// otherModes are the kinds of object the routing modes other than j's make and j's does not:
+// in nats mode the Services, Ingresses and HTTPRoutes; in ingress mode the HTTPRoutes; in
+// gateway mode the Ingresses. HTTPRoutes only with a Gateway API client. None in mode none,
+// which makes no routing objects and leaves what is there to whoever routes.
+func (j *Janitor) otherModes() []otherMode {
+	services := otherMode{hooks.ServicesResource, j.client.CoreV1().Services(j.namespace).Delete}
+	ingresses := otherMode{hooks.IngressesResource, j.client.NetworkingV1().Ingresses(j.namespace).Delete}
+	var out []otherMode
+	switch j.routing {
+	case hooks.RoutingNATS:
+		out = []otherMode{services, ingresses}
+	case hooks.RoutingGateway:
+		out = []otherMode{ingresses}
+	case hooks.RoutingIngress:
+	default:
+		return nil
+	}
+	if j.gateway != nil && j.routing != hooks.RoutingGateway {
+		out = append(out, otherMode{hooks.HTTPRoutesResource, j.gateway.GatewayV1().HTTPRoutes(j.namespace).Delete})
+	}
+	return out
+}
+
+// sweepOtherModes deletes the objects of opi's LRPs (listed by opi's labels, metadata only)
+// that another routing mode made: an operator switched an existing foundation's mode, and the
+// old mode's Services or routing objects, still controlled by the running workloads, would
+// stay until each app is stopped. Each delete is conditional on the object being unchanged
+// since the LIST. Failures are logged; the next sweep tries again.
+func (j *Janitor) sweepOtherModes(ctx context.Context, logger lager.Logger, selector metav1.ListOptions) {
+	for _, kind := range j.otherModes() {
+		name := strings.TrimSuffix(kind.resource.Resource, "s")
+		err := kube.ListPages(ctx, selector, j.lists(kind.resource), func(page *metav1.PartialObjectMetadataList) error {
+			for i := range page.Items {
+				o := &page.Items[i]
+				if o.DeletionTimestamp != nil {
+					continue
+				}
+				if kube.DeleteAsListed(ctx, logger, kind.del, o, "delete-other-mode-"+name) {
+					logger.Info("deleted-other-mode-"+name, lager.Data{"object": o.Name, "routing": j.routing})
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			logger.Error("list-"+kind.resource.Resource, err)
 		}
 	}
 }
