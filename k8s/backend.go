@@ -5,7 +5,6 @@
 package k8s
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -192,8 +191,8 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 	case !nats && opts.Clients.Routes != nil:
 		return nil, fmt.Errorf("a gorouter table (Clients.Routes) is for routing nats only, not %q", opts.Hooks.Routing.Mode)
 	}
-	cacheSync := cmp.Or(opts.CacheSyncTimeout, DefaultCacheSyncTimeout)
-	if opts.CacheSyncTimeout < 0 {
+	cacheSync := opts.CacheSyncTimeout
+	if cacheSync <= 0 {
 		cacheSync = DefaultCacheSyncTimeout
 	}
 	b := &Backend{

@@ -153,16 +153,10 @@ func (s *Store) WorkloadChanges() uint64 { return s.workloadChanges.Load() }
 // JobChanges is the number of changes the Job cache has seen: the task list's version.
 func (s *Store) JobChanges() uint64 { return s.jobChanges.Load() }
 
-// KindName is the workload kind in lower case ("deployment").
-func (s *Store) KindName() string { return s.cfg.KindName }
-
 // The sync gate.
 
 // SetSynced opens the gate: Start calls it once the caches are synced and the hooks started.
 func (s *Store) SetSynced() { s.synced.Store(true) }
-
-// Synced tells whether the gate is open.
-func (s *Store) Synced() bool { return s.synced.Load() }
 
 // CheckSynced fails with opi.ErrUnavailable until the caches are synced.
 func (s *Store) CheckSynced() error {
