@@ -66,6 +66,8 @@ type guide struct {
 	CCCA, CCCert, CCKey string
 	// Image is the sample image in the local registry.
 	Image string
+	// Agent is set when the node agents run (--agent).
+	Agent *agentGuide
 }
 
 // printGuide tells the user how to drive opi with curl, see the callbacks it sends to the
@@ -124,4 +126,7 @@ Ctrl-C stops opi, the stand-in, the registry, then the control plane.
 `, g.Base, g.Namespace, pg, indent(desireBody), app, updateBody, g.Kubectl, g.Kubeconfig, localkube.CrashAnnotation,
 		g.CCURL, g.CCCA, g.CCCert, g.CCKey, g.Image, exampleStagingGUID, indent(stagingBody(g.Image, stagingCallback)),
 		exampleTaskGUID, indent(taskBody(taskCallback)))
+	if g.Agent != nil {
+		printAgentGuide(out, *g.Agent)
+	}
 }

@@ -138,6 +138,7 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 	listen := fs.String("listen", "127.0.0.1:8085", "address opi listens on")
 	namespace := fs.String("namespace", "cf-workloads", "namespace opi puts the apps in")
 	backend := fs.String("backend", "deployments", "opi's backend: deployments or statefulsets (passed to opi as --backend)")
+	withAgent := fs.Bool("agent", false, "also run opi agent for each node against a Loggregator stand-in, with a kubelet stand-in writing the pods' log files")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -186,10 +187,22 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 	if err := opi.WaitHTTP(ctx, base+"/readyz", 2*time.Minute); err != nil {
 		return errors.Join(fmt.Errorf("waiting for opi to be ready: %w", err), stopAll())
 	}
+	var agentInfo *agentGuide
+	var agentDone <-chan struct{}
+	if *withAgent {
+		la, err := startAgents(ctx, c.Clientset(), agentOptions{opiBin: *opiBin, kubeconfig: f.kubeconfigOut, namespace: *namespace, backend: *backend, dir: filepath.Join(c.WorkDir(), "agent")}, out)
+		if la != nil {
+			stops = append(stops, la.close)
+		}
+		if err != nil {
+			return errors.Join(fmt.Errorf("starting the agents: %w", err), stopAll())
+		}
+		agentInfo, agentDone = &la.guide, la.done()
+	}
 	printGuide(out, guide{
 		Base: base, Kubectl: filepath.Join(c.BinDir(), "kubectl"), Kubeconfig: f.kubeconfigOut, Namespace: *namespace,
 		CCURL: local.cc.URL, CCCA: local.cc.CAFile, CCCert: local.cc.ClientCertFile, CCKey: local.cc.ClientKeyFile,
-		Image: local.image,
+		Image: local.image, Agent: agentInfo,
 	})
 
 	var runErr error
@@ -197,6 +210,8 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 	case <-ctx.Done():
 	case <-opi.Done():
 		runErr = fmt.Errorf("opi exited: %v", opi.Err())
+	case <-agentDone:
+		runErr = errors.New("an opi agent exited: see its log")
 	}
 	return errors.Join(runErr, stopAll())
 }
