@@ -121,6 +121,7 @@ cluster-down:
 # Controller stand-in (mutual TLS; it prints each callback with a "cc-standin:" prefix) and an
 # image registry holding a sample image for staging; Ctrl-C stops them all.
 # RUN_FLAGS passes more flags, e.g. RUN_FLAGS="--listen 127.0.0.1:9000 --nodes 2".
+# RUN_FLAGS="--agent" also runs opi agent for each node against a Loggregator stand-in (docs/logging.md).
 run: build opi-local kube-bins
 	@if [ -f $(LOCAL)/cluster.pid ] && kill -0 "$$(cat $(LOCAL)/cluster.pid)" 2>/dev/null; then \
 	  echo "make cluster is running and owns $(LOCAL)/kubeconfig: make cluster-down first"; exit 1; fi

@@ -134,14 +134,11 @@ func startAgents(ctx context.Context, client kubernetes.Interface, o agentOption
 // done is closed when one of the agents has exited.
 func (l *localAgent) done() <-chan struct{} {
 	done := make(chan struct{})
+	var once sync.Once
 	for _, p := range l.agents {
 		go func() {
 			<-p.Done()
-			select {
-			case <-done:
-			default:
-				close(done)
-			}
+			once.Do(func() { close(done) })
 		}()
 	}
 	return done
