@@ -354,6 +354,9 @@ Each envelope the stand-in receives is printed here, one line each:
   loggregator-standin: <source_id> [<instance_id>] gauges cpu=... disk=... disk_quota=... memory=... memory_quota=...
   (only those: make run RUN_FLAGS="--agent" | grep --line-buffered loggregator-standin:)
 
+  (a task shows APP/TASK/<name> lines if it keeps running: the example's "exit 0" ends before
+  the kubelet stand-in sees it Running; "sleep 3600" as its command does not)
+
   # desire the app above, then write a line of your own as its instance's stdout (CRI format)
   ls %[3]s
   echo "$(date -u +%%Y-%%m-%%dT%%H:%%M:%%S.%%NZ) stdout F hello from my terminal" >> %[3]s/%[5]s_<pod>_<uid>/opi/0.log

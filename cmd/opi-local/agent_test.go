@@ -38,6 +38,7 @@ var _ = Describe("make run with the agent", func() {
 			ContainSubstring("  ls /run/agent/pod-logs\n"),
 			ContainSubstring(`  echo "$(date -u +%Y-%m-%dT%H:%M:%S.%NZ) stdout F hello from my terminal" >> /run/agent/pod-logs/cf-workloads_<pod>_<uid>/opi/0.log`),
 			ContainSubstring("2% of a core"),
+			ContainSubstring(`"sleep 3600" as its command`),
 		))
 		Expect(out.String()).To(MatchRegexp(`(?s)Ctrl-C stops opi.*The node agent:`))
 	})
