@@ -340,7 +340,7 @@ var _ = Describe("The node agent, opi agent as a process, with the kubelet's fil
 		Expect(got[:before]).To(Equal(want[:before]), "in order up to the restart")
 		dups := got[before:]
 		Expect(dups[len(dups)-(len(want)-before):]).To(Equal(want[before:]), "then the rest in order, after the lines sent again")
-		Expect(dups[:len(dups)-(len(want)-before)]).To(Equal(want[before-(len(got)-len(want)) : before]), "the lines sent again are the last ones before the restart")
+		Expect(dups[:len(dups)-(len(want)-before)]).To(Equal(want[before-(len(got)-len(want)):before]), "the lines sent again are the last ones before the restart")
 	})
 
 	It("sends every line written while Loggregator was down once it is back", func() {
