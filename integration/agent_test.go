@@ -222,6 +222,23 @@ var _ = Describe("The node agent, opi agent as a process, with the kubelet's fil
 		for i := range pods {
 			Eventually(logsOfPod(&pods[i])).Should(Equal(want[pods[i].Name]), "instance %d (%s)", i, pods[i].Name)
 		}
+
+		By("opi's stop/1 (cf restart-app-instance 1) ending the pod whose lines said instance 1")
+		status, body := o.call(http.MethodPut, a.path()+"/stop/1", "")
+		Expect(status).To(Equal(http.StatusOK), body)
+		uids := func() []string {
+			out := []string{}
+			list, err := kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector(a)})
+			Expect(err).NotTo(HaveOccurred())
+			for _, p := range list.Items {
+				if p.DeletionTimestamp == nil {
+					out = append(out, string(p.UID))
+				}
+			}
+			return out
+		}
+		Eventually(uids).ShouldNot(ContainElement(string(pods[1].UID)))
+		Expect(uids()).To(ContainElement(string(pods[0].UID)))
 	})
 
 	It("sends a task's lines as APP/TASK/<name>", func() {
