@@ -52,13 +52,21 @@ type Options struct {
 	// MaxLineBytes bounds a line's text (DefaultMaxLineBytes if 0): a longer physical line is
 	// cut, partial lines joining past it are emitted in pieces.
 	MaxLineBytes int
+	// Done, if not nil, stops a Next under way once closed (checked before each line): Next
+	// returns ErrStopped, and the follower must not be used again (it is past the last line
+	// emit was called with, which its caller may not have taken care of).
+	Done <-chan struct{}
 }
+
+// ErrStopped is Next's error once Options.Done is closed.
+var ErrStopped = errors.New("container log reading stopped")
 
 // Follower reads one container's log folder. It is not safe for concurrent use.
 type Follower struct {
 	dir     string
 	maxLine int
 	start   Position
+	done    <-chan struct{}
 
 	file    *os.File
 	cur     logFile
@@ -83,7 +91,7 @@ func NewFollower(dir string, from Position, opts Options) *Follower {
 		max = DefaultMaxLineBytes
 	}
 	return &Follower{
-		dir: dir, maxLine: max, start: from,
+		dir: dir, maxLine: max, start: from, done: opts.Done,
 		br:      bufio.NewReaderSize(nil, max+headerSlack),
 		pending: map[Stream]*pendingLine{},
 	}
@@ -233,6 +241,11 @@ func (f *Follower) readAvailable(emit func(Line, Position), final bool) error {
 	}
 	f.br.Reset(f.file)
 	for {
+		select {
+		case <-f.done:
+			return ErrStopped
+		default:
+		}
 		line, err := f.br.ReadSlice('\n')
 		switch {
 		case err == nil:
