@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"code.cloudfoundry.org/go-loggregator/v10/rpc/loggregator_v2"
@@ -127,6 +128,8 @@ type Agent struct {
 	store                *store.Store
 	nodePods             cache.SharedIndexInformer
 
+	lostFiles atomic.Uint64
+
 	mu       sync.Mutex
 	followed map[string]*followed // by pod UID
 	wg       sync.WaitGroup
@@ -217,9 +220,11 @@ func (a *Agent) newInformers() {
 // Stats are the agent's counters.
 type Stats struct {
 	Sender loggregator.SenderStats
-	// RateDropped counts the lines the rate bound dropped; Followed the pods followed now.
+	// RateDropped counts the lines the rate bound dropped; Followed the pods followed now;
+	// LostFiles the log files (or files' tails) that went before they were read.
 	RateDropped uint64
 	Followed    int
+	LostFiles   uint64
 }
 
 // Stats are the counters now.
@@ -227,7 +232,7 @@ func (a *Agent) Stats() Stats {
 	a.mu.Lock()
 	n := len(a.followed)
 	a.mu.Unlock()
-	return Stats{Sender: a.sender.Stats(), RateDropped: a.bound.Dropped(), Followed: n}
+	return Stats{Sender: a.sender.Stats(), RateDropped: a.bound.Dropped(), Followed: n, LostFiles: a.lostFiles.Load()}
 }
 
 // Run follows the node's pods until ctx ends, then stops every follower, saves the checkpoints
@@ -521,6 +526,7 @@ func (a *Agent) read(fl *podlogs.Follower, f *followed, final bool) error {
 	if !ok {
 		return nil
 	}
+	defer a.reportLost(fl, f)
 	return fl.Next(func(line podlogs.Line, pos podlogs.Position) {
 		typ := loggregator_v2.Log_OUT
 		if line.Stream == podlogs.Stderr {
@@ -653,4 +659,15 @@ func labelIdentity(p *nodePod) loggregator.Identity {
 		SourceType: loggregator.ProcessSourceType(processType), AppID: app,
 		ProcessID: p.Labels[spec.LabelGUID], ProcessType: processType, ProcessInstanceID: string(p.UID),
 	}.Map()}
+}
+
+// reportLost counts and logs the files of f that went before they were read (rotated away past
+// what the kubelet keeps, while the agent was down or waited for Loggregator).
+func (a *Agent) reportLost(fl *podlogs.Follower, f *followed) {
+	for _, l := range fl.Lost() {
+		a.lostFiles.Add(1)
+		a.logger.Error("log-file-lost", errors.New("the log file went before it was read to its end"), lager.Data{
+			"container": f.key, "file": l.Name, "unread-from": l.Offset,
+		})
+	}
 }

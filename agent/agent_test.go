@@ -307,6 +307,26 @@ var _ = Describe("Agent", func() {
 			ShouldNot(ContainSubstring("web-uid"))
 	})
 
+	It("counts a file that went while it was not running, and reads on at the oldest file there is", func() {
+		web := appPod("dora-dev-b0c4a1e2-5d8f9-abcde", "web-uid", node, t0)
+		client = fake.NewClientset(deployment(1), web)
+		writeLines(podLogs, web, cri(t0.Add(1), "stdout", "F", "one"))
+		a, stop := start()
+		Eventually(func() uint64 { return a.Stats().Sender.Delivered }, 10*time.Second).Should(Equal(uint64(1)))
+		stop()
+		Expect(a.Stats().LostFiles).To(BeZero())
+
+		// Rotated and deleted (past the kubelet's containerLogMaxFiles) while the agent was down.
+		writeLines(podLogs, web, cri(t0.Add(2), "stdout", "F", "lost"))
+		dir := filepath.Join(podLogs, ns+"_"+web.Name+"_web-uid", spec.ContainerName)
+		Expect(os.Remove(filepath.Join(dir, "0.log"))).To(Succeed())
+		writeLines(podLogs, web, cri(t0.Add(3), "stdout", "F", "after"))
+		client = fake.NewClientset(deployment(1), web)
+		a, _ = start()
+		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal([]string{"one", "after"}))
+		Expect(a.Stats().LostFiles).To(Equal(uint64(1)))
+	})
+
 	It("forgets, when it starts, the checkpoints of pods that went while it was not running", func() {
 		web := appPod("dora-dev-b0c4a1e2-5d8f9-abcde", "web-uid", node, t0)
 		client = fake.NewClientset(deployment(1), web)

@@ -75,6 +75,7 @@ type Follower struct {
 	pending map[Stream]*pendingLine
 
 	malformed uint64
+	lost      []Lost
 }
 
 type pendingLine struct {
@@ -181,6 +182,16 @@ func (f *Follower) openFirst() (bool, error) {
 		}
 	}
 	// No position, or its file is gone (compressed or deleted: every plain file is newer).
+	if !f.start.IsZero() {
+		f.lost = append(f.lost, Lost{Name: f.start.Name, Offset: f.start.Offset})
+		gone := logFile{name: f.start.Name, first: f.start.First}
+		if m := logName.FindStringSubmatch(f.start.Name); m != nil {
+			gone.restart, _ = strconv.Atoi(m[1])
+			gone.rotated = m[2]
+		}
+		f.skippedBetween(gone, &files[0])
+		f.start = Position{}
+	}
 	return f.open(files[0], 0)
 }
 
@@ -352,6 +363,7 @@ func (f *Follower) successor() (*logFile, error) {
 	if !found && len(files) > 0 {
 		// The current file was compressed (or removed) after rotations: the kubelet compresses
 		// the oldest first, so every plain file left is newer, the oldest of them next.
+		f.skippedBetween(f.cur, &files[0])
 		return &files[0], nil
 	}
 	return nil, nil
@@ -406,8 +418,12 @@ func listFiles(dir string) ([]logFile, error) {
 		dev, ino := identity(info)
 		files = append(files, logFile{name: e.Name(), restart: n, rotated: m[2], dev: dev, ino: ino})
 	}
-	sort.Slice(files, func(i, j int) bool { return files[i].before(files[j]) })
+	sortFiles(files)
 	return files, nil
+}
+
+func sortFiles(files []logFile) {
+	sort.Slice(files, func(i, j int) bool { return files[i].before(files[j]) })
 }
 
 func identity(info os.FileInfo) (dev, ino uint64) {
