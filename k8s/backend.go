@@ -27,6 +27,7 @@ import (
 	"github.com/opi-bridge/opi/k8s/crash"
 	"github.com/opi-bridge/opi/k8s/hooks"
 	"github.com/opi-bridge/opi/k8s/janitor"
+	"github.com/opi-bridge/opi/k8s/lifecycle"
 	"github.com/opi-bridge/opi/k8s/kube"
 	"github.com/opi-bridge/opi/k8s/lrp"
 	"github.com/opi-bridge/opi/k8s/routes"
@@ -94,6 +95,9 @@ type Clients struct {
 	// Zone gives a node's availability zone ("" when unknown), for the registrations'
 	// availability_zone (routing mode nats); nil leaves the field out.
 	Zone func(node string) string
+	// Lifecycle takes the leader's CELL lines (package loggregator's Sender); nil: no lines
+	// (the leader work "lifecycle", package k8s/lifecycle, runs only with it).
+	Lifecycle lifecycle.Emitter
 }
 
 // Notifiers tell Cloud Controller what happened. Each that is set switches on its leader work.
@@ -270,6 +274,14 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 			return nil, err
 		}
 		b.addLeaderWork("routes", registrar.Run)
+	}
+	if opts.Clients.Lifecycle != nil {
+		lines, err := lifecycle.New(b.logger, lifecycle.Deps{Cache: b.store, Emitter: opts.Clients.Lifecycle,
+			ByOrdinal: opts.Workload == workload.StatefulSets})
+		if err != nil {
+			return nil, err
+		}
+		b.addLeaderWork("lifecycle", lines.Run)
 	}
 	if b.staging, err = staging.New(opts.Namespace, b.logger, opts.Staging,
 		staging.Deps{Client: client, ImageReader: opts.Notifiers.ImageReader, Notifier: opts.Notifiers.Staging}); err != nil {

@@ -62,6 +62,8 @@ var depRules = []depRule{
 	// Leader work on the shared informers: gorouter's registrations (the gorouter package is
 	// the NATS client it is handed; it reloads its client certificate with tlsfiles).
 	{pkg: "routes", layer: 5, moduleDeps: []string{"opi", "gorouter", "tlsfiles"}},
+	// The CELL lines of the leader: envelopes built and handed to an emitter by package loggregator.
+	{pkg: "lifecycle", layer: 5, moduleDeps: []string{"opi", "loggregator"}},
 	{pkg: "", layer: 6},
 }
 
@@ -191,7 +193,9 @@ var _ = Describe("the backend's package dependencies", func() {
 		{pkg: "hooks/routing", layer: 4, sameLayer: []string{"hooks"}},
 		{pkg: "lrp", layer: 5},
 		{pkg: "task", layer: 5},
-		{pkg: "", layer: 6},
+		// The CELL lines of the leader: envelopes built and handed to an emitter by package loggregator.
+	{pkg: "lifecycle", layer: 5, moduleDeps: []string{"opi", "loggregator"}},
+	{pkg: "", layer: 6},
 	}
 	pkg := func(rel string, imports ...string) listedPackage {
 		p := listedPackage{ImportPath: k8sPath}
