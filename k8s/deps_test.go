@@ -193,9 +193,7 @@ var _ = Describe("the backend's package dependencies", func() {
 		{pkg: "hooks/routing", layer: 4, sameLayer: []string{"hooks"}},
 		{pkg: "lrp", layer: 5},
 		{pkg: "task", layer: 5},
-		// The CELL lines of the leader: envelopes built and handed to an emitter by package loggregator.
-	{pkg: "lifecycle", layer: 5, moduleDeps: []string{"opi", "loggregator"}},
-	{pkg: "", layer: 6},
+		{pkg: "", layer: 6},
 	}
 	pkg := func(rel string, imports ...string) listedPackage {
 		p := listedPackage{ImportPath: k8sPath}
