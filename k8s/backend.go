@@ -95,8 +95,9 @@ type Clients struct {
 	// Zone gives a node's availability zone ("" when unknown), for the registrations'
 	// availability_zone (routing mode nats); nil leaves the field out.
 	Zone func(node string) string
-	// Lifecycle takes the leader's CELL lines (package loggregator's Sender); nil: no lines
-	// (the leader work "lifecycle", package k8s/lifecycle, runs only with it).
+	// Lifecycle takes the leader's CELL lines and the stagings' STG lines (package
+	// loggregator's Sender); nil: no lines (the leader work "lifecycle", package k8s/lifecycle,
+	// runs only with it).
 	Lifecycle lifecycle.Emitter
 }
 
@@ -284,7 +285,8 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 		b.addLeaderWork("lifecycle", lines.Run)
 	}
 	if b.staging, err = staging.New(opts.Namespace, b.logger, opts.Staging,
-		staging.Deps{Client: client, ImageReader: opts.Notifiers.ImageReader, Notifier: opts.Notifiers.Staging}); err != nil {
+		staging.Deps{Client: client, ImageReader: opts.Notifiers.ImageReader, Notifier: opts.Notifiers.Staging,
+			Lines: opts.Clients.Lifecycle}); err != nil {
 		return nil, err
 	}
 	if b.staging.Enabled() {

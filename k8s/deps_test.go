@@ -54,7 +54,7 @@ var depRules = []depRule{
 	// backend is made): beside the services, built on kube and spec alone.
 	{pkg: "cluster", layer: 5, moduleDeps: []string{"opi"},
 		forbidden: []string{k8sPath + "/store", k8sPath + "/workload", k8sPath + "/hooks"}},
-	{pkg: "staging", layer: 5, moduleDeps: []string{"opi"}},
+	{pkg: "staging", layer: 5, moduleDeps: []string{"opi", "loggregator"}}, // its STG lines' envelopes
 	{pkg: "lrp", layer: 5, moduleDeps: []string{"opi"}},
 	{pkg: "task", layer: 5, moduleDeps: []string{"opi"}},
 	{pkg: "crash", layer: 5, moduleDeps: []string{"opi"}},
