@@ -1,6 +1,7 @@
 package integration_test
 
 import (
+	"net/http"
 	"time"
 
 	"code.cloudfoundry.org/go-loggregator/v10/rpc/loggregator_v2"
@@ -102,5 +103,19 @@ var _ = Describe("Lifecycle lines (CELL) from opi's leader", func() {
 			"Cell " + node + " destroying container for instance " + uid,
 			"Cell " + node + " successfully destroyed container for instance " + uid,
 		}))
+
+		// Loggregator down: opi stays ready, and the lines wait in the Sender's buffer until it
+		// is back.
+		srv.Stop()
+		c := newApp()
+		c.instances = 1
+		desire(o, c)
+		Eventually(allRunning(o, c), 60*time.Second).Should(Equal(running(1)))
+		status, body := o.call("GET", "/readyz", "")
+		Expect(status).To(Equal(http.StatusOK), body)
+		cUID := string(livePod(ns, c).UID)
+		Expect(cellLines(srv, cUID)()).To(BeEmpty())
+		Expect(srv.Restart()).To(Succeed())
+		Eventually(cellLines(srv, cUID), 60*time.Second, 100*time.Millisecond).Should(ContainElement("Container became healthy"))
 	})
 })
