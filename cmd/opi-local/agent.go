@@ -48,9 +48,10 @@ const (
 // standinToken is the bearer token the kubelet stats stand-in accepts.
 const standinToken = "opi-local-agent-token"
 
-// localAgent is what `opi-local run --agent` starts once opi is ready: a Loggregator v2 ingress
-// stand-in (mutual TLS) whose envelopes are printed with a "loggregator-standin:" prefix, one
-// `opi agent` per kwok node sending to it, and, since kwok writes no log files and serves no
+// localAgent is what `opi-local run --agent` starts: before opi, a Loggregator v2 ingress
+// stand-in (mutual TLS) whose envelopes are printed with a "loggregator-standin:" prefix (opi's
+// lifecycle lines go there too); once opi is ready, one `opi agent` per kwok node sending to it;
+// and, since kwok writes no log files and serves no
 // stats, a kubelet stand-in writing a few lines in the kubelet's layout for each of opi's pods
 // that is Running and serving made-up stats for them.
 type localAgent struct {
@@ -58,6 +59,7 @@ type localAgent struct {
 	stats   *kubeletstats.Server
 	agents  []*localkube.Process
 	guide   agentGuide
+	token   string // the kubelet stand-in's token file
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -80,11 +82,10 @@ type agentOptions struct {
 	dir string
 }
 
-func startAgents(ctx context.Context, client kubernetes.Interface, o agentOptions, out io.Writer) (*localAgent, error) {
-	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("listing the nodes for the agents: %w", err)
-	}
+// startStandins starts the Loggregator and kubelet stand-ins, the printing of the envelopes and
+// the writing of the pods' files (before opi, which sends its lifecycle lines to the same
+// stand-in).
+func startStandins(client kubernetes.Interface, o agentOptions, out io.Writer) (*localAgent, error) {
 	certs, podLogs := filepath.Join(o.dir, "loggregator-standin"), filepath.Join(o.dir, "pod-logs")
 	for _, d := range []string{certs, podLogs} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -92,12 +93,13 @@ func startAgents(ctx context.Context, client kubernetes.Interface, o agentOption
 		}
 	}
 	l := &localAgent{guide: agentGuide{PodLogs: podLogs, Namespace: o.namespace, AgentLog: filepath.Join(o.dir, "opi-agent-<node>.log")}}
+	var err error
 	if l.ingress, err = standin.Start(certs); err != nil {
 		return nil, fmt.Errorf("starting the loggregator stand-in: %w", err)
 	}
 	l.guide.Ingress = l.ingress.Addr()
-	token := filepath.Join(certs, "kubelet-token")
-	if err := os.WriteFile(token, []byte(standinToken+"\n"), 0o600); err != nil {
+	l.token = filepath.Join(certs, "kubelet-token")
+	if err := os.WriteFile(l.token, []byte(standinToken+"\n"), 0o600); err != nil {
 		return l, fmt.Errorf("writing the kubelet stand-in's token: %w", err)
 	}
 	if l.stats, err = kubeletstats.Start(certs, standinToken); err != nil {
@@ -109,26 +111,42 @@ func startAgents(ctx context.Context, client kubernetes.Interface, o agentOption
 	go func() { defer l.wg.Done(); printEnvelopes(runCtx, l.ingress, out) }()
 	go func() { defer l.wg.Done(); writePodLogs(runCtx, client, o.namespace, podLogs, l.stats) }()
 	fmt.Fprintf(out, "loggregator stand-in at %s, kubelet stand-in writing pod logs into %s\n", l.ingress.Addr(), podLogs)
+	return l, nil
+}
 
+// opiArgs are the flags that make opi's leader send its lifecycle lines (CELL, STG) to the
+// stand-in.
+func (l *localAgent) opiArgs() []string {
+	files := l.ingress.ClientFiles()
+	return []string{"--loggregator-addr", l.ingress.Addr(), "--loggregator-ca", files.CA, "--loggregator-cert", files.Cert, "--loggregator-key", files.Key}
+}
+
+// startAgents runs opi agent for each node against the stand-ins.
+func (l *localAgent) startAgents(ctx context.Context, client kubernetes.Interface, o agentOptions, out io.Writer) error {
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing the nodes for the agents: %w", err)
+	}
 	files := l.ingress.ClientFiles()
 	for _, n := range nodes.Items {
+		state := filepath.Join(o.dir, "agent-state", n.Name)
 		args := []string{"agent", "--node", n.Name, "--kubeconfig", o.kubeconfig, "--namespace", o.namespace, "--backend", o.backend,
-			"--pod-logs", podLogs, "--state-dir", filepath.Join(o.dir, "agent-state", n.Name),
+			"--pod-logs", l.guide.PodLogs, "--state-dir", state,
 			"--loggregator-addr", l.ingress.Addr(), "--loggregator-ca", files.CA, "--loggregator-cert", files.Cert, "--loggregator-key", files.Key,
-			"--kubelet-url", l.stats.URL(), "--kubelet-ca", l.stats.CAFile(), "--kubelet-token-file", token}
-		if err := os.MkdirAll(filepath.Join(o.dir, "agent-state", n.Name), 0o755); err != nil {
-			return l, fmt.Errorf("making the agent's state folder: %w", err)
+			"--kubelet-url", l.stats.URL(), "--kubelet-ca", l.stats.CAFile(), "--kubelet-token-file", l.token}
+		if err := os.MkdirAll(state, 0o755); err != nil {
+			return fmt.Errorf("making the agent's state folder: %w", err)
 		}
 		logPath := filepath.Join(o.dir, "opi-agent-"+n.Name+".log")
 		fmt.Fprintf(out, "starting %s %s (log %s)\n", o.opiBin, strings.Join(args, " "), logPath)
 		p, err := localkube.StartProcess("opi-agent-"+n.Name, o.opiBin, args, os.Environ(), nil, logPath)
 		if err != nil {
-			return l, err
+			return err
 		}
 		l.agents = append(l.agents, p)
 		l.guide.Nodes = append(l.guide.Nodes, n.Name)
 	}
-	return l, nil
+	return nil
 }
 
 // done is closed when one of the agents has exited.
@@ -361,6 +379,8 @@ Each envelope the stand-in receives is printed here, one line each:
   ls %[3]s
   echo "$(date -u +%%Y-%%m-%%dT%%H:%%M:%%S.%%NZ) stdout F hello from my terminal" >> %[3]s/%[5]s_<pod>_<uid>/opi/0.log
 
-Ctrl-C stops the agents (they save their positions) and the stand-ins too.
+opi's leader sends its lifecycle lines (source_type CELL, STG for docker staging) there too.
+
+Ctrl-C also stops the agents (they save their positions) and the stand-ins, after opi.
 `, strings.Join(g.Nodes, ", "), g.AgentLog, g.PodLogs, g.Ingress, g.Namespace)
 }

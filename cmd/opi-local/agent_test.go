@@ -39,6 +39,7 @@ var _ = Describe("make run with the agent", func() {
 			ContainSubstring(`  echo "$(date -u +%Y-%m-%dT%H:%M:%S.%NZ) stdout F hello from my terminal" >> /run/agent/pod-logs/cf-workloads_<pod>_<uid>/opi/0.log`),
 			ContainSubstring("2% of a core"),
 			ContainSubstring(`"sleep 3600" as its command`),
+			ContainSubstring("opi's leader sends its lifecycle lines (source_type CELL, STG for docker staging) there too."),
 		))
 		Expect(out.String()).To(MatchRegexp(`(?s)Ctrl-C stops opi.*The node agent:`))
 	})

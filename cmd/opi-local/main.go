@@ -184,6 +184,17 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 	} else if *routing != "" {
 		opiArgs = append(opiArgs, "--routing", *routing)
 	}
+	agentOpts := agentOptions{opiBin: *opiBin, kubeconfig: f.kubeconfigOut, namespace: *namespace, backend: *backend, dir: filepath.Join(c.WorkDir(), "agent")}
+	var la *localAgent
+	if *withAgent {
+		if la, err = startStandins(c.Clientset(), agentOpts, out); la != nil {
+			stops = append(stops, la.close)
+		}
+		if err != nil {
+			return errors.Join(err, stopAll())
+		}
+		opiArgs = append(opiArgs, la.opiArgs()...)
+	}
 	// opi refuses loopback registries unless allowed: the local registry is, explicitly.
 	opiArgs = append(opiArgs, registry.OpiArgs(local.registry)...)
 	// The guide's crash example annotates a pod with localkube.CrashAnnotation.
@@ -203,12 +214,8 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 	}
 	var agentInfo *agentGuide
 	var agentDone <-chan struct{}
-	if *withAgent {
-		la, err := startAgents(ctx, c.Clientset(), agentOptions{opiBin: *opiBin, kubeconfig: f.kubeconfigOut, namespace: *namespace, backend: *backend, dir: filepath.Join(c.WorkDir(), "agent")}, out)
-		if la != nil {
-			stops = append(stops, la.close)
-		}
-		if err != nil {
+	if la != nil {
+		if err := la.startAgents(ctx, c.Clientset(), agentOpts, out); err != nil {
 			return errors.Join(fmt.Errorf("starting the agents: %w", err), stopAll())
 		}
 		agentInfo, agentDone = &la.guide, la.done()
