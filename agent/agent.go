@@ -127,6 +127,8 @@ type Agent struct {
 	store                *store.Store
 	nodePods             cache.SharedIndexInformer
 
+	counters counters // the ops endpoint's (ops.go)
+
 	mu       sync.Mutex
 	followed map[string]*followed // by pod UID
 	wg       sync.WaitGroup
@@ -200,6 +202,7 @@ func (a *Agent) newInformers() {
 		ByOrdinal: a.cfg.Workload == WorkloadStatefulSets,
 		Logger:    a.logger,
 	})
+	stripPods(pods, a.logger) // after store.New, whose transform it wraps
 
 	a.nodeFactory = informers.NewSharedInformerFactoryWithOptions(a.client, 0,
 		informers.WithNamespace(ns),
@@ -220,6 +223,11 @@ type Stats struct {
 	// RateDropped counts the lines the rate bound dropped; Followed the pods followed now.
 	RateDropped uint64
 	Followed    int
+	// LinesRead counts the lines read from the files, GaugesSent the container metrics
+	// envelopes the Sender took, KubeletErrors the failed reads of the stats summary.
+	LinesRead, GaugesSent, KubeletErrors uint64
+	// Ready: the caches synced and the node's pods handed to their followers.
+	Ready bool
 }
 
 // Stats are the counters now.
@@ -227,7 +235,9 @@ func (a *Agent) Stats() Stats {
 	a.mu.Lock()
 	n := len(a.followed)
 	a.mu.Unlock()
-	return Stats{Sender: a.sender.Stats(), RateDropped: a.bound.Dropped(), Followed: n}
+	st := Stats{Sender: a.sender.Stats(), RateDropped: a.bound.Dropped(), Followed: n}
+	a.counters.fill(&st)
+	return st
 }
 
 // Run follows the node's pods until ctx ends, then stops every follower, saves the checkpoints
@@ -269,6 +279,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.nodeFactory.Start(ctx.Done())
 	if cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 		a.pruneCheckpoints()
+		a.counters.ready.Store(true)
 	}
 	if a.kubelet != nil {
 		bg.Add(1)
@@ -514,6 +525,7 @@ func (a *Agent) read(fl *podlogs.Follower, f *followed, final bool) error {
 		return nil
 	}
 	return fl.Next(func(line podlogs.Line, pos podlogs.Position) {
+		a.counters.linesRead.Add(1)
 		typ := loggregator_v2.Log_OUT
 		if line.Stream == podlogs.Stderr {
 			typ = loggregator_v2.Log_ERR
