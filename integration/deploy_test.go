@@ -19,6 +19,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gbytes"
+	"github.com/onsi/gomega/gexec"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -27,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
+	standin "github.com/opi-bridge/opi/testsupport/loggregator"
 	"github.com/opi-bridge/opi/testsupport/pki"
 )
 
@@ -317,6 +319,65 @@ var _ = Describe("Deploying with the manifests", Ordered, func() {
 		} {
 			Expect(canI(no...)).To(Equal("no"), "%v", no)
 		}
+	})
+
+	It("runs opi agent with the in-cluster configuration and only its own rights: its caches sync, nothing is forbidden", func() {
+		ctx := context.Background()
+		apiServer, err := url.Parse(cluster.Server())
+		Expect(err).NotTo(HaveOccurred())
+		host, port, err := net.SplitHostPort(apiServer.Host)
+		Expect(err).NotTo(HaveOccurred())
+		// What the kubelet mounts in the agent's pod.
+		sa := GinkgoT().TempDir()
+		expiry := int64(3600)
+		token, err := kube.CoreV1().ServiceAccounts(agentNamespace).CreateToken(ctx, agentName,
+			&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		writeFile(sa, "token", []byte(token.Status.Token))
+		writeFile(sa, "ca.crt", cluster.RestConfig().CAData)
+		nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(nodes.Items).NotTo(BeEmpty())
+
+		ingress, err := standin.Start(GinkgoT().TempDir())
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(ingress.Stop)
+		files := ingress.ClientFiles()
+		var env []string
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "KUBECONFIG=") && !strings.HasPrefix(kv, "NODE_IP=") && !strings.HasPrefix(kv, "NODE_NAME=") {
+				env = append(env, kv)
+			}
+		}
+		env = append(env, "KUBERNETES_SERVICE_HOST="+host, "KUBERNETES_SERVICE_PORT="+port, "OPI_SERVICEACCOUNT_DIR="+sa,
+			"NODE_NAME="+nodes.Items[0].Name)
+		ops := freeAddr()
+		cmd := exec.Command(opiBin, "agent", "--namespace", deployNamespace, "--backend", testBackend,
+			"--pod-logs", GinkgoT().TempDir(), "--state-dir", GinkgoT().TempDir(),
+			"--loggregator-addr", ingress.Addr(), "--loggregator-server-name", standin.ServerName,
+			"--loggregator-ca", files.CA, "--loggregator-cert", files.Cert, "--loggregator-key", files.Key,
+			"--ops-listen", ops)
+		cmd.Env = env
+		session, err := gexec.Start(cmd, GinkgoWriter, GinkgoWriter)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { session.Terminate().Wait(20 * time.Second) })
+
+		ready := func() int {
+			resp, err := http.Get("http://" + ops + "/readyz")
+			if err != nil {
+				return 0
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		Eventually(ready, 60*time.Second).Should(Equal(http.StatusOK))
+		resp, err := http.Get("http://" + ops + "/metrics")
+		Expect(err).NotTo(HaveOccurred())
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		Expect(string(body)).To(ContainSubstring("opi_agent_ready 1"))
+		// The agent's own log (stdout) and client-go's (the reflectors' errors, stderr).
+		Expect(string(session.Out.Contents()) + string(session.Err.Contents())).NotTo(ContainSubstring("forbidden"))
 	})
 
 	It("gives the agent's pods a NetworkPolicy: out to DNS, the API server, Loggregator and the kubelet; in to the ops port", func() {
