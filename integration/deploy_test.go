@@ -270,6 +270,15 @@ var _ = Describe("Deploying with the manifests", Ordered, func() {
 		}))
 		Expect(secrets).To(ConsistOf("opi-agent-loggregator"))
 
+		// The apps' namespace would refuse the agent's pod (baseline forbids host paths); its
+		// own admits them (the DaemonSet's pods below exist).
+		inApps := *pod.DeepCopy()
+		inApps.ServiceAccountName = "opi" // one that exists there
+		_, err = kube.CoreV1().Pods(deployNamespace).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "agent-psa-check-"}, Spec: inApps,
+		}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		Expect(err).To(MatchError(And(ContainSubstring("violates PodSecurity"), ContainSubstring("hostPath"))))
+
 		// One pod per node: the DaemonSet controller creates them and the scheduler binds them
 		// (kwok runs no container).
 		nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
