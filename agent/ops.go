@@ -64,6 +64,10 @@ var (
 		"Container metrics envelopes (one per instance every interval) handed to the Sender.", nil, nil)
 	descKubeletErrors = prometheus.NewDesc("opi_agent_kubelet_errors_total",
 		"Failed reads of the kubelet's stats summary.", nil, nil)
+	descWaits = prometheus.NewDesc("opi_agent_buffer_waits_total",
+		"Times a follower found the Sender's buffer full and stopped reading until it had room (back pressure).", nil, nil)
+	descLostFiles = prometheus.NewDesc("opi_agent_lost_files_total",
+		"Log files (or their unread tails) that went before they were read (rotated away and compressed, or removed).", nil, nil)
 	descReady = prometheus.NewDesc("opi_agent_ready",
 		"1 once the agent's caches are synced and the node's pods handed to their followers.", nil, nil)
 )
@@ -72,7 +76,7 @@ var (
 type statsCollector struct{ a *Agent }
 
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLinesRead, descSent, descDropped, descSendErrors, descBuffered, descFollowed, descGauges, descKubeletErrors, descReady} {
+	for _, d := range []*prometheus.Desc{descLinesRead, descSent, descDropped, descSendErrors, descBuffered, descFollowed, descGauges, descKubeletErrors, descWaits, descLostFiles, descReady} {
 		ch <- d
 	}
 }
@@ -94,6 +98,8 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descFollowed, float64(st.Followed))
 	counter(descGauges, st.GaugesSent)
 	counter(descKubeletErrors, st.KubeletErrors)
+	counter(descWaits, st.Sender.Waits)
+	counter(descLostFiles, st.LostFiles)
 	ready := 0.0
 	if st.Ready {
 		ready = 1

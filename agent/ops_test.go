@@ -100,11 +100,13 @@ var _ = Describe("Agent ops endpoint", func() {
 			HaveKeyWithValue(`opi_agent_envelopes_dropped_total{reason="buffer"}`, 0.0),
 			HaveKeyWithValue("opi_agent_send_errors_total", 0.0),
 			HaveKeyWithValue("opi_agent_followed_containers", 1.0),
+			HaveKeyWithValue("opi_agent_buffer_waits_total", 0.0),
+			HaveKeyWithValue("opi_agent_lost_files_total", 0.0),
 			HaveKeyWithValue("opi_agent_ready", 1.0),
 		))
 	})
 
-	It("counts send errors while Loggregator is down, and container metrics sent and kubelet errors", func() {
+	It("counts container metrics sent, kubelet errors, and while Loggregator is down send errors, waits for room and dropped gauges", func() {
 		ingress, cfg := startIngress()
 		dir := GinkgoT().TempDir()
 		token := filepath.Join(dir, "token")
@@ -113,6 +115,7 @@ var _ = Describe("Agent ops endpoint", func() {
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(kubelet.Close)
 		cfg.Kubelet = agent.Kubelet{URL: kubelet.URL(), CAFile: kubelet.CAFile(), TokenFile: token, Interval: 5 * time.Millisecond}
+		cfg.Loggregator.MaxBufferedEnvelopes = 3
 		web := appPod("dora-dev-b0c4a1e2-5d8f9-abcde", "web-uid", node, t0)
 		kubelet.SetSummary(statsv1alpha1.Summary{Pods: []statsv1alpha1.PodStats{{
 			PodRef:     statsv1alpha1.PodReference{Name: web.Name, Namespace: ns, UID: "web-uid"},
@@ -131,11 +134,21 @@ var _ = Describe("Agent ops endpoint", func() {
 		Expect(os.WriteFile(token, []byte("another-token\n"), 0o600)).To(Succeed())
 		Eventually(func() float64 { return scrape(ops.URL)["opi_agent_kubelet_errors_total"] }, 10*time.Second).Should(BeNumerically(">", 0))
 
-		// Loggregator down: the Sender's failed attempts are counted.
+		Expect(os.WriteFile(token, []byte("sa-token\n"), 0o600)).To(Succeed())
+
+		// Loggregator down: the Sender's failed attempts are counted; the buffer (a few envelopes
+		// here) fills, so the log lines wait (back pressure) and the gauges, which do not wait,
+		// are dropped.
 		ingress.Stop()
-		writeLines(cfg.PodLogs, web, cri(t0.Add(1), "stdout", "F", "during"))
-		Eventually(func() float64 { return scrape(ops.URL)["opi_agent_send_errors_total"] }, 10*time.Second).Should(BeNumerically(">", 0))
-		Expect(scrape(ops.URL)["opi_agent_buffered_envelopes"]).To(BeNumerically(">", 0))
+		for i := range 10 {
+			writeLines(cfg.PodLogs, web, cri(t0.Add(time.Duration(i)), "stdout", "F", fmt.Sprintf("during %d", i)))
+		}
+		Eventually(func() map[string]float64 { return scrape(ops.URL) }, 10*time.Second).Should(And(
+			HaveKeyWithValue("opi_agent_send_errors_total", BeNumerically(">", 0)),
+			HaveKeyWithValue("opi_agent_buffered_envelopes", 3.0),
+			HaveKeyWithValue("opi_agent_buffer_waits_total", BeNumerically(">", 0)),
+			HaveKeyWithValue(`opi_agent_envelopes_dropped_total{reason="buffer"}`, BeNumerically(">", 0)),
+		))
 	})
 
 	It("holds of the namespace's pods only what the instance ranking reads", func() {
