@@ -63,6 +63,7 @@ type config struct {
 	// is the instances per app of its steady phase.
 	routing       string
 	natsInstances int
+	natsWait      time.Duration
 	// profile is the length in seconds of the CPU profiles taken during opi's last desire
 	// batch; 0 takes none.
 	profile int
@@ -97,6 +98,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.profile, "profile", 0, "take CPU profiles of opi and the control plane over this many seconds during opi's last desire batch (0: none); keeps the work folder")
 	fs.StringVar(&c.routing, "routing", "", "nats: measure routing mode nats against an in-process nats-server instead (see nats.go)")
 	fs.IntVar(&c.natsInstances, "nats-instances", 10, "with -routing nats: instances per app in the steady phase")
+	fs.DurationVar(&c.natsWait, "nats-wait", 15*time.Minute, "with -routing nats: how long the steady phase waits for every instance to be registered before it measures those that are")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

@@ -442,21 +442,31 @@ func (e *env) natsPhases(ctx context.Context, bus *natsBus) (*natsResults, error
 	if scale.Errors > 0 {
 		return nil, fmt.Errorf("%d scales failed: %s", scale.Errors, scale.FirstError)
 	}
+	// A machine too slow to start them all in -nats-wait measures the instances it started: the
+	// figure says how many of the wanted ones were registered.
 	polls := 0
-	err = poll(ctx, 10*time.Minute+time.Duration(want)*30*time.Millisecond, func() (bool, error) {
+	err = poll(ctx, cfg.natsWait, func() (bool, error) {
 		n := bus.liveCount()
 		if polls++; polls%30 == 0 {
 			logf("  %d of %d instances registered", n, want)
 		}
 		return n >= want, nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("waiting for %d registered instances (%d): %w", want, bus.liveCount(), err)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
 	}
 	res.Steady.ScaleSeconds = time.Since(start).Seconds()
-	logf("  %d instances registered %.1f s after the first scale", want, res.Steady.ScaleSeconds)
-	if _, err := e.quiesce(ctx); err != nil {
-		return nil, err
+	complete := err == nil
+	if !complete {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("only %d of %d instances registered %s after the first scale (-nats-wait)", bus.liveCount(), want, cfg.natsWait))
+		logf("  %s", res.Warnings[len(res.Warnings)-1])
+	} else {
+		logf("  %d instances registered %.1f s after the first scale", want, res.Steady.ScaleSeconds)
+	}
+	if complete { // the controllers' work for the new pods done first
+		if _, err := e.quiesce(ctx); err != nil {
+			return nil, err
+		}
 	}
 	// A round of re-registrations starts at most one interval after the quiet.
 	m0n, cpu0, t0 := bus.registers.Load(), e.opiCPU(), time.Now()

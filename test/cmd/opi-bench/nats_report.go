@@ -49,8 +49,12 @@ var natsFigures = []figure{
 		if s == nil || s.WindowS == 0 {
 			return "", "", false
 		}
-		return fmt.Sprintf("%d instances (%d apps × %d) at %.0f s: %.0f messages/s, opi %.3f cores (%.1f CPU s in %.0f s), %.1f MB; %d distinct pod IPs",
-			s.Registered, s.Apps, s.Instances/max(s.Apps, 1), s.IntervalS, s.MessagesPerS, s.OpiCores, s.OpiCPUSeconds, s.WindowS, s.RSSMB, s.UniquePodIPs), "", true
+		kept := fmt.Sprintf("%d instances (%d apps × %d)", s.Registered, s.Apps, s.Instances/max(s.Apps, 1))
+		if s.Registered < s.Instances {
+			kept = fmt.Sprintf("%d of %d instances (%d apps × %d; the rest not started in time)", s.Registered, s.Instances, s.Apps, s.Instances/max(s.Apps, 1))
+		}
+		return fmt.Sprintf("%s at %.0f s: %.0f messages/s, opi %.3f cores (%.1f CPU s in %.0f s), %.1f MB; %d distinct pod IPs",
+			kept, s.IntervalS, s.MessagesPerS, s.OpiCores, s.OpiCPUSeconds, s.WindowS, s.RSSMB, s.UniquePodIPs), "", true
 	}},
 }
 

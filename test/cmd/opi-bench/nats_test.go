@@ -42,6 +42,8 @@ var _ = Describe("the nats run (-routing nats)", func() {
 		Expect(row(out, "Whole run")).To(HavePrefix("10.0 min |"))
 
 		Expect(tables(lrpLine)).NotTo(ContainSubstring("### Routing nats"))
+		partial := strings.Replace(natsLine, `"registered":10000`, `"registered":4200`, 1)
+		Expect(row(tables(partial), natsFigures[3].title)).To(HavePrefix("4200 of 10000 instances (1000 apps × 10; the rest not started in time) at 5 s:"))
 	})
 
 	It("keeps each instance's first registration, counts every register and follows unregisters", func() {
@@ -84,6 +86,7 @@ var _ = Describe("the nats run (-routing nats)", func() {
 		c, err = parseFlags([]string{"-n", "1000"})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(c.podCapacity()).To(Equal(1100))
+		Expect(c.natsWait).To(Equal(15 * time.Minute))
 		for _, args := range [][]string{{"-routing", "ingress"}, {"-routing", "nats", "-tasks", "10"}, {"-routing", "nats", "-nats-instances", "0"}} {
 			_, err := parseFlags(args)
 			Expect(err).To(MatchError(ContainSubstring("-routing takes only nats")), "%v", args)
