@@ -311,6 +311,7 @@ func (e *env) natsPhases(ctx context.Context, bus *natsBus) (*natsResults, error
 	admin := e.cluster.Clientset()
 	res := &natsResults{Date: time.Now().UTC().Format(time.RFC3339), N: cfg.n, Backend: cfg.backend, Routing: "nats",
 		Concurrency: cfg.concurrency, Machine: newResults(cfg).Machine}
+	cpuStart := readCPU(e.ourPIDs())
 	if err := bus.conn.Publish("router.start", announcement()); err != nil {
 		return nil, err
 	}
@@ -498,6 +499,7 @@ func (e *env) natsPhases(ctx context.Context, bus *natsBus) (*natsResults, error
 
 	res.Elapsed = time.Since(benchStart).Seconds()
 	res.Machine.LoadEnd = loadavg()
+	res.Machine.OthersCPU = othersShare(cpuStart, readCPU(e.ourPIDs()))
 	return res, nil
 }
 
