@@ -115,7 +115,7 @@ var _ = Describe("The node agent, opi agent as a process, with the kubelet's fil
 	newAgent := func() *agentProcess {
 		files := ingress.ClientFiles()
 		args := []string{"agent", "--node", node, "--kubeconfig", cluster.Kubeconfig(), "--namespace", ns, "--backend", testBackend,
-			"--pod-logs", podLogs, "--state-dir", stateDir,
+			"--pod-logs", podLogs, "--state-dir", stateDir, "--ops-listen", freeAddr(),
 			"--loggregator-addr", ingress.Addr(), "--loggregator-ca", files.CA, "--loggregator-cert", files.Cert, "--loggregator-key", files.Key}
 		if kubelet != nil {
 			token := filepath.Join(GinkgoT().TempDir(), "token")

@@ -137,6 +137,12 @@ func (l *localAgent) startAgents(ctx context.Context, client kubernetes.Interfac
 		if err := os.MkdirAll(state, 0o755); err != nil {
 			return fmt.Errorf("making the agent's state folder: %w", err)
 		}
+		// Each agent its own ops endpoint on loopback (the default, :8090, would be shared).
+		ops, err := localkube.FreeAddr()
+		if err != nil {
+			return err
+		}
+		args = append(args, "--ops-listen", ops)
 		logPath := filepath.Join(o.dir, "opi-agent-"+n.Name+".log")
 		fmt.Fprintf(out, "starting %s %s (log %s)\n", o.opiBin, strings.Join(args, " "), logPath)
 		p, err := localkube.StartProcess("opi-agent-"+n.Name, o.opiBin, args, os.Environ(), nil, logPath)
