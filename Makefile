@@ -162,6 +162,13 @@ TASKS ?= 300
 bench-tasks: build opi-bench
 	$(BIN)/opi-bench -tasks $(TASKS) -opi-bin $(BIN)/opi $(BENCH_RECORD) $(BENCH_FLAGS)
 
+# The node agent (issue 20): 110 pods' log files (1,000 files, 1 million lines) read by the agent
+# (a child process, fake clientset) into the Loggregator stand-in: lines per CPU second, RSS, the
+# delay from a line written to its envelope received. `make bench-agent RECORD=1` records a run.
+.PHONY: bench-agent
+bench-agent: opi-bench
+	$(BIN)/opi-bench agent $(BENCH_RECORD) $(BENCH_FLAGS)
+
 # --- Load test (independent of `make test`) ---
 # 50 concurrent clients mixing every LRP route on a local control plane for DURATION (at most
 # MAX_REQUESTS requests), then Kubernetes and GET /apps are compared with the driver's model.

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"code.cloudfoundry.org/go-loggregator/v10/rpc/loggregator_v2"
@@ -127,6 +128,8 @@ type Agent struct {
 	store                *store.Store
 	nodePods             cache.SharedIndexInformer
 
+	lostFiles atomic.Uint64
+
 	mu       sync.Mutex
 	followed map[string]*followed // by pod UID
 	wg       sync.WaitGroup
@@ -217,9 +220,11 @@ func (a *Agent) newInformers() {
 // Stats are the agent's counters.
 type Stats struct {
 	Sender loggregator.SenderStats
-	// RateDropped counts the lines the rate bound dropped; Followed the pods followed now.
+	// RateDropped counts the lines the rate bound dropped; Followed the pods followed now;
+	// LostFiles the log files (or files' tails) that went before they were read.
 	RateDropped uint64
 	Followed    int
+	LostFiles   uint64
 }
 
 // Stats are the counters now.
@@ -227,7 +232,7 @@ func (a *Agent) Stats() Stats {
 	a.mu.Lock()
 	n := len(a.followed)
 	a.mu.Unlock()
-	return Stats{Sender: a.sender.Stats(), RateDropped: a.bound.Dropped(), Followed: n}
+	return Stats{Sender: a.sender.Stats(), RateDropped: a.bound.Dropped(), Followed: n, LostFiles: a.lostFiles.Load()}
 }
 
 // Run follows the node's pods until ctx ends, then stops every follower, saves the checkpoints
@@ -408,6 +413,10 @@ type followed struct {
 	pod     *nodePod
 	last    *loggregator.Identity // the last identity resolved (kept when the owner is gone)
 	removed bool
+	// inflight counts f's lines emitted and not yet acknowledged; skipped is the position after
+	// the last line the rate bound dropped since the last one emitted.
+	inflight int
+	skipped  *podlogs.Position
 }
 
 func (f *followed) current() *nodePod {
@@ -466,14 +475,16 @@ func (a *Agent) podGone(obj any) {
 // once more, to the end of its files).
 func (a *Agent) follow(f *followed) {
 	logger := a.logger.Session("follow", lager.Data{"container": f.key})
-	fl := podlogs.NewFollower(f.dir, a.ckpts.Get(f.key), podlogs.Options{MaxLineBytes: a.cfg.MaxLineBytes})
+	fl := podlogs.NewFollower(f.dir, a.ckpts.Get(f.key), podlogs.Options{MaxLineBytes: a.cfg.MaxLineBytes, Done: a.ctx.Done()})
 	defer fl.Close()
 	t := time.NewTicker(a.cfg.PollInterval)
 	defer t.Stop()
 	failing := false
 	for {
 		final := false
-		if err := a.read(fl, f, false); err != nil {
+		if err := a.read(fl, f, false); errors.Is(err, podlogs.ErrStopped) {
+			return
+		} else if err != nil {
 			if !failing {
 				logger.Error("read-failed", err)
 			}
@@ -489,7 +500,9 @@ func (a *Agent) follow(f *followed) {
 		case <-t.C:
 		}
 		if final {
-			if err := a.read(fl, f, true); err != nil {
+			if err := a.read(fl, f, true); errors.Is(err, podlogs.ErrStopped) {
+				return // the agent stops: the checkpoint stays, the next start prunes it
+			} else if err != nil {
 				logger.Error("read-failed", err)
 			}
 			f.mu.Lock()
@@ -513,6 +526,7 @@ func (a *Agent) read(fl *podlogs.Follower, f *followed, final bool) error {
 	if !ok {
 		return nil
 	}
+	defer a.reportLost(fl, f)
 	return fl.Next(func(line podlogs.Line, pos podlogs.Position) {
 		typ := loggregator_v2.Log_OUT
 		if line.Stream == podlogs.Stderr {
@@ -520,22 +534,55 @@ func (a *Agent) read(fl *podlogs.Follower, f *followed, final bool) error {
 		}
 		env := loggregator.NewLog(id, line.Time, typ, []byte(line.Text))
 		envs := a.bound.Log(id, env, time.Now())
+		if len(envs) == 0 {
+			a.passed(f, pos)
+			return
+		}
+		f.mu.Lock()
+		f.inflight++
+		f.skipped = nil // this line's acknowledgement records a later position
+		f.mu.Unlock()
 		for i, e := range envs {
 			var ack func()
 			if i == len(envs)-1 {
 				ack = func() { a.acked(f, pos) }
 			}
-			a.sender.Emit(e, ack)
+			// Back pressure: while the buffer is full this waits, and the file stays unread
+			// past this line. It fails only when the agent stops (the follower stops too).
+			if a.sender.EmitWait(a.ctx, e, ack) != nil {
+				return
+			}
 		}
 	})
 }
 
-// acked records pos once the batch holding its line is delivered.
+// acked records pos once the batch holding its line is delivered (or the position after lines
+// the rate bound dropped since, once nothing of f waits for delivery).
 func (a *Agent) acked(f *followed, pos podlogs.Position) {
 	f.mu.Lock()
-	removed := f.removed
-	f.mu.Unlock()
-	if removed {
+	defer f.mu.Unlock()
+	if f.removed {
+		return
+	}
+	f.inflight--
+	if f.inflight == 0 && f.skipped != nil {
+		pos, f.skipped = *f.skipped, nil
+	}
+	a.ckpts.Set(f.key, pos)
+	a.saveSoon()
+}
+
+// passed records pos, the position after a line the rate bound dropped: at once if nothing of
+// f waits for delivery, else once the lines before it are acknowledged. A dropped line is not
+// read again after a restart, even at the very end of a file.
+func (a *Agent) passed(f *followed, pos podlogs.Position) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.removed {
+		return
+	}
+	if f.inflight > 0 {
+		f.skipped = &pos
 		return
 	}
 	a.ckpts.Set(f.key, pos)
@@ -612,4 +659,15 @@ func labelIdentity(p *nodePod) loggregator.Identity {
 		SourceType: loggregator.ProcessSourceType(processType), AppID: app,
 		ProcessID: p.Labels[spec.LabelGUID], ProcessType: processType, ProcessInstanceID: string(p.UID),
 	}.Map()}
+}
+
+// reportLost counts and logs the files of f that went before they were read (rotated away past
+// what the kubelet keeps, while the agent was down or waited for Loggregator).
+func (a *Agent) reportLost(fl *podlogs.Follower, f *followed) {
+	for _, l := range fl.Lost() {
+		a.lostFiles.Add(1)
+		a.logger.Error("log-file-lost", errors.New("the log file went before it was read to its end"), lager.Data{
+			"container": f.key, "file": l.Name, "unread-from": l.Offset,
+		})
+	}
 }

@@ -307,6 +307,26 @@ var _ = Describe("Agent", func() {
 			ShouldNot(ContainSubstring("web-uid"))
 	})
 
+	It("counts a file that went while it was not running, and reads on at the oldest file there is", func() {
+		web := appPod("dora-dev-b0c4a1e2-5d8f9-abcde", "web-uid", node, t0)
+		client = fake.NewClientset(deployment(1), web)
+		writeLines(podLogs, web, cri(t0.Add(1), "stdout", "F", "one"))
+		a, stop := start()
+		Eventually(func() uint64 { return a.Stats().Sender.Delivered }, 10*time.Second).Should(Equal(uint64(1)))
+		stop()
+		Expect(a.Stats().LostFiles).To(BeZero())
+
+		// Rotated and deleted (past the kubelet's containerLogMaxFiles) while the agent was down.
+		writeLines(podLogs, web, cri(t0.Add(2), "stdout", "F", "lost"))
+		dir := filepath.Join(podLogs, ns+"_"+web.Name+"_web-uid", spec.ContainerName)
+		Expect(os.Remove(filepath.Join(dir, "0.log"))).To(Succeed())
+		writeLines(podLogs, web, cri(t0.Add(3), "stdout", "F", "after"))
+		client = fake.NewClientset(deployment(1), web)
+		a, _ = start()
+		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal([]string{"one", "after"}))
+		Expect(a.Stats().LostFiles).To(Equal(uint64(1)))
+	})
+
 	It("forgets, when it starts, the checkpoints of pods that went while it was not running", func() {
 		web := appPod("dora-dev-b0c4a1e2-5d8f9-abcde", "web-uid", node, t0)
 		client = fake.NewClientset(deployment(1), web)
@@ -324,7 +344,8 @@ var _ = Describe("Agent", func() {
 			ShouldNot(ContainSubstring("web-uid"))
 	})
 
-	It("loses nothing within its buffer while Loggregator is down", func() {
+	It("loses no line through an outage longer than its buffer holds: it stops reading while the buffer is full", func() {
+		cfg.Loggregator.MaxBufferedEnvelopes = 5
 		web := appPod("dora-dev-b0c4a1e2-5d8f9-abcde", "web-uid", node, t0)
 		client = fake.NewClientset(deployment(1), web)
 		writeLines(podLogs, web, cri(t0.Add(1), "stdout", "F", "before"))
@@ -339,12 +360,40 @@ var _ = Describe("Agent", func() {
 			want = append(want, fmt.Sprintf("during %d", i))
 			writeLines(podLogs, web, cri(t0.Add(time.Duration(10+i)), "stdout", "F", want[i]))
 		}
-		Eventually(func() int { return a.Stats().Sender.Buffered }, 10*time.Second).Should(Equal(20))
+		// Five buffered, the follower waiting to hand over the sixth: the rest stays in the file.
+		Eventually(func() int { return a.Stats().Sender.Buffered }, 10*time.Second).Should(Equal(5))
+		Eventually(func() uint64 { return a.Stats().Sender.Waits }, 10*time.Second).Should(BeNumerically(">", 0))
 		Eventually(func() uint64 { return a.Stats().Sender.FailedSends }, 10*time.Second).Should(BeNumerically(">", 0))
 		Expect(ingress.Restart()).To(Succeed())
 
 		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal(append([]string{"before"}, want...)))
-		Expect(a.Stats().Sender.Dropped).To(BeZero())
+		st := a.Stats().Sender
+		Expect(st.Dropped).To(BeZero())
+		Expect(st.PeakBuffered).To(Equal(5))
+	})
+
+	It("records the position past lines the rate bound dropped at the end of a file: a restart does not read them again", func() {
+		cfg.LinesPerSecond, cfg.LineBurst = 0.001, 2
+		web := appPod("dora-dev-b0c4a1e2-5d8f9-abcde", "web-uid", node, t0)
+		client = fake.NewClientset(deployment(1), web)
+		for i := range 5 {
+			writeLines(podLogs, web, cri(t0.Add(time.Duration(i)), "stdout", "F", fmt.Sprintf("line %d", i)))
+		}
+		a, stop := start()
+		Eventually(func() uint64 { return a.Stats().RateDropped }, 10*time.Second).Should(Equal(uint64(3)))
+		Eventually(func() uint64 { return a.Stats().Sender.Delivered }, 10*time.Second).Should(Equal(uint64(2)))
+		stop()
+		info, err := os.Stat(filepath.Join(podLogs, ns+"_"+web.Name+"_web-uid", spec.ContainerName, "0.log"))
+		Expect(err).NotTo(HaveOccurred())
+		saved, err := os.ReadFile(filepath.Join(stateDir, "positions.json"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(saved)).To(ContainSubstring(fmt.Sprintf(`"offset":%d`, info.Size())))
+
+		// A new agent's bucket is full again: lines 2 to 4 read again would go out before line 5.
+		writeLines(podLogs, web, cri(t0.Add(5), "stdout", "F", "line 5"))
+		client = fake.NewClientset(deployment(1), web)
+		start()
+		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal([]string{"line 0", "line 1", "line 5"}))
 	})
 
 	It("bounds each instance's lines", func() {

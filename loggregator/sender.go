@@ -81,16 +81,21 @@ func (c *SenderConfig) defaults() {
 
 // SenderStats are a Sender's counters.
 type SenderStats struct {
-	// Buffered and BufferedBytes wait for delivery now (in flight included).
-	Buffered, BufferedBytes int
-	// Delivered counts envelopes a Send returned for; Dropped those refused because the buffer
-	// was full; FailedSends the Send calls that failed (and were retried).
-	Delivered, Dropped, FailedSends uint64
+	// Buffered and BufferedBytes wait for delivery now (in flight included); PeakBuffered and
+	// PeakBufferedBytes are the most they ever were.
+	Buffered, BufferedBytes         int
+	PeakBuffered, PeakBufferedBytes int
+	// Delivered counts envelopes a Send returned for; Dropped those Emit refused because the
+	// buffer was full; FailedSends the Send calls that failed (and were retried); Waits the
+	// EmitWait calls that found the buffer full and waited for room.
+	Delivered, Dropped, FailedSends, Waits uint64
 }
 
 // Sender sends envelopes to a Loggregator v2 ingress in order, in batches, each batch retried
-// until it is delivered. Emit never blocks: it buffers, or drops when the buffer is full. Run
-// does the sending. Safe for concurrent use.
+// until it is delivered. Emit never blocks: it buffers, or drops when the buffer is full (for a
+// caller that must not wait, like a leader's lifecycle lines). EmitWait waits for room instead
+// (back pressure: a log reader stops reading while Loggregator is unreachable). Run does the
+// sending. Safe for concurrent use.
 type Sender struct {
 	cfg    SenderConfig
 	logger lager.Logger
@@ -98,6 +103,9 @@ type Sender struct {
 	client loggregator_v2.IngressClient
 
 	wake chan struct{}
+	// room is closed (and replaced) each time delivered envelopes leave the buffer: EmitWait's
+	// callers wait on it.
+	room chan struct{}
 
 	mu       sync.Mutex
 	queue    []entry
@@ -150,6 +158,7 @@ func NewSender(cfg SenderConfig, logger lager.Logger) (*Sender, error) {
 		conn:   conn,
 		client: loggregator_v2.NewIngressClient(conn),
 		wake:   make(chan struct{}, 1),
+		room:   make(chan struct{}),
 	}, nil
 }
 
@@ -172,19 +181,59 @@ func (s *Sender) Emit(env *loggregator_v2.Envelope, ack func()) bool {
 		}
 		return false
 	}
-	s.queue = append(s.queue, entry{env: env, size: size, ack: ack})
-	s.bytes += size
+	s.push(env, size, ack)
 	dropped := s.dropping
 	s.dropping = 0
 	s.mu.Unlock()
 	if dropped > 0 {
 		s.logger.Info("buffer-has-room-again", lager.Data{"dropped": dropped})
 	}
+	s.wakeUp()
+	return true
+}
+
+// EmitWait buffers env for delivery like Emit, but while the buffer is full it waits for room
+// instead of dropping (an envelope larger than the byte bound goes in once the buffer is
+// empty). It returns ctx's error if ctx ends first: env is then not buffered. Waiters are
+// admitted as room frees up, in no set order.
+func (s *Sender) EmitWait(ctx context.Context, env *loggregator_v2.Envelope, ack func()) error {
+	size := proto.Size(env)
+	waited := false
+	for {
+		s.mu.Lock()
+		if len(s.queue) == 0 || (len(s.queue)+1 <= s.cfg.MaxBufferedEnvelopes && s.bytes+size <= s.cfg.MaxBufferedBytes) {
+			s.push(env, size, ack)
+			s.mu.Unlock()
+			s.wakeUp()
+			return nil
+		}
+		if !waited {
+			waited = true
+			s.stats.Waits++
+		}
+		room := s.room
+		s.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-room:
+		}
+	}
+}
+
+// push appends to the buffer; s.mu is held.
+func (s *Sender) push(env *loggregator_v2.Envelope, size int, ack func()) {
+	s.queue = append(s.queue, entry{env: env, size: size, ack: ack})
+	s.bytes += size
+	s.stats.PeakBuffered = max(s.stats.PeakBuffered, len(s.queue))
+	s.stats.PeakBufferedBytes = max(s.stats.PeakBufferedBytes, s.bytes)
+}
+
+func (s *Sender) wakeUp() {
 	select {
 	case s.wake <- struct{}{}:
 	default:
 	}
-	return true
 }
 
 // Stats are the counters now.
@@ -272,6 +321,8 @@ func (s *Sender) delivered(n int) {
 	}
 	s.queue = s.queue[n:]
 	s.stats.Delivered += uint64(n)
+	close(s.room)
+	s.room = make(chan struct{})
 	s.mu.Unlock()
 	for _, ack := range acks {
 		ack()

@@ -74,7 +74,9 @@ var _ = Describe("Sender", func() {
 		}
 		Eventually(received).Should(Satisfy(matching(want)))
 		Eventually(func() []int { mu.Lock(); defer mu.Unlock(); return append([]int(nil), acked...) }).Should(Equal([]int{0, 1, 2}))
-		Expect(s.Stats()).To(Equal(loggregator.SenderStats{Delivered: 3}))
+		st := s.Stats()
+		st.PeakBuffered, st.PeakBufferedBytes = 0, 0 // how many were buffered at once depends on the Sends
+		Expect(st).To(Equal(loggregator.SenderStats{Delivered: 3}))
 	})
 
 	It("keeps what it could not send through an outage and delivers it, in batches, once the ingress is back", func() {
@@ -129,6 +131,63 @@ var _ = Describe("Sender", func() {
 			HaveField("Data", HaveKeyWithValue("dropped", BeNumerically("==", 2))),
 		)))
 		Expect(s.Stats().Dropped).To(Equal(uint64(2)))
+	})
+
+	It("makes EmitWait wait for room through an outage longer than the buffer, never holding more than the bound, and delivers every envelope in order", func() {
+		cfg.MaxBufferedEnvelopes = 3
+		ingress.Stop()
+		s := start()
+		want := lines("a", "b", "c", "d", "e", "f", "g")
+		emitted := make(chan int, len(want))
+		go func() {
+			defer GinkgoRecover()
+			for i, env := range want {
+				Expect(s.EmitWait(context.Background(), env, nil)).To(Succeed())
+				emitted <- i
+			}
+		}()
+		// The first three fit; the fourth waits (the stand-in is down: nothing leaves).
+		Eventually(emitted).Should(Receive(Equal(0)))
+		Eventually(emitted).Should(Receive(Equal(1)))
+		Eventually(emitted).Should(Receive(Equal(2)))
+		Eventually(func() uint64 { return s.Stats().Waits }).Should(Equal(uint64(1)))
+		Eventually(func() uint64 { return s.Stats().FailedSends }).Should(BeNumerically(">=", 2))
+		Expect(emitted).NotTo(Receive())
+
+		Expect(ingress.Restart()).To(Succeed())
+		Eventually(received).Should(Satisfy(matching(want)))
+		Eventually(emitted).Should(HaveLen(4)) // 3 to 6, once each
+		Eventually(func() int { return s.Stats().Buffered }).Should(BeZero())
+		st := s.Stats()
+		Expect(st.Dropped).To(BeZero())
+		Expect(st.Delivered).To(Equal(uint64(len(want))))
+		Expect(st.PeakBuffered).To(Equal(3))
+	})
+
+	It("gives up an EmitWait when its context ends, buffering nothing", func() {
+		cfg.MaxBufferedEnvelopes = 1
+		ingress.Stop()
+		s := start()
+		envs := lines("a", "b")
+		Expect(s.EmitWait(context.Background(), envs[0], nil)).To(Succeed())
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.EmitWait(ctx, envs[1], nil) }()
+		Eventually(func() uint64 { return s.Stats().Waits }).Should(Equal(uint64(1)))
+		cancel()
+		Eventually(done).Should(Receive(MatchError(context.Canceled)))
+		Expect(ingress.Restart()).To(Succeed())
+		Eventually(received).Should(Satisfy(matching(envs[:1])))
+		Eventually(func() int { return s.Stats().Buffered }).Should(BeZero())
+		Expect(s.Stats().Delivered).To(Equal(uint64(1)))
+	})
+
+	It("lets EmitWait buffer an envelope larger than the byte bound once the buffer is empty", func() {
+		big := lines("0123456789")[0]
+		cfg.MaxBufferedBytes = len(mustMarshal(big)) - 1
+		s := start()
+		Expect(s.EmitWait(context.Background(), big, nil)).To(Succeed())
+		Eventually(received).Should(Satisfy(matching([]*loggregator_v2.Envelope{big})))
 	})
 
 	It("bounds the buffer's bytes as well", func() {

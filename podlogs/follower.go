@@ -52,13 +52,21 @@ type Options struct {
 	// MaxLineBytes bounds a line's text (DefaultMaxLineBytes if 0): a longer physical line is
 	// cut, partial lines joining past it are emitted in pieces.
 	MaxLineBytes int
+	// Done, if not nil, stops a Next under way once closed (checked before each line): Next
+	// returns ErrStopped, and the follower must not be used again (it is past the last line
+	// emit was called with, which its caller may not have taken care of).
+	Done <-chan struct{}
 }
+
+// ErrStopped is Next's error once Options.Done is closed.
+var ErrStopped = errors.New("container log reading stopped")
 
 // Follower reads one container's log folder. It is not safe for concurrent use.
 type Follower struct {
 	dir     string
 	maxLine int
 	start   Position
+	done    <-chan struct{}
 
 	file    *os.File
 	cur     logFile
@@ -67,6 +75,7 @@ type Follower struct {
 	pending map[Stream]*pendingLine
 
 	malformed uint64
+	lost      []Lost
 }
 
 type pendingLine struct {
@@ -83,7 +92,7 @@ func NewFollower(dir string, from Position, opts Options) *Follower {
 		max = DefaultMaxLineBytes
 	}
 	return &Follower{
-		dir: dir, maxLine: max, start: from,
+		dir: dir, maxLine: max, start: from, done: opts.Done,
 		br:      bufio.NewReaderSize(nil, max+headerSlack),
 		pending: map[Stream]*pendingLine{},
 	}
@@ -173,6 +182,16 @@ func (f *Follower) openFirst() (bool, error) {
 		}
 	}
 	// No position, or its file is gone (compressed or deleted: every plain file is newer).
+	if !f.start.IsZero() {
+		f.lost = append(f.lost, Lost{Name: f.start.Name, Offset: f.start.Offset})
+		gone := logFile{name: f.start.Name, first: f.start.First}
+		if m := logName.FindStringSubmatch(f.start.Name); m != nil {
+			gone.restart, _ = strconv.Atoi(m[1])
+			gone.rotated = m[2]
+		}
+		f.skippedBetween(gone, &files[0])
+		f.start = Position{}
+	}
 	return f.open(files[0], 0)
 }
 
@@ -233,6 +252,11 @@ func (f *Follower) readAvailable(emit func(Line, Position), final bool) error {
 	}
 	f.br.Reset(f.file)
 	for {
+		select {
+		case <-f.done:
+			return ErrStopped
+		default:
+		}
 		line, err := f.br.ReadSlice('\n')
 		switch {
 		case err == nil:
@@ -339,6 +363,7 @@ func (f *Follower) successor() (*logFile, error) {
 	if !found && len(files) > 0 {
 		// The current file was compressed (or removed) after rotations: the kubelet compresses
 		// the oldest first, so every plain file left is newer, the oldest of them next.
+		f.skippedBetween(f.cur, &files[0])
 		return &files[0], nil
 	}
 	return nil, nil
@@ -393,8 +418,12 @@ func listFiles(dir string) ([]logFile, error) {
 		dev, ino := identity(info)
 		files = append(files, logFile{name: e.Name(), restart: n, rotated: m[2], dev: dev, ino: ino})
 	}
-	sort.Slice(files, func(i, j int) bool { return files[i].before(files[j]) })
+	sortFiles(files)
 	return files, nil
+}
+
+func sortFiles(files []logFile) {
+	sort.Slice(files, func(i, j int) bool { return files[i].before(files[j]) })
 }
 
 func identity(info os.FileInfo) (dev, ino uint64) {

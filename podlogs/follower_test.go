@@ -166,6 +166,30 @@ var _ = Describe("Follower", func() {
 		Expect(os.Remove(filepath.Join(dir, "0.log.20261201-120000"))).To(Succeed())
 		write("0.log.20261201-120000.gz", "compressed\n")
 		Expect(texts(r.next())).To(Equal([]string{"stdout:two", "stdout:three", "stdout:four"}))
+		Expect(r.f.Lost()).To(BeEmpty())
+	})
+
+	It("reports the compressed files it skips, rotated away while it was still in an older one", func() {
+		write("0.log.20261130-110000.gz", "compressed before\n")
+		write("0.log", cri(1, "stdout", "F", "one"))
+		Expect(texts(r.next())).To(Equal([]string{"stdout:one"}))
+
+		// No read while the kubelet rotates three times (as when the reader waits for room).
+		write("0.log", cri(2, "stdout", "F", "two"))
+		rotate(0, "20261201-120100")
+		write("0.log", cri(3, "stdout", "F", "three"))
+		rotate(0, "20261201-120200")
+		write("0.log", cri(4, "stdout", "F", "four"))
+		rotate(0, "20261201-120300")
+		write("0.log", cri(5, "stdout", "F", "five"))
+		for _, stamp := range []string{"20261201-120100", "20261201-120200"} {
+			Expect(os.Remove(filepath.Join(dir, "0.log."+stamp))).To(Succeed())
+			write("0.log."+stamp+".gz", "compressed\n")
+		}
+		// The file it had open is read to its end; the next, compressed, is lost.
+		Expect(texts(r.next())).To(Equal([]string{"stdout:two", "stdout:four", "stdout:five"}))
+		Expect(r.f.Lost()).To(Equal([]podlogs.Lost{{Name: "0.log.20261201-120200.gz"}}))
+		Expect(r.f.Lost()).To(BeEmpty())
 	})
 
 	It("finishes the old container's file, an unterminated last line included, before the restart's", func() {
@@ -248,7 +272,40 @@ var _ = Describe("Follower", func() {
 			rotate(0, "20261201-120000")
 			Expect(os.Remove(filepath.Join(dir, "0.log.20261201-120000"))).To(Succeed())
 			write("0.log", cri(2, "stdout", "F", "two"))
-			Expect(texts(follow(from, podlogs.Options{}).next())).To(Equal([]string{"stdout:two"}))
+			again := follow(from, podlogs.Options{})
+			Expect(texts(again.next())).To(Equal([]string{"stdout:two"}))
+			Expect(again.f.Lost()).To(Equal([]podlogs.Lost{{Name: "0.log", Offset: from.Offset}}))
+		})
+
+		It("reports its checkpoint's file and the compressed files after it as lost when they went while it was not running", func() {
+			write("0.log", cri(1, "stdout", "F", "one"))
+			r.next()
+			from := checkpoint()
+			Expect(r.f.Close()).To(Succeed())
+
+			write("0.log", cri(2, "stdout", "F", "two"))
+			rotate(0, "20261201-120100")
+			write("0.log", cri(3, "stdout", "F", "three"))
+			rotate(0, "20261201-120200")
+			write("0.log", cri(4, "stdout", "F", "four"))
+			Expect(os.Remove(filepath.Join(dir, "0.log.20261201-120100"))).To(Succeed())
+			write("0.log.20261201-120100.gz", "compressed\n") // the checkpoint's file, compressed
+			Expect(os.Remove(filepath.Join(dir, "0.log.20261201-120200"))).To(Succeed())
+			write("0.log.20261201-120200.gz", "compressed\n")
+			again := follow(from, podlogs.Options{})
+			Expect(texts(again.next())).To(Equal([]string{"stdout:four"}))
+			Expect(again.f.Lost()).To(Equal([]podlogs.Lost{{Name: "0.log", Offset: from.Offset}, {Name: "0.log.20261201-120200.gz"}}))
+		})
+
+		It("stops a read under way once Done is closed", func() {
+			write("0.log", cri(1, "stdout", "F", "one"), cri(2, "stdout", "F", "two"))
+			done := make(chan struct{})
+			f := podlogs.NewFollower(dir, podlogs.Position{}, podlogs.Options{Done: done})
+			DeferCleanup(f.Close)
+			var got []string
+			err := f.Next(func(l podlogs.Line, _ podlogs.Position) { got = append(got, l.Text); close(done) })
+			Expect(err).To(MatchError(podlogs.ErrStopped))
+			Expect(got).To(Equal([]string{"one"}))
 		})
 
 		It("re-reads a line whose other stream's partial line was pending", func() {

@@ -66,6 +66,8 @@ type guide struct {
 	CCCA, CCCert, CCKey string
 	// Image is the sample image in the local registry.
 	Image string
+	// NATSURL is the local NATS server's URL in routing mode nats ("" in the other modes).
+	NATSURL string
 }
 
 // printGuide tells the user how to drive opi with curl, see the callbacks it sends to the
@@ -117,11 +119,26 @@ Each callback it receives is printed here with a "cc-standin:" prefix; all of th
   curl -sS %[1]s/tasks/%[17]s
   curl -sS -X DELETE %[1]s/tasks/%[17]s
 
-See what opi made:
+%[19]sSee what opi made:
   %[7]s --kubeconfig %[8]s -n %[2]s get deployments,pods,services,secrets,ingresses,networkpolicies
 
 Ctrl-C stops opi, the stand-in, the registry, then the control plane.
 `, g.Base, g.Namespace, pg, indent(desireBody), app, updateBody, g.Kubectl, g.Kubeconfig, localkube.CrashAnnotation,
 		g.CCURL, g.CCCA, g.CCCert, g.CCKey, g.Image, exampleStagingGUID, indent(stagingBody(g.Image, stagingCallback)),
-		exampleTaskGUID, indent(taskBody(taskCallback)))
+		exampleTaskGUID, indent(taskBody(taskCallback)), natsGuide(g.NATSURL))
+}
+
+// natsGuide is the guide's part for routing mode nats: how to watch the registrations opi sends
+// in place of a foundation's gorouters ("" without a NATS server).
+func natsGuide(url string) string {
+	if url == "" {
+		return ""
+	}
+	return fmt.Sprintf(`Routing is nats: opi registers each Ready instance's pod IP and port with the NATS server at
+%[1]s, as with a foundation's gorouters (no Service, no Ingress). Each message on %[2]s
+is printed here with a %[3]q prefix: router.register after the desire, router.unregister
+after a stop. With the NATS CLI:
+  nats sub '%[2]s' --server %[1]s
+
+`, url, routerSubjects, natsPrefix)
 }

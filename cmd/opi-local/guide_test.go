@@ -87,4 +87,26 @@ var _ = Describe("the printed guide", func() {
 			ContainSubstring("/bins/kubectl --kubeconfig .local/kubeconfig -n cf-workloads get deployments,pods,services,secrets,ingresses,networkpolicies"),
 		))
 	})
+
+	It("says nothing of NATS in the other routing modes", func() {
+		var out bytes.Buffer
+		printGuide(&out, guide{Base: "http://127.0.0.1:8085"})
+		Expect(out.String()).NotTo(ContainSubstring("nats"))
+	})
+
+	It("says, in routing mode nats, where the registrations are printed and how to watch them with the NATS CLI", func() {
+		var out bytes.Buffer
+		printGuide(&out, guide{Base: "http://127.0.0.1:8085", NATSURL: "nats://127.0.0.1:41234"})
+		Expect(out.String()).To(And(
+			ContainSubstring("NATS server at\nnats://127.0.0.1:41234"),
+			ContainSubstring(`printed here with a "nats:" prefix: router.register after the desire`),
+			ContainSubstring("  nats sub 'router.*' --server nats://127.0.0.1:41234\n"),
+		))
+	})
+
+	It("prints each message on router.* with the prefix, its subject and its body on one line", func() {
+		var out bytes.Buffer
+		printNATS(&out, "router.register", []byte(`{"host":"10.0.0.1","port":8080}`))
+		Expect(out.String()).To(Equal(`nats: router.register {"host":"10.0.0.1","port":8080}` + "\n"))
+	})
 })

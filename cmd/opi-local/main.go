@@ -138,6 +138,7 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 	listen := fs.String("listen", "127.0.0.1:8085", "address opi listens on")
 	namespace := fs.String("namespace", "cf-workloads", "namespace opi puts the apps in")
 	backend := fs.String("backend", "deployments", "opi's backend: deployments or statefulsets (passed to opi as --backend)")
+	routing := fs.String("routing", "", "opi's routing mode (passed to opi as --routing; default opi's, ingress); nats also starts a NATS server on loopback and prints what opi sends on router.*")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -169,6 +170,19 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 
 	opiArgs := append([]string{"connect", "--kubeconfig", f.kubeconfigOut, "--listen", *listen, "--namespace", *namespace, "--backend", *backend},
 		local.cc.OpiArgs()...)
+	var natsURL string
+	if *routing == "nats" {
+		n, err := startNATS(out)
+		if n != nil {
+			stops = append(stops, n.close)
+		}
+		if err != nil {
+			return errors.Join(err, stopAll())
+		}
+		opiArgs, natsURL = append(opiArgs, n.OpiArgs()...), n.URL()
+	} else if *routing != "" {
+		opiArgs = append(opiArgs, "--routing", *routing)
+	}
 	// opi refuses loopback registries unless allowed: the local registry is, explicitly.
 	opiArgs = append(opiArgs, registry.OpiArgs(local.registry)...)
 	// The guide's crash example annotates a pod with localkube.CrashAnnotation.
@@ -189,7 +203,7 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 	printGuide(out, guide{
 		Base: base, Kubectl: filepath.Join(c.BinDir(), "kubectl"), Kubeconfig: f.kubeconfigOut, Namespace: *namespace,
 		CCURL: local.cc.URL, CCCA: local.cc.CAFile, CCCert: local.cc.ClientCertFile, CCKey: local.cc.ClientKeyFile,
-		Image: local.image,
+		Image: local.image, NATSURL: natsURL,
 	})
 
 	var runErr error

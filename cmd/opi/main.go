@@ -21,7 +21,6 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/opi-bridge/opi/bifrost"
 	"github.com/opi-bridge/opi/cc"
@@ -186,13 +185,8 @@ func connect(ctx context.Context, cfg Config) error {
 	}
 	backendOptions.Notifiers.Staging = callbacks
 	backendOptions.Notifiers.Task = callbacks
-	if cfg.Routing == hooks.RoutingGateway {
-		// Gateway API objects are JSON only (CRDs): this client keeps the default content type.
-		gwConfig := rest.CopyConfig(restConfig)
-		gwConfig.ContentType, gwConfig.AcceptContentTypes = "", ""
-		if backendOptions.Clients.Gateway, err = gateway.NewForConfig(gwConfig); err != nil {
-			return fmt.Errorf("make gateway api client: %w", err)
-		}
+	if backendOptions.Clients.Gateway, err = gatewayClient(ctx, cfg.Routing, client.Discovery(), restConfig, logger); err != nil {
+		return err
 	}
 	if cfg.NetworkPolicies && len(cfg.Routers) == 0 {
 		logger.Info("no-routers", lager.Data{"note": "network policies are on and no router is configured: apps accept no connections"})

@@ -79,6 +79,26 @@ var _ = Describe("Server", func() {
 		Expect(payloads()).To(Equal([]string{"send-1", "send-2", "sender", "batch"}))
 	})
 
+	It("hands what arrives to an observer, with its arrival time, instead of recording it", func() {
+		ctx := context.Background()
+		_, err := client.Send(ctx, &loggregator_v2.EnvelopeBatch{Batch: []*loggregator_v2.Envelope{env("kept")}})
+		Expect(err).NotTo(HaveOccurred())
+		var observed []string
+		var at time.Time
+		before := time.Now()
+		server.Observe(func(t time.Time, envs []*loggregator_v2.Envelope) {
+			at = t
+			for _, e := range envs {
+				observed = append(observed, string(e.GetLog().GetPayload()))
+			}
+		})
+		_, err = client.Send(ctx, &loggregator_v2.EnvelopeBatch{Batch: []*loggregator_v2.Envelope{env("a"), env("b")}})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(observed).To(Equal([]string{"a", "b"}))
+		Expect(at).NotTo(BeTemporally("<", before))
+		Expect(payloads()).To(Equal([]string{"kept"}))
+	})
+
 	It("refuses a client without a certificate", func() {
 		cfg, err := clientTLS(server.ClientFiles())
 		Expect(err).NotTo(HaveOccurred())

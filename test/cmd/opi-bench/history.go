@@ -68,6 +68,9 @@ type recordedRun struct {
 	APIPerList    *float64 `json:"api_requests_per_get_tasks"`
 	Cancel        *phase   `json:"cancel"`
 
+	// Agent runs (opi-bench agent).
+	Agent *agentFigures `json:"agent"`
+
 	// at is Date parsed; line is the run's line number in the runs file.
 	at   time.Time
 	line int
@@ -99,8 +102,8 @@ func readRuns(r io.Reader) ([]recordedRun, error) {
 		if run.at.IsZero() {
 			return nil, fmt.Errorf("line %d: date %q is in none of the formats %q", n, run.Date, runDateLayouts)
 		}
-		if run.N == 0 && run.Tasks == 0 {
-			return nil, fmt.Errorf("line %d: neither n nor tasks is set", n)
+		if run.N == 0 && run.Tasks == 0 && run.Agent == nil {
+			return nil, fmt.Errorf("line %d: neither n, tasks nor agent is set", n)
 		}
 		run.line = n
 		runs = append(runs, run)
@@ -312,24 +315,30 @@ func generatedTables(runs []recordedRun) string {
 
 	var b strings.Builder
 	b.WriteString(generatedBegin + "\n\n")
-	lrp, tasks := 0, 0
+	lrp, tasks, agents := 0, 0, 0
 	for _, r := range runs {
-		if r.Tasks > 0 {
+		if r.Agent != nil {
+			agents++
+		} else if r.Tasks > 0 {
 			tasks++
 		} else {
 			lrp++
 		}
 	}
 	if len(ordered) > 0 {
-		fmt.Fprintf(&b, "%d recorded runs (%d of LRPs, %d of tasks), %s to %s. Each table gives, per N (apps, or tasks), the figure of the latest run that measured it, its date and how many runs measured it; `docs/benchmarks/runs.jsonl` holds every run's figures.\n",
-			len(ordered), lrp, tasks, ordered[0].at.Format(runDateLayouts[0]), ordered[len(ordered)-1].at.Format(runDateLayouts[0]))
+		kinds := fmt.Sprintf("%d of LRPs, %d of tasks", lrp, tasks)
+		if agents > 0 {
+			kinds += fmt.Sprintf(", %d of the node agent", agents)
+		}
+		fmt.Fprintf(&b, "%d recorded runs (%s), %s to %s. Each table gives, per N (apps, or tasks), the figure of the latest run that measured it, its date and how many runs measured it; `docs/benchmarks/runs.jsonl` holds every run's figures.\n",
+			len(ordered), kinds, ordered[0].at.Format(runDateLayouts[0]), ordered[len(ordered)-1].at.Format(runDateLayouts[0]))
 	}
 	for _, f := range figures {
 		latest := map[scale]recordedRun{}
 		values := map[scale][2]string{}
 		count := map[scale]int{}
 		for _, r := range ordered {
-			if (r.Tasks > 0) != f.tasks {
+			if (r.Tasks > 0) != f.tasks || r.Agent != nil {
 				continue
 			}
 			v, m, ok := f.value(r)
@@ -373,6 +382,7 @@ func generatedTables(runs []recordedRun) string {
 			}
 		}
 	}
+	b.WriteString(agentTables(ordered))
 	b.WriteString("\n" + strings.TrimPrefix(oldBench, " ") + " Measured by the bench before issue 12's: one floor making opi's objects, in batches of N/10 alternating with opi's, without the quiet wait before each side.\n\n")
 	b.WriteString(generatedEnd + "\n")
 	return b.String()

@@ -53,6 +53,20 @@ var _ = Describe("the recorded runs and docs/benchmarks.md's tables", func() {
 		Expect(out).To(ContainSubstring("4 recorded runs (4 of LRPs, 0 of tasks), 2026-11-30 17:35 UTC to 2026-12-01 01:28 UTC."))
 	})
 
+	It("keeps the node agent's runs in a table of their own, apart from the LRP and task figures", func() {
+		out := generatedTables(runs(
+			`{"date":"2026-12-01 01:28 UTC","n":1000,"backend":"deployments","opi_desire":{"per_second":53.1,"p50_ms":888,"p99_ms":1728}}`,
+			`{"date":"2026-12-01 16:00 UTC","agent":{"pods":110,"files":1000,"lines":1000000,"catch_up_s":90,"catch_up_cpu_s":40,"lines_per_cpu_s":25000,"lines_per_s":11111,"catch_up_others_cpu_share":0.5,"rss_peak_mb":90.5,"rss_steady_mb":80.25,"delay_rate_lines_per_s":500,"delay_s":30,"delay_lines":15000,"delay_p50_ms":530,"delay_p99_ms":1050,"poll_interval_ms":1000}}`,
+		))
+		Expect(out).To(ContainSubstring("2 recorded runs (1 of LRPs, 0 of tasks, 1 of the node agent)"))
+		Expect(section(out, "Node agent (`make bench-agent`): lines per CPU second, RSS, delay line written → envelope received")).To(HavePrefix("\n" +
+			"| pods, files, lines | lines per CPU second (wall lines/s) | RSS peak / steady | delay p50 / p99 (rate, poll) | others' CPU share | date |\n" +
+			"| --- | ---: | --- | --- | ---: | --- |\n" +
+			"| 110, 1000, 1000000 | 25000 (11111) | 90.5 / 80.2 MB | 530 / 1050 ms (500 lines/s, 1000 ms) | 50 % | 2026-12-01 16:00 UTC |\n"))
+		Expect(section(out, "Desire through opi, all batches (PUT /apps/{process_guid}, concurrency 50)")).To(ContainSubstring("| 1000 | 53.1 apps/s"))
+		Expect(section(out, "Desire through opi, all batches (PUT /apps/{process_guid}, concurrency 50)")).NotTo(ContainSubstring("| 0 |"))
+	})
+
 	It("checks the targets where they apply, marks the older bench's values and leaves out figures a run did not measure", func() {
 		out := generatedTables(runs(
 			// the older bench: one floor, desire_ratio
@@ -89,7 +103,7 @@ var _ = Describe("the recorded runs and docs/benchmarks.md's tables", func() {
 		_, err = readRuns(strings.NewReader(`{"date":"yesterday","n":10}`))
 		Expect(err).To(MatchError(ContainSubstring(`date "yesterday"`)))
 		_, err = readRuns(strings.NewReader(`{"date":"2026-11-30 20:00 UTC"}`))
-		Expect(err).To(MatchError(ContainSubstring("neither n nor tasks")))
+		Expect(err).To(MatchError(ContainSubstring("neither n, tasks nor agent")))
 	})
 
 	It("writes only between the markers, and refuses a document without them", func() {
