@@ -28,6 +28,7 @@ import (
 	"github.com/opi-bridge/opi/k8s/hooks"
 	"github.com/opi-bridge/opi/k8s/janitor"
 	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/k8s/lifecycle"
 	"github.com/opi-bridge/opi/k8s/lrp"
 	"github.com/opi-bridge/opi/k8s/routes"
 	"github.com/opi-bridge/opi/k8s/spec"
@@ -94,6 +95,10 @@ type Clients struct {
 	// Zone gives a node's availability zone ("" when unknown), for the registrations'
 	// availability_zone (routing mode nats); nil leaves the field out.
 	Zone func(node string) string
+	// Lifecycle takes the leader's CELL lines and the stagings' STG lines (package
+	// loggregator's Sender); nil: no lines (the leader work "lifecycle", package k8s/lifecycle,
+	// runs only with it).
+	Lifecycle lifecycle.Emitter
 }
 
 // Notifiers tell Cloud Controller what happened. Each that is set switches on its leader work.
@@ -271,8 +276,17 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 		}
 		b.addLeaderWork("routes", registrar.Run)
 	}
+	if opts.Clients.Lifecycle != nil {
+		lines, err := lifecycle.New(b.logger, lifecycle.Deps{Cache: b.store, Emitter: opts.Clients.Lifecycle,
+			ByOrdinal: opts.Workload == workload.StatefulSets})
+		if err != nil {
+			return nil, err
+		}
+		b.addLeaderWork("lifecycle", lines.Run)
+	}
 	if b.staging, err = staging.New(opts.Namespace, b.logger, opts.Staging,
-		staging.Deps{Client: client, ImageReader: opts.Notifiers.ImageReader, Notifier: opts.Notifiers.Staging}); err != nil {
+		staging.Deps{Client: client, ImageReader: opts.Notifiers.ImageReader, Notifier: opts.Notifiers.Staging,
+			Lines: opts.Clients.Lifecycle}); err != nil {
 		return nil, err
 	}
 	if b.staging.Enabled() {

@@ -54,7 +54,7 @@ var depRules = []depRule{
 	// backend is made): beside the services, built on kube and spec alone.
 	{pkg: "cluster", layer: 5, moduleDeps: []string{"opi"},
 		forbidden: []string{k8sPath + "/store", k8sPath + "/workload", k8sPath + "/hooks"}},
-	{pkg: "staging", layer: 5, moduleDeps: []string{"opi"}},
+	{pkg: "staging", layer: 5, moduleDeps: []string{"opi", "loggregator"}}, // its STG lines' envelopes
 	{pkg: "lrp", layer: 5, moduleDeps: []string{"opi"}},
 	{pkg: "task", layer: 5, moduleDeps: []string{"opi"}},
 	{pkg: "crash", layer: 5, moduleDeps: []string{"opi"}},
@@ -62,6 +62,8 @@ var depRules = []depRule{
 	// Leader work on the shared informers: gorouter's registrations (the gorouter package is
 	// the NATS client it is handed; it reloads its client certificate with tlsfiles).
 	{pkg: "routes", layer: 5, moduleDeps: []string{"opi", "gorouter", "tlsfiles"}},
+	// The CELL lines of the leader: envelopes built and handed to an emitter by package loggregator.
+	{pkg: "lifecycle", layer: 5, moduleDeps: []string{"opi", "loggregator"}},
 	{pkg: "", layer: 6},
 }
 

@@ -89,6 +89,9 @@ type Config struct {
 
 	// NATS is how opi reaches the foundation's gorouters (kubernetes.routing: nats).
 	NATS NATSConfig `json:"nats"`
+
+	// Loggregator is where the leader sends the lifecycle lines (none: no lines).
+	Loggregator LoggregatorConfig `json:"loggregator"`
 }
 
 // TaskDefaultsConfig is the `task_defaults` section.
@@ -330,6 +333,7 @@ func parseFlags(args []string, cfg *Config) (configPath string, err error) {
 	cfg.AppNetworkConfig.bindFlags(fs)
 	cfg.Staging.bindFlags(fs)
 	cfg.NATS.bindFlags(fs)
+	cfg.Loggregator.bindFlags(fs)
 	fs.Func("user-annotation-prefixes", "comma-separated prefixes a user annotation key must start with (default prometheus.io/; empty: none allowed)", func(s string) error {
 		cfg.UserAnnotationPrefixes = []string{}
 		if s != "" {
@@ -462,6 +466,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.NATS.validate(c.Routing); err != nil {
+		return err
+	}
+	if err := c.Loggregator.validate(); err != nil {
 		return err
 	}
 	for i, p := range c.UserAnnotationPrefixes {

@@ -197,6 +197,11 @@ func connect(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
+	stopLoggregator, err := wireLoggregator(cfg.Loggregator, logger, &backendOptions)
+	if err != nil {
+		return err
+	}
+	defer stopLoggregator()
 	// NewBackend validates the options once more, with the clients and notifiers wired in: a
 	// half-configured feature is refused.
 	backend, err := k8s.NewBackend(client, logger.Session("k8s"), backendOptions)

@@ -81,6 +81,8 @@ type Deps struct {
 	Client      kubernetes.Interface
 	ImageReader opi.ImageReader
 	Notifier    opi.StagingNotifier
+	// Lines takes the STG lines of the stagings (lines.go); nil: none.
+	Lines Emitter
 }
 
 // Check refuses dependencies half given: an image reader without a notifier would record
@@ -99,6 +101,7 @@ type Service struct {
 	client    kubernetes.Interface
 	reader    opi.ImageReader
 	notifier  opi.StagingNotifier
+	lines     Emitter
 	workers   int
 	bounds    bounds
 }
@@ -129,6 +132,7 @@ func New(namespace string, logger lager.Logger, opts Options, deps Deps) (*Servi
 		client:    deps.Client,
 		reader:    deps.ImageReader,
 		notifier:  deps.Notifier,
+		lines:     deps.Lines,
 		workers:   opts.Workers,
 		bounds:    bounds{attempts: opts.MaxAttempts, age: opts.MaxAge},
 	}, nil
@@ -185,8 +189,10 @@ func toSecret(s *opi.Staging, namespace string, acceptedAt time.Time) *corev1.Se
 // pendingStaging is a staging record as the worker reads it back.
 type pendingStaging struct {
 	guid, image, callbackURL string
-	registry                 *opi.PrivateRegistry
-	acceptedAt               time.Time
+	// appGUID is the app's guid, from the record's label ("" when it has none).
+	appGUID    string
+	registry   *opi.PrivateRegistry
+	acceptedAt time.Time
 	// attempts is how many reads were begun (AnnotationStagingAttempts; unparsable: the bound,
 	// since someone other than opi wrote it).
 	attempts int
@@ -197,6 +203,7 @@ func fromSecret(s *corev1.Secret) (pendingStaging, error) {
 		guid:        s.Labels[LabelStagingGUID],
 		image:       string(s.Data[keyImage]),
 		callbackURL: string(s.Data[keyCallbackURL]),
+		appGUID:     s.Labels[spec.LabelAppGUID],
 		acceptedAt:  s.CreationTimestamp.Time,
 	}
 	if t, err := time.Parse(time.RFC3339Nano, s.Annotations[AnnotationAcceptedAt]); err == nil {

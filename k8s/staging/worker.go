@@ -160,8 +160,10 @@ func (w *worker) process(ctx context.Context, key string) error {
 		OwedSince:   pending.acceptedAt,
 	}
 	bounds := w.s.bounds
+	fresh := true // the outcome is this call's, not one read before: its line is sent
 	if done, ok := w.readOutcome(secret.UID); ok {
 		completion = done
+		fresh = false
 	} else if age := time.Since(pending.acceptedAt); pending.attempts >= bounds.attempts || age > bounds.age {
 		// Settled without reading: a read that cannot complete (or kills opi) is not tried
 		// forever.
@@ -174,6 +176,7 @@ func (w *worker) process(ctx context.Context, key string) error {
 		if err := w.countAttempt(ctx, secret, pending.attempts+1); err != nil {
 			return err
 		}
+		w.s.line(pending.appGUID, readingLine(pending.image, pending.registry != nil))
 		cfg, err := w.s.reader.ReadImageConfig(ctx, pending.image, pending.registry)
 		switch {
 		case err != nil && ctx.Err() != nil:
@@ -189,6 +192,9 @@ func (w *worker) process(ctx context.Context, key string) error {
 		default:
 			completion.Config = cfg
 		}
+	}
+	if fresh {
+		w.s.line(pending.appGUID, resultLine(completion))
 	}
 	if err := w.s.notifier.StagingCompleted(ctx, completion); err != nil {
 		w.mu.Lock()

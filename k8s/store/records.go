@@ -279,6 +279,8 @@ type PodRecord struct {
 	// ReadySince is when the pod last became Ready, in Unix nanoseconds; 0 while it is not
 	// Ready (or being deleted): only a Ready pod is routed to.
 	ReadySince int64
+	// Steps are what the leader's lifecycle lines are made of (see PodSteps).
+	Steps PodSteps
 }
 
 // RecordPod is the pod informer's transform.
@@ -311,6 +313,7 @@ func PodRecordOf(p *corev1.Pod) *PodRecord {
 		IP:             p.Status.PodIP,
 		Node:           p.Spec.NodeName,
 		ReadySince:     readySince(p),
+		Steps:          podSteps(p),
 	}
 }
 

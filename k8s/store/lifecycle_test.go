@@ -1,0 +1,45 @@
+package store_test
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/store"
+)
+
+var _ = Describe("A pod's steps (the lifecycle lines' input)", func() {
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+	It("is empty for a pod nothing has happened to", func() {
+		Expect(store.PodRecordOf(&corev1.Pod{}).Steps).To(Equal(store.PodSteps{}))
+	})
+
+	It("holds the scheduler's reason and message while no node takes the pod", func() {
+		p := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
+			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+			Message: "0/4 nodes are available: 4 Insufficient memory.", LastTransitionTime: metav1.NewTime(at),
+		}}}}
+		Expect(store.PodRecordOf(p).Steps).To(Equal(store.PodSteps{
+			Unschedulable: "Unschedulable: 0/4 nodes are available: 4 Insufficient memory.", UnschedulableAt: at.Unix(),
+		}))
+	})
+
+	It("holds when the pod was placed and its app container's current run started", func() {
+		p := &corev1.Pod{
+			Spec: corev1.PodSpec{NodeName: "node-1"},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning,
+				Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(at)}},
+				ContainerStatuses: []corev1.ContainerStatus{
+					{Name: "sidecar", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(at.Add(time.Second))}}},
+					{Name: spec.ContainerName, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(at.Add(3 * time.Second))}}},
+				},
+			},
+		}
+		Expect(store.PodRecordOf(p).Steps).To(Equal(store.PodSteps{ScheduledAt: at.Unix(), StartedAt: at.Unix() + 3}))
+	})
+})
