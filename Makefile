@@ -133,7 +133,8 @@ run: build opi-local kube-bins
 # docs/benchmarks/runs.jsonl and regenerates docs/benchmarks.md's tables from it (what `make
 # bench-report` does). BACKEND=statefulsets benchmarks the StatefulSet backend (the floor and the
 # live LIST then use StatefulSets too). BENCH_FLAGS passes more flags (bin/opi-bench -h lists them).
-# The driver is test/cmd/opi-bench, in the tools' own module (test/go.mod).
+# The driver is test/cmd/opi-bench, in the tools' own module (test/go.mod). ROUTING=nats measures
+# routing mode nats against an in-process nats-server instead (docs/benchmarks.md, "Routing nats").
 N ?= 300
 BACKEND ?= deployments
 RECORD ?=
@@ -141,13 +142,14 @@ BENCH_FLAGS ?=
 BENCH_RUNS := docs/benchmarks/runs.jsonl
 BENCH_DOC := docs/benchmarks.md
 BENCH_RECORD = $(if $(RECORD),-record $(BENCH_RUNS) -doc $(BENCH_DOC))
+ROUTING ?=
 
 .PHONY: bench bench-report opi-bench
 opi-bench:
 	$(GO) -C $(TEST_MODULE) build -o $(CURDIR)/$(BIN)/opi-bench ./cmd/opi-bench
 
 bench: build opi-bench
-	$(BIN)/opi-bench -n $(N) -backend $(BACKEND) -opi-bin $(BIN)/opi $(BENCH_RECORD) $(BENCH_FLAGS)
+	$(BIN)/opi-bench -n $(N) -backend $(BACKEND) -opi-bin $(BIN)/opi $(if $(ROUTING),-routing $(ROUTING)) $(BENCH_RECORD) $(BENCH_FLAGS)
 
 # Regenerates docs/benchmarks.md's tables (latest value per figure, with its date) from the
 # recorded runs; test/cmd/opi-bench's suite checks the committed tables are what this makes.

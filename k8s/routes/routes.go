@@ -34,7 +34,7 @@ type Cache interface {
 	Workload(id opi.LRPIdentifier) *store.WorkloadRecord
 	Workloads() []*store.WorkloadRecord
 	Pods(id opi.LRPIdentifier) []*store.PodRecord
-	InstanceIndex(pod *store.PodRecord) int32
+	InstanceIndexer(pods []*store.PodRecord, w *store.WorkloadRecord) func(pod *store.PodRecord) int32
 	AddWorkloadHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error)
 	RemoveWorkloadHandler(r cache.ResourceEventHandlerRegistration) error
 	AddPodHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error)
@@ -203,11 +203,13 @@ func (r *Registrar) registrations(w *store.WorkloadRecord) map[string]endpoint {
 		return nil
 	}
 	out := map[string]endpoint{}
-	for _, pod := range r.cache.Pods(w.ID()) {
+	pods := r.cache.Pods(w.ID())
+	indexOf := r.cache.InstanceIndexer(pods, w)
+	for _, pod := range pods {
 		if pod.ReadySince == 0 || pod.IP == "" || pod.DeletionTimestamp != nil || pod.Terminal {
 			continue
 		}
-		index := strconv.Itoa(int(r.cache.InstanceIndex(pod)))
+		index := strconv.Itoa(int(indexOf(pod)))
 		tags := Tags(w, pod, index)
 		zone := r.zone(pod.Node)
 		for _, p := range ports {

@@ -80,11 +80,13 @@ var _ = Describe("Route registration", func() {
 			defer mu.Unlock()
 			return pods
 		}
-		fakeCache.InstanceIndexStub = func(p *store.PodRecord) int32 {
-			if p.Name == "p1" {
-				return 1
+		fakeCache.InstanceIndexerStub = func(_ []*store.PodRecord, _ *store.WorkloadRecord) func(*store.PodRecord) int32 {
+			return func(p *store.PodRecord) int32 {
+				if p.Name == "p1" {
+					return 1
+				}
+				return 0
 			}
-			return 0
 		}
 		table = &routesfakes.FakeTable{}
 		table.RunStub = func(ctx context.Context) error {

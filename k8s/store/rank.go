@@ -3,6 +3,8 @@ package store
 import (
 	"sort"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -136,4 +138,45 @@ func InstanceIndex(pod *PodRecord, pods []*PodRecord, w *WorkloadRecord, byOrdin
 		}
 	}
 	return index
+}
+
+// InstanceIndexer is InstanceIndex for every pod of pods at the cost of one ranking: the
+// returned function gives each pod the index InstanceIndex(pod, pods, w, byOrdinal) gives it,
+// where calling InstanceIndex per pod ranks all of the LRP's pods again for each (quadratic in
+// the instances). pods must not change while the function is used.
+func InstanceIndexer(pods []*PodRecord, w *WorkloadRecord, byOrdinal bool) func(pod *PodRecord) int32 {
+	reported := map[types.UID]int32{}
+	if w != nil {
+		for i, p := range InstancePods(pods, w, byOrdinal) {
+			if p == nil {
+				continue
+			}
+			if _, seen := reported[p.UID]; !seen {
+				reported[p.UID] = int32(i)
+			}
+		}
+	}
+	live := make([]*PodRecord, 0, len(pods))
+	for _, p := range pods {
+		if p.DeletionTimestamp == nil && !p.Terminal {
+			live = append(live, p)
+		}
+	}
+	sort.Slice(live, func(i, j int) bool { return CreatedBefore(live[i], live[j]) })
+	// positions are where each UID's records are in live, in order.
+	positions := make(map[types.UID][]int, len(live))
+	for i, p := range live {
+		positions[p.UID] = append(positions[p.UID], i)
+	}
+	return func(pod *PodRecord) int32 {
+		if byOrdinal && pod.Ordinal >= 0 {
+			return pod.Ordinal
+		}
+		if i, ok := reported[pod.UID]; ok {
+			return i
+		}
+		// The live pods created before pod, the pod itself (or a record of its UID) not counted.
+		n := sort.Search(len(live), func(i int) bool { return !CreatedBefore(live[i], pod) })
+		return int32(n - sort.SearchInts(positions[pod.UID], n))
+	}
 }

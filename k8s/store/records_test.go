@@ -84,6 +84,30 @@ var _ = Describe("Records", func() {
 		Expect(got[2]).To(BeIdenticalTo(two))
 		Expect(store.InstanceIndex(surplus, pods, w, true)).To(Equal(int32(3)), "its ordinal, reported or not")
 	})
+
+	It("indexes every pod as InstanceIndex does, ranking once", func() {
+		w := &store.WorkloadRecord{ReplicaCount: 4, Image: "new"}
+		var pods []*store.PodRecord
+		for i, name := range []string{"a", "b", "c", "d", "e", "f", "g"} {
+			p := store.PodRecordOf(pod(name, time.Duration(i%3)*time.Second, i%2 == 0))
+			p.Image = []string{"old", "new"}[i%2]
+			pods = append(pods, p)
+		}
+		pods[1].DeletionTimestamp = &metav1.Time{Time: readyAt}
+		pods[3].Terminal = true
+		pods[5].Ordinal = 1
+		for _, byOrdinal := range []bool{false, true} {
+			for _, workload := range []*store.WorkloadRecord{w, nil} {
+				indexOf := store.InstanceIndexer(pods, workload, byOrdinal)
+				want, got := map[string]int32{}, map[string]int32{}
+				for _, p := range pods {
+					want[p.Name] = store.InstanceIndex(p, pods, workload, byOrdinal)
+					got[p.Name] = indexOf(p)
+				}
+				Expect(got).To(Equal(want), "byOrdinal %v, workload %v", byOrdinal, workload != nil)
+			}
+		}
+	})
 })
 
 func names(pods []*store.PodRecord) []string {

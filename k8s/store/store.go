@@ -272,6 +272,12 @@ func (s *Store) InstanceIndex(pod *PodRecord) int32 {
 	return InstanceIndex(pod, s.Pods(pod.ID()), s.Workload(pod.ID()), s.cfg.ByOrdinal)
 }
 
+// InstanceIndexer gives each of pods, the LRP's pods, with w its workload (nil when gone), the
+// index InstanceIndex gives it, ranking them once (see the function InstanceIndexer).
+func (s *Store) InstanceIndexer(pods []*PodRecord, w *WorkloadRecord) func(pod *PodRecord) int32 {
+	return InstanceIndexer(pods, w, s.cfg.ByOrdinal)
+}
+
 // Job is the named Job as the cache holds it.
 func (s *Store) Job(name string) (*JobRecord, bool) {
 	obj, exists, err := s.cfg.Jobs.GetIndexer().GetByKey(s.cfg.Namespace + "/" + name)

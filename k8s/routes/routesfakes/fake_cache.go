@@ -33,14 +33,14 @@ type FakeCache struct {
 		result1 cache.ResourceEventHandlerRegistration
 		result2 error
 	}
-	InstanceIndexStub        func(*store.PodRecord) int32
-	instanceIndexMutex       sync.RWMutex
-	instanceIndexArgsForCall []FakeCacheInstanceIndexArgs
-	instanceIndexReturns     struct {
-		result1 int32
+	InstanceIndexerStub        func([]*store.PodRecord, *store.WorkloadRecord) func(pod *store.PodRecord) int32
+	instanceIndexerMutex       sync.RWMutex
+	instanceIndexerArgsForCall []FakeCacheInstanceIndexerArgs
+	instanceIndexerReturns     struct {
+		result1 func(pod *store.PodRecord) int32
 	}
-	instanceIndexReturnsOnCall map[int]struct {
-		result1 int32
+	instanceIndexerReturnsOnCall map[int]struct {
+		result1 func(pod *store.PodRecord) int32
 	}
 	PodsStub        func(opi.LRPIdentifier) []*store.PodRecord
 	podsMutex       sync.RWMutex
@@ -102,9 +102,10 @@ type FakeCacheAddWorkloadHandlerArgs struct {
 	Arg1 cache.ResourceEventHandler
 }
 
-// FakeCacheInstanceIndexArgs holds the arguments of one call to InstanceIndex.
-type FakeCacheInstanceIndexArgs struct {
-	Arg1 *store.PodRecord
+// FakeCacheInstanceIndexerArgs holds the arguments of one call to InstanceIndexer.
+type FakeCacheInstanceIndexerArgs struct {
+	Arg1 []*store.PodRecord
+	Arg2 *store.WorkloadRecord
 }
 
 // FakeCachePodsArgs holds the arguments of one call to Pods.
@@ -267,16 +268,21 @@ func (fake *FakeCache) AddWorkloadHandlerReturnsOnCall(i int, result1 cache.Reso
 	}{result1, result2}
 }
 
-func (fake *FakeCache) InstanceIndex(arg1 *store.PodRecord) int32 {
-	fake.instanceIndexMutex.Lock()
-	ret, specificReturn := fake.instanceIndexReturnsOnCall[len(fake.instanceIndexArgsForCall)]
-	fake.instanceIndexArgsForCall = append(fake.instanceIndexArgsForCall, FakeCacheInstanceIndexArgs{arg1})
-	stub := fake.InstanceIndexStub
-	fakeReturns := fake.instanceIndexReturns
-	fake.recordInvocation("InstanceIndex", []interface{}{arg1})
-	fake.instanceIndexMutex.Unlock()
+func (fake *FakeCache) InstanceIndexer(arg1 []*store.PodRecord, arg2 *store.WorkloadRecord) func(pod *store.PodRecord) int32 {
+	var arg1Copy []*store.PodRecord
+	if arg1 != nil {
+		arg1Copy = make([]*store.PodRecord, len(arg1))
+		copy(arg1Copy, arg1)
+	}
+	fake.instanceIndexerMutex.Lock()
+	ret, specificReturn := fake.instanceIndexerReturnsOnCall[len(fake.instanceIndexerArgsForCall)]
+	fake.instanceIndexerArgsForCall = append(fake.instanceIndexerArgsForCall, FakeCacheInstanceIndexerArgs{arg1Copy, arg2})
+	stub := fake.InstanceIndexerStub
+	fakeReturns := fake.instanceIndexerReturns
+	fake.recordInvocation("InstanceIndexer", []interface{}{arg1Copy, arg2})
+	fake.instanceIndexerMutex.Unlock()
 	if stub != nil {
-		return stub(arg1)
+		return stub(arg1, arg2)
 	}
 	if specificReturn {
 		return ret.result1
@@ -284,53 +290,53 @@ func (fake *FakeCache) InstanceIndex(arg1 *store.PodRecord) int32 {
 	return fakeReturns.result1
 }
 
-func (fake *FakeCache) InstanceIndexCallCount() int {
-	fake.instanceIndexMutex.RLock()
-	defer fake.instanceIndexMutex.RUnlock()
-	return len(fake.instanceIndexArgsForCall)
+func (fake *FakeCache) InstanceIndexerCallCount() int {
+	fake.instanceIndexerMutex.RLock()
+	defer fake.instanceIndexerMutex.RUnlock()
+	return len(fake.instanceIndexerArgsForCall)
 }
 
-func (fake *FakeCache) InstanceIndexCalls(stub func(*store.PodRecord) int32) {
-	fake.instanceIndexMutex.Lock()
-	defer fake.instanceIndexMutex.Unlock()
-	fake.InstanceIndexStub = stub
+func (fake *FakeCache) InstanceIndexerCalls(stub func([]*store.PodRecord, *store.WorkloadRecord) func(pod *store.PodRecord) int32) {
+	fake.instanceIndexerMutex.Lock()
+	defer fake.instanceIndexerMutex.Unlock()
+	fake.InstanceIndexerStub = stub
 }
 
-func (fake *FakeCache) InstanceIndexArgsForCall(i int) *store.PodRecord {
-	fake.instanceIndexMutex.RLock()
-	defer fake.instanceIndexMutex.RUnlock()
-	argsForCall := fake.instanceIndexArgsForCall[i]
-	return argsForCall.Arg1
+func (fake *FakeCache) InstanceIndexerArgsForCall(i int) ([]*store.PodRecord, *store.WorkloadRecord) {
+	fake.instanceIndexerMutex.RLock()
+	defer fake.instanceIndexerMutex.RUnlock()
+	argsForCall := fake.instanceIndexerArgsForCall[i]
+	return argsForCall.Arg1, argsForCall.Arg2
 }
 
-func (fake *FakeCache) InstanceIndexArgs() []FakeCacheInstanceIndexArgs {
-	fake.instanceIndexMutex.RLock()
-	defer fake.instanceIndexMutex.RUnlock()
-	args := make([]FakeCacheInstanceIndexArgs, len(fake.instanceIndexArgsForCall))
-	copy(args, fake.instanceIndexArgsForCall)
+func (fake *FakeCache) InstanceIndexerArgs() []FakeCacheInstanceIndexerArgs {
+	fake.instanceIndexerMutex.RLock()
+	defer fake.instanceIndexerMutex.RUnlock()
+	args := make([]FakeCacheInstanceIndexerArgs, len(fake.instanceIndexerArgsForCall))
+	copy(args, fake.instanceIndexerArgsForCall)
 	return args
 }
 
-func (fake *FakeCache) InstanceIndexReturns(result1 int32) {
-	fake.instanceIndexMutex.Lock()
-	defer fake.instanceIndexMutex.Unlock()
-	fake.InstanceIndexStub = nil
-	fake.instanceIndexReturns = struct {
-		result1 int32
+func (fake *FakeCache) InstanceIndexerReturns(result1 func(pod *store.PodRecord) int32) {
+	fake.instanceIndexerMutex.Lock()
+	defer fake.instanceIndexerMutex.Unlock()
+	fake.InstanceIndexerStub = nil
+	fake.instanceIndexerReturns = struct {
+		result1 func(pod *store.PodRecord) int32
 	}{result1}
 }
 
-func (fake *FakeCache) InstanceIndexReturnsOnCall(i int, result1 int32) {
-	fake.instanceIndexMutex.Lock()
-	defer fake.instanceIndexMutex.Unlock()
-	fake.InstanceIndexStub = nil
-	if fake.instanceIndexReturnsOnCall == nil {
-		fake.instanceIndexReturnsOnCall = make(map[int]struct {
-			result1 int32
+func (fake *FakeCache) InstanceIndexerReturnsOnCall(i int, result1 func(pod *store.PodRecord) int32) {
+	fake.instanceIndexerMutex.Lock()
+	defer fake.instanceIndexerMutex.Unlock()
+	fake.InstanceIndexerStub = nil
+	if fake.instanceIndexerReturnsOnCall == nil {
+		fake.instanceIndexerReturnsOnCall = make(map[int]struct {
+			result1 func(pod *store.PodRecord) int32
 		})
 	}
-	fake.instanceIndexReturnsOnCall[i] = struct {
-		result1 int32
+	fake.instanceIndexerReturnsOnCall[i] = struct {
+		result1 func(pod *store.PodRecord) int32
 	}{result1}
 }
 

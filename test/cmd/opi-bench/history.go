@@ -71,6 +71,9 @@ type recordedRun struct {
 	// Agent runs (opi-bench agent).
 	Agent *agentFigures `json:"agent"`
 
+	// Nats runs (nats_report.go).
+	natsRecorded
+
 	// at is Date parsed; line is the run's line number in the runs file.
 	at   time.Time
 	line int
@@ -116,6 +119,7 @@ type figure struct {
 	title  string
 	target string // "" for a figure without a target
 	tasks  bool   // read from task runs instead of LRP runs
+	nats   bool   // read from nats runs (-routing nats) instead of the other LRP runs
 	// value is the figure in run r; ok false when r did not measure it. met is "yes", "**no**"
 	// or "" (not checked at this N).
 	value func(r recordedRun) (value, met string, ok bool)
@@ -338,7 +342,7 @@ func generatedTables(runs []recordedRun) string {
 		values := map[scale][2]string{}
 		count := map[scale]int{}
 		for _, r := range ordered {
-			if (r.Tasks > 0) != f.tasks || r.Agent != nil {
+			if (r.Tasks > 0) != f.tasks || r.Agent != nil || r.natsRun() != f.nats {
 				continue
 			}
 			v, m, ok := f.value(r)

@@ -59,6 +59,11 @@ type config struct {
 	floorEvery int
 	// tune runs the control plane with localkube.LargeClusterTuning instead of its defaults.
 	tune bool
+	// routing nats runs the nats benchmark (nats.go) instead of the LRP phases; natsInstances
+	// is the instances per app of its steady phase.
+	routing       string
+	natsInstances int
+	natsWait      time.Duration
 	// profile is the length in seconds of the CPU profiles taken during opi's last desire
 	// batch; 0 takes none.
 	profile int
@@ -91,8 +96,14 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.opiArgs, "opi-args", "", "more flags for opi, space-separated (e.g. \"--routing=none --headless-services\")")
 	fs.BoolVar(&c.tune, "tune", true, "run the control plane with the settings large clusters raise (localkube.LargeClusterTuning); -tune=false keeps the defaults")
 	fs.IntVar(&c.profile, "profile", 0, "take CPU profiles of opi and the control plane over this many seconds during opi's last desire batch (0: none); keeps the work folder")
+	fs.StringVar(&c.routing, "routing", "", "nats: measure routing mode nats against an in-process nats-server instead (see nats.go)")
+	fs.IntVar(&c.natsInstances, "nats-instances", 10, "with -routing nats: instances per app in the steady phase")
+	fs.DurationVar(&c.natsWait, "nats-wait", 15*time.Minute, "with -routing nats: how long the steady phase waits for every instance to be registered before it measures those that are")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if c.routing != "" && (c.routing != routingNATS || c.tasks > 0 || c.natsInstances < 1) {
+		return c, errors.New("-routing takes only nats, not with -tasks, and -nats-instances must be positive")
 	}
 	seqCalls, noteFlag = c.seqReads, c.note
 	if c.n < 2*warmApps {
@@ -200,7 +211,7 @@ func run(ctx context.Context, cfg config) (err error) {
 	cpu0 := readCPU([]int{osPid})
 
 	// Capacity: every node can hold all pods of the run, so placement never limits it.
-	podsPerNode := strconv.Itoa(cfg.n + cfg.tasks + 100)
+	podsPerNode := strconv.Itoa(cfg.podCapacity())
 	var tuning localkube.Tuning
 	if cfg.tune {
 		tuning = localkube.LargeClusterTuning()
@@ -250,6 +261,14 @@ func run(ctx context.Context, cfg config) (err error) {
 			MaxIdleConns: 4 * cfg.concurrency, MaxIdleConnsPerHost: 4 * cfg.concurrency, IdleConnTimeout: time.Minute,
 		}},
 	}
+	var bus *natsBus
+	if cfg.routing == routingNATS {
+		if bus, err = startNATS(); err != nil {
+			return err
+		}
+		defer bus.stop()
+		e.opiArgs = append(e.opiArgs, "--routing", routingNATS, "--nats-url", bus.srv.URL())
+	}
 	logf("starting opi on %s (namespace %s)", addr, opiNamespace)
 	t = time.Now()
 	if e.opi, err = e.startOpi(opiBin); err != nil {
@@ -275,6 +294,13 @@ func run(ctx context.Context, cfg config) (err error) {
 			return err
 		}
 		return reportTasks(cfg, taskRes)
+	}
+	if bus != nil {
+		natsRes, err := e.natsPhases(ctx, bus)
+		if err != nil {
+			return err
+		}
+		return reportNATS(cfg, natsRes)
 	}
 	if err := e.phases(ctx); err != nil {
 		return err
