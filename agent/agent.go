@@ -128,6 +128,7 @@ type Agent struct {
 	store                *store.Store
 	nodePods             cache.SharedIndexInformer
 
+	counters  counters // the ops endpoint's (ops.go)
 	lostFiles atomic.Uint64
 
 	mu       sync.Mutex
@@ -203,6 +204,7 @@ func (a *Agent) newInformers() {
 		ByOrdinal: a.cfg.Workload == WorkloadStatefulSets,
 		Logger:    a.logger,
 	})
+	stripPods(pods, a.logger) // after store.New, whose transform it wraps
 
 	a.nodeFactory = informers.NewSharedInformerFactoryWithOptions(a.client, 0,
 		informers.WithNamespace(ns),
@@ -225,6 +227,11 @@ type Stats struct {
 	RateDropped uint64
 	Followed    int
 	LostFiles   uint64
+	// LinesRead counts the lines read from the files, GaugesSent the container metrics
+	// envelopes the Sender took, KubeletErrors the failed reads of the stats summary.
+	LinesRead, GaugesSent, KubeletErrors uint64
+	// Ready: the caches synced and the node's pods handed to their followers.
+	Ready bool
 }
 
 // Stats are the counters now.
@@ -232,7 +239,9 @@ func (a *Agent) Stats() Stats {
 	a.mu.Lock()
 	n := len(a.followed)
 	a.mu.Unlock()
-	return Stats{Sender: a.sender.Stats(), RateDropped: a.bound.Dropped(), Followed: n, LostFiles: a.lostFiles.Load()}
+	st := Stats{Sender: a.sender.Stats(), RateDropped: a.bound.Dropped(), Followed: n, LostFiles: a.lostFiles.Load()}
+	a.counters.fill(&st)
+	return st
 }
 
 // Run follows the node's pods until ctx ends, then stops every follower, saves the checkpoints
@@ -274,6 +283,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.nodeFactory.Start(ctx.Done())
 	if cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 		a.pruneCheckpoints()
+		a.counters.ready.Store(true)
 	}
 	if a.kubelet != nil {
 		bg.Add(1)
@@ -528,6 +538,7 @@ func (a *Agent) read(fl *podlogs.Follower, f *followed, final bool) error {
 	}
 	defer a.reportLost(fl, f)
 	return fl.Next(func(line podlogs.Line, pos podlogs.Position) {
+		a.counters.linesRead.Add(1)
 		typ := loggregator_v2.Log_OUT
 		if line.Stream == podlogs.Stderr {
 			typ = loggregator_v2.Log_ERR

@@ -11,5 +11,9 @@
 // say which containers to follow; the namespace's workloads, APP pods and TASK Jobs (a
 // store.Store of the agent's own) give each line's identity and index. One goroutine per
 // followed pod polls its app container's log folder; a line's position is recorded (and the
-// checkpoints saved) once the Sender acknowledged the batch holding it.
+// checkpoints saved) once the Sender acknowledged the batch holding it. The namespace's pods are
+// held as store records stripped to what the instance ranking reads (ops.go: rankedPodOf).
+//
+// OpsHandler serves /healthz, /readyz and the agent's Prometheus counters (`opi agent
+// --ops-listen`).
 package agent

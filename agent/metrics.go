@@ -108,6 +108,7 @@ func (a *Agent) metricsLoop(ctx context.Context, c *kubeletClient) {
 			if ctx.Err() != nil {
 				return
 			}
+			a.counters.kubeletErrors.Add(1)
 			if !failing {
 				logger.Error("stats-summary-failed", err)
 			}
@@ -160,6 +161,8 @@ func (a *Agent) sendMetrics(s *statsv1alpha1.Summary, now time.Time) {
 				u.DiskBytes += *fs.UsedBytes
 			}
 		}
-		a.sender.Emit(loggregator.NewContainerMetrics(id, now, u), nil)
+		if a.sender.Emit(loggregator.NewContainerMetrics(id, now, u), nil) {
+			a.counters.gaugesSent.Add(1)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gbytes"
+	"github.com/onsi/gomega/gexec"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -26,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
+	standin "github.com/opi-bridge/opi/testsupport/loggregator"
 	"github.com/opi-bridge/opi/testsupport/pki"
 )
 
@@ -47,6 +50,7 @@ var _ = Describe("Deploying with the manifests", Ordered, func() {
 		DeferCleanup(func() {
 			_ = kube.CoreV1().Namespaces().Delete(context.Background(), deployNamespace, metav1.DeleteOptions{})
 		})
+		DeferCleanup(deleteAgentObjects)
 		kubectl("apply", "--server-side", "-k", "../deploy/kustomize/overlays/cf")
 
 		// The Secrets the overlay mounts, as an operator creates them (docs/operating.md: "TLS, step by step").
@@ -209,6 +213,200 @@ var _ = Describe("Deploying with the manifests", Ordered, func() {
 		return o, "http://" + opsAddr
 	}
 
+	It("runs a DaemonSet of opi's image in a namespace of its own, whose Pod Security level allows its host paths", func() {
+		ctx := context.Background()
+		ns, err := kube.CoreV1().Namespaces().Get(ctx, agentNamespace, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(ns.Labels).To(HaveKeyWithValue("pod-security.kubernetes.io/enforce", "privileged"))
+		apps, err := kube.CoreV1().Namespaces().Get(ctx, deployNamespace, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(apps.Labels).To(HaveKeyWithValue("pod-security.kubernetes.io/enforce", "baseline"), "the apps' namespace keeps its level")
+
+		ds, err := kube.AppsV1().DaemonSets(agentNamespace).Get(ctx, agentName, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		pod := ds.Spec.Template.Spec
+		Expect(pod.ServiceAccountName).To(Equal(agentName))
+		Expect(pod.Containers).To(HaveLen(1))
+		c := pod.Containers[0]
+		Expect(c.Image).To(Equal("opi-bridge/opi:latest"), "opi's image")
+		Expect(c.Command).To(Equal([]string{"/opi", "agent"}))
+		Expect(c.Args).To(ContainElements("--node=$(NODE_NAME)", "--namespace="+deployNamespace, "--pod-logs=/var/log/pods", "--state-dir=/var/lib/opi-agent"))
+		env := map[string]string{}
+		for _, e := range c.Env {
+			if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+				env[e.Name] = e.ValueFrom.FieldRef.FieldPath
+			}
+		}
+		Expect(env).To(HaveKeyWithValue("NODE_NAME", "spec.nodeName"))
+		Expect(env).To(HaveKeyWithValue("NODE_IP", "status.hostIP"))
+		Expect(c.Resources.Requests).To(HaveKey(corev1.ResourceMemory))
+		Expect(c.Resources.Limits).To(HaveKey(corev1.ResourceMemory))
+		Expect(*c.SecurityContext.ReadOnlyRootFilesystem).To(BeTrue())
+		Expect(*c.SecurityContext.AllowPrivilegeEscalation).To(BeFalse())
+		Expect(c.SecurityContext.Capabilities.Drop).To(ConsistOf(corev1.Capability("ALL")))
+		Expect(c.LivenessProbe.HTTPGet.Path).To(Equal("/healthz"))
+		Expect(c.ReadinessProbe.HTTPGet.Path).To(Equal("/readyz"))
+
+		mounts := map[string]corev1.VolumeMount{}
+		for _, m := range c.VolumeMounts {
+			mounts[m.MountPath] = m
+		}
+		Expect(mounts).To(HaveKey("/var/log/pods"))
+		Expect(mounts["/var/log/pods"].ReadOnly).To(BeTrue(), "the pod log folder is read only")
+		Expect(mounts).To(HaveKey("/var/lib/opi-agent"))
+		Expect(mounts["/var/lib/opi-agent"].ReadOnly).To(BeFalse(), "the state folder is the agent's to write")
+		hostPaths := map[string]string{}
+		var secrets []string
+		for _, v := range pod.Volumes {
+			if v.HostPath != nil {
+				hostPaths[v.Name] = v.HostPath.Path
+			}
+			if v.Secret != nil {
+				secrets = append(secrets, v.Secret.SecretName)
+			}
+		}
+		Expect(hostPaths).To(Equal(map[string]string{
+			mounts["/var/log/pods"].Name: "/var/log/pods", mounts["/var/lib/opi-agent"].Name: "/var/lib/opi-agent",
+		}))
+		Expect(secrets).To(ConsistOf("opi-agent-loggregator"))
+
+		// The apps' namespace would refuse the agent's pod (baseline forbids host paths); its
+		// own admits them (the DaemonSet's pods below exist).
+		inApps := *pod.DeepCopy()
+		inApps.ServiceAccountName = "opi" // one that exists there
+		_, err = kube.CoreV1().Pods(deployNamespace).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "agent-psa-check-"}, Spec: inApps,
+		}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		Expect(err).To(MatchError(And(ContainSubstring("violates PodSecurity"), ContainSubstring("hostPath"))))
+
+		// One pod per node: the DaemonSet controller creates them and the scheduler binds them
+		// (kwok runs no container).
+		nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(nodes.Items).NotTo(BeEmpty())
+		Eventually(func() []int32 {
+			ds, err := kube.AppsV1().DaemonSets(agentNamespace).Get(ctx, agentName, metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			return []int32{ds.Status.DesiredNumberScheduled, ds.Status.CurrentNumberScheduled}
+		}, 60*time.Second).Should(Equal([]int32{int32(len(nodes.Items)), int32(len(nodes.Items))}))
+	})
+
+	It("grants the agent list and watch in the apps' namespace and one cluster rule, get on nodes/stats", func() {
+		ctx := context.Background()
+		role, err := kube.RbacV1().Roles(deployNamespace).Get(ctx, agentName, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(role.Rules).To(ConsistOf(
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch"}},
+			rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets"}, Verbs: []string{"list", "watch"}},
+			rbacv1.PolicyRule{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"list", "watch"}},
+		))
+		cr, err := kube.RbacV1().ClusterRoles().Get(ctx, "opi-agent-node-stats", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cr.Rules).To(Equal([]rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes/stats"}, Verbs: []string{"get"}}}))
+		crb, err := kube.RbacV1().ClusterRoleBindings().Get(ctx, "opi-agent-node-stats", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(crb.Subjects).To(ConsistOf(rbacv1.Subject{Kind: "ServiceAccount", Name: agentName, Namespace: agentNamespace}))
+
+		// What the API server's authorizer answers for the agent's ServiceAccount.
+		// (TYPE/NAME is a name to can-i: a subresource is its own flag.)
+		Expect(canI("get", "nodes", "--subresource=stats")).To(Equal("yes"))
+		for _, verb := range []string{"list", "watch"} {
+			for _, resource := range []string{"pods", "deployments.apps", "statefulsets.apps", "jobs.batch"} {
+				Expect(canI(verb, resource, "-n", deployNamespace)).To(Equal("yes"), "%s %s", verb, resource)
+			}
+		}
+		for _, no := range [][]string{
+			{"get", "secrets", "-n", deployNamespace},
+			{"list", "secrets", "-n", deployNamespace},
+			{"get", "pods", "-n", deployNamespace},
+			{"delete", "pods", "-n", deployNamespace},
+			{"list", "pods", "-n", "kube-system"},
+			{"get", "nodes", "--subresource=proxy"},
+			{"get", "nodes", "--subresource=log"},
+			{"get", "nodes"},
+			{"list", "secrets", "-n", agentNamespace},
+		} {
+			Expect(canI(no...)).To(Equal("no"), "%v", no)
+		}
+	})
+
+	It("runs opi agent with the in-cluster configuration and only its own rights: its caches sync, nothing is forbidden", func() {
+		ctx := context.Background()
+		apiServer, err := url.Parse(cluster.Server())
+		Expect(err).NotTo(HaveOccurred())
+		host, port, err := net.SplitHostPort(apiServer.Host)
+		Expect(err).NotTo(HaveOccurred())
+		// What the kubelet mounts in the agent's pod.
+		sa := GinkgoT().TempDir()
+		expiry := int64(3600)
+		token, err := kube.CoreV1().ServiceAccounts(agentNamespace).CreateToken(ctx, agentName,
+			&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		writeFile(sa, "token", []byte(token.Status.Token))
+		writeFile(sa, "ca.crt", cluster.RestConfig().CAData)
+		nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(nodes.Items).NotTo(BeEmpty())
+
+		ingress, err := standin.Start(GinkgoT().TempDir())
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(ingress.Stop)
+		files := ingress.ClientFiles()
+		var env []string
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "KUBECONFIG=") && !strings.HasPrefix(kv, "NODE_IP=") && !strings.HasPrefix(kv, "NODE_NAME=") {
+				env = append(env, kv)
+			}
+		}
+		env = append(env, "KUBERNETES_SERVICE_HOST="+host, "KUBERNETES_SERVICE_PORT="+port, "OPI_SERVICEACCOUNT_DIR="+sa,
+			"NODE_NAME="+nodes.Items[0].Name)
+		ops := freeAddr()
+		cmd := exec.Command(opiBin, "agent", "--namespace", deployNamespace, "--backend", testBackend,
+			"--pod-logs", GinkgoT().TempDir(), "--state-dir", GinkgoT().TempDir(),
+			"--loggregator-addr", ingress.Addr(), "--loggregator-server-name", standin.ServerName,
+			"--loggregator-ca", files.CA, "--loggregator-cert", files.Cert, "--loggregator-key", files.Key,
+			"--ops-listen", ops)
+		cmd.Env = env
+		session, err := gexec.Start(cmd, GinkgoWriter, GinkgoWriter)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { session.Terminate().Wait(20 * time.Second) })
+
+		ready := func() int {
+			resp, err := http.Get("http://" + ops + "/readyz")
+			if err != nil {
+				return 0
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		Eventually(ready, 60*time.Second).Should(Equal(http.StatusOK))
+		resp, err := http.Get("http://" + ops + "/metrics")
+		Expect(err).NotTo(HaveOccurred())
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		Expect(string(body)).To(ContainSubstring("opi_agent_ready 1"))
+		// The agent's own log (stdout) and client-go's (the reflectors' errors, stderr).
+		Expect(string(session.Out.Contents()) + string(session.Err.Contents())).NotTo(ContainSubstring("forbidden"))
+	})
+
+	It("gives the agent's pods a NetworkPolicy: out to DNS, the API server, Loggregator and the kubelet; in to the ops port", func() {
+		np, err := kube.NetworkingV1().NetworkPolicies(agentNamespace).Get(context.Background(), agentName, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(np.Spec.PodSelector.MatchLabels).To(Equal(map[string]string{"app.kubernetes.io/name": agentName}))
+		var egress, ingress []string
+		for _, r := range np.Spec.Egress {
+			for _, p := range r.Ports {
+				egress = append(egress, fmt.Sprintf("%s/%s", *p.Protocol, p.Port.String()))
+			}
+		}
+		for _, r := range np.Spec.Ingress {
+			for _, p := range r.Ports {
+				ingress = append(ingress, fmt.Sprintf("%s/%s", *p.Protocol, p.Port.String()))
+			}
+		}
+		Expect(egress).To(ConsistOf("UDP/53", "TCP/53", "TCP/443", "TCP/6443", "TCP/8082", "TCP/10250"))
+		Expect(ingress).To(ConsistOf("TCP/8090"))
+	})
 	It("gives opi's own pods a NetworkPolicy: out to DNS, the API server, CC and registries; in to the api and ops ports", func() {
 		np, err := kube.NetworkingV1().NetworkPolicies(deployNamespace).Get(context.Background(), "opi", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
@@ -303,6 +501,26 @@ var _ = Describe("Deploying with the manifests", Ordered, func() {
 		Expect(status).To(Equal(http.StatusOK), body)
 	})
 })
+
+// The node agent's namespace and names (deploy/kustomize/components/agent, which the cf overlay
+// includes).
+const agentNamespace, agentName = "opi-agent", "opi-agent"
+
+// deleteAgentObjects deletes what the agent's component created outside opi's namespace.
+func deleteAgentObjects() {
+	ctx := context.Background()
+	_ = kube.CoreV1().Namespaces().Delete(ctx, agentNamespace, metav1.DeleteOptions{})
+	_ = kube.RbacV1().ClusterRoleBindings().Delete(ctx, "opi-agent-node-stats", metav1.DeleteOptions{})
+	_ = kube.RbacV1().ClusterRoles().Delete(ctx, "opi-agent-node-stats", metav1.DeleteOptions{})
+}
+
+// canI is `kubectl auth can-i <args>` as the agent's ServiceAccount: "yes" or "no".
+func canI(args ...string) string {
+	cmd := exec.Command(filepath.Join(cluster.BinDir(), "kubectl"), append([]string{"--kubeconfig", cluster.Kubeconfig(),
+		"auth", "can-i", "--as", "system:serviceaccount:" + agentNamespace + ":" + agentName}, args...)...)
+	out, _ := cmd.Output() // exit status 1 is the answer no
+	return strings.TrimSpace(string(out))
+}
 
 // rbacRules are the Role's rules in deploy/rbac.yaml.
 func rbacRules() []rbacv1.PolicyRule {

@@ -24,6 +24,8 @@ type AgentConfig struct {
 	agent.Config
 	Kubeconfig string
 	LogLevel   string
+	// OpsListen is the ops endpoint's address (agent_ops.go); "" serves none.
+	OpsListen string
 }
 
 // kubeletPort is the kubelet's authenticated port.
@@ -50,6 +52,7 @@ func parseAgentFlags(args []string) (AgentConfig, error) {
 		},
 		Kubeconfig: os.Getenv("KUBECONFIG"),
 		LogLevel:   "info",
+		OpsListen:  defaultAgentOpsListen,
 	}
 	fs := agentFlags(&cfg)
 	if err := fs.Parse(args); err != nil {
@@ -88,6 +91,7 @@ func agentFlags(cfg *AgentConfig) *flag.FlagSet {
 	fs.Float64Var(&cfg.LinesPerSecond, "log-rate", cfg.LinesPerSecond, "log lines per second each instance may send")
 	fs.IntVar(&cfg.LineBurst, "log-burst", cfg.LineBurst, "log lines an instance may send at once above the rate")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, error or fatal")
+	fs.StringVar(&cfg.OpsListen, "ops-listen", cfg.OpsListen, "address of the plain HTTP ops endpoint (/healthz, /readyz, /metrics); empty: none")
 	return fs
 }
 
@@ -134,6 +138,11 @@ func (c *AgentConfig) validate() error {
 			}
 		}
 	}
+	if c.OpsListen != "" {
+		if _, _, err := net.SplitHostPort(c.OpsListen); err != nil {
+			errs = append(errs, fmt.Errorf("--ops-listen %q is not [HOST]:PORT", c.OpsListen))
+		}
+	}
 	if c.Workload != agent.WorkloadDeployments && c.Workload != agent.WorkloadStatefulSets {
 		errs = append(errs, fmt.Errorf("--backend %q is neither deployments nor statefulsets", c.Workload))
 	}
@@ -163,6 +172,15 @@ func runAgent(ctx context.Context, cfg AgentConfig) error {
 	a, err := agent.New(cfg.Config, client, logger)
 	if err != nil {
 		return err
+	}
+	if cfg.OpsListen != "" {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		_, done, err := startAgentOps(ctx, cfg.OpsListen, a.OpsHandler(), logger)
+		if err != nil {
+			return err
+		}
+		defer func() { cancel(); <-done }()
 	}
 	return a.Run(ctx)
 }
