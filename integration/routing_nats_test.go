@@ -2,6 +2,13 @@ package integration_test
 
 import (
 	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -10,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/opi-bridge/opi/gorouter"
+	"github.com/opi-bridge/opi/testsupport/fixture"
 	"github.com/opi-bridge/opi/testsupport/natsserver"
 )
 
@@ -91,5 +99,514 @@ var _ = Describe("Routing nats: gorouter over a real NATS server", func() {
 		Expect(unreg.Port).To(Equal(uint16(8080)))
 		Expect(unreg.URIs).To(Equal([]string{"dora.example.com"}))
 		Expect(unreg.PrivateInstanceID).To(Equal(string(pod.UID)))
+	})
+})
+
+// routerLog records every router.* message one subscriber sees, in the order it sees them.
+type routerLog struct {
+	mu   sync.Mutex
+	msgs []routerMsg
+}
+
+type routerMsg struct {
+	subject string
+	reg     gorouter.Registration
+}
+
+// watchRouter subscribes a new connection to url (with opts, e.g. nats.UserInfo) to router.*
+// and records what arrives from then on.
+func watchRouter(url string, opts ...nats.Option) *routerLog {
+	GinkgoHelper()
+	nc, err := nats.Connect(url, opts...)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(nc.Close)
+	l := &routerLog{}
+	_, err = nc.Subscribe("router.*", func(m *nats.Msg) {
+		var reg gorouter.Registration
+		if m.Subject == gorouter.SubjectRegister || m.Subject == gorouter.SubjectUnregister {
+			if err := json.Unmarshal(m.Data, &reg); err != nil {
+				reg.Host = "unreadable: " + err.Error()
+			}
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.msgs = append(l.msgs, routerMsg{subject: m.Subject, reg: reg})
+	})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(nc.Flush()).To(Succeed())
+	return l
+}
+
+// mark is a position in the log: since(mark, ...) is what arrived after it.
+func (l *routerLog) mark() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.msgs)
+}
+
+// since are the registrations of subject that arrived after mark, oldest first.
+func (l *routerLog) since(mark int, subject string) []gorouter.Registration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := []gorouter.Registration{}
+	for _, m := range l.msgs[mark:] {
+		if m.subject == subject {
+			out = append(out, m.reg)
+		}
+	}
+	return out
+}
+
+// sinceAll are the register and unregister messages after mark, oldest first, as
+// "<subject> <private_instance_id> <private_instance_index> <uris>".
+func (l *routerLog) sinceAll(mark int) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := []string{}
+	for _, m := range l.msgs[mark:] {
+		if m.subject == gorouter.SubjectRegister || m.subject == gorouter.SubjectUnregister {
+			out = append(out, m.subject+" "+m.reg.PrivateInstanceID+" "+m.reg.PrivateInstanceIndex+" "+strings.Join(m.reg.URIs, ","))
+		}
+	}
+	return out
+}
+
+// count is how many registrations equal to reg of subject arrived after mark.
+func (l *routerLog) count(mark int, subject string, reg gorouter.Registration) int {
+	n := 0
+	for _, r := range l.since(mark, subject) {
+		if reflect.DeepEqual(r, reg) {
+			n++
+		}
+	}
+	return n
+}
+
+// wantRegistration is the exact router.register of pod, the app's instance index, on port
+// 8080 for uris (the fixture's CF identity).
+func wantRegistration(a *app, pod corev1.Pod, index int, uris ...string) gorouter.Registration {
+	return gorouter.Registration{
+		Host:                 pod.Status.PodIP,
+		Port:                 8080,
+		URIs:                 uris,
+		App:                  "app-" + a.guid,
+		PrivateInstanceID:    string(pod.UID),
+		PrivateInstanceIndex: strconv.Itoa(index),
+		Tags: map[string]string{
+			"app_id": "app-" + a.guid, "app_name": "Dora The App",
+			"space_id": "space-1", "space_name": "dev",
+			"organization_id": "org-1", "organization_name": "acme",
+			"process_id": a.guid, "process_type": "web",
+			"process_instance_id": string(pod.UID), "instance_id": strconv.Itoa(index),
+			"source_id": "app-" + a.guid, "component": "opi",
+		},
+	}
+}
+
+// natsRegistrable says whether pod is Ready with an IP and not being deleted: what opi registers.
+func natsRegistrable(pod corev1.Pod) bool {
+	if pod.DeletionTimestamp != nil || pod.Status.PodIP == "" {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// wantTable is the registration of every live instance of a, each at its index (livePodNames'
+// order, opi's), once all n are Ready; nil before.
+func wantTable(ns string, a *app, n int, uris ...string) []gorouter.Registration {
+	byName := map[string]corev1.Pod{}
+	for _, p := range pods(ns, a) {
+		byName[p.Name] = p
+	}
+	names := livePodNames(ns, a)
+	if len(names) != n {
+		return nil
+	}
+	out := []gorouter.Registration{}
+	for i, name := range names {
+		pod := byName[name]
+		if !natsRegistrable(pod) {
+			return nil
+		}
+		out = append(out, wantRegistration(a, pod, i, uris...))
+	}
+	return out
+}
+
+// expectTableRegistered waits until every live instance of a (n of them, all Ready) has had
+// its exact router.register after mark, and returns the registrations.
+func expectTableRegistered(l *routerLog, mark int, ns string, a *app, n int, uris ...string) []gorouter.Registration {
+	GinkgoHelper()
+	var want []gorouter.Registration
+	Eventually(func(g Gomega) {
+		want = wantTable(ns, a, n, uris...)
+		g.Expect(want).To(HaveLen(n), "%d Ready instances", n)
+		g.Expect(l.since(mark, gorouter.SubjectRegister)).To(ContainElements(want))
+	}).Should(Succeed())
+	return want
+}
+
+// endpointOf is what gorouter matches an unregister by, and the instance: host, port, URIs and
+// private_instance_id.
+func endpointOf(r gorouter.Registration) gorouter.Registration {
+	return gorouter.Registration{Host: r.Host, Port: r.Port, URIs: r.URIs, PrivateInstanceID: r.PrivateInstanceID}
+}
+
+func endpointsOf(regs []gorouter.Registration) []gorouter.Registration {
+	out := []gorouter.Registration{}
+	for _, r := range regs {
+		out = append(out, endpointOf(r))
+	}
+	return out
+}
+
+// natsConfig writes an opi config file with nats.default_register_interval set to interval:
+// with a long one, every full re-send the specs see has a cause other than the interval.
+func natsConfig(interval string) string {
+	GinkgoHelper()
+	path := filepath.Join(GinkgoT().TempDir(), "opi.yml")
+	Expect(os.WriteFile(path, []byte("nats:\n  default_register_interval: "+interval+"\n"), 0o600)).To(Succeed())
+	return path
+}
+
+// natsSent is opi's own count of the messages of subject it handed to NATS (its /metrics).
+func natsSent(o *opiServer, subject string) float64 {
+	GinkgoHelper()
+	status, body := o.call("GET", "/metrics", "")
+	Expect(status).To(Equal(http.StatusOK))
+	prefix := `opi_nats_messages_sent_total{subject="` + subject + `"} `
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, prefix); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			Expect(err).NotTo(HaveOccurred())
+			return n
+		}
+	}
+	return 0
+}
+
+// scaleInstances sends CC's update of a's instances.
+func scaleInstances(o *opiServer, a *app, n int, annotation string) {
+	GinkgoHelper()
+	status, body := o.call("POST", "/apps/"+a.processGUID(), updateBody(a, n, annotation))
+	Expect(status).To(Equal(http.StatusOK), body)
+}
+
+// replaceRoutes sends CC's update of a's cf-router routes.
+func replaceRoutes(o *opiServer, a *app, annotation, routes string) {
+	GinkgoHelper()
+	update := map[string]any{"annotation": annotation, "routes": map[string]any{"cf-router": json.RawMessage(routes)}}
+	status, body := o.call("POST", "/apps/"+a.processGUID(), fixture.UpdateLRP(a.guid, a.version, update).JSON())
+	Expect(status).To(Equal(http.StatusOK), body)
+}
+
+// setPodReady patches the pod's Ready condition (and ContainersReady) on the status
+// subresource with kubectl, as a kubelet whose readiness probe changed would. kwok's fast
+// pod-ready stage matches only Pending pods, so a Running pod keeps what is written.
+func setPodReady(ns, name string, ready bool) {
+	GinkgoHelper()
+	status := "False"
+	if ready {
+		status = "True"
+	}
+	patch := `{"status":{"conditions":[{"type":"Ready","status":"` + status + `"},{"type":"ContainersReady","status":"` + status + `"}]}}`
+	kubectl("patch", "pod", "-n", ns, name, "--subresource=status", "--type=strategic", "-p", patch)
+}
+
+var _ = Describe("Routing nats: the table follows the instances", func() {
+	var (
+		srv *natsserver.Server
+		ns  string
+		a   *app
+	)
+
+	BeforeEach(func() {
+		var err error
+		srv, err = natsserver.Start(natsserver.Options{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(srv.Shutdown)
+		ns = newNamespace()
+		a = newApp()
+	})
+
+	It("registers each new instance on a scale up and unregisters each removed one on a scale down", func() {
+		l := watchRouter(srv.URL())
+		o := startOpi(ns, "--routing", "nats", "--nats-url", srv.URL(), "--config", natsConfig("10m"))
+		a.instances = 1
+		desire(o, a)
+		first := expectTableRegistered(l, 0, ns, a, 1, "dora.example.com")
+		Expect(first[0].PrivateInstanceIndex).To(Equal("0"))
+
+		// opi ranks a Deployment's pods by creation time, in whole seconds, then by name: the new
+		// pods rank after the first one (indexes 1 and 2) when they are created in a later second.
+		created := pods(ns, a)[0].CreationTimestamp.Time
+		Eventually(time.Now).Should(BeTemporally(">=", created.Add(time.Second)))
+
+		By("1 → 3")
+		mark := l.mark()
+		scaleInstances(o, a, 3, "1700000001.0")
+		three := expectTableRegistered(l, 0, ns, a, 3, "dora.example.com")
+		added := []gorouter.Registration{}
+		for _, r := range three {
+			if r.PrivateInstanceID != first[0].PrivateInstanceID {
+				added = append(added, r)
+				Expect(r.Host).NotTo(Equal(first[0].Host), "each instance its own pod IP")
+			}
+		}
+		Expect(added).To(HaveLen(2))
+		Expect(l.since(mark, gorouter.SubjectRegister)).To(ContainElements(added), "the new instances registered on the scale up")
+		Expect([]string{added[0].PrivateInstanceIndex, added[1].PrivateInstanceIndex}).To(ConsistOf("1", "2"))
+		Expect(l.since(mark, gorouter.SubjectRegister)).NotTo(ContainElement(HaveField("PrivateInstanceID", first[0].PrivateInstanceID)),
+			"the first instance keeps its registration")
+		Expect(l.since(mark, gorouter.SubjectUnregister)).To(BeEmpty())
+
+		By("3 → 1")
+		mark = l.mark()
+		scaleInstances(o, a, 1, "1700000002.0")
+		one := expectTableRegistered(l, 0, ns, a, 1, "dora.example.com")
+		removed := []gorouter.Registration{}
+		for _, r := range three {
+			if r.PrivateInstanceID != one[0].PrivateInstanceID {
+				removed = append(removed, endpointOf(r))
+			}
+		}
+		Expect(removed).To(HaveLen(2))
+		Eventually(func() []gorouter.Registration {
+			return endpointsOf(l.since(mark, gorouter.SubjectUnregister))
+		}).Should(ConsistOf(removed))
+	})
+
+	It("unregisters the URIs an update drops at once and registers the new ones, exact", func() {
+		l := watchRouter(srv.URL())
+		o := startOpi(ns, "--routing", "nats", "--nats-url", srv.URL(), "--config", natsConfig("10m"))
+		a.instances = 1
+		desire(o, a)
+		old := expectTableRegistered(l, 0, ns, a, 1, "dora.example.com")[0]
+
+		By("replacing the route's URIs")
+		mark := l.mark()
+		replaceRoutes(o, a, "1700000001.0", `[{"hostname":"new.example.com","port":8080}]`)
+		Eventually(func() []gorouter.Registration { return l.since(mark, gorouter.SubjectUnregister) }).Should(Equal([]gorouter.Registration{old}))
+		replaced := expectTableRegistered(l, mark, ns, a, 1, "new.example.com")[0]
+		Expect(l.sinceAll(mark)).To(Equal([]string{
+			"router.unregister " + old.PrivateInstanceID + " 0 dora.example.com",
+			"router.register " + old.PrivateInstanceID + " 0 new.example.com",
+		}), "the old URI goes first")
+
+		By("adding a second route with a path")
+		mark = l.mark()
+		replaceRoutes(o, a, "1700000002.0", `[{"hostname":"new.example.com","port":8080},{"hostname":"example.com/path","port":8080}]`)
+		both := expectTableRegistered(l, mark, ns, a, 1, "new.example.com", "example.com/path")[0]
+		Expect(l.sinceAll(mark)).To(Equal([]string{"router.register " + old.PrivateInstanceID + " 0 new.example.com,example.com/path"}))
+
+		By("removing the routes")
+		mark = l.mark()
+		replaceRoutes(o, a, "1700000003.0", `[]`)
+		Eventually(func() []gorouter.Registration { return l.since(mark, gorouter.SubjectUnregister) }).Should(Equal([]gorouter.Registration{both}))
+		Expect(l.since(mark, gorouter.SubjectRegister)).To(BeEmpty())
+		Expect(replaced.URIs).To(Equal([]string{"new.example.com"}))
+	})
+
+	It("unregisters an instance that stops being Ready and registers it again when it is Ready again", func() {
+		l := watchRouter(srv.URL())
+		o := startOpi(ns, "--routing", "nats", "--nats-url", srv.URL(), "--config", natsConfig("10m"))
+		a.instances = 1
+		desire(o, a)
+		reg := expectTableRegistered(l, 0, ns, a, 1, "dora.example.com")[0]
+		name := livePodNames(ns, a)[0]
+
+		By("Ready=False on the pod's status (kubectl patch --subresource=status)")
+		mark := l.mark()
+		setPodReady(ns, name, false)
+		Eventually(func() []gorouter.Registration { return l.since(mark, gorouter.SubjectUnregister) }).Should(Equal([]gorouter.Registration{reg}))
+		Expect(l.since(mark, gorouter.SubjectRegister)).To(BeEmpty())
+		Expect(kubectl("get", "pod", "-n", ns, name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)).To(Equal("False"), "kwok left the condition as written")
+
+		By("Ready=True again")
+		mark = l.mark()
+		setPodReady(ns, name, true)
+		Eventually(func() []gorouter.Registration { return l.since(mark, gorouter.SubjectRegister) }).Should(Equal([]gorouter.Registration{reg}))
+		Expect(l.since(mark, gorouter.SubjectUnregister)).To(BeEmpty())
+	})
+
+	It("unregisters the pod of an instance CC stops and registers its replacement", func() {
+		l := watchRouter(srv.URL())
+		o := startOpi(ns, "--routing", "nats", "--nats-url", srv.URL(), "--config", natsConfig("10m"))
+		desire(o, a) // two instances
+		before := expectTableRegistered(l, 0, ns, a, 2, "dora.example.com")
+		stopped := before[0]
+		Expect(stopped.PrivateInstanceIndex).To(Equal("0"))
+
+		mark := l.mark()
+		status, body := o.call("PUT", a.path()+"/stop/0", "")
+		Expect(status).To(Equal(http.StatusOK), body)
+		Eventually(func() []gorouter.Registration { return l.since(mark, gorouter.SubjectUnregister) }).Should(Equal([]gorouter.Registration{stopped}))
+		after := expectTableRegistered(l, 0, ns, a, 2, "dora.example.com")
+		var replacement gorouter.Registration
+		ids := []string{}
+		for _, r := range after {
+			ids = append(ids, r.PrivateInstanceID)
+			if r.PrivateInstanceID != before[1].PrivateInstanceID {
+				replacement = r
+			}
+		}
+		Expect(ids).NotTo(ContainElement(stopped.PrivateInstanceID))
+		Expect(ids).To(ContainElement(before[1].PrivateInstanceID), "the other instance stays")
+		Expect(l.since(mark, gorouter.SubjectRegister)).To(ContainElement(replacement), "the replacement registered after the stop")
+		Expect(l.since(mark, gorouter.SubjectUnregister)).To(HaveLen(1), "only the stopped instance is unregistered")
+	})
+})
+
+// readyzStatus is opi's /readyz status (0 when it does not answer).
+func readyzStatus(o *opiServer) int {
+	resp, err := o.httpClient().Get(o.URL + "/readyz")
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// quickLeaseFlags make a killed leader's Lease taken over within seconds.
+var quickLeaseFlags = []string{"--leader-lease-duration", "4s", "--leader-renew-deadline", "3s", "--leader-retry-period", "1s"}
+
+var _ = Describe("Routing nats: the table kept alive", func() {
+	var (
+		ns string
+		a  *app
+	)
+
+	BeforeEach(func() {
+		ns = newNamespace()
+		a = newApp() // two instances
+	})
+
+	startNATS := func(opts natsserver.Options) *natsserver.Server {
+		srv, err := natsserver.Start(opts)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(srv.Shutdown)
+		return srv
+	}
+
+	It("re-registers every instance at once on a router.start, then again at the interval it announced", func() {
+		srv := startNATS(natsserver.Options{})
+		l := watchRouter(srv.URL())
+		// A default interval far beyond the spec: every re-send seen is the router.start's.
+		o := startOpi(ns, "--routing", "nats", "--nats-url", srv.URL(), "--config", natsConfig("10m"))
+		desire(o, a)
+		want := expectTableRegistered(l, 0, ns, a, 2, "dora.example.com")
+
+		pub, err := nats.Connect(srv.URL())
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(pub.Close)
+		mark := l.mark()
+		Expect(pub.Publish(gorouter.SubjectStart, []byte(`{"id":"gorouter-test","hosts":["127.0.0.1"],"minimumRegisterIntervalInSeconds":1,"pruneThresholdInSeconds":120}`))).To(Succeed())
+		Expect(pub.Flush()).To(Succeed())
+
+		By("the whole table at once")
+		Eventually(func() []gorouter.Registration { return l.since(mark, gorouter.SubjectRegister) }).Should(ContainElements(want))
+		By("then every announced second: at least two re-sends of each registration")
+		Eventually(func(g Gomega) {
+			for _, w := range want {
+				g.Expect(l.count(mark, gorouter.SubjectRegister, w)).To(BeNumerically(">=", 3), "re-sends of %s", w.PrivateInstanceID)
+			}
+		}, 30*time.Second).Should(Succeed())
+		Expect(l.since(mark, gorouter.SubjectUnregister)).To(BeEmpty())
+		Expect(l.since(mark, gorouter.SubjectRegister)).To(HaveEach(BeElementOf(want)), "nothing but the table")
+	})
+
+	It("sends the whole table again when NATS is back after a restart, and stays ready while it is down", func() {
+		users := map[string]string{"opi": "opi-secret", "watcher": "watcher-secret"}
+		srv := startNATS(natsserver.Options{Users: users})
+		watcher := nats.UserInfo("watcher", "watcher-secret")
+		l := watchRouter(srv.URL(), watcher)
+		opiURL := "nats://opi:opi-secret@" + strings.TrimPrefix(srv.URL(), "nats://")
+		o := startOpi(ns, "--routing", "nats", "--nats-url", opiURL, "--config", natsConfig("10m"))
+		desire(o, a)
+		want := expectTableRegistered(l, 0, ns, a, 2, "dora.example.com")
+
+		By("NATS down: opi stays ready")
+		srv.Shutdown()
+		Eventually(o.Logs).Should(ContainSubstring("nats-disconnected"))
+		Consistently(func() int { return readyzStatus(o) }, 3*time.Second, 200*time.Millisecond).Should(Equal(http.StatusOK))
+
+		// NATS comes back refusing opi's user until a fresh subscriber listens, so that the
+		// subscriber cannot miss opi's reconnect.
+		Expect(srv.SetUsers(map[string]string{"watcher": "watcher-secret"})).To(Succeed())
+		Expect(srv.Restart()).To(Succeed())
+		fresh := watchRouter(srv.URL(), watcher)
+		Expect(readyzStatus(o)).To(Equal(http.StatusOK))
+		Expect(srv.SetUsers(users)).To(Succeed())
+
+		By("the reconnect re-sending the table, without a new desire")
+		Expect(expectTableRegistered(fresh, 0, ns, a, 2, "dora.example.com")).To(Equal(want))
+		Expect(fresh.since(0, gorouter.SubjectRegister)).To(HaveEach(BeElementOf(want)))
+		Expect(fresh.since(0, gorouter.SubjectUnregister)).To(BeEmpty())
+		Expect(o.Logs()).To(ContainSubstring("nats-reconnected"))
+		Expect(readyzStatus(o)).To(Equal(http.StatusOK))
+	})
+
+	It("re-registers every instance at once when a killed opi is started again", func() {
+		srv := startNATS(natsserver.Options{})
+		l := watchRouter(srv.URL())
+		o := startOpi(ns, append([]string{"--routing", "nats", "--nats-url", srv.URL(), "--config", natsConfig("10m")}, quickLeaseFlags...)...)
+		desire(o, a)
+		want := expectTableRegistered(l, 0, ns, a, 2, "dora.example.com")
+
+		mark := l.mark()
+		o.kill()
+		o.start()
+		Expect(expectTableRegistered(l, mark, ns, a, 2, "dora.example.com")).To(Equal(want))
+		Expect(l.since(mark, gorouter.SubjectRegister)).To(HaveEach(BeElementOf(want)))
+		Expect(natsSent(o, gorouter.SubjectRegister)).To(BeNumerically(">=", 2), "the new process sent them")
+	})
+
+	It("sends only from the leader of two replicas, and the new leader sends everything at once after a hand-over", func() {
+		srv := startNATS(natsserver.Options{})
+		l := watchRouter(srv.URL())
+		kubeconfig := restrictedKubeconfig(ns)
+		args := append([]string{"--create-namespace=false", "--routing", "nats", "--nats-url", srv.URL(), "--config", natsConfig("10m")}, quickLeaseFlags...)
+		first := startOpiWith(kubeconfig, ns, args...)
+		second := startOpiWith(kubeconfig, ns, args...)
+		desire(first, a)
+		want := expectTableRegistered(l, 0, ns, a, 2, "dora.example.com")
+
+		leading := func(o *opiServer) bool { return strings.Contains(o.Logs(), `leader-election.leading"`) }
+		Eventually(func() int {
+			n := 0
+			for _, o := range []*opiServer{first, second} {
+				if leading(o) {
+					n++
+				}
+			}
+			return n
+		}).Should(Equal(1))
+		leader, follower := first, second
+		if !leading(first) {
+			leader, follower = second, first
+		}
+
+		By("only the leader sending, one table")
+		Expect(natsSent(leader, gorouter.SubjectRegister)).To(BeNumerically(">=", 2))
+		Consistently(func() float64 {
+			return natsSent(follower, gorouter.SubjectRegister) + natsSent(follower, gorouter.SubjectGreet)
+		}, 3*time.Second, 500*time.Millisecond).Should(BeZero())
+		for _, w := range want {
+			Expect(l.count(0, gorouter.SubjectRegister, w)).To(Equal(1), "one registration of %s", w.PrivateInstanceID)
+		}
+
+		By("the leader killed: the other takes over and sends the whole table")
+		mark := l.mark()
+		leader.kill()
+		Expect(expectTableRegistered(l, mark, ns, a, 2, "dora.example.com")).To(Equal(want))
+		Expect(l.since(mark, gorouter.SubjectRegister)).To(HaveEach(BeElementOf(want)))
+		Expect(leading(follower)).To(BeTrue())
+		Expect(natsSent(follower, gorouter.SubjectRegister)).To(BeNumerically(">=", 2))
+		leader.start() // back as a follower, so that the spec's clean-up stops it as usual
 	})
 })
