@@ -22,7 +22,6 @@ import (
 
 	"code.cloudfoundry.org/go-loggregator/v10/rpc/loggregator_v2"
 	"code.cloudfoundry.org/lager/v3"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/opi-bridge/opi/k8s/queue"
@@ -42,10 +41,7 @@ const SourceType = "CELL"
 type Cache interface {
 	Workload(id opi.LRPIdentifier) *store.WorkloadRecord
 	Pods(id opi.LRPIdentifier) []*store.PodRecord
-	AddWorkloadHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error)
-	RemoveWorkloadHandler(r cache.ResourceEventHandlerRegistration) error
-	AddPodHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error)
-	RemovePodHandler(r cache.ResourceEventHandlerRegistration) error
+	store.LRPEvents
 }
 
 // Emitter takes envelopes for delivery without blocking (package loggregator's *Sender): false
@@ -111,33 +107,13 @@ func (r *Reporter) Run(ctx context.Context) {
 		Workers:     1,
 		RateLimiter: workqueue.DefaultTypedControllerRateLimiter[string](),
 	})
-	enqueue := func(obj any) {
-		if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = tombstone.Obj
-		}
-		if ref, ok := obj.(interface{ LRPKey() string }); ok && ref.LRPKey() != "" {
-			q.Add(ref.LRPKey())
-		}
-	}
-	handler := cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
-		DeleteFunc: enqueue,
-	}
-	pods, err := r.cache.AddPodHandler(handler)
+	stop, err := store.FollowLRPs(r.cache, q.Add)
 	if err != nil {
-		r.logger.Error("add-event-handler", err, lager.Data{"informer": "pods"})
+		r.logger.Error("add-event-handler", err)
 		q.ShutDown()
 		return
 	}
-	defer func() { _ = r.cache.RemovePodHandler(pods) }()
-	workloads, err := r.cache.AddWorkloadHandler(handler)
-	if err != nil {
-		r.logger.Error("add-event-handler", err, lager.Data{"informer": "workloads"})
-		q.ShutDown()
-		return
-	}
-	defer func() { _ = r.cache.RemoveWorkloadHandler(workloads) }()
+	defer stop()
 	r.logger.Info("started")
 	q.Run(ctx, func(_ context.Context, key string) (time.Duration, error) {
 		r.Sync(key)
@@ -158,8 +134,7 @@ func (r *Reporter) begin() {
 // Sync sends the new steps of the pods of one LRP (by its lrp index key), and the end of those
 // gone from the cache since the last sync.
 func (r *Reporter) Sync(lrpKey string) {
-	guid, version, _ := strings.Cut(lrpKey, "/")
-	id := opi.LRPIdentifier{GUID: guid, Version: version}
+	id := store.LRPFromKey(lrpKey)
 	w := r.cache.Workload(id)
 	pods := r.cache.Pods(id)
 	// The index CC shows, ranked once for the LRP; pods it does not report (terminating,

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"code.cloudfoundry.org/lager/v3"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/opi-bridge/opi/gorouter"
@@ -35,10 +34,7 @@ type Cache interface {
 	Workloads() []*store.WorkloadRecord
 	Pods(id opi.LRPIdentifier) []*store.PodRecord
 	InstanceIndexer(pods []*store.PodRecord, w *store.WorkloadRecord) func(pod *store.PodRecord) int32
-	AddWorkloadHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error)
-	RemoveWorkloadHandler(r cache.ResourceEventHandlerRegistration) error
-	AddPodHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error)
-	RemovePodHandler(r cache.ResourceEventHandlerRegistration) error
+	store.LRPEvents
 }
 
 // Table is the table of registrations gorouter is kept told of (package gorouter's *Emitter):
@@ -95,34 +91,14 @@ func (r *Registrar) Run(ctx context.Context) {
 		Workers:     2,
 		RateLimiter: workqueue.DefaultTypedControllerRateLimiter[string](),
 	})
-	enqueue := func(obj any) {
-		if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = tombstone.Obj
-		}
-		if ref, ok := obj.(interface{ LRPKey() string }); ok && ref.LRPKey() != "" {
-			q.Add(ref.LRPKey())
-		}
-	}
-	handler := cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
-		DeleteFunc: enqueue,
-	}
 	r.replaceAll()
-	workloads, err := r.cache.AddWorkloadHandler(handler)
+	stop, err := store.FollowLRPs(r.cache, q.Add)
 	if err != nil {
-		r.logger.Error("add-event-handler", err, lager.Data{"informer": "workloads"})
+		r.logger.Error("add-event-handler", err)
 		q.ShutDown()
 		return
 	}
-	defer func() { _ = r.cache.RemoveWorkloadHandler(workloads) }()
-	pods, err := r.cache.AddPodHandler(handler)
-	if err != nil {
-		r.logger.Error("add-event-handler", err, lager.Data{"informer": "pods"})
-		q.ShutDown()
-		return
-	}
-	defer func() { _ = r.cache.RemovePodHandler(pods) }()
+	defer stop()
 
 	var sending sync.WaitGroup
 	sending.Go(func() {
