@@ -415,19 +415,11 @@ func runAgentBench(ctx context.Context, cfg agentBenchConfig) (err error) {
 	res.Machine.OthersCPU = othersShare(cpu0, cpu3)
 	logf("delay: %d lines, p50 %.0f ms, p99 %.0f ms", fig.DelayLines, fig.DelayP50, fig.DelayP99)
 
-	fmt.Println(res.table())
 	line, err := json.Marshal(res)
 	if err != nil {
 		return err
 	}
-	fmt.Println(string(line))
-	if cfg.record != "" {
-		if err := appendRun(cfg.record, cfg.doc, line); err != nil {
-			return err
-		}
-		logf("appended the run to %s%s", cfg.record, regenerated(cfg.doc))
-	}
-	return nil
+	return printRun(res.table(), line, cfg.record, cfg.doc)
 }
 
 // waitReceived waits until the stand-in has received n envelopes.
@@ -531,22 +523,6 @@ func agentTables(runs []recordedRun) string {
 
 // rssSplit reads RssAnon and RssFile (MB) of pid from /proc.
 func rssSplit(pid int) (anon, file float64) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		v, _ := strconv.ParseInt(f[1], 10, 64)
-		switch f[0] {
-		case "RssAnon:":
-			anon = kibToMB(v)
-		case "RssFile:":
-			file = kibToMB(v)
-		}
-	}
-	return anon, file
+	kib := procStatusKiB(pid)
+	return kibToMB(kib["RssAnon"]), kibToMB(kib["RssFile"])
 }

@@ -435,6 +435,21 @@ func regenerate(runsPath, docPath string, check bool) error {
 
 // appendRun appends one JSON line to the runs file (created if missing), then, when docPath is
 // set, regenerates its tables.
+// printRun prints a run's table and its JSON line and, with record set, appends the line to
+// record and regenerates doc's tables from it.
+func printRun(table string, line []byte, record, doc string) error {
+	fmt.Println(table)
+	fmt.Println(string(line))
+	if record == "" {
+		return nil
+	}
+	if err := appendRun(record, doc, line); err != nil {
+		return err
+	}
+	logf("appended the run to %s%s", record, regenerated(doc))
+	return nil
+}
+
 func appendRun(runsPath, docPath string, line []byte) error {
 	if bytes.ContainsAny(line, "\n") {
 		return errors.New("a run's JSON must be one line")

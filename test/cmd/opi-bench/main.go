@@ -312,20 +312,12 @@ func run(ctx context.Context, cfg config) (err error) {
 	res.finish(cpu0, cpu1)
 
 	table := res.report()
-	fmt.Println(table)
 	res.Notes = res.notes()
 	line, err := res.jsonLine()
 	if err != nil {
 		return err
 	}
-	fmt.Println(line)
-	if cfg.record != "" {
-		if err := appendRun(cfg.record, cfg.doc, []byte(line)); err != nil {
-			return err
-		}
-		logf("appended the run to %s%s", cfg.record, regenerated(cfg.doc))
-	}
-	return nil
+	return printRun(table, []byte(line), cfg.record, cfg.doc)
 }
 
 // startOpi starts opi with the run's arguments, its output appended to opi.log.

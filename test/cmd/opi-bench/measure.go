@@ -213,24 +213,28 @@ func (s *rssSampler) status() (rss, hwm int64) {
 	if pid == 0 {
 		return 0, 0
 	}
+	kib := procStatusKiB(pid)
+	return kib["VmRSS"], kib["VmHWM"]
+}
+
+// procStatusKiB is the numbers of /proc/<pid>/status by field name (memory fields in KiB);
+// empty when it cannot be read.
+func procStatusKiB(pid int) map[string]int64 {
+	out := map[string]int64{}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, 0
+		return out
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)
 		if len(f) < 2 {
 			continue
 		}
-		v, _ := strconv.ParseInt(f[1], 10, 64)
-		switch f[0] {
-		case "VmRSS:":
-			rss = v
-		case "VmHWM:":
-			hwm = v
+		if v, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+			out[strings.TrimSuffix(f[0], ":")] = v
 		}
 	}
-	return rss, hwm
+	return out
 }
 
 // current is the resident memory now, in MB; it also updates the sampled peak.

@@ -533,16 +533,7 @@ func reportNATS(cfg config, r *natsResults) error {
 	if err != nil {
 		return err
 	}
-	fmt.Println(r.table())
-	fmt.Println(string(line))
-	if cfg.record == "" {
-		return nil
-	}
-	if err := appendRun(cfg.record, cfg.doc, line); err != nil {
-		return err
-	}
-	logf("appended the run to %s%s", cfg.record, regenerated(cfg.doc))
-	return nil
+	return printRun(r.table(), line, cfg.record, cfg.doc)
 }
 
 // podCapacity is how many pods each node must hold so that placement never limits the run.

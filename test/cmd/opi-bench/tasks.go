@@ -161,14 +161,5 @@ func reportTasks(cfg config, r *taskResults) error {
 	if err != nil {
 		return err
 	}
-	fmt.Println(table)
-	fmt.Println(string(line))
-	if cfg.record == "" {
-		return nil
-	}
-	if err := appendRun(cfg.record, cfg.doc, line); err != nil {
-		return err
-	}
-	logf("appended the run to %s%s", cfg.record, regenerated(cfg.doc))
-	return nil
+	return printRun(table, line, cfg.record, cfg.doc)
 }
