@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/opi-bridge/opi/localkube"
 	lgstandin "github.com/opi-bridge/opi/testsupport/loggregator"
 )
 
@@ -117,5 +118,32 @@ var _ = Describe("Lifecycle lines (CELL) from opi's leader", func() {
 		Expect(cellLines(srv, cUID)()).To(BeEmpty())
 		Expect(srv.Restart()).To(Succeed())
 		Eventually(cellLines(srv, cUID), 60*time.Second, 100*time.Millisecond).Should(ContainElement("Container became healthy"))
+	})
+
+	It("sends the exit status and reason of an instance whose container exited, once per exit", func() {
+		srv, err := lgstandin.Start(GinkgoT().TempDir())
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(srv.Stop)
+		files := srv.ClientFiles()
+		ns := newNamespace()
+		o := startOpi(ns, "--loggregator-addr", srv.Addr(), "--loggregator-ca", files.CA,
+			"--loggregator-cert", files.Cert, "--loggregator-key", files.Key, "--loggregator-server-name", lgstandin.ServerName)
+
+		a := newApp()
+		a.instances = 1
+		// localkube's kwok stage reports such pods crash-looping: restartCount 1, last exit 1 (Error).
+		a.extra = map[string]any{"user_defined_annotations": map[string]string{localkube.CrashAnnotation: "true"}}
+		desire(o, a)
+		uid := string(livePod(ns, a).UID)
+		Eventually(cellLines(srv, uid), 60*time.Second, 100*time.Millisecond).Should(ContainElement("Exit status 1 (Error)"))
+		Consistently(func() int {
+			n := 0
+			for _, l := range cellLines(srv, uid)() {
+				if l == "Exit status 1 (Error)" {
+					n++
+				}
+			}
+			return n
+		}, 3*time.Second, 200*time.Millisecond).Should(Equal(1), "one exit, one line")
 	})
 })
