@@ -42,15 +42,23 @@ func livePod(ns string, a *app) corev1.Pod {
 	return live[0]
 }
 
+// opiWithLoggregator starts a Loggregator stand-in, and opi in a new namespace sending its
+// lifecycle lines there.
+func opiWithLoggregator() (*lgstandin.Server, string, *opiServer) {
+	GinkgoHelper()
+	srv, err := lgstandin.Start(GinkgoT().TempDir())
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(srv.Stop)
+	files := srv.ClientFiles()
+	ns := newNamespace()
+	o := startOpi(ns, "--loggregator-addr", srv.Addr(), "--loggregator-ca", files.CA,
+		"--loggregator-cert", files.Cert, "--loggregator-key", files.Key, "--loggregator-server-name", lgstandin.ServerName)
+	return srv, ns, o
+}
+
 var _ = Describe("Lifecycle lines (CELL) from opi's leader", func() {
 	It("sends a cell's lines for an instance created, placed, started, healthy, stopped and destroyed, and the scheduler's reason for one no node can take", func() {
-		srv, err := lgstandin.Start(GinkgoT().TempDir())
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(srv.Stop)
-		files := srv.ClientFiles()
-		ns := newNamespace()
-		o := startOpi(ns, "--loggregator-addr", srv.Addr(), "--loggregator-ca", files.CA,
-			"--loggregator-cert", files.Cert, "--loggregator-key", files.Key, "--loggregator-server-name", lgstandin.ServerName)
+		srv, ns, o := opiWithLoggregator()
 
 		a := newApp()
 		a.instances = 1
@@ -121,13 +129,7 @@ var _ = Describe("Lifecycle lines (CELL) from opi's leader", func() {
 	})
 
 	It("sends the exit status and reason of an instance whose container exited, once per exit", func() {
-		srv, err := lgstandin.Start(GinkgoT().TempDir())
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(srv.Stop)
-		files := srv.ClientFiles()
-		ns := newNamespace()
-		o := startOpi(ns, "--loggregator-addr", srv.Addr(), "--loggregator-ca", files.CA,
-			"--loggregator-cert", files.Cert, "--loggregator-key", files.Key, "--loggregator-server-name", lgstandin.ServerName)
+		srv, ns, o := opiWithLoggregator()
 
 		a := newApp()
 		a.instances = 1
