@@ -137,15 +137,11 @@ func (r *Reporter) Sync(lrpKey string) {
 	id := store.LRPFromKey(lrpKey)
 	w := r.cache.Workload(id)
 	pods := r.cache.Pods(id)
-	// The index CC shows, ranked once for the LRP; pods it does not report (terminating,
-	// surplus) keep the index they last had, or get their rank among the live pods.
-	index := map[string]int32{}
+	// The index CC shows, ranked once for the LRP; pods being deleted keep the index they last
+	// had.
+	var indexOf func(*store.PodRecord) int32
 	if w != nil {
-		for i, p := range store.InstancePods(pods, w, r.byOrdinal) {
-			if p != nil {
-				index[string(p.UID)] = int32(i)
-			}
-		}
+		indexOf = store.InstanceIndexer(pods, w, r.byOrdinal)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -167,11 +163,7 @@ func (r *Reporter) Sync(lrpKey string) {
 			r.lrps[lrpKey][uid] = true
 		}
 		if w != nil && p.DeletionTimestamp == nil {
-			i, ok := index[uid]
-			if !ok {
-				i = store.InstanceIndex(p, pods, w, r.byOrdinal)
-			}
-			st.id = identity(w, p, i)
+			st.id = identity(w, p, indexOf(p))
 		}
 		if p.Node != "" {
 			st.node = p.Node
