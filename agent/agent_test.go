@@ -286,6 +286,34 @@ var _ = Describe("Agent", func() {
 		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal([]string{"one", "two", "three"}))
 	})
 
+	It("saves a position only once Loggregator acknowledged its line: stopped during an outage and started again, it sends every line exactly once", func() {
+		web := appPod("dora-dev-b0c4a1e2-5d8f9-abcde", "web-uid", node, t0)
+		client = fake.NewClientset(deployment(1), web)
+		writeLines(podLogs, web, cri(t0.Add(1), "stdout", "F", "before"))
+		a, stop := start()
+		// Acknowledged before the outage (else its Send may be retried: a duplicate, rightly).
+		Eventually(func() uint64 { return a.Stats().Sender.Delivered }, 10*time.Second).Should(Equal(uint64(1)))
+
+		ingress.Stop()
+		want := []string{"before"}
+		for i := range 3 {
+			want = append(want, fmt.Sprintf("during %d", i))
+			writeLines(podLogs, web, cri(t0.Add(time.Duration(10+i)), "stdout", "F", want[len(want)-1]))
+		}
+		// Read and handed to the Sender, never acknowledged: the checkpoint must stay after "before".
+		Eventually(func() uint64 { return a.Stats().LinesRead }, 10*time.Second).Should(Equal(uint64(4)))
+		Eventually(func() uint64 { return a.Stats().Sender.FailedSends }, 10*time.Second).Should(BeNumerically(">", 0))
+		stop()
+		Expect(a.Stats().Sender.Buffered).To(Equal(3))
+
+		Expect(ingress.Restart()).To(Succeed())
+		writeLines(podLogs, web, cri(t0.Add(20), "stdout", "F", "after"))
+		client = fake.NewClientset(deployment(1), web)
+		start()
+		// In order, each once: a lost line would be missing before "after", a re-sent one doubled.
+		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal(append(want, "after")))
+	})
+
 	It("reads a deleted pod's files to their end, then stops following it and forgets its checkpoint", func() {
 		// One read when the pod appears, none after but the last: "last words" go out only
 		// through the read of a deleted pod's files.
