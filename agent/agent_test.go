@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"code.cloudfoundry.org/go-loggregator/v10/rpc/loggregator_v2"
@@ -312,6 +313,23 @@ var _ = Describe("Agent", func() {
 		start()
 		// In order, each once: a lost line would be missing before "after", a re-sent one doubled.
 		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal(append(want, "after")))
+	})
+
+	It("keeps the positions an agent of the earlier checkpoint format saved (upgraded in place)", func() {
+		web := appPod("dora-dev-b0c4a1e2-5d8f9-abcde", "web-uid", node, t0)
+		client = fake.NewClientset(deployment(1), web)
+		one := cri(t0.Add(1), "stdout", "F", "one")
+		writeLines(podLogs, web, one, cri(t0.Add(2), "stdout", "F", "two"))
+		info, err := os.Stat(filepath.Join(podLogs, ns+"_"+web.Name+"_web-uid", spec.ContainerName, "0.log"))
+		Expect(err).NotTo(HaveOccurred())
+		st := info.Sys().(*syscall.Stat_t)
+		// positions.json as agents before per-stream marks wrote it: "one" was acknowledged.
+		old := fmt.Sprintf(`{"%s_%s_web-uid/opi":{"dev":%d,"ino":%d,"name":"0.log","offset":%d,"first":%q}}`,
+			ns, web.Name, st.Dev, st.Ino, len(one)+1, t0.Add(1).Format(time.RFC3339Nano))
+		Expect(os.WriteFile(filepath.Join(stateDir, "positions.json"), []byte(old), 0o600)).To(Succeed())
+		a, _ := start()
+		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal([]string{"two"}))
+		Expect(a.Stats().CheckpointsUnreadable).To(BeZero())
 	})
 
 	It("reads a deleted pod's files to their end, then stops following it and forgets its checkpoint", func() {
