@@ -315,6 +315,24 @@ var _ = Describe("Agent", func() {
 		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal(append(want, "after")))
 	})
 
+	It("checkpoints stdout's lines while a stderr line stays partial: a restart sends none of them again", func() {
+		web := appPod("dora-dev-b0c4a1e2-5d8f9-abcde", "web-uid", node, t0)
+		client = fake.NewClientset(deployment(1), web)
+		writeLines(podLogs, web,
+			"2026-12-01T12:00:00.000000001Z stderr P never completed ",
+			"2026-12-01T12:00:00.000000002Z stdout F one",
+			"2026-12-01T12:00:00.000000003Z stdout F two",
+		)
+		a, stop := start()
+		Eventually(func() uint64 { return a.Stats().Sender.Delivered }, 10*time.Second).Should(Equal(uint64(2)))
+		stop()
+
+		writeLines(podLogs, web, "2026-12-01T12:00:00.000000004Z stdout F three")
+		client = fake.NewClientset(deployment(1), web)
+		start()
+		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal([]string{"one", "two", "three"}))
+	})
+
 	It("keeps the positions an agent of the earlier checkpoint format saved (upgraded in place)", func() {
 		web := appPod("dora-dev-b0c4a1e2-5d8f9-abcde", "web-uid", node, t0)
 		client = fake.NewClientset(deployment(1), web)
