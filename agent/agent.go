@@ -130,6 +130,9 @@ type Agent struct {
 
 	counters  counters // the ops endpoint's (ops.go)
 	lostFiles atomic.Uint64
+	// malformed counts the lines skipped as no CRI lines; unreadableCkpts is 1 if the saved
+	// checkpoints could not be read at start-up.
+	malformed, unreadableCkpts atomic.Uint64
 
 	mu       sync.Mutex
 	followed map[string]*followed // by pod UID
@@ -161,6 +164,11 @@ func New(cfg Config, client kubernetes.Interface, logger lager.Logger) (*Agent, 
 		}
 	}
 	logger = logger.Session("agent", lager.Data{"node": cfg.Node})
+	if err := ckpts.Unreadable(); err != nil {
+		// Starting matters more than the positions: every container is read from the start of
+		// its files (lines sent twice, none lost).
+		logger.Error("checkpoints-unreadable", err, lager.Data{"state-dir": cfg.StateDir, "resume": "start of the files"})
+	}
 	sender, err := loggregator.NewSender(cfg.Loggregator, logger)
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
@@ -170,6 +178,9 @@ func New(cfg Config, client kubernetes.Interface, logger lager.Logger) (*Agent, 
 		sender: sender, kubelet: kubelet, bound: bound, ckpts: ckpts,
 		saveCh:   make(chan struct{}, 1),
 		followed: map[string]*followed{},
+	}
+	if ckpts.Unreadable() != nil {
+		a.unreadableCkpts.Store(1)
 	}
 	a.newInformers()
 	return a, nil
@@ -227,6 +238,9 @@ type Stats struct {
 	RateDropped uint64
 	Followed    int
 	LostFiles   uint64
+	// MalformedLines counts the lines skipped because they were no CRI log lines;
+	// CheckpointsUnreadable is 1 if the saved checkpoints could not be read at start-up.
+	MalformedLines, CheckpointsUnreadable uint64
 	// LinesRead counts the lines read from the files, GaugesSent the container metrics
 	// envelopes the Sender took, KubeletErrors the failed reads of the stats summary.
 	LinesRead, GaugesSent, KubeletErrors uint64
@@ -239,7 +253,10 @@ func (a *Agent) Stats() Stats {
 	a.mu.Lock()
 	n := len(a.followed)
 	a.mu.Unlock()
-	st := Stats{Sender: a.sender.Stats(), RateDropped: a.bound.Dropped(), Followed: n, LostFiles: a.lostFiles.Load()}
+	st := Stats{
+		Sender: a.sender.Stats(), RateDropped: a.bound.Dropped(), Followed: n, LostFiles: a.lostFiles.Load(),
+		MalformedLines: a.malformed.Load(), CheckpointsUnreadable: a.unreadableCkpts.Load(),
+	}
 	a.counters.fill(&st)
 	return st
 }
@@ -487,11 +504,14 @@ func (a *Agent) follow(f *followed) {
 	logger := a.logger.Session("follow", lager.Data{"container": f.key})
 	fl := podlogs.NewFollower(f.dir, a.ckpts.Get(f.key), podlogs.Options{MaxLineBytes: a.cfg.MaxLineBytes, Done: a.ctx.Done()})
 	defer fl.Close()
+	var malformed uint64 // fl's skipped lines already counted
+	defer func() { malformed = a.countMalformed(fl, malformed, logger) }()
 	t := time.NewTicker(a.cfg.PollInterval)
 	defer t.Stop()
 	failing := false
 	for {
 		final := false
+		malformed = a.countMalformed(fl, malformed, logger)
 		if err := a.read(fl, f, false); errors.Is(err, podlogs.ErrStopped) {
 			return
 		} else if err != nil {
@@ -670,6 +690,21 @@ func labelIdentity(p *nodePod) loggregator.Identity {
 		SourceType: loggregator.ProcessSourceType(processType), AppID: app,
 		ProcessID: p.Labels[spec.LabelGUID], ProcessType: processType, ProcessInstanceID: string(p.UID),
 	}.Map()}
+}
+
+// countMalformed adds the lines fl skipped as no CRI lines, beyond the counted already, to the
+// agent's count and returns fl's count; the container's first is logged (not each: a program
+// writing garbage would flood the log).
+func (a *Agent) countMalformed(fl *podlogs.Follower, counted uint64, logger lager.Logger) uint64 {
+	n := fl.Malformed()
+	if n == counted {
+		return n
+	}
+	if counted == 0 {
+		logger.Error("log-line-malformed", errors.New("a line of the container's log files is no CRI log line: skipped"), lager.Data{"count": n})
+	}
+	a.malformed.Add(n - counted)
+	return n
 }
 
 // reportLost counts and logs the files of f that went before they were read (rotated away past

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"code.cloudfoundry.org/go-loggregator/v10/rpc/loggregator_v2"
@@ -284,6 +285,69 @@ var _ = Describe("Agent", func() {
 		start()
 		// Lines go out in order: a re-sent "one" or "two" would come before "three".
 		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal([]string{"one", "two", "three"}))
+	})
+
+	It("saves a position only once Loggregator acknowledged its line: stopped during an outage and started again, it sends every line exactly once", func() {
+		web := appPod("dora-dev-b0c4a1e2-5d8f9-abcde", "web-uid", node, t0)
+		client = fake.NewClientset(deployment(1), web)
+		writeLines(podLogs, web, cri(t0.Add(1), "stdout", "F", "before"))
+		a, stop := start()
+		// Acknowledged before the outage (else its Send may be retried: a duplicate, rightly).
+		Eventually(func() uint64 { return a.Stats().Sender.Delivered }, 10*time.Second).Should(Equal(uint64(1)))
+
+		ingress.Stop()
+		want := []string{"before"}
+		for i := range 3 {
+			want = append(want, fmt.Sprintf("during %d", i))
+			writeLines(podLogs, web, cri(t0.Add(time.Duration(10+i)), "stdout", "F", want[len(want)-1]))
+		}
+		// Read and handed to the Sender, never acknowledged: the checkpoint must stay after "before".
+		Eventually(func() uint64 { return a.Stats().LinesRead }, 10*time.Second).Should(Equal(uint64(4)))
+		Eventually(func() uint64 { return a.Stats().Sender.FailedSends }, 10*time.Second).Should(BeNumerically(">", 0))
+		stop()
+		Expect(a.Stats().Sender.Buffered).To(Equal(3))
+
+		Expect(ingress.Restart()).To(Succeed())
+		writeLines(podLogs, web, cri(t0.Add(20), "stdout", "F", "after"))
+		client = fake.NewClientset(deployment(1), web)
+		start()
+		// In order, each once: a lost line would be missing before "after", a re-sent one doubled.
+		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal(append(want, "after")))
+	})
+
+	It("checkpoints stdout's lines while a stderr line stays partial: a restart sends none of them again", func() {
+		web := appPod("dora-dev-b0c4a1e2-5d8f9-abcde", "web-uid", node, t0)
+		client = fake.NewClientset(deployment(1), web)
+		writeLines(podLogs, web,
+			"2026-12-01T12:00:00.000000001Z stderr P never completed ",
+			"2026-12-01T12:00:00.000000002Z stdout F one",
+			"2026-12-01T12:00:00.000000003Z stdout F two",
+		)
+		a, stop := start()
+		Eventually(func() uint64 { return a.Stats().Sender.Delivered }, 10*time.Second).Should(Equal(uint64(2)))
+		stop()
+
+		writeLines(podLogs, web, "2026-12-01T12:00:00.000000004Z stdout F three")
+		client = fake.NewClientset(deployment(1), web)
+		start()
+		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal([]string{"one", "two", "three"}))
+	})
+
+	It("keeps the positions an agent of the earlier checkpoint format saved (upgraded in place)", func() {
+		web := appPod("dora-dev-b0c4a1e2-5d8f9-abcde", "web-uid", node, t0)
+		client = fake.NewClientset(deployment(1), web)
+		one := cri(t0.Add(1), "stdout", "F", "one")
+		writeLines(podLogs, web, one, cri(t0.Add(2), "stdout", "F", "two"))
+		info, err := os.Stat(filepath.Join(podLogs, ns+"_"+web.Name+"_web-uid", spec.ContainerName, "0.log"))
+		Expect(err).NotTo(HaveOccurred())
+		st := info.Sys().(*syscall.Stat_t)
+		// positions.json as agents before per-stream marks wrote it: "one" was acknowledged.
+		old := fmt.Sprintf(`{"%s_%s_web-uid/opi":{"dev":%d,"ino":%d,"name":"0.log","offset":%d,"first":%q}}`,
+			ns, web.Name, st.Dev, st.Ino, len(one)+1, t0.Add(1).Format(time.RFC3339Nano))
+		Expect(os.WriteFile(filepath.Join(stateDir, "positions.json"), []byte(old), 0o600)).To(Succeed())
+		a, _ := start()
+		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal([]string{"two"}))
+		Expect(a.Stats().CheckpointsUnreadable).To(BeZero())
 	})
 
 	It("reads a deleted pod's files to their end, then stops following it and forgets its checkpoint", func() {

@@ -68,6 +68,10 @@ var (
 		"Times a follower found the Sender's buffer full and stopped reading until it had room (back pressure).", nil, nil)
 	descLostFiles = prometheus.NewDesc("opi_agent_lost_files_total",
 		"Log files (or their unread tails) that went before they were read (rotated away and compressed, or removed).", nil, nil)
+	descMalformed = prometheus.NewDesc("opi_agent_log_lines_malformed_total",
+		"Lines of the kubelet's log files skipped because they were no CRI log lines.", nil, nil)
+	descCkptsUnreadable = prometheus.NewDesc("opi_agent_checkpoints_unreadable_total",
+		"1 if the saved checkpoints could not be read at start-up (every container was then read from the start of its files).", nil, nil)
 	descReady = prometheus.NewDesc("opi_agent_ready",
 		"1 once the agent's caches are synced and the node's pods handed to their followers.", nil, nil)
 )
@@ -76,7 +80,7 @@ var (
 type statsCollector struct{ a *Agent }
 
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLinesRead, descSent, descDropped, descSendErrors, descBuffered, descFollowed, descGauges, descKubeletErrors, descWaits, descLostFiles, descReady} {
+	for _, d := range []*prometheus.Desc{descLinesRead, descSent, descDropped, descSendErrors, descBuffered, descFollowed, descGauges, descKubeletErrors, descWaits, descLostFiles, descMalformed, descCkptsUnreadable, descReady} {
 		ch <- d
 	}
 }
@@ -100,6 +104,8 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descKubeletErrors, st.KubeletErrors)
 	counter(descWaits, st.Sender.Waits)
 	counter(descLostFiles, st.LostFiles)
+	counter(descMalformed, st.MalformedLines)
+	counter(descCkptsUnreadable, st.CheckpointsUnreadable)
 	ready := 0.0
 	if st.Ready {
 		ready = 1

@@ -102,6 +102,8 @@ var _ = Describe("Agent ops endpoint", func() {
 			HaveKeyWithValue("opi_agent_followed_containers", 1.0),
 			HaveKeyWithValue("opi_agent_buffer_waits_total", 0.0),
 			HaveKeyWithValue("opi_agent_lost_files_total", 0.0),
+			HaveKeyWithValue("opi_agent_log_lines_malformed_total", 0.0),
+			HaveKeyWithValue("opi_agent_checkpoints_unreadable_total", 0.0),
 			HaveKeyWithValue("opi_agent_ready", 1.0),
 		))
 	})
@@ -149,6 +151,52 @@ var _ = Describe("Agent ops endpoint", func() {
 			HaveKeyWithValue("opi_agent_buffer_waits_total", BeNumerically(">", 0)),
 			HaveKeyWithValue(`opi_agent_envelopes_dropped_total{reason="buffer"}`, BeNumerically(">", 0)),
 		))
+	})
+
+	It("counts and logs the lines that are no CRI log lines, sending the others", func() {
+		ingress, cfg := startIngress()
+		web := appPod("dora-dev-b0c4a1e2-5d8f9-abcde", "web-uid", node, t0)
+		writeLines(cfg.PodLogs, web,
+			cri(t0.Add(1), "stdout", "F", "one"),
+			"not a CRI line",
+			cri(t0.Add(2), "stdout", "X", "unknown tag"),
+			cri(t0.Add(3), "stdout", "F", "two"),
+		)
+		logger := lagertest.NewTestLogger("agent")
+		a, err := agent.New(cfg, fake.NewClientset(deployment(1), web), logger)
+		Expect(err).NotTo(HaveOccurred())
+		ops := httptest.NewServer(a.OpsHandler())
+		DeferCleanup(ops.Close)
+		Expect(scrape(ops.URL)).To(HaveKeyWithValue("opi_agent_log_lines_malformed_total", 0.0))
+		run(a)
+		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal([]string{"one", "two"}))
+		Eventually(func() map[string]float64 { return scrape(ops.URL) }, 10*time.Second).Should(And(
+			HaveKeyWithValue("opi_agent_log_lines_malformed_total", 2.0),
+			HaveKeyWithValue("opi_agent_log_lines_read_total", 2.0),
+		))
+		Expect(logger.LogMessages()).To(ContainElement("agent.agent.follow.log-line-malformed"))
+	})
+
+	It("starts from a checkpoint file it cannot read back: every file from its start, logged and counted", func() {
+		ingress, cfg := startIngress()
+		web := appPod("dora-dev-b0c4a1e2-5d8f9-abcde", "web-uid", node, t0)
+		writeLines(cfg.PodLogs, web, cri(t0.Add(1), "stdout", "F", "one"), cri(t0.Add(2), "stdout", "F", "two"))
+		// Torn: what a crash mid-write would leave, had the file been written in place.
+		Expect(os.WriteFile(filepath.Join(cfg.StateDir, "positions.json"), []byte(`{"cf-workloads_dora-dev-b0c4a1e2-5d8f9-abcde_web-uid/opi":{"dev":1,"ino`), 0o600)).To(Succeed())
+		logger := lagertest.NewTestLogger("agent")
+		a, err := agent.New(cfg, fake.NewClientset(deployment(1), web), logger)
+		Expect(err).NotTo(HaveOccurred())
+		ops := httptest.NewServer(a.OpsHandler())
+		DeferCleanup(ops.Close)
+		run(a)
+		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal([]string{"one", "two"}))
+		Expect(scrape(ops.URL)).To(HaveKeyWithValue("opi_agent_checkpoints_unreadable_total", 1.0))
+		Expect(logger.LogMessages()).To(ContainElement("agent.agent.checkpoints-unreadable"))
+		// Saved anew once the lines are acknowledged.
+		Eventually(func() (string, error) {
+			b, err := os.ReadFile(filepath.Join(cfg.StateDir, "positions.json"))
+			return string(b), err
+		}, 10*time.Second).Should(ContainSubstring(`"offset":`))
 	})
 
 	It("holds of the namespace's pods only what the instance ranking reads", func() {

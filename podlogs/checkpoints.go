@@ -10,25 +10,72 @@ import (
 	"sync"
 )
 
-// checkpointFile is the file Checkpoints keeps in its folder.
-const checkpointFile = "positions.json"
+// checkpointFile is the file Checkpoints keeps in its folder; unreadableFile is where an
+// unreadable one is moved, for a person to look at (the next Save writes a new one).
+const (
+	checkpointFile = "positions.json"
+	unreadableFile = checkpointFile + ".unreadable"
+)
 
 // Checkpoints are the positions of every followed container, by key (ContainerKey), kept in a
 // folder of the reader's own. Set records a position in memory (once the lines before it are
-// acknowledged); Save writes them all atomically (a temporary file renamed over the last one),
-// so a crash leaves either the old or the new set, never a torn one. Safe for concurrent use.
+// acknowledged); Save writes them all atomically (a fully written and fsynced temporary file
+// renamed over the last one), so a crash leaves either the old or the new set, never a torn
+// one. Safe for concurrent use.
 type Checkpoints struct {
-	dir string
+	dir        string
+	fs         fileSystem
+	unreadable error
 
 	saving    sync.Mutex // one Save at a time: the last rename holds the newest positions
 	mu        sync.Mutex
 	positions map[string]Position
 }
 
+// fileSystem is what Save writes through: the operating system's, or a spec's that crashes
+// part-way through a save.
+type fileSystem interface {
+	CreateTemp(dir, pattern string) (tempFile, error)
+	Rename(oldpath, newpath string) error
+	Remove(name string) error
+	// SyncDir makes a rename in dir durable.
+	SyncDir(dir string) error
+}
+
+// tempFile is the temporary file a save writes.
+type tempFile interface {
+	Name() string
+	Write(b []byte) (int, error)
+	Sync() error
+	Close() error
+}
+
+type osFS struct{}
+
+func (osFS) CreateTemp(dir, pattern string) (tempFile, error) { return os.CreateTemp(dir, pattern) }
+func (osFS) Rename(oldpath, newpath string) error             { return os.Rename(oldpath, newpath) }
+func (osFS) Remove(name string) error                         { return os.Remove(name) }
+
+func (osFS) SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
 // OpenCheckpoints reads the positions saved in dir (none if it holds none yet). dir must exist
-// and be writable; a checkpoint file that cannot be read back is an error, nothing is replaced.
+// and be writable. A checkpoint file that cannot be read back (torn by a disk fault, edited by
+// hand) does not stop the reader: it starts with no positions (every container from the start
+// of its files: lines sent twice, none lost), the file is moved aside to
+// positions.json.unreadable, and Unreadable says why.
 func OpenCheckpoints(dir string) (*Checkpoints, error) {
-	c := &Checkpoints{dir: dir, positions: map[string]Position{}}
+	return openCheckpoints(dir, osFS{})
+}
+
+func openCheckpoints(dir string, fs fileSystem) (*Checkpoints, error) {
+	c := &Checkpoints{dir: dir, fs: fs, positions: map[string]Position{}}
 	info, err := os.Stat(dir)
 	if err != nil {
 		return nil, fmt.Errorf("open checkpoints folder: %w", err)
@@ -36,21 +83,31 @@ func OpenCheckpoints(dir string) (*Checkpoints, error) {
 	if !info.IsDir() {
 		return nil, fmt.Errorf("open checkpoints folder: %s is not a folder", dir)
 	}
-	data, err := os.ReadFile(filepath.Join(dir, checkpointFile))
+	path := filepath.Join(dir, checkpointFile)
+	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return c, nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("read checkpoints: %w", err)
+	if err == nil {
+		err = json.Unmarshal(data, &c.positions)
 	}
-	if err := json.Unmarshal(data, &c.positions); err != nil {
-		return nil, fmt.Errorf("read checkpoints %s: %w", filepath.Join(dir, checkpointFile), err)
+	if err != nil {
+		c.positions = map[string]Position{}
+		c.unreadable = fmt.Errorf("read checkpoints %s: %w", path, err)
+		if err := os.Rename(path, filepath.Join(dir, unreadableFile)); err != nil {
+			c.unreadable = errors.Join(c.unreadable, fmt.Errorf("move the unreadable checkpoints aside: %w", err))
+		}
+		return c, nil
 	}
 	if c.positions == nil {
 		c.positions = map[string]Position{}
 	}
 	return c, nil
 }
+
+// Unreadable is why the saved checkpoints could not be read when they were opened (nil if they
+// were, or there were none).
+func (c *Checkpoints) Unreadable() error { return c.unreadable }
 
 // ContainerKey is the key of a container log folder below the pod log root:
 // "<namespace>_<pod>_<uid>/<container>".
@@ -94,7 +151,9 @@ func (c *Checkpoints) Delete(key string) {
 	delete(c.positions, key)
 }
 
-// Save writes every position atomically.
+// Save writes every position atomically: the checkpoint file is only ever replaced by a rename
+// of a temporary file written to its end and fsynced, so a crash at any point leaves the old
+// set or the new one.
 func (c *Checkpoints) Save() error {
 	c.saving.Lock()
 	defer c.saving.Unlock()
@@ -104,11 +163,11 @@ func (c *Checkpoints) Save() error {
 	if err != nil {
 		return fmt.Errorf("encode checkpoints: %w", err)
 	}
-	tmp, err := os.CreateTemp(c.dir, checkpointFile+".*.tmp")
+	tmp, err := c.fs.CreateTemp(c.dir, checkpointFile+".*.tmp")
 	if err != nil {
 		return fmt.Errorf("save checkpoints: %w", err)
 	}
-	defer os.Remove(tmp.Name()) // after a successful rename there is nothing left to remove
+	defer c.fs.Remove(tmp.Name()) // after a successful rename there is nothing left to remove
 	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
 		return fmt.Errorf("save checkpoints: %w", err)
@@ -120,8 +179,11 @@ func (c *Checkpoints) Save() error {
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("save checkpoints: %w", err)
 	}
-	if err := os.Rename(tmp.Name(), filepath.Join(c.dir, checkpointFile)); err != nil {
+	if err := c.fs.Rename(tmp.Name(), filepath.Join(c.dir, checkpointFile)); err != nil {
 		return fmt.Errorf("save checkpoints: %w", err)
+	}
+	if err := c.fs.SyncDir(c.dir); err != nil {
+		return fmt.Errorf("save checkpoints: sync folder: %w", err)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -42,6 +43,20 @@ type Position struct {
 	// First is the timestamp of the file's first line: file systems reuse inodes, so a file
 	// found by identity is the one meant only if it also starts with the same line.
 	First string `json:"first,omitempty"`
+	// Past holds, for a stream read further than Offset, where its lines resume: a partial line
+	// pending on one stream holds Offset at its start, and the other stream's lines before its
+	// mark were taken care of already (they are read again after a restart, not sent again).
+	// Positions saved before it existed have none: reading resumes at Offset for both streams.
+	Past map[Stream]Mark `json:"past,omitempty"`
+}
+
+// Mark is a place in a file known by its identity and, against inode reuse, the timestamp of
+// its first line (as Position's First).
+type Mark struct {
+	Device uint64 `json:"dev"`
+	Inode  uint64 `json:"ino"`
+	Offset int64  `json:"offset"`
+	First  string `json:"first,omitempty"`
 }
 
 // IsZero reports whether p names no file (start from the oldest file there is).
@@ -73,6 +88,11 @@ type Follower struct {
 	offset  int64
 	br      *bufio.Reader
 	pending map[Stream]*pendingLine
+	// seq numbers the files in the order opened, to order places in different files.
+	seq int
+	// past are the marks of the start position not reached yet: a stream's lines before its
+	// mark are skipped (they were taken care of before the restart).
+	past map[Stream]Mark
 
 	malformed uint64
 	lost      []Lost
@@ -82,6 +102,7 @@ type pendingLine struct {
 	time  time.Time
 	text  []byte
 	start Position
+	seq   int // the file start is in
 }
 
 // NewFollower follows the container log folder dir, from position from (the zero Position:
@@ -91,10 +112,17 @@ func NewFollower(dir string, from Position, opts Options) *Follower {
 	if max <= 0 {
 		max = DefaultMaxLineBytes
 	}
+	past := map[Stream]Mark{}
+	for s, m := range from.Past {
+		if s == Stdout || s == Stderr {
+			past[s] = m
+		}
+	}
 	return &Follower{
 		dir: dir, maxLine: max, start: from, done: opts.Done,
 		br:      bufio.NewReaderSize(nil, max+headerSlack),
 		pending: map[Stream]*pendingLine{},
+		past:    past,
 	}
 }
 
@@ -152,9 +180,34 @@ func (f *Follower) Next(emit func(Line, Position)) error {
 		if err := f.readAvailable(emit, true); err != nil {
 			return err
 		}
+		f.dropMarksIn(f.cur)
 		switched, err := f.open(*next, 0)
 		if err != nil || !switched {
 			return err
+		}
+	}
+}
+
+// dropMarksIn forgets the marks in lf, a file being left or truncated: it holds nothing more at
+// or past them.
+func (f *Follower) dropMarksIn(lf logFile) {
+	for s, m := range f.past {
+		if m.Device == lf.dev && m.Inode == lf.ino {
+			delete(f.past, s)
+		}
+	}
+}
+
+// dropGoneMarks forgets the marks in files no longer in files (gone before they were read): the
+// streams' later lines are then sent, not skipped for good.
+func (f *Follower) dropGoneMarks(files []logFile) {
+	for s, m := range f.past {
+		found := false
+		for _, lf := range files {
+			found = found || (lf.dev == m.Device && lf.ino == m.Inode)
+		}
+		if !found {
+			delete(f.past, s)
 		}
 	}
 }
@@ -164,6 +217,7 @@ func (f *Follower) openFirst() (bool, error) {
 	if err != nil || len(files) == 0 {
 		return false, err
 	}
+	f.dropGoneMarks(files)
 	if !f.start.IsZero() {
 		for _, lf := range files {
 			if lf.dev == f.start.Device && lf.ino == f.start.Inode {
@@ -191,6 +245,7 @@ func (f *Follower) openFirst() (bool, error) {
 		}
 		f.skippedBetween(gone, &files[0])
 		f.start = Position{}
+		clear(f.past) // read from the oldest file: nothing there was taken care of for sure
 	}
 	return f.open(files[0], 0)
 }
@@ -228,6 +283,12 @@ func (f *Follower) open(lf logFile, offset int64) (bool, error) {
 	}
 	f.Close()
 	f.file, f.cur, f.offset = file, lf, offset
+	f.seq++
+	for s, m := range f.past {
+		if m.Device == dev && m.Inode == ino && m.First != "" && m.First != firstStamp(file) {
+			delete(f.past, s) // the inode was reused: not the file the mark was taken in
+		}
+	}
 	return true, nil
 }
 
@@ -246,6 +307,7 @@ func (f *Follower) readAvailable(emit func(Line, Position), final bool) error {
 		// Truncated in place (not the kubelet's way, but copytruncate-style tools do it):
 		// what is there now is new.
 		f.offset = 0
+		f.dropMarksIn(f.cur)
 	}
 	if _, err := f.file.Seek(f.offset, io.SeekStart); err != nil {
 		return fmt.Errorf("seek container log: %w", err)
@@ -307,10 +369,18 @@ func (f *Follower) consume(raw []byte, n int, emit func(Line, Position)) {
 	}
 	start := f.pos(f.offset)
 	f.offset += int64(n)
+	for s, m := range f.past {
+		if m.Device == start.Device && m.Inode == start.Inode && m.Offset <= start.Offset {
+			delete(f.past, s) // reached: the stream's lines from here on are new
+		}
+	}
 	e, err := ParseLine(raw)
 	if err != nil {
 		f.malformed++
 		return
+	}
+	if _, ok := f.past[e.Stream]; ok {
+		return // sent before the restart (the other stream's partial line held the position)
 	}
 	content := e.Content
 	if len(content) > f.maxLine {
@@ -325,7 +395,7 @@ func (f *Follower) consume(raw []byte, n int, emit func(Line, Position)) {
 		p = nil
 	}
 	if p == nil {
-		p = &pendingLine{time: e.Time, start: start}
+		p = &pendingLine{time: e.Time, start: start, seq: f.seq}
 		f.pending[e.Stream] = p
 	}
 	p.text = append(p.text, content...)
@@ -335,13 +405,47 @@ func (f *Follower) consume(raw []byte, n int, emit func(Line, Position)) {
 	}
 }
 
-// resumeAt is after, unless the other stream has a partial line pending: then reading resumes
-// at its start (the line just emitted may then be read twice after a restart, never lost).
+// resumeAt is the position once the line just emitted is taken care of: after it, unless a
+// stream has a partial line pending (then reading resumes at its start), with the marks of the
+// streams read further than that.
 func (f *Follower) resumeAt(after Position) Position {
-	for _, p := range f.pending {
-		return p.start
+	const notReached = math.MaxInt // a mark of the start position: past every file read so far
+	type place struct {
+		pos Position
+		seq int
 	}
-	return after
+	before := func(a, b place) bool {
+		if a.seq != b.seq {
+			return a.seq < b.seq
+		}
+		return a.pos.Offset < b.pos.Offset
+	}
+	streams := [...]Stream{Stdout, Stderr}
+	var at [len(streams)]place
+	resume := place{after, f.seq}
+	for i, s := range streams {
+		at[i] = place{after, f.seq}
+		if p := f.pending[s]; p != nil {
+			at[i] = place{p.start, p.seq}
+		} else if m, ok := f.past[s]; ok {
+			at[i] = place{Position{Device: m.Device, Inode: m.Inode, Offset: m.Offset, First: m.First}, notReached}
+		}
+		if before(at[i], resume) {
+			resume = at[i]
+		}
+	}
+	pos := resume.pos
+	pos.Past = nil
+	for i, s := range streams {
+		if before(resume, at[i]) {
+			if pos.Past == nil {
+				pos.Past = map[Stream]Mark{}
+			}
+			p := at[i].pos
+			pos.Past[s] = Mark{Device: p.Device, Inode: p.Inode, Offset: p.Offset, First: p.First}
+		}
+	}
+	return pos
 }
 
 // successor is the file the runtime writes after the current one, if it exists yet.
@@ -350,6 +454,7 @@ func (f *Follower) successor() (*logFile, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer func() { f.dropGoneMarks(files) }()
 	found := false
 	for i, lf := range files {
 		if lf.dev == f.cur.dev && lf.ino == f.cur.ino {

@@ -1,11 +1,15 @@
 package podlogs_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -308,16 +312,102 @@ var _ = Describe("Follower", func() {
 			Expect(got).To(Equal([]string{"one"}))
 		})
 
-		It("re-reads a line whose other stream's partial line was pending", func() {
-			write("0.log", cri(1, "stdout", "P", "a"), cri(2, "stderr", "F", "err"))
-			Expect(texts(r.next())).To(Equal([]string{"stderr:err"}))
+		It("does not let a partial line on one stream hold back the other stream's position", func() {
+			// The exact file: a stderr line that is never completed while stdout goes on.
+			write("0.log",
+				"2026-12-01T12:00:00.001Z stderr P half of a line\n",
+				"2026-12-01T12:00:00.002Z stdout F one\n",
+				"2026-12-01T12:00:00.003Z stdout F two\n",
+			)
+			Expect(texts(r.next())).To(Equal([]string{"stdout:one", "stdout:two"}))
 			from := checkpoint()
+			info, err := os.Stat(filepath.Join(dir, "0.log"))
+			Expect(err).NotTo(HaveOccurred())
+			// Reading resumes at the partial line; stdout's lines resume after "two".
 			Expect(from.Offset).To(BeZero())
+			Expect(from.Past).To(Equal(map[podlogs.Stream]podlogs.Mark{
+				podlogs.Stdout: {Device: from.Device, Inode: from.Inode, Offset: info.Size(), First: from.First},
+			}))
 			Expect(r.f.Close()).To(Succeed())
 
-			write("0.log", cri(3, "stdout", "F", "b"))
-			Expect(texts(follow(from, podlogs.Options{}).next())).To(Equal([]string{"stderr:err", "stdout:ab"}))
+			write("0.log",
+				"2026-12-01T12:00:00.004Z stdout F three\n",
+				"2026-12-01T12:00:00.005Z stderr F , the end\n",
+			)
+			again := follow(from, podlogs.Options{})
+			Expect(texts(again.next())).To(Equal([]string{"stdout:three", "stderr:half of a line, the end"}))
+			Expect(again.last.Past).To(BeNil())
+			Expect(again.last.Offset).To(Equal(info.Size() + int64(len("2026-12-01T12:00:00.004Z stdout F three\n2026-12-01T12:00:00.005Z stderr F , the end\n"))))
 		})
+
+		It("keeps the other stream's mark across a rotation while a partial line from the old file pends", func() {
+			write("0.log", cri(1, "stderr", "P", "a"), cri(2, "stdout", "F", "one"))
+			rotate(0, "20261201-120000")
+			write("0.log", cri(3, "stdout", "F", "two"))
+			Expect(texts(r.next())).To(Equal([]string{"stdout:one", "stdout:two"}))
+			from := checkpoint()
+			Expect(from.Name).To(Equal("0.log.20261201-120000"))
+			Expect(from.Past).To(HaveKey(podlogs.Stdout))
+			Expect(r.f.Close()).To(Succeed())
+
+			write("0.log", cri(4, "stderr", "F", "b"), cri(5, "stdout", "F", "three"))
+			Expect(texts(follow(from, podlogs.Options{}).next())).To(Equal([]string{"stderr:ab", "stdout:three"}))
+		})
+
+		It("does not skip a stream's later lines when its mark's file went while it was not running", func() {
+			write("0.log", cri(1, "stderr", "P", "a"))
+			rotate(0, "20261201-120000")
+			write("0.log", cri(2, "stdout", "F", "one"))
+			Expect(texts(r.next())).To(Equal([]string{"stdout:one"}))
+			from := checkpoint()
+			Expect(from.Name).To(Equal("0.log.20261201-120000"))
+			Expect(r.f.Close()).To(Succeed())
+
+			// The container's restart writes 1.log; the mark's file (the newer one) is removed
+			// after, so 1.log cannot have its inode.
+			write("1.log", cri(3, "stdout", "F", "two"))
+			Expect(os.Remove(filepath.Join(dir, "0.log"))).To(Succeed())
+			Expect(texts(follow(from, podlogs.Options{}).next())).To(Equal([]string{"stdout:two"}))
+		})
+
+		It("does not skip a stream's lines in a file that took its mark's file's inode", func() {
+			write("0.log", cri(1, "stderr", "P", "a"))
+			rotate(0, "20261201-120000")
+			write("0.log", cri(2, "stdout", "F", "one"))
+			r.next()
+			from := checkpoint()
+			Expect(r.f.Close()).To(Succeed())
+
+			// As if 0.log went and 1.log got its inode (the file system reuses it): the mark
+			// names 1.log's identity, with the first line of the file it was taken in.
+			write("1.log", cri(3, "stdout", "F", "two"))
+			Expect(os.Remove(filepath.Join(dir, "0.log"))).To(Succeed())
+			info, err := os.Stat(filepath.Join(dir, "1.log"))
+			Expect(err).NotTo(HaveOccurred())
+			st := info.Sys().(*syscall.Stat_t)
+			m := from.Past[podlogs.Stdout]
+			m.Device, m.Inode = uint64(st.Dev), st.Ino
+			from.Past[podlogs.Stdout] = m
+			Expect(texts(follow(from, podlogs.Options{}).next())).To(Equal([]string{"stdout:two"}))
+		})
+	})
+
+	It("reads a position saved before positions held per-stream marks", func() {
+		write("0.log", cri(1, "stdout", "F", "one"), cri(2, "stdout", "F", "two"))
+		r.next()
+		cpDir := GinkgoT().TempDir()
+		// positions.json as agents before per-stream marks wrote it.
+		old := fmt.Sprintf(`{"ns_pod_uid/opi":{"dev":%d,"ino":%d,"name":"0.log","offset":%d,"first":%q}}`,
+			r.last.Device, r.last.Inode, r.last.Offset, r.last.First)
+		Expect(os.WriteFile(filepath.Join(cpDir, "positions.json"), []byte(old), 0o600)).To(Succeed())
+		cp, err := podlogs.OpenCheckpoints(cpDir)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cp.Unreadable()).To(Succeed())
+		Expect(cp.Get("ns_pod_uid/opi")).To(Equal(r.last))
+		Expect(r.f.Close()).To(Succeed())
+
+		write("0.log", cri(3, "stdout", "F", "three"))
+		Expect(texts(follow(cp.Get("ns_pod_uid/opi"), podlogs.Options{}).next())).To(Equal([]string{"stdout:three"}))
 	})
 
 	It("returns from Follow when its context ends", func() {
@@ -340,12 +430,80 @@ var _ = Describe("Checkpoints", func() {
 		Expect(err).To(MatchError(ContainSubstring("open checkpoints folder")))
 	})
 
-	It("refuses a checkpoint file it cannot read back and leaves it as it is", func() {
-		dir := GinkgoT().TempDir()
-		Expect(os.WriteFile(filepath.Join(dir, "positions.json"), []byte("{not json"), 0o600)).To(Succeed())
-		_, err := podlogs.OpenCheckpoints(dir)
-		Expect(err).To(MatchError(ContainSubstring("read checkpoints")))
-		Expect(os.ReadFile(filepath.Join(dir, "positions.json"))).To(Equal([]byte("{not json")))
+	DescribeTable("starts with no positions from a checkpoint file it cannot read back, moving it aside and saying why",
+		func(content []byte) {
+			dir := GinkgoT().TempDir()
+			Expect(os.WriteFile(filepath.Join(dir, "positions.json"), content, 0o600)).To(Succeed())
+			cp, err := podlogs.OpenCheckpoints(dir)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(cp.Unreadable()).To(MatchError(ContainSubstring("read checkpoints")))
+			Expect(cp.Keys()).To(BeEmpty())
+			Expect(os.ReadFile(filepath.Join(dir, "positions.json.unreadable"))).To(Equal(content))
+
+			cp.Set("a_b_c/d", podlogs.Position{Device: 1, Inode: 2, Name: "0.log", Offset: 3})
+			Expect(cp.Save()).To(Succeed())
+			again, err := podlogs.OpenCheckpoints(dir)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(again.Unreadable()).To(Succeed())
+			Expect(again.Get("a_b_c/d")).To(Equal(podlogs.Position{Device: 1, Inode: 2, Name: "0.log", Offset: 3}))
+		},
+		Entry("garbage", []byte("{not json")),
+		Entry("cut short", []byte(`{"a_b_c/d":{"dev":1,"ino":2,"name":"0.l`)),
+		Entry("zeros (a file whose data never reached the disk)", make([]byte, 64)),
+	)
+
+	Describe("a crash while saving", func() {
+		var (
+			dir     string
+			old     = podlogs.Position{Device: 1, Inode: 2, Name: "0.log", Offset: 3}
+			newer   = podlogs.Position{Device: 1, Inode: 2, Name: "0.log", Offset: 4096}
+			fs      *crashingFS
+			saveNew func() error
+		)
+		BeforeEach(func() {
+			dir = GinkgoT().TempDir()
+			cp, err := podlogs.OpenCheckpoints(dir)
+			Expect(err).NotTo(HaveOccurred())
+			cp.Set("a_b_c/d", old)
+			Expect(cp.Save()).To(Succeed())
+			fs = &crashingFS{}
+			saveNew = func() error {
+				cp, err := podlogs.OpenCheckpointsOn(dir, fs)
+				Expect(err).NotTo(HaveOccurred())
+				cp.Set("a_b_c/d", newer)
+				cp.Set("a_b_c/e", newer)
+				return cp.Save()
+			}
+		})
+		reopened := func() *podlogs.Checkpoints {
+			cp, err := podlogs.OpenCheckpoints(dir)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(cp.Unreadable()).To(Succeed())
+			return cp
+		}
+
+		DescribeTable("leaves the old positions whole",
+			func(at string, bytes int) {
+				fs.crashAt, fs.bytes = at, bytes
+				Expect(saveNew()).To(HaveOccurred())
+				Expect(fs.crashed).To(BeTrue(), "the save never reached the crash point")
+				cp := reopened()
+				Expect(cp.Get("a_b_c/d")).To(Equal(old))
+				Expect(cp.Keys()).To(ConsistOf("a_b_c/d"))
+			},
+			Entry("creating the temporary file", "create", 0),
+			Entry("after the first byte", "write", 1),
+			Entry("half-way through the data", "write", 40),
+			Entry("before the fsync", "sync", 0),
+			Entry("before the rename", "rename", 0),
+		)
+
+		It("replaces the file only by renaming a temporary file written to its end and fsynced", func() {
+			Expect(saveNew()).To(Succeed())
+			Expect(fs.ops).To(Equal([]string{"create", "write", "sync", "close", "rename", "sync-folder"}))
+			Expect(fs.renamedWhole).To(BeTrue(), "the renamed file did not hold the whole set")
+			Expect(reopened().Get("a_b_c/e")).To(Equal(newer))
+		})
 	})
 
 	It("saves atomically, leaving only its file, and forgets deleted keys", func() {
@@ -374,3 +532,92 @@ var _ = Describe("Checkpoints", func() {
 		Expect(err).To(HaveOccurred())
 	})
 })
+
+// crashingFS saves through the operating system's files until the crash point (crashAt: an
+// operation, or "write" after bytes bytes): there the process "dies", and every later call fails
+// without effect, so what the crash left on disk stays for the next OpenCheckpoints.
+type crashingFS struct {
+	crashAt string
+	bytes   int
+
+	crashed      bool
+	ops          []string
+	renamedWhole bool
+}
+
+var errCrashed = errors.New("crashed")
+
+func (c *crashingFS) step(op string) bool {
+	if c.crashed || op == c.crashAt {
+		c.crashed = true
+		return false
+	}
+	c.ops = append(c.ops, op)
+	return true
+}
+
+func (c *crashingFS) CreateTemp(dir, pattern string) (podlogs.TempFile, error) {
+	if !c.step("create") {
+		return nil, errCrashed
+	}
+	f, err := os.CreateTemp(dir, pattern)
+	if err != nil {
+		return nil, err
+	}
+	return &crashingFile{File: f, fs: c}, nil
+}
+
+func (c *crashingFS) Rename(oldpath, newpath string) error {
+	if !c.step("rename") {
+		return errCrashed
+	}
+	data, err := os.ReadFile(oldpath)
+	c.renamedWhole = err == nil && json.Valid(data) && bytes.Contains(data, []byte(`"a_b_c/e"`))
+	return os.Rename(oldpath, newpath)
+}
+
+func (c *crashingFS) Remove(name string) error {
+	if c.crashed {
+		return errCrashed // a dead process cleans nothing up
+	}
+	return os.Remove(name)
+}
+
+func (c *crashingFS) SyncDir(string) error {
+	if !c.step("sync-folder") {
+		return errCrashed
+	}
+	return nil
+}
+
+type crashingFile struct {
+	*os.File
+	fs *crashingFS
+}
+
+func (f *crashingFile) Write(b []byte) (int, error) {
+	if f.fs.crashAt == "write" && !f.fs.crashed {
+		n, _ := f.File.Write(b[:min(f.fs.bytes, len(b))])
+		f.fs.crashed = true
+		return n, errCrashed
+	}
+	if !f.fs.step("write") {
+		return 0, errCrashed
+	}
+	return f.File.Write(b)
+}
+
+func (f *crashingFile) Sync() error {
+	if !f.fs.step("sync") {
+		return errCrashed
+	}
+	return f.File.Sync()
+}
+
+func (f *crashingFile) Close() error {
+	if !f.fs.step("close") {
+		_ = f.File.Close() // the descriptor goes with the process; the file's content stays
+		return errCrashed
+	}
+	return f.File.Close()
+}
