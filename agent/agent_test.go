@@ -432,6 +432,16 @@ var _ = Describe("Agent", func() {
 		}))
 	})
 
+	It("checks the bound before it builds anything for a line: a dropped line allocates nothing", func() {
+		// One byte a second: of the 1,000 lines at most one a second is sent and one noticed,
+		// which averages below one allocation a line unless the runs take minutes.
+		cfg.BytesPerSecond, cfg.ByteBurst = 1, 1
+		a, err := agent.New(cfg, fake.NewClientset(), lagertest.NewTestLogger("agent"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(agent.DroppedLineAllocs(a, 1000)).To(BeZero())
+		Expect(a.Stats().RateDropped).To(BeNumerically(">=", 1000))
+	})
+
 	It("refuses a config it cannot work with, naming what is wrong", func() {
 		client = fake.NewClientset()
 		_, err := agent.New(agent.Config{PodLogs: "/var/log/pods", StateDir: "/var/log/pods/opi", Workload: "pods"}, client, lagertest.NewTestLogger("agent"))
