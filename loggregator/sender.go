@@ -285,45 +285,44 @@ func (s *Sender) Stats() SenderStats {
 
 // Run sends until ctx is done, then goes on sending what is buffered for at most the
 // DrainTimeout (a stop loses nothing Loggregator can take meanwhile), and returns ctx's error.
-// What is still buffered then stays so, unacknowledged: a caller that saves positions only on
+// A Send in flight when ctx ends is not cut short: it ends within the drain too. What is still
+// buffered then stays so, unacknowledged: a caller that saves positions only on
 // acknowledgement reads it again after a restart. Call it once.
 func (s *Sender) Run(ctx context.Context) error {
-	s.send(ctx, false)
-	if s.cfg.DrainTimeout > 0 {
-		drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.DrainTimeout)
-		s.send(drainCtx, true)
-		cancel()
+	// Sends and back-off waits run under drainCtx: never done until ctx is, then done
+	// DrainTimeout later.
+	bg := context.WithoutCancel(ctx)
+	drainCtx, cancelDrain := bg, context.CancelFunc(func() {})
+	defer func() { cancelDrain() }()
+	stopping := func() bool {
+		if ctx.Err() == nil {
+			return false
+		}
+		if drainCtx == bg {
+			drainCtx, cancelDrain = context.WithTimeout(bg, max(s.cfg.DrainTimeout, 0))
+		}
+		return true
 	}
-	if st := s.Stats(); st.Buffered > 0 {
-		s.logger.Info("stopped-with-undelivered", lager.Data{"envelopes": st.Buffered, "bytes": st.BufferedBytes})
-	}
-	return ctx.Err()
-}
-
-// send delivers batches until ctx is done, or, draining, until the buffer is empty.
-func (s *Sender) send(ctx context.Context, draining bool) {
 	wait := s.cfg.MinBackoff
 	failing := false
 	for {
 		batch := s.next()
 		if len(batch) == 0 {
-			if draining {
-				return
+			if stopping() {
+				break
 			}
 			select {
 			case <-ctx.Done():
-				return
 			case <-s.wake:
-				continue
 			}
+			continue
 		}
-		sendCtx, cancel := context.WithTimeout(ctx, s.cfg.SendTimeout)
+		if stopping() && drainCtx.Err() != nil {
+			break
+		}
+		sendCtx, cancel := context.WithTimeout(drainCtx, s.cfg.SendTimeout)
 		_, err := s.client.Send(sendCtx, &loggregator_v2.EnvelopeBatch{Batch: batch})
 		cancel()
-		if ctx.Err() != nil {
-			// Whether the ingress took the batch is unknown: it stays, unacknowledged.
-			return
-		}
 		if err != nil {
 			s.mu.Lock()
 			s.stats.FailedSends++
@@ -332,13 +331,19 @@ func (s *Sender) send(ctx context.Context, draining bool) {
 				s.logger.Error("send-failed-retrying", err, lager.Data{"envelopes": len(batch)})
 				failing = true
 			}
+			var stop <-chan struct{} // a stop ends the wait at once; a drain waits it out
+			if !stopping() {
+				stop = ctx.Done()
+			} else if drainCtx.Err() != nil {
+				break
+			}
 			timer := time.NewTimer(wait)
 			select {
-			case <-ctx.Done():
-				timer.Stop()
-				return
 			case <-timer.C:
+			case <-stop:
+			case <-drainCtx.Done():
 			}
+			timer.Stop()
 			wait = min(2*wait, s.cfg.MaxBackoff)
 			continue
 		}
@@ -349,6 +354,10 @@ func (s *Sender) send(ctx context.Context, draining bool) {
 		wait = s.cfg.MinBackoff
 		s.delivered()
 	}
+	if st := s.Stats(); st.Buffered > 0 {
+		s.logger.Info("stopped-with-undelivered", lager.Data{"envelopes": st.Buffered, "bytes": st.BufferedBytes})
+	}
+	return ctx.Err()
 }
 
 // next is the batch in flight, or a new one taken from the queues in turn: each queue, on its
