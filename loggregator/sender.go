@@ -285,7 +285,7 @@ func (s *Sender) Stats() SenderStats {
 
 // Run sends until ctx is done, then goes on sending what is buffered for at most the
 // DrainTimeout (a stop loses nothing Loggregator can take meanwhile), and returns ctx's error.
-// A Send in flight when ctx ends is not cut short: it ends within the drain too. What is still
+// A Send in flight when ctx ends is not cut short (SendTimeout bounds it). What is still
 // buffered then stays so, unacknowledged: a caller that saves positions only on
 // acknowledgement reads it again after a restart. Call it once.
 func (s *Sender) Run(ctx context.Context) error {
