@@ -34,6 +34,11 @@ const (
 	DefaultPollInterval   = time.Second
 	DefaultLinesPerSecond = 100
 	DefaultLineBurst      = 1000
+	// DefaultBytesPerSecond and DefaultByteBurst bound each container's log text: 110
+	// containers at their bound send about 7 MiB/s, and one container's burst is a sixteenth
+	// of the Sender's 16 MiB buffer.
+	DefaultBytesPerSecond = 64 << 10
+	DefaultByteBurst      = 1 << 20
 	// WorkloadDeployments and WorkloadStatefulSets are opi's workload kinds (its `workload`
 	// setting): StatefulSet instances are indexed by ordinal.
 	WorkloadDeployments  = "deployments"
@@ -54,10 +59,13 @@ type Config struct {
 	StateDir string
 	// Loggregator is the v2 ingress the lines go to (mutual TLS).
 	Loggregator loggregator.SenderConfig
-	// LinesPerSecond and LineBurst bound each instance's lines (DefaultLinesPerSecond,
-	// DefaultLineBurst).
+	// LinesPerSecond and LineBurst bound each container's lines (DefaultLinesPerSecond,
+	// DefaultLineBurst); BytesPerSecond and ByteBurst its bytes of log text
+	// (DefaultBytesPerSecond, DefaultByteBurst).
 	LinesPerSecond float64
 	LineBurst      int
+	BytesPerSecond int64
+	ByteBurst      int64
 	// PollInterval is how often each container's log folder is read (DefaultPollInterval).
 	PollInterval time.Duration
 	// MaxLineBytes bounds a line (podlogs.DefaultMaxLineBytes when 0).
@@ -79,6 +87,12 @@ func (c *Config) Validate() error {
 	}
 	if c.LineBurst == 0 {
 		c.LineBurst = DefaultLineBurst
+	}
+	if c.BytesPerSecond == 0 {
+		c.BytesPerSecond = DefaultBytesPerSecond
+	}
+	if c.ByteBurst == 0 {
+		c.ByteBurst = DefaultByteBurst
 	}
 	if c.PollInterval <= 0 {
 		c.PollInterval = DefaultPollInterval
@@ -103,6 +117,9 @@ func (c *Config) Validate() error {
 	}
 	if c.LinesPerSecond < 0 || c.LineBurst < 0 {
 		errs = append(errs, fmt.Errorf("agent: the log rate bound (%g lines per second, bursts of %d) must be positive", c.LinesPerSecond, c.LineBurst))
+	}
+	if c.BytesPerSecond < 0 || c.ByteBurst < 0 {
+		errs = append(errs, fmt.Errorf("agent: the log rate bound (%d bytes per second, bursts of %d) must be positive", c.BytesPerSecond, c.ByteBurst))
 	}
 	return errors.Join(errs...)
 }
@@ -149,7 +166,10 @@ func New(cfg Config, client kubernetes.Interface, logger lager.Logger) (*Agent, 
 	if client == nil {
 		return nil, errors.New("agent: a Kubernetes client is required")
 	}
-	bound, err := loggregator.NewRateBound(cfg.LinesPerSecond, cfg.LineBurst)
+	bound, err := loggregator.NewRateBound(loggregator.RateBoundConfig{
+		BytesPerSecond: cfg.BytesPerSecond, ByteBurst: cfg.ByteBurst,
+		LinesPerSecond: cfg.LinesPerSecond, LineBurst: cfg.LineBurst,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
@@ -432,9 +452,11 @@ func (p *nodePod) hasAppContainer() bool {
 
 // followed is one followed pod: its latest state, and its follower goroutine's signals.
 type followed struct {
-	key  string // the checkpoint key: <ns>_<pod>_<uid>/opi
-	dir  string
-	gone chan struct{}
+	key string // the checkpoint key: <ns>_<pod>_<uid>/opi
+	// source is the container's rate bucket and Sender queue: <uid>/opi.
+	source string
+	dir    string
+	gone   chan struct{}
 
 	mu      sync.Mutex
 	pod     *nodePod
@@ -468,10 +490,11 @@ func (a *Agent) podSeen(obj any) {
 	}
 	podDir := p.Namespace + "_" + p.Name + "_" + string(p.UID)
 	f := &followed{
-		key:  podDir + "/" + spec.ContainerName,
-		dir:  filepath.Join(a.cfg.PodLogs, podDir, spec.ContainerName),
-		gone: make(chan struct{}),
-		pod:  p,
+		key:    podDir + "/" + spec.ContainerName,
+		source: loggregator.ContainerKey(string(p.UID), spec.ContainerName),
+		dir:    filepath.Join(a.cfg.PodLogs, podDir, spec.ContainerName),
+		gone:   make(chan struct{}),
+		pod:    p,
 	}
 	a.followed[string(p.UID)] = f
 	a.wg.Add(1)
@@ -537,11 +560,8 @@ func (a *Agent) follow(f *followed) {
 			}
 			f.mu.Lock()
 			f.removed = true
-			last := f.last
 			f.mu.Unlock()
-			if last != nil {
-				a.bound.Forget(last.SourceID + "/" + last.InstanceID)
-			}
+			a.bound.Forget(f.source)
 			a.ckpts.Delete(f.key)
 			a.saveSoon()
 			return
@@ -557,34 +577,45 @@ func (a *Agent) read(fl *podlogs.Follower, f *followed, final bool) error {
 		return nil
 	}
 	defer a.reportLost(fl, f)
-	return fl.Next(func(line podlogs.Line, pos podlogs.Position) {
-		a.counters.linesRead.Add(1)
-		typ := loggregator_v2.Log_OUT
-		if line.Stream == podlogs.Stderr {
-			typ = loggregator_v2.Log_ERR
-		}
-		env := loggregator.NewLog(id, line.Time, typ, []byte(line.Text))
-		envs := a.bound.Log(id, env, time.Now())
-		if len(envs) == 0 {
-			a.passed(f, pos)
-			return
-		}
-		f.mu.Lock()
-		f.inflight++
-		f.skipped = nil // this line's acknowledgement records a later position
-		f.mu.Unlock()
-		for i, e := range envs {
-			var ack func()
-			if i == len(envs)-1 {
-				ack = func() { a.acked(f, pos) }
-			}
-			// Back pressure: while the buffer is full this waits, and the file stays unread
-			// past this line. It fails only when the agent stops (the follower stops too).
-			if a.sender.EmitWait(a.ctx, e, ack) != nil {
+	return fl.Next(func(line podlogs.Line, pos podlogs.Position) { a.line(f, id, line, pos) })
+}
+
+// line hands one line of f to the Sender, or drops it if f is over its rate bound. The bound
+// is checked first: a dropped line builds nothing (no envelope, no tags).
+func (a *Agent) line(f *followed, id loggregator.Identity, line podlogs.Line, pos podlogs.Position) {
+	a.counters.linesRead.Add(1)
+	now := time.Now()
+	ok, notice := a.bound.Admit(f.source, len(line.Text), now)
+	if !ok {
+		if notice != "" {
+			// Diego's notice, as its log streamer sends it: stdout, the instance's own
+			// identity and tags, stamped now.
+			env := loggregator.NewLog(id, now, loggregator_v2.Log_OUT, []byte(notice))
+			if a.sender.EmitWait(a.ctx, f.source, env, nil) != nil {
 				return
 			}
 		}
-	})
+		a.passed(f, pos)
+		return
+	}
+	typ := loggregator_v2.Log_OUT
+	if line.Stream == podlogs.Stderr {
+		typ = loggregator_v2.Log_ERR
+	}
+	env := loggregator.NewLog(id, line.Time, typ, []byte(line.Text))
+	f.mu.Lock()
+	f.inflight++
+	f.skipped = nil // this line's acknowledgement records a later position
+	f.mu.Unlock()
+	// Back pressure: while the buffer is full this waits, and the file stays unread past this
+	// line. It fails only when the agent stops (the follower stops too).
+	_ = a.sender.EmitWait(a.ctx, f.source, env, a.ackOf(f, pos))
+}
+
+// ackOf is the acknowledgement of the line before pos. It is made here, not in line, so that
+// only a line that is sent moves pos to the heap: a dropped line allocates nothing.
+func (a *Agent) ackOf(f *followed, pos podlogs.Position) func() {
+	return func() { a.acked(f, pos) }
 }
 
 // acked records pos once the batch holding its line is delivered (or the position after lines
@@ -613,7 +644,8 @@ func (a *Agent) passed(f *followed, pos podlogs.Position) {
 		return
 	}
 	if f.inflight > 0 {
-		f.skipped = &pos
+		skipped := pos // a copy, so that only this branch allocates
+		f.skipped = &skipped
 		return
 	}
 	a.ckpts.Set(f.key, pos)

@@ -33,6 +33,8 @@ const (
 	appGUID = "9d3e4d2c-6a45-4e1b-8f0e-2b8f1c1d2e3f"
 	lrpGUID = "b0c4a1e2-77aa-4c1e-9f00-1234567890ab"
 	version = "v1"
+	// linesNotice is Diego's notice for an instance over its line bound (0.001 lines/s here).
+	linesNotice = "app instance exceeded log rate limit (0.001 log-lines/sec) set by platform operator"
 )
 
 var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
@@ -175,6 +177,7 @@ func startIngress() (*standin.Server, agent.Config) {
 		Loggregator: loggregator.SenderConfig{
 			Addr: ingress.Addr(), CAFile: files.CA, CertFile: files.Cert, KeyFile: files.Key,
 			MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
+			DrainTimeout: 100 * time.Millisecond, // a stop while the stand-in is down waits no longer
 		},
 		PollInterval: 5 * time.Millisecond,
 	}
@@ -445,7 +448,7 @@ var _ = Describe("Agent", func() {
 		}
 		a, stop := start()
 		Eventually(func() uint64 { return a.Stats().RateDropped }, 10*time.Second).Should(Equal(uint64(3)))
-		Eventually(func() uint64 { return a.Stats().Sender.Delivered }, 10*time.Second).Should(Equal(uint64(2)))
+		Eventually(func() uint64 { return a.Stats().Sender.Delivered }, 10*time.Second).Should(Equal(uint64(3))) // and the notice
 		stop()
 		info, err := os.Stat(filepath.Join(podLogs, ns+"_"+web.Name+"_web-uid", spec.ContainerName, "0.log"))
 		Expect(err).NotTo(HaveOccurred())
@@ -457,10 +460,10 @@ var _ = Describe("Agent", func() {
 		writeLines(podLogs, web, cri(t0.Add(5), "stdout", "F", "line 5"))
 		client = fake.NewClientset(deployment(1), web)
 		start()
-		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal([]string{"line 0", "line 1", "line 5"}))
+		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal([]string{"line 0", "line 1", linesNotice, "line 5"}))
 	})
 
-	It("bounds each instance's lines", func() {
+	It("bounds each instance's lines, with one notice in its own stream as Diego's", func() {
 		cfg.LinesPerSecond, cfg.LineBurst = 0.001, 2
 		web := appPod("dora-dev-b0c4a1e2-5d8f9-abcde", "web-uid", node, t0)
 		client = fake.NewClientset(deployment(1), web)
@@ -471,7 +474,36 @@ var _ = Describe("Agent", func() {
 		writeLines(podLogs, web, lines...)
 		a, _ := start()
 		Eventually(func() uint64 { return a.Stats().RateDropped }, 10*time.Second).Should(Equal(uint64(3)))
-		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal([]string{"line 0", "line 1"}))
+		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal([]string{"line 0", "line 1", linesNotice}))
+		notice, first := ingress.Envelopes()[2], ingress.Envelopes()[0]
+		Expect(notice.GetLog().GetType()).To(Equal(loggregator_v2.Log_OUT))
+		Expect(notice.SourceId).To(Equal(first.SourceId))
+		Expect(notice.InstanceId).To(Equal(first.InstanceId))
+		Expect(notice.Tags).To(Equal(first.Tags))
+	})
+
+	It("bounds each instance's bytes of log text, with Diego's notice naming the bound", func() {
+		cfg.BytesPerSecond, cfg.ByteBurst = 1, 20
+		web := appPod("dora-dev-b0c4a1e2-5d8f9-abcde", "web-uid", node, t0)
+		client = fake.NewClientset(deployment(1), web)
+		writeLines(podLogs, web,
+			cri(t0, "stdout", "F", "ten bytes!"), cri(t0.Add(1), "stdout", "F", "ten bytes!"),
+			cri(t0.Add(2), "stdout", "F", "one more"))
+		a, _ := start()
+		Eventually(func() uint64 { return a.Stats().RateDropped }, 10*time.Second).Should(Equal(uint64(1)))
+		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal([]string{
+			"ten bytes!", "ten bytes!", "app instance exceeded log rate limit (1 bytes/sec)",
+		}))
+	})
+
+	It("checks the bound before it builds anything for a line: a dropped line allocates nothing", func() {
+		// One byte a second: of the 1,000 lines at most one a second is sent and one noticed,
+		// which averages below one allocation a line unless the runs take minutes.
+		cfg.BytesPerSecond, cfg.ByteBurst = 1, 1
+		a, err := agent.New(cfg, fake.NewClientset(), lagertest.NewTestLogger("agent"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(agent.DroppedLineAllocs(a, 1000)).To(BeZero())
+		Expect(a.Stats().RateDropped).To(BeNumerically(">=", 1000))
 	})
 
 	It("refuses a config it cannot work with, naming what is wrong", func() {

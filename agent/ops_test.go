@@ -92,10 +92,10 @@ var _ = Describe("Agent ops endpoint", func() {
 
 		run(a)
 		Eventually(func() int { return status(ops.URL + "/readyz") }, 10*time.Second).Should(Equal(http.StatusOK))
-		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal([]string{"line 0", "line 1"}))
+		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal([]string{"line 0", "line 1", linesNotice}))
 		Eventually(func() map[string]float64 { return scrape(ops.URL) }, 10*time.Second).Should(And(
 			HaveKeyWithValue("opi_agent_log_lines_read_total", 5.0),
-			HaveKeyWithValue("opi_agent_envelopes_sent_total", 2.0),
+			HaveKeyWithValue("opi_agent_envelopes_sent_total", 3.0), // and the notice
 			HaveKeyWithValue(`opi_agent_envelopes_dropped_total{reason="rate"}`, 3.0),
 			HaveKeyWithValue(`opi_agent_envelopes_dropped_total{reason="buffer"}`, 0.0),
 			HaveKeyWithValue("opi_agent_send_errors_total", 0.0),

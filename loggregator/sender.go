@@ -27,6 +27,10 @@ const (
 	DefaultSendTimeout          = 10 * time.Second
 	DefaultMinBackoff           = 100 * time.Millisecond
 	DefaultMaxBackoff           = 10 * time.Second
+	DefaultDrainTimeout         = 10 * time.Second
+	// DefaultQuantum is how many bytes each source's queue may put in a batch per round: a
+	// line of a quiet source waits behind at most this much (plus one envelope) of each other.
+	DefaultQuantum = 16 << 10
 )
 
 // SenderConfig configures a Sender; zero fields take the defaults above.
@@ -51,6 +55,11 @@ type SenderConfig struct {
 	// MinBackoff and MaxBackoff bound the wait after a failed Send and between connection
 	// attempts (doubling from the first to the second).
 	MinBackoff, MaxBackoff time.Duration
+	// DrainTimeout bounds how long Run goes on sending what is buffered once its context ends
+	// (DefaultDrainTimeout; negative: not at all).
+	DrainTimeout time.Duration
+	// Quantum is the bytes each source's queue may put in a batch per round (DefaultQuantum).
+	Quantum int
 }
 
 func (c *SenderConfig) defaults() {
@@ -74,6 +83,10 @@ func (c *SenderConfig) defaults() {
 	setD(&c.SendTimeout, DefaultSendTimeout)
 	setD(&c.MinBackoff, DefaultMinBackoff)
 	setD(&c.MaxBackoff, DefaultMaxBackoff)
+	set(&c.Quantum, DefaultQuantum)
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = DefaultDrainTimeout
+	}
 	if c.MaxBackoff < c.MinBackoff {
 		c.MaxBackoff = c.MinBackoff
 	}
@@ -91,11 +104,14 @@ type SenderStats struct {
 	Delivered, Dropped, FailedSends, Waits uint64
 }
 
-// Sender sends envelopes to a Loggregator v2 ingress in order, in batches, each batch retried
-// until it is delivered. Emit never blocks: it buffers, or drops when the buffer is full (for a
-// caller that must not wait, like a leader's lifecycle lines). EmitWait waits for room instead
-// (back pressure: a log reader stops reading while Loggregator is unreachable). Run does the
-// sending. Safe for concurrent use.
+// Sender sends envelopes to a Loggregator v2 ingress in batches, each batch retried until it is
+// delivered. Each envelope goes in a queue of its own source (EmitWait's key: the agent's
+// followed container); batches take from the queues in turn, a quantum of bytes each (deficit
+// round robin), so a source that fills the buffer delays another's envelopes by at most its
+// share. Each source's envelopes go out, and are acknowledged, in the order they came. Emit
+// never blocks: it buffers, or drops when the buffer is full (for a caller that must not wait,
+// like a leader's lifecycle lines). EmitWait waits for room instead (back pressure: a log reader
+// stops reading while Loggregator is unreachable). Run does the sending. Safe for concurrent use.
 type Sender struct {
 	cfg    SenderConfig
 	logger lager.Logger
@@ -108,10 +124,23 @@ type Sender struct {
 	room chan struct{}
 
 	mu       sync.Mutex
-	queue    []entry
+	queues   map[string]*queue
+	turns    []*queue // the queues with envelopes not in a batch yet, in round robin order
+	inflight []entry  // the batch being sent, kept until it is delivered
+	count    int      // envelopes buffered, in flight included
 	bytes    int
 	stats    SenderStats
 	dropping uint64 // dropped since the buffer last had room
+}
+
+// queue is one source's envelopes not yet in a batch, in order.
+type queue struct {
+	key     string
+	entries []entry
+	// deficit is what the queue may still put in batches this round; granted says whether
+	// this round's quantum was added.
+	deficit int
+	granted bool
 }
 
 type entry struct {
@@ -159,19 +188,21 @@ func NewSender(cfg SenderConfig, logger lager.Logger) (*Sender, error) {
 		client: loggregator_v2.NewIngressClient(conn),
 		wake:   make(chan struct{}, 1),
 		room:   make(chan struct{}),
+		queues: map[string]*queue{},
 	}, nil
 }
 
-// Emit buffers env for delivery; ack, if not nil, is called once it is delivered (in order).
-// It reports false, and counts a drop, if the buffer is full.
+// Emit buffers env for delivery in the queue of source "" (shared by every Emit); ack, if not
+// nil, is called once it is delivered (in order). It reports false, and counts a drop, if the
+// buffer is full.
 func (s *Sender) Emit(env *loggregator_v2.Envelope, ack func()) bool {
 	size := proto.Size(env)
 	s.mu.Lock()
-	if len(s.queue)+1 > s.cfg.MaxBufferedEnvelopes || s.bytes+size > s.cfg.MaxBufferedBytes {
+	if s.count+1 > s.cfg.MaxBufferedEnvelopes || s.bytes+size > s.cfg.MaxBufferedBytes {
 		s.stats.Dropped++
 		s.dropping++
 		first := s.dropping == 1
-		buffered, bytes := len(s.queue), s.bytes
+		buffered, bytes := s.count, s.bytes
 		s.mu.Unlock()
 		if first {
 			s.logger.Error("buffer-full-dropping", errors.New("loggregator buffer full"), lager.Data{
@@ -181,7 +212,7 @@ func (s *Sender) Emit(env *loggregator_v2.Envelope, ack func()) bool {
 		}
 		return false
 	}
-	s.push(env, size, ack)
+	s.push("", env, size, ack)
 	dropped := s.dropping
 	s.dropping = 0
 	s.mu.Unlock()
@@ -192,17 +223,17 @@ func (s *Sender) Emit(env *loggregator_v2.Envelope, ack func()) bool {
 	return true
 }
 
-// EmitWait buffers env for delivery like Emit, but while the buffer is full it waits for room
-// instead of dropping (an envelope larger than the byte bound goes in once the buffer is
-// empty). It returns ctx's error if ctx ends first: env is then not buffered. Waiters are
-// admitted as room frees up, in no set order.
-func (s *Sender) EmitWait(ctx context.Context, env *loggregator_v2.Envelope, ack func()) error {
+// EmitWait buffers env for delivery in the queue of source key, like Emit, but while the buffer
+// is full it waits for room instead of dropping (an envelope larger than the byte bound goes in
+// once the buffer is empty). It returns ctx's error if ctx ends first: env is then not
+// buffered. Waiters are admitted as room frees up, in no set order.
+func (s *Sender) EmitWait(ctx context.Context, key string, env *loggregator_v2.Envelope, ack func()) error {
 	size := proto.Size(env)
 	waited := false
 	for {
 		s.mu.Lock()
-		if len(s.queue) == 0 || (len(s.queue)+1 <= s.cfg.MaxBufferedEnvelopes && s.bytes+size <= s.cfg.MaxBufferedBytes) {
-			s.push(env, size, ack)
+		if s.count == 0 || (s.count+1 <= s.cfg.MaxBufferedEnvelopes && s.bytes+size <= s.cfg.MaxBufferedBytes) {
+			s.push(key, env, size, ack)
 			s.mu.Unlock()
 			s.wakeUp()
 			return nil
@@ -221,11 +252,18 @@ func (s *Sender) EmitWait(ctx context.Context, env *loggregator_v2.Envelope, ack
 	}
 }
 
-// push appends to the buffer; s.mu is held.
-func (s *Sender) push(env *loggregator_v2.Envelope, size int, ack func()) {
-	s.queue = append(s.queue, entry{env: env, size: size, ack: ack})
+// push appends to key's queue; s.mu is held.
+func (s *Sender) push(key string, env *loggregator_v2.Envelope, size int, ack func()) {
+	q := s.queues[key]
+	if q == nil {
+		q = &queue{key: key}
+		s.queues[key] = q
+		s.turns = append(s.turns, q)
+	}
+	q.entries = append(q.entries, entry{env: env, size: size, ack: ack})
+	s.count++
 	s.bytes += size
-	s.stats.PeakBuffered = max(s.stats.PeakBuffered, len(s.queue))
+	s.stats.PeakBuffered = max(s.stats.PeakBuffered, s.count)
 	s.stats.PeakBufferedBytes = max(s.stats.PeakBufferedBytes, s.bytes)
 }
 
@@ -241,31 +279,50 @@ func (s *Sender) Stats() SenderStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.stats
-	st.Buffered, st.BufferedBytes = len(s.queue), s.bytes
+	st.Buffered, st.BufferedBytes = s.count, s.bytes
 	return st
 }
 
-// Run sends until ctx is done, then returns ctx's error; what is still buffered stays so (it
-// was not acknowledged). Call it once.
+// Run sends until ctx is done, then goes on sending what is buffered for at most the
+// DrainTimeout (a stop loses nothing Loggregator can take meanwhile), and returns ctx's error.
+// A Send in flight when ctx ends is not cut short (SendTimeout bounds it). What is still
+// buffered then stays so, unacknowledged: a caller that saves positions only on
+// acknowledgement reads it again after a restart. Call it once.
 func (s *Sender) Run(ctx context.Context) error {
+	// Sends and back-off waits run under drainCtx: never done until ctx is, then done
+	// DrainTimeout later.
+	bg := context.WithoutCancel(ctx)
+	drainCtx, cancelDrain := bg, context.CancelFunc(func() {})
+	defer func() { cancelDrain() }()
+	stopping := func() bool {
+		if ctx.Err() == nil {
+			return false
+		}
+		if drainCtx == bg {
+			drainCtx, cancelDrain = context.WithTimeout(bg, max(s.cfg.DrainTimeout, 0))
+		}
+		return true
+	}
 	wait := s.cfg.MinBackoff
 	failing := false
 	for {
 		batch := s.next()
 		if len(batch) == 0 {
+			if stopping() {
+				break
+			}
 			select {
 			case <-ctx.Done():
-				return ctx.Err()
 			case <-s.wake:
-				continue
 			}
+			continue
 		}
-		sendCtx, cancel := context.WithTimeout(ctx, s.cfg.SendTimeout)
+		if stopping() && drainCtx.Err() != nil {
+			break
+		}
+		sendCtx, cancel := context.WithTimeout(drainCtx, s.cfg.SendTimeout)
 		_, err := s.client.Send(sendCtx, &loggregator_v2.EnvelopeBatch{Batch: batch})
 		cancel()
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
 		if err != nil {
 			s.mu.Lock()
 			s.stats.FailedSends++
@@ -274,13 +331,19 @@ func (s *Sender) Run(ctx context.Context) error {
 				s.logger.Error("send-failed-retrying", err, lager.Data{"envelopes": len(batch)})
 				failing = true
 			}
+			var stop <-chan struct{} // a stop ends the wait at once; a drain waits it out
+			if !stopping() {
+				stop = ctx.Done()
+			} else if drainCtx.Err() != nil {
+				break
+			}
 			timer := time.NewTimer(wait)
 			select {
-			case <-ctx.Done():
-				timer.Stop()
-				return ctx.Err()
 			case <-timer.C:
+			case <-stop:
+			case <-drainCtx.Done():
 			}
+			timer.Stop()
 			wait = min(2*wait, s.cfg.MaxBackoff)
 			continue
 		}
@@ -289,37 +352,76 @@ func (s *Sender) Run(ctx context.Context) error {
 			failing = false
 		}
 		wait = s.cfg.MinBackoff
-		s.delivered(len(batch))
+		s.delivered()
 	}
+	if st := s.Stats(); st.Buffered > 0 {
+		s.logger.Info("stopped-with-undelivered", lager.Data{"envelopes": st.Buffered, "bytes": st.BufferedBytes})
+	}
+	return ctx.Err()
 }
 
-// next is the batch at the head of the buffer (it stays there until delivered).
+// next is the batch in flight, or a new one taken from the queues in turn: each queue, on its
+// turn, gets a quantum of bytes more and puts in its envelopes while they fit in what it has
+// (deficit round robin). A batch that fills up mid-turn leaves that queue's turn open for the
+// next batch.
 func (s *Sender) next() []*loggregator_v2.Envelope {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var batch []*loggregator_v2.Envelope
-	bytes := 0
-	for _, e := range s.queue {
-		if len(batch) == s.cfg.MaxBatchEnvelopes || (len(batch) > 0 && bytes+e.size > s.cfg.MaxBatchBytes) {
-			break
-		}
-		batch = append(batch, e.env)
-		bytes += e.size
+	if len(s.inflight) == 0 {
+		s.fill()
+	}
+	batch := make([]*loggregator_v2.Envelope, len(s.inflight))
+	for i, e := range s.inflight {
+		batch[i] = e.env
 	}
 	return batch
 }
 
-func (s *Sender) delivered(n int) {
-	acks := make([]func(), 0, n)
-	s.mu.Lock()
-	for i := range s.queue[:n] {
-		s.bytes -= s.queue[i].size
-		if s.queue[i].ack != nil {
-			acks = append(acks, s.queue[i].ack)
+// fill takes a batch from the queues into s.inflight; s.mu is held.
+func (s *Sender) fill() {
+	bytes := 0
+	for len(s.turns) > 0 {
+		q := s.turns[0]
+		if !q.granted {
+			q.deficit += s.cfg.Quantum
+			q.granted = true
 		}
-		s.queue[i] = entry{} // the envelope is not kept alive by the buffer's array
+		for len(q.entries) > 0 && q.entries[0].size <= q.deficit {
+			e := q.entries[0]
+			if len(s.inflight) == s.cfg.MaxBatchEnvelopes || (len(s.inflight) > 0 && bytes+e.size > s.cfg.MaxBatchBytes) {
+				return
+			}
+			s.inflight = append(s.inflight, e)
+			bytes += e.size
+			q.deficit -= e.size
+			q.entries[0] = entry{} // the envelope is not kept alive by the queue's array
+			q.entries = q.entries[1:]
+		}
+		q.granted = false
+		s.turns[0] = nil
+		s.turns = s.turns[1:]
+		if len(q.entries) > 0 {
+			s.turns = append(s.turns, q)
+		} else {
+			// An empty queue keeps no credit (it would let it burst later) and no memory.
+			delete(s.queues, q.key)
+		}
 	}
-	s.queue = s.queue[n:]
+}
+
+func (s *Sender) delivered() {
+	s.mu.Lock()
+	n := len(s.inflight)
+	acks := make([]func(), 0, n)
+	for i, e := range s.inflight {
+		s.bytes -= e.size
+		if e.ack != nil {
+			acks = append(acks, e.ack)
+		}
+		s.inflight[i] = entry{}
+	}
+	s.inflight = s.inflight[:0]
+	s.count -= n
 	s.stats.Delivered += uint64(n)
 	close(s.room)
 	s.room = make(chan struct{})

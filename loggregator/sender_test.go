@@ -2,8 +2,10 @@ package loggregator_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,6 +36,7 @@ var _ = Describe("Sender", func() {
 		cfg = loggregator.SenderConfig{
 			Addr: ingress.Addr(), CAFile: files.CA, CertFile: files.Cert, KeyFile: files.Key,
 			MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
+			DrainTimeout: -1, // the specs of the drain at stop set it
 		}
 		logger = lagertest.NewTestLogger("test")
 	})
@@ -142,7 +145,7 @@ var _ = Describe("Sender", func() {
 		go func() {
 			defer GinkgoRecover()
 			for i, env := range want {
-				Expect(s.EmitWait(context.Background(), env, nil)).To(Succeed())
+				Expect(s.EmitWait(context.Background(), "a", env, nil)).To(Succeed())
 				emitted <- i
 			}
 		}()
@@ -169,10 +172,10 @@ var _ = Describe("Sender", func() {
 		ingress.Stop()
 		s := start()
 		envs := lines("a", "b")
-		Expect(s.EmitWait(context.Background(), envs[0], nil)).To(Succeed())
+		Expect(s.EmitWait(context.Background(), "a", envs[0], nil)).To(Succeed())
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		go func() { done <- s.EmitWait(ctx, envs[1], nil) }()
+		go func() { done <- s.EmitWait(ctx, "a", envs[1], nil) }()
 		Eventually(func() uint64 { return s.Stats().Waits }).Should(Equal(uint64(1)))
 		cancel()
 		Eventually(done).Should(Receive(MatchError(context.Canceled)))
@@ -186,7 +189,7 @@ var _ = Describe("Sender", func() {
 		big := lines("0123456789")[0]
 		cfg.MaxBufferedBytes = len(mustMarshal(big)) - 1
 		s := start()
-		Expect(s.EmitWait(context.Background(), big, nil)).To(Succeed())
+		Expect(s.EmitWait(context.Background(), "a", big, nil)).To(Succeed())
 		Eventually(received).Should(Satisfy(matching([]*loggregator_v2.Envelope{big})))
 	})
 
@@ -211,6 +214,120 @@ var _ = Describe("Sender", func() {
 		Expect(s.Emit(lines("a")[0], nil)).To(BeTrue())
 		Eventually(func() uint64 { return s.Stats().FailedSends }).Should(BeNumerically(">=", 1))
 		Expect(ingress.Envelopes()).To(BeEmpty())
+	})
+
+	// payload is an envelope's log text.
+	payload := func(env *loggregator_v2.Envelope) string { return string(env.GetLog().GetPayload()) }
+
+	It("shares the batches between sources: once both are queued, a quiet source's line waits behind at most a quantum and one envelope of a noisy one", func() {
+		cfg.Quantum = 1000
+		cfg.MaxBatchEnvelopes = 7
+		s, err := loggregator.NewSender(cfg, logger)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(s.Close)
+		var noisy, quiet []*loggregator_v2.Envelope
+		for i := range 40 {
+			noisy = append(noisy, logEnvelope(at, loggregator_v2.Log_OUT, fmt.Sprintf("noisy %02d %s", i, strings.Repeat("n", 400))))
+		}
+		for i := range 5 {
+			quiet = append(quiet, logEnvelope(at, loggregator_v2.Log_OUT, fmt.Sprintf("quiet %d", i)))
+		}
+		var mu sync.Mutex
+		var acked []string
+		ack := func(env *loggregator_v2.Envelope) func() {
+			return func() { mu.Lock(); acked = append(acked, payload(env)); mu.Unlock() }
+		}
+		// The noisy source queued first, all of it: a single queue would send all of it first.
+		for _, env := range noisy {
+			Expect(s.EmitWait(context.Background(), "noisy/opi", env, ack(env))).To(Succeed())
+		}
+		for _, env := range quiet {
+			Expect(s.EmitWait(context.Background(), "quiet/opi", env, ack(env))).To(Succeed())
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.Run(ctx) }()
+		DeferCleanup(func() { cancel(); Eventually(done).Should(Receive()) })
+		Eventually(func() int { return len(received()) }).Should(Equal(45))
+
+		got := received()
+		noisyBound := cfg.Quantum + len(mustMarshal(noisy[0]))
+		var order []string
+		noisyBetween, quietSeen := 0, 0
+		for _, env := range got {
+			order = append(order, payload(env))
+			if strings.HasPrefix(payload(env), "quiet") {
+				Expect(noisyBetween).To(BeNumerically("<=", noisyBound), "noisy bytes before %q", payload(env))
+				noisyBetween = 0
+				quietSeen++
+				continue
+			}
+			if quietSeen < len(quiet) {
+				noisyBetween += len(mustMarshal(env))
+			}
+		}
+		Expect(quietSeen).To(Equal(len(quiet)))
+		// Each source's lines go out, and are acknowledged, in the order they came.
+		var wantNoisy, wantQuiet []string
+		for _, env := range noisy {
+			wantNoisy = append(wantNoisy, payload(env))
+		}
+		for _, env := range quiet {
+			wantQuiet = append(wantQuiet, payload(env))
+		}
+		of := func(prefix string, in []string) []string {
+			var out []string
+			for _, p := range in {
+				if strings.HasPrefix(p, prefix) {
+					out = append(out, p)
+				}
+			}
+			return out
+		}
+		Expect(of("noisy", order)).To(Equal(wantNoisy))
+		Expect(of("quiet", order)).To(Equal(wantQuiet))
+		Eventually(func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), acked...) }).Should(Equal(order))
+	})
+
+	Describe("at stop", func() {
+		// runStopped runs s with a context that has already ended: only the drain sends.
+		runStopped := func(s *loggregator.Sender) {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			Expect(s.Run(ctx)).To(MatchError(context.Canceled))
+		}
+
+		It("delivers and acknowledges what it buffered before Run returns", func() {
+			cfg.DrainTimeout = time.Minute
+			s, err := loggregator.NewSender(cfg, logger)
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(s.Close)
+			want := lines("a", "b", "c")
+			acked := 0
+			for _, env := range want {
+				Expect(s.EmitWait(context.Background(), "a", env, func() { acked++ })).To(Succeed())
+			}
+			runStopped(s)
+			Expect(received()).To(Satisfy(matching(want)))
+			Expect(acked).To(Equal(3))
+			Expect(s.Stats()).To(And(HaveField("Buffered", BeZero()), HaveField("Delivered", Equal(uint64(3)))))
+		})
+
+		It("keeps what it could not deliver within the drain's bound, unacknowledged", func() {
+			cfg.DrainTimeout = 50 * time.Millisecond
+			ingress.Stop()
+			s, err := loggregator.NewSender(cfg, logger)
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(s.Close)
+			acked := 0
+			for _, env := range lines("a", "b") {
+				Expect(s.EmitWait(context.Background(), "a", env, func() { acked++ })).To(Succeed())
+			}
+			runStopped(s)
+			Expect(acked).To(BeZero())
+			Expect(s.Stats().Buffered).To(Equal(2))
+			Expect(logger).To(gbytes.Say("stopped-with-undelivered"))
+		})
 	})
 
 	DescribeTable("refuses a configuration it cannot use",

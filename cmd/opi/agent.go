@@ -47,6 +47,8 @@ func parseAgentFlags(args []string) (AgentConfig, error) {
 			PodLogs:        agent.DefaultPodLogs,
 			LinesPerSecond: agent.DefaultLinesPerSecond,
 			LineBurst:      agent.DefaultLineBurst,
+			BytesPerSecond: agent.DefaultBytesPerSecond,
+			ByteBurst:      agent.DefaultByteBurst,
 			Loggregator:    loggregator.SenderConfig{ServerName: loggregator.DefaultServerName},
 			Kubelet:        agent.Kubelet{URL: kubeletURL},
 		},
@@ -90,6 +92,8 @@ func agentFlags(cfg *AgentConfig) *flag.FlagSet {
 	fs.StringVar(&cfg.Loggregator.ServerName, "loggregator-server-name", cfg.Loggregator.ServerName, "name the ingress's certificate holds (metron for an agent, doppler for a Doppler)")
 	fs.Float64Var(&cfg.LinesPerSecond, "log-rate", cfg.LinesPerSecond, "log lines per second each instance may send")
 	fs.IntVar(&cfg.LineBurst, "log-burst", cfg.LineBurst, "log lines an instance may send at once above the rate")
+	fs.Int64Var(&cfg.BytesPerSecond, "log-bytes-rate", cfg.BytesPerSecond, "bytes of log text per second each instance may send")
+	fs.Int64Var(&cfg.ByteBurst, "log-bytes-burst", cfg.ByteBurst, "bytes of log text an instance may send at once above the rate")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, error or fatal")
 	fs.StringVar(&cfg.OpsListen, "ops-listen", cfg.OpsListen, "address of the plain HTTP ops endpoint (/healthz, /readyz, /metrics); empty: none")
 	return fs
@@ -105,6 +109,9 @@ func (c *AgentConfig) validate() error {
 	}
 	if c.LinesPerSecond <= 0 || c.LineBurst < 1 {
 		errs = append(errs, fmt.Errorf("--log-rate (%g) must be above 0 and --log-burst (%d) at least 1", c.LinesPerSecond, c.LineBurst))
+	}
+	if c.BytesPerSecond <= 0 || c.ByteBurst < 1 {
+		errs = append(errs, fmt.Errorf("--log-bytes-rate (%d) must be above 0 and --log-bytes-burst (%d) at least 1", c.BytesPerSecond, c.ByteBurst))
 	}
 	if c.Loggregator.Addr == "" {
 		errs = append(errs, errors.New("--loggregator-addr is required"))

@@ -42,13 +42,16 @@ var _ = Describe("opi agent's flags", func() {
 		Expect(cfg.PodLogs).To(Equal("/var/log/pods"))
 		Expect(cfg.LinesPerSecond).To(Equal(float64(agent.DefaultLinesPerSecond)))
 		Expect(cfg.LineBurst).To(Equal(agent.DefaultLineBurst))
+		Expect(cfg.BytesPerSecond).To(Equal(int64(agent.DefaultBytesPerSecond)))
+		Expect(cfg.ByteBurst).To(Equal(int64(agent.DefaultByteBurst)))
 		Expect(cfg.Loggregator.ServerName).To(Equal("metron"))
 		Expect(cfg.Kubeconfig).To(BeEmpty())
 		Expect(cfg.Kubelet.URL).To(BeEmpty(), "no kubelet, no container metrics")
 
 		cfg, err = parseAgentFlags(valid("--namespace", "apps", "--backend", "statefulsets", "--pod-logs", "/logs",
 			"--kubeconfig", "/kc", "--kubelet-url", "https://10.0.0.1:10250", "--kubelet-ca", ca, "--kubelet-token-file", key,
-			"--loggregator-server-name", "doppler", "--log-rate", "50", "--log-burst", "200", "--log-level", "debug"))
+			"--loggregator-server-name", "doppler", "--log-rate", "50", "--log-burst", "200", "--log-level", "debug",
+			"--log-bytes-rate", "4096", "--log-bytes-burst", "65536"))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(cfg.Namespace).To(Equal("apps"))
 		Expect(cfg.Workload).To(Equal(agent.WorkloadStatefulSets))
@@ -60,6 +63,8 @@ var _ = Describe("opi agent's flags", func() {
 		Expect(cfg.Loggregator.ServerName).To(Equal("doppler"))
 		Expect(cfg.LinesPerSecond).To(Equal(50.0))
 		Expect(cfg.LineBurst).To(Equal(200))
+		Expect(cfg.BytesPerSecond).To(Equal(int64(4096)))
+		Expect(cfg.ByteBurst).To(Equal(int64(65536)))
 		Expect(cfg.LogLevel).To(Equal("debug"))
 	})
 
@@ -102,6 +107,7 @@ var _ = Describe("opi agent's flags", func() {
 			"--kubelet-token-file: stat":                               valid("--kubelet-url", "https://10.0.0.1:10250", "--kubelet-ca", ca, "--kubelet-token-file", filepath.Join(dir, "missing")),
 			`--backend "pods" is neither deployments nor statefulsets`: valid("--backend", "pods"),
 			"--log-rate (0) must be above 0":                           valid("--log-rate", "0"),
+			"--log-bytes-burst (0) at least 1":                         valid("--log-bytes-burst", "0"),
 			"must not be in the pod log folder":                        valid("--pod-logs", dir, "--state-dir", filepath.Join(dir, "state")),
 			"takes no arguments":                                       valid("extra"),
 		} {

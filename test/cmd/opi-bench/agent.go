@@ -65,6 +65,9 @@ type agentBenchConfig struct {
 	podLogs, state, addr, ca, cert, key string
 	linesPerSecond                      float64
 	burst                               int
+	bytesRate, bytesBurst               int64
+	// bounds: the log bounds' run (agent_bounds.go) instead.
+	bounds bool
 }
 
 // agentRun is an agent run's JSON line (its figures under "agent", apart from the LRP runs').
@@ -123,6 +126,9 @@ func parseAgentFlags(args []string) (agentBenchConfig, error) {
 	fs.StringVar(&c.key, "key", "", "child: the client key")
 	fs.Float64Var(&c.linesPerSecond, "lines-per-second", 0, "child: the rate bound (0: the agent's default)")
 	fs.IntVar(&c.burst, "burst", 0, "child: the rate bound's burst (0: the agent's default)")
+	fs.Int64Var(&c.bytesRate, "bytes-rate", 0, "child: the byte bound (0: the agent's default)")
+	fs.Int64Var(&c.bytesBurst, "bytes-burst", 0, "child: the byte bound's burst (0: the agent's default)")
+	fs.BoolVar(&c.bounds, "bounds", false, "measure the log bounds instead: CPU per dropped and per sent line, quiet tenants' delay beside a noisy one")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -144,6 +150,9 @@ func agentMain(args []string) error {
 	defer stop()
 	if cfg.child {
 		return runAgentChild(ctx, cfg)
+	}
+	if cfg.bounds {
+		return runAgentBounds(ctx, cfg)
 	}
 	return runAgentBench(ctx, cfg)
 }
@@ -198,6 +207,7 @@ func runAgentChild(ctx context.Context, cfg agentBenchConfig) error {
 		Node: agentNode, Namespace: agentNamespace, PodLogs: cfg.podLogs, StateDir: cfg.state,
 		Loggregator:    loggregator.SenderConfig{Addr: cfg.addr, CAFile: cfg.ca, CertFile: cfg.cert, KeyFile: cfg.key},
 		LinesPerSecond: cfg.linesPerSecond, LineBurst: cfg.burst, PollInterval: cfg.poll,
+		BytesPerSecond: cfg.bytesRate, ByteBurst: cfg.bytesBurst,
 	}, fake.NewClientset(objs...), logger)
 	if err != nil {
 		return err

@@ -69,7 +69,8 @@ type recordedRun struct {
 	Cancel        *phase   `json:"cancel"`
 
 	// Agent runs (opi-bench agent).
-	Agent *agentFigures `json:"agent"`
+	Agent       *agentFigures  `json:"agent"`
+	AgentBounds *boundsFigures `json:"agent_bounds"`
 
 	// Nats runs (nats_report.go).
 	natsRecorded
@@ -105,8 +106,8 @@ func readRuns(r io.Reader) ([]recordedRun, error) {
 		if run.at.IsZero() {
 			return nil, fmt.Errorf("line %d: date %q is in none of the formats %q", n, run.Date, runDateLayouts)
 		}
-		if run.N == 0 && run.Tasks == 0 && run.Agent == nil {
-			return nil, fmt.Errorf("line %d: neither n, tasks nor agent is set", n)
+		if run.N == 0 && run.Tasks == 0 && run.Agent == nil && run.AgentBounds == nil {
+			return nil, fmt.Errorf("line %d: neither n, tasks nor agent (nor agent_bounds) is set", n)
 		}
 		run.line = n
 		runs = append(runs, run)
@@ -321,7 +322,7 @@ func generatedTables(runs []recordedRun) string {
 	b.WriteString(generatedBegin + "\n\n")
 	lrp, tasks, agents := 0, 0, 0
 	for _, r := range runs {
-		if r.Agent != nil {
+		if r.Agent != nil || r.AgentBounds != nil {
 			agents++
 		} else if r.Tasks > 0 {
 			tasks++
@@ -342,7 +343,7 @@ func generatedTables(runs []recordedRun) string {
 		values := map[scale][2]string{}
 		count := map[scale]int{}
 		for _, r := range ordered {
-			if (r.Tasks > 0) != f.tasks || r.Agent != nil || r.natsRun() != f.nats {
+			if (r.Tasks > 0) != f.tasks || r.Agent != nil || r.AgentBounds != nil || r.natsRun() != f.nats {
 				continue
 			}
 			v, m, ok := f.value(r)
@@ -387,6 +388,7 @@ func generatedTables(runs []recordedRun) string {
 		}
 	}
 	b.WriteString(agentTables(ordered))
+	b.WriteString(boundsTables(ordered))
 	b.WriteString("\n" + strings.TrimPrefix(oldBench, " ") + " Measured by the bench before issue 12's: one floor making opi's objects, in batches of N/10 alternating with opi's, without the quiet wait before each side.\n\n")
 	b.WriteString(generatedEnd + "\n")
 	return b.String()
