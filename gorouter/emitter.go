@@ -34,7 +34,9 @@ type Metrics interface {
 // Emitter keeps a table of registrations and, while Run runs, keeps gorouter in step with it.
 // Set, Delete and Replace change the table at any time; they send only while Run runs (while
 // this opi is the leader), so a replica that is not the leader keeps a table ready to send the
-// moment it becomes one. It is safe for concurrent use.
+// moment it becomes one. An unregister that cannot be sent while Run runs is kept and sent first
+// when the connection is (back), and Unregister keeps one even before Run: the new leader's
+// unregisters of what earlier terms registered. It is safe for concurrent use.
 //
 // Messages are handed to NATS under the table's lock: gorouter sees them in the order of the
 // calls, and a re-send of the table never overtakes an unregister.
@@ -160,10 +162,32 @@ func (e *Emitter) registerLocked(ent *entry) bool {
 	return true
 }
 
-// unregisterLocked sends body as an unregister, or keeps it for the connection's return. Not
-// running, it sends nothing: the leader, when there is one, is in charge.
+// Unregister unregisters r's endpoint from r's URIs, whatever the table holds: at once while
+// connected, else first thing in the next full send (even when Run does not run yet). The
+// leader hands it what an earlier term registered and no entry has any more.
+func (e *Emitter) Unregister(r Registration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	body := r.Encode()
+	if !e.publishLocked(SubjectUnregister, "", body) {
+		e.unsent = append(e.unsent, body)
+	}
+}
+
+// Flushed tells whether every unregister made so far was handed to NATS: Run runs, it is
+// connected, and nothing is kept for the connection's return.
+func (e *Emitter) Flushed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.running && e.nc != nil && e.nc.IsConnected() && len(e.unsent) == 0
+}
+
+// unregisterLocked sends body as an unregister, or keeps it for the connection's return (Run
+// runs but is not connected yet, or between sessions). Not running, it sends nothing: the
+// leader, when there is one, is in charge, and a new leader unregisters from its records what
+// earlier terms registered and its table no longer has.
 func (e *Emitter) unregisterLocked(body []byte) {
-	if e.nc == nil {
+	if !e.running {
 		return
 	}
 	if !e.publishLocked(SubjectUnregister, "", body) {
@@ -318,9 +342,6 @@ func (e *Emitter) session(ctx context.Context, logger lager.Logger) error {
 			return fmt.Errorf("subscribe to %s: %w", subject, err)
 		}
 	}
-	e.mu.Lock()
-	e.nc = nc
-	e.mu.Unlock()
 	defer func() {
 		e.mu.Lock()
 		e.nc = nil
@@ -346,8 +367,11 @@ func (e *Emitter) session(ctx context.Context, logger lager.Logger) error {
 		case <-closed:
 			return errClosed
 		case <-connected:
-			// One hold of the lock: a Set after the greet comes after the table's re-send.
+			// One hold of the lock: a Set after the greet comes after the table's re-send. The
+			// connection is the Emitter's from here on, so that nothing a Set, Delete or
+			// Unregister sends overtakes the first full send and its kept unregisters.
 			e.mu.Lock()
+			e.nc = nc
 			e.publishLocked(SubjectGreet, inbox, nil)
 			e.sendAllLocked(logger, "connected")
 			interval := e.intervalLocked()

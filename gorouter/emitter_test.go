@@ -171,6 +171,21 @@ var _ = Describe("Emitter", func() {
 			Expect(w.after(mark)[0]).To(Equal(greet))
 		})
 
+		It("sends an Unregister made before Run first in the first full send, before the table, and one made while connected at once", func() {
+			a, gone := registration("10.0.0.1", 8080, "a.example.com"), registration("10.0.0.9", 8080, "gone.example.com")
+			e.Set("a", a, time.Time{})
+			e.Unregister(gone)
+			Expect(e.Flushed()).To(BeFalse(), "not running")
+			run(e)
+			Eventually(w.all).Should(Equal([]message{greet, unregister(gone), register(a)}))
+			Eventually(e.Flushed).Should(BeTrue())
+			Expect(e.Len()).To(Equal(1), "an Unregister leaves the table alone")
+
+			mark := len(w.all())
+			e.Unregister(gone)
+			Eventually(func() []message { return w.after(mark) }).Should(Equal([]message{unregister(gone)}))
+		})
+
 		It("re-sends everything when a gorouter (re)starts", func() {
 			a, b := registration("10.0.0.1", 8080, "a.example.com"), registration("10.0.0.2", 8080, "b.example.com")
 			e.Set("a", a, time.Time{})

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -608,5 +609,147 @@ var _ = Describe("Routing nats: the table kept alive", func() {
 		Expect(leading(follower)).To(BeTrue())
 		Expect(natsSent(follower, gorouter.SubjectRegister)).To(BeNumerically(">=", 2))
 		leader.start() // back as a follower, so that the spec's clean-up stops it as usual
+	})
+})
+
+// orderedSince are the register and unregister messages after mark, oldest first.
+func (l *routerLog) orderedSince(mark int) []routerMsg {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := []routerMsg{}
+	for _, m := range l.msgs[mark:] {
+		if m.subject == gorouter.SubjectRegister || m.subject == gorouter.SubjectUnregister {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// expectUnregisteredFirst waits for an unregister of each of gone's endpoints after mark, and
+// checks that each came before the first register after mark: the new term's first full send
+// begins with them.
+func expectUnregisteredFirst(l *routerLog, mark int, gone []gorouter.Registration) {
+	GinkgoHelper()
+	Eventually(func() []gorouter.Registration {
+		return endpointsOf(l.since(mark, gorouter.SubjectUnregister))
+	}, 60*time.Second).Should(ContainElements(gone))
+	Eventually(func() []gorouter.Registration { return l.since(mark, gorouter.SubjectRegister) }, 60*time.Second).ShouldNot(BeEmpty())
+	msgs := l.orderedSince(mark)
+	firstRegister := slices.IndexFunc(msgs, func(m routerMsg) bool { return m.subject == gorouter.SubjectRegister })
+	for _, g := range gone {
+		at := slices.IndexFunc(msgs, func(m routerMsg) bool {
+			return m.subject == gorouter.SubjectUnregister && reflect.DeepEqual(endpointOf(m.reg), g)
+		})
+		Expect(at).To(BeNumerically("<", firstRegister), "the unregister of %s %v before the first register", g.Host, g.URIs)
+	}
+}
+
+// withURIs is r's endpoint with uris.
+func withURIs(r gorouter.Registration, uris ...string) gorouter.Registration {
+	e := endpointOf(r)
+	e.URIs = uris
+	return e
+}
+
+// Changes made with kubectl alone, as happen while no opi leads: pods go, routes change, an
+// LRP goes.
+func deletePodNamed(ns, name string) {
+	GinkgoHelper()
+	kubectl("-n", ns, "delete", "pod", name)
+}
+
+func annotateRoutes(ns string, a *app, routes string) {
+	GinkgoHelper()
+	kubectl("-n", ns, "annotate", "deployments,statefulsets", "-l", selector(a), "--overwrite", "opi-bridge.io/routes="+routes)
+}
+
+func deleteWorkload(ns string, a *app) {
+	GinkgoHelper()
+	kubectl("-n", ns, "delete", "deployments,statefulsets", "-l", selector(a))
+	Eventually(func() []corev1.Pod { return pods(ns, a) }, 60*time.Second).Should(BeEmpty())
+}
+
+// podNameOf is the name of the pod of a whose UID is uid.
+func podNameOf(ns string, a *app, uid string) string {
+	GinkgoHelper()
+	for _, p := range pods(ns, a) {
+		if string(p.UID) == uid {
+			return p.Name
+		}
+	}
+	Fail("no pod " + uid)
+	return ""
+}
+
+var _ = Describe("Routing nats: routes never outlive their instances", func() {
+	var ns string
+
+	BeforeEach(func() {
+		ns = newNamespace()
+	})
+
+	It("unregisters, first in the next leader's first send, what went while no opi ran after the only one was SIGKILLed", func() {
+		srv, err := natsserver.Start(natsserver.Options{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(srv.Shutdown)
+		l := watchRouter(srv.URL())
+		o := startOpi(ns, append([]string{"--routing", "nats", "--nats-url", srv.URL(), "--config", natsConfig("10m")}, quickLeaseFlags...)...)
+		a, b := newApp(), newApp() // a: two instances
+		b.instances = 1
+		desire(o, a)
+		desire(o, b)
+		regsA := expectTableRegistered(l, 0, ns, a, 2, "dora.example.com")
+		regsB := expectTableRegistered(l, 0, ns, b, 1, "dora.example.com")
+
+		By("SIGKILL: nothing handed over; then a pod deleted, a's routes changed, b deleted")
+		o.kill()
+		deletePodNamed(ns, podNameOf(ns, a, regsA[0].PrivateInstanceID))
+		annotateRoutes(ns, a, `[{"hostname":"new.example.com","port":8080}]`)
+		deleteWorkload(ns, b)
+
+		By("the next leader")
+		mark := l.mark()
+		o.start()
+		expectUnregisteredFirst(l, mark, []gorouter.Registration{
+			withURIs(regsA[0], "dora.example.com"), // its pod is gone
+			withURIs(regsA[1], "dora.example.com"), // the URI is gone
+			withURIs(regsB[0], "dora.example.com"), // its LRP is gone
+		})
+		Eventually(func() []string {
+			return strings.Fields(kubectl("-n", ns, "get", "configmaps", "-l", "opi-bridge.io/routes-record=true", "-o", "name"))
+		}, 60*time.Second).Should(HaveLen(1), "b's record deleted once unregistered; a's kept")
+	})
+
+	It("unregisters what went while NATS was down and opi was SIGKILLed, first in the next leader's first send once NATS is back", func() {
+		users := map[string]string{"opi": "opi-secret", "watcher": "watcher-secret"}
+		srv, err := natsserver.Start(natsserver.Options{Users: users})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(srv.Shutdown)
+		watcher := nats.UserInfo("watcher", "watcher-secret")
+		l := watchRouter(srv.URL(), watcher)
+		opiURL := "nats://opi:opi-secret@" + strings.TrimPrefix(srv.URL(), "nats://")
+		o := startOpi(ns, append([]string{"--routing", "nats", "--nats-url", opiURL, "--config", natsConfig("10m")}, quickLeaseFlags...)...)
+		a := newApp()
+		desire(o, a)
+		regs := expectTableRegistered(l, 0, ns, a, 2, "dora.example.com")
+
+		By("NATS down; opi SIGKILLed; a pod deleted and the routes changed; the next opi started, NATS still down")
+		srv.Shutdown()
+		Eventually(o.Logs).Should(ContainSubstring("nats-disconnected"))
+		o.kill()
+		deletePodNamed(ns, podNameOf(ns, a, regs[0].PrivateInstanceID))
+		annotateRoutes(ns, a, `[{"hostname":"new.example.com","port":8080}]`)
+		o.start()
+		Eventually(o.Logs, 30*time.Second).Should(ContainSubstring("unregistering-earlier-terms"))
+
+		By("NATS back")
+		Expect(srv.SetUsers(map[string]string{"watcher": "watcher-secret"})).To(Succeed())
+		Expect(srv.Restart()).To(Succeed())
+		fresh := watchRouter(srv.URL(), watcher)
+		Expect(srv.SetUsers(users)).To(Succeed())
+		expectUnregisteredFirst(fresh, 0, []gorouter.Registration{
+			withURIs(regs[0], "dora.example.com"),
+			withURIs(regs[1], "dora.example.com"),
+		})
 	})
 })

@@ -270,7 +270,8 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 		b.addLeaderWork("crash-reporter", crashes.Run)
 	}
 	if opts.Clients.Routes != nil {
-		registrar, err := routes.New(b.logger, routes.Deps{Cache: b.store, Table: opts.Clients.Routes, Zone: opts.Clients.Zone})
+		registrar, err := routes.New(b.logger, routes.Deps{Cache: b.store, Table: opts.Clients.Routes, Zone: opts.Clients.Zone,
+			Records: routes.ConfigMapRecords{Client: client, Namespace: opts.Namespace}, RouterPorts: b.policies.SetRouterPorts})
 		if err != nil {
 			return nil, err
 		}

@@ -12,7 +12,10 @@ import (
 // registerHooks makes the backend's hooks from its options, in the order they act.
 func (b *Backend) registerHooks(opts hooks.Options, gw gateway.Interface, lists hooks.MetadataLists) {
 	// Tasks' policies are the network policy hook's too (DesireTask calls it).
-	b.policies = hooks.NewNetworkPolicy(b.client, lists, b.namespace, opts.NetworkPolicy)
+	policies := opts.NetworkPolicy
+	// gorouter reaches the pods themselves: the leader admits it on the routes' ports alone.
+	policies.RouterPorts = opts.Routing.Mode == hooks.RoutingNATS
+	b.policies = hooks.NewNetworkPolicy(b.client, lists, b.namespace, policies)
 	var service hooks.Hook = hooks.Off("service")
 	if hooks.MakesServices(opts.Routing.Mode) {
 		service = hooks.NewService(b.client, lists, b.namespace, opts.HeadlessServices)

@@ -20,6 +20,7 @@ import (
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/k8s/hooks"
 	"github.com/opi-bridge/opi/k8s/janitor"
+	"github.com/opi-bridge/opi/k8s/routes"
 	"github.com/opi-bridge/opi/k8s/routes/routesfakes"
 	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/opi"
@@ -135,6 +136,10 @@ var _ = Describe("Routing nats", func() {
 		Expect(reg.URIs).To(Equal([]string{"app.example.com"}))
 		Expect(reg.App).To(Equal(lrp.AppGUID))
 		Expect(reg.PrivateInstanceID).To(Equal("pod-uid-a"))
+		records, err := client.CoreV1().ConfigMaps(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: routes.LabelRecord + "=true"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(records.Items).To(HaveLen(1), "the endpoint recorded before it was registered")
+		Expect(records.Items[0].Data["endpoints"]).To(ContainSubstring(`"host":"10.1.2.3"`))
 	})
 
 	It("has the janitor delete an earlier mode's Services and Ingresses of opi's LRPs", func() {

@@ -40,6 +40,10 @@ type NetworkPolicyOptions struct {
 	// TaskDefaultEgress are the egress rules of a task whose app has no LRP with rules (CC's
 	// task requests carry none); none: DNS only.
 	TaskDefaultEgress []opi.EgressRule
+	// RouterPorts makes the routers' policy admit the routers only on the ports SetRouterPorts
+	// was last given (routing mode nats: the leader's union of the LRPs' route ports). Start
+	// then creates the policy admitting nothing and leaves an existing one to the leader.
+	RouterPorts bool
 }
 
 // PolicyPeer names pods by their namespace's name and, optionally, their labels; or, with
@@ -115,10 +119,26 @@ func (h *NetworkPolicyHook) Start(ctx context.Context) error {
 	if !h.opts.Enabled {
 		return nil
 	}
-	if err := h.ensurePolicy(ctx, h.routers(), "routers network policy"); err != nil {
+	if h.opts.RouterPorts {
+		// The leader's ports stay: every replica starts, only the leader knows them.
+		_, _, err := kube.CreateIfAbsent(ctx, h.client.NetworkingV1().NetworkPolicies(h.namespace), h.routers(nil))
+		if err != nil {
+			return WrapErr(err, "create routers network policy")
+		}
+	} else if err := h.ensurePolicy(ctx, h.routers(nil), "routers network policy"); err != nil {
 		return err
 	}
 	return h.ensurePolicy(ctx, h.baseline(), "baseline network policy")
+}
+
+// SetRouterPorts rewrites the routers' policy, with RouterPorts, to admit the routers on the
+// TCP ports given (sorted, without repeats) and on no other; none admits nothing. It writes only
+// when the policy differs.
+func (h *NetworkPolicyHook) SetRouterPorts(ctx context.Context, ports []int32) error {
+	if !h.opts.Enabled || !h.opts.RouterPorts {
+		return nil
+	}
+	return h.ensurePolicy(ctx, h.routers(ports), "routers network policy")
 }
 
 // ensurePolicy creates the namespace-wide policy want, or rewrites its spec when it differs.
@@ -167,16 +187,23 @@ func (h *NetworkPolicyHook) baseline() *networkingv1.NetworkPolicy {
 	return p
 }
 
-// routers lets the routers reach app pods (no rule without routers: nothing added).
-func (h *NetworkPolicyHook) routers() *networkingv1.NetworkPolicy {
+// routers lets the routers reach app pods (no rule without routers: nothing added), on ports
+// only with RouterPorts (no rule without ports: a rule without ports would admit all).
+func (h *NetworkPolicyHook) routers(ports []int32) *networkingv1.NetworkPolicy {
 	p := &networkingv1.NetworkPolicy{}
 	p.Name, p.Namespace = RoutersPolicyName, h.namespace
 	p.Labels = map[string]string{spec.LabelManagedBy: spec.ManagedByOPI}
 	p.Spec.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{spec.LabelSourceType: spec.SourceTypeApp}}
 	p.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}
 	p.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{}
-	if len(h.opts.Routers) > 0 {
+	if len(h.opts.Routers) > 0 && (!h.opts.RouterPorts || len(ports) > 0) {
 		rule := networkingv1.NetworkPolicyIngressRule{}
+		if h.opts.RouterPorts {
+			for _, port := range ports {
+				rule.Ports = append(rule.Ports, networkingv1.NetworkPolicyPort{
+					Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(intstr.FromInt32(port))})
+			}
+		}
 		for _, r := range h.opts.Routers {
 			if r.CIDR != "" {
 				rule.From = append(rule.From, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: r.CIDR}})

@@ -39,7 +39,7 @@ func BenchmarkReplaceAll(b *testing.B) {
 		return store.InstanceIndexer(pods, w, false)
 	}
 	table := &lastReplace{}
-	registrar, err := routes.New(lagertest.NewTestLogger("routes"), routes.Deps{Cache: fakeCache, Table: table})
+	registrar, err := routes.New(lagertest.NewTestLogger("routes"), routes.Deps{Cache: fakeCache, Table: table, Records: &routesfakes.FakeRecords{}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -14,6 +14,15 @@ type FakeTable struct {
 	DeleteStub         func(string)
 	deleteMutex        sync.RWMutex
 	deleteArgsForCall  []FakeTableDeleteArgs
+	FlushedStub        func() bool
+	flushedMutex       sync.RWMutex
+	flushedArgsForCall []struct{}
+	flushedReturns     struct {
+		result1 bool
+	}
+	flushedReturnsOnCall map[int]struct {
+		result1 bool
+	}
 	ReplaceStub        func(map[string]gorouter.Registration)
 	replaceMutex       sync.RWMutex
 	replaceArgsForCall []FakeTableReplaceArgs
@@ -26,12 +35,15 @@ type FakeTable struct {
 	runReturnsOnCall map[int]struct {
 		result1 error
 	}
-	SetStub          func(string, gorouter.Registration, time.Time)
-	setMutex         sync.RWMutex
-	setArgsForCall   []FakeTableSetArgs
-	invocations      map[string][][]interface{}
-	callOrder        []string
-	invocationsMutex sync.RWMutex
+	SetStub               func(string, gorouter.Registration, time.Time)
+	setMutex              sync.RWMutex
+	setArgsForCall        []FakeTableSetArgs
+	UnregisterStub        func(gorouter.Registration)
+	unregisterMutex       sync.RWMutex
+	unregisterArgsForCall []FakeTableUnregisterArgs
+	invocations           map[string][][]interface{}
+	callOrder             []string
+	invocationsMutex      sync.RWMutex
 }
 
 // FakeTableDeleteArgs holds the arguments of one call to Delete.
@@ -54,6 +66,11 @@ type FakeTableSetArgs struct {
 	Arg1 string
 	Arg2 gorouter.Registration
 	Arg3 time.Time
+}
+
+// FakeTableUnregisterArgs holds the arguments of one call to Unregister.
+type FakeTableUnregisterArgs struct {
+	Arg1 gorouter.Registration
 }
 
 func (fake *FakeTable) Delete(arg1 string) {
@@ -92,6 +109,58 @@ func (fake *FakeTable) DeleteArgs() []FakeTableDeleteArgs {
 	args := make([]FakeTableDeleteArgs, len(fake.deleteArgsForCall))
 	copy(args, fake.deleteArgsForCall)
 	return args
+}
+
+func (fake *FakeTable) Flushed() bool {
+	fake.flushedMutex.Lock()
+	ret, specificReturn := fake.flushedReturnsOnCall[len(fake.flushedArgsForCall)]
+	fake.flushedArgsForCall = append(fake.flushedArgsForCall, struct{}{})
+	stub := fake.FlushedStub
+	fakeReturns := fake.flushedReturns
+	fake.recordInvocation("Flushed", []interface{}{})
+	fake.flushedMutex.Unlock()
+	if stub != nil {
+		return stub()
+	}
+	if specificReturn {
+		return ret.result1
+	}
+	return fakeReturns.result1
+}
+
+func (fake *FakeTable) FlushedCallCount() int {
+	fake.flushedMutex.RLock()
+	defer fake.flushedMutex.RUnlock()
+	return len(fake.flushedArgsForCall)
+}
+
+func (fake *FakeTable) FlushedCalls(stub func() bool) {
+	fake.flushedMutex.Lock()
+	defer fake.flushedMutex.Unlock()
+	fake.FlushedStub = stub
+}
+
+func (fake *FakeTable) FlushedReturns(result1 bool) {
+	fake.flushedMutex.Lock()
+	defer fake.flushedMutex.Unlock()
+	fake.FlushedStub = nil
+	fake.flushedReturns = struct {
+		result1 bool
+	}{result1}
+}
+
+func (fake *FakeTable) FlushedReturnsOnCall(i int, result1 bool) {
+	fake.flushedMutex.Lock()
+	defer fake.flushedMutex.Unlock()
+	fake.FlushedStub = nil
+	if fake.flushedReturnsOnCall == nil {
+		fake.flushedReturnsOnCall = make(map[int]struct {
+			result1 bool
+		})
+	}
+	fake.flushedReturnsOnCall[i] = struct {
+		result1 bool
+	}{result1}
 }
 
 func (fake *FakeTable) Replace(arg1 map[string]gorouter.Registration) {
@@ -234,6 +303,44 @@ func (fake *FakeTable) SetArgs() []FakeTableSetArgs {
 	defer fake.setMutex.RUnlock()
 	args := make([]FakeTableSetArgs, len(fake.setArgsForCall))
 	copy(args, fake.setArgsForCall)
+	return args
+}
+
+func (fake *FakeTable) Unregister(arg1 gorouter.Registration) {
+	fake.unregisterMutex.Lock()
+	fake.unregisterArgsForCall = append(fake.unregisterArgsForCall, FakeTableUnregisterArgs{arg1})
+	stub := fake.UnregisterStub
+	fake.recordInvocation("Unregister", []interface{}{arg1})
+	fake.unregisterMutex.Unlock()
+	if stub != nil {
+		stub(arg1)
+	}
+}
+
+func (fake *FakeTable) UnregisterCallCount() int {
+	fake.unregisterMutex.RLock()
+	defer fake.unregisterMutex.RUnlock()
+	return len(fake.unregisterArgsForCall)
+}
+
+func (fake *FakeTable) UnregisterCalls(stub func(gorouter.Registration)) {
+	fake.unregisterMutex.Lock()
+	defer fake.unregisterMutex.Unlock()
+	fake.UnregisterStub = stub
+}
+
+func (fake *FakeTable) UnregisterArgsForCall(i int) gorouter.Registration {
+	fake.unregisterMutex.RLock()
+	defer fake.unregisterMutex.RUnlock()
+	argsForCall := fake.unregisterArgsForCall[i]
+	return argsForCall.Arg1
+}
+
+func (fake *FakeTable) UnregisterArgs() []FakeTableUnregisterArgs {
+	fake.unregisterMutex.RLock()
+	defer fake.unregisterMutex.RUnlock()
+	args := make([]FakeTableUnregisterArgs, len(fake.unregisterArgsForCall))
+	copy(args, fake.unregisterArgsForCall)
 	return args
 }
 
