@@ -225,10 +225,12 @@ func (e *Emitter) countLocked() {
 var errClosed = errors.New("nats connection closed")
 
 // Run connects to NATS and keeps gorouter in step with the table until ctx ends: everything at
-// once on every (re)connect and on every router.start, everything again at the smallest
-// interval a gorouter announced (the default until one does), every Set, Delete and Replace at
-// once. NATS being down is logged and counted, not returned: Run returns nil when ctx ends, and
-// an error only when the connection cannot be made at all (a configuration nats.go refuses).
+// once on every (re)connect and on a router.start (at most once per startWindow: the starts
+// inside a window share one re-send at its end), everything again at the smallest interval a
+// gorouter announced (the default until one does; never below MinRegisterInterval), every Set,
+// Delete and Replace at once. NATS being down is logged and counted, not returned: Run returns
+// nil when ctx ends, and an error only when the connection cannot be made at all (a
+// configuration nats.go refuses).
 // Only one Run runs at a time; when it returns, no goroutine of its connection is left but
 // nats.go's reader and flusher, which end as soon as their socket is closed.
 func (e *Emitter) Run(ctx context.Context) error {
