@@ -11,8 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,6 +31,11 @@ const (
 	// it is well inside the default prune threshold of 120 s.
 	DefaultRegisterInterval = 20 * time.Second
 
+	// MinRegisterInterval is the shortest re-registration interval opi keeps, whatever a
+	// gorouter announces (whole seconds, so 1 s is the shortest a real gorouter asks for) or
+	// the configuration says: anyone who may publish on NATS can announce an interval.
+	MinRegisterInterval = time.Second
+
 	// connectionName is what NATS' monitoring (/connz) shows for opi's connection.
 	connectionName = "opi"
 
@@ -41,6 +48,9 @@ const (
 	connectTimeout      = 5 * time.Second
 	flushTimeout        = 10 * time.Second
 )
+
+// ErrPlaintextPassword is Validate's refusal to send a password in the clear off loopback.
+var ErrPlaintextPassword = errors.New("nats: refusing to send a password in the clear")
 
 // Config is how opi reaches NATS. The zero DefaultRegisterInterval takes DefaultRegisterInterval.
 type Config struct {
@@ -62,6 +72,10 @@ type Config struct {
 	CertFile, KeyFile string
 	// DefaultRegisterInterval is used until a gorouter announces its minimum register interval.
 	DefaultRegisterInterval time.Duration
+	// AllowPlaintextPassword lets a password (or a URL's user and password, or token) go in
+	// the clear to NATS servers that are not on loopback: without TLS (a tls:// URL, CAFile
+	// or CertFile) such a configuration is refused unless set.
+	AllowPlaintextPassword bool
 }
 
 // Validate says what is wrong with the configuration, reading every file it names.
@@ -87,6 +101,12 @@ func (c Config) Validate() error {
 	if c.DefaultRegisterInterval < 0 {
 		return fmt.Errorf("nats: default register interval %s is negative", c.DefaultRegisterInterval)
 	}
+	if c.DefaultRegisterInterval != 0 && c.DefaultRegisterInterval < MinRegisterInterval {
+		return fmt.Errorf("nats: default register interval %s is below the floor of %s", c.DefaultRegisterInterval, MinRegisterInterval)
+	}
+	if host, ok := c.plaintextCredentials(urls); ok && !c.AllowPlaintextPassword {
+		return fmt.Errorf("%w to %s: use tls:// (or a CA file), a loopback server, or opt in", ErrPlaintextPassword, host)
+	}
 	if c.CAFile != "" {
 		if _, err := c.rootCAs(); err != nil {
 			return err
@@ -98,6 +118,40 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// secure tells whether the connection to urls is TLS: nats.go uses TLS for every server once
+// it is configured, or once any URL is tls://.
+func (c Config) secure(urls []*url.URL) bool {
+	if c.CAFile != "" || c.CertFile != "" {
+		return true
+	}
+	return slices.ContainsFunc(urls, func(u *url.URL) bool { return u.Scheme == "tls" })
+}
+
+// plaintextCredentials is the first server (host only) that a password or token would reach in
+// the clear off loopback; false when there is none.
+func (c Config) plaintextCredentials(urls []*url.URL) (string, bool) {
+	if c.secure(urls) {
+		return "", false
+	}
+	for _, u := range urls {
+		// A URL's user alone is a token to nats.go: as secret as a password.
+		if (c.Password == "" && c.PasswordFile == "" && u.User == nil) || loopback(u.Hostname()) {
+			continue
+		}
+		return u.Hostname(), true
+	}
+	return "", false
+}
+
+// loopback tells whether host only reaches this machine.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 // RedactedURLs are the server URLs without their user and password, for logs.
@@ -180,7 +234,7 @@ func (c Config) registerInterval() time.Duration {
 	if c.DefaultRegisterInterval == 0 {
 		return DefaultRegisterInterval
 	}
-	return c.DefaultRegisterInterval
+	return max(c.DefaultRegisterInterval, MinRegisterInterval)
 }
 
 // connection is what Connect needs, made once from a valid Config: the URL list, and the
@@ -196,11 +250,10 @@ func (c Config) connection(logger lager.Logger) (connection, error) {
 	}
 	urls, _ := c.servers()
 	list := make([]string, 0, len(urls))
-	secure := c.CAFile != "" || c.CertFile != ""
 	for _, u := range urls {
 		list = append(list, u.String())
-		secure = secure || u.Scheme == "tls"
 	}
+	secure := c.secure(urls)
 	password, err := c.password()
 	if err != nil {
 		return connection{}, err

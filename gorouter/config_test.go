@@ -85,5 +85,28 @@ var _ = Describe("Config", func() {
 			c.CertFile, c.KeyFile = certFile, caFile
 		}, "load client certificate"),
 		Entry("a negative interval", func(c *gorouter.Config) { c.DefaultRegisterInterval = -1 }, "negative"),
+		Entry("an interval below the floor", func(c *gorouter.Config) { c.DefaultRegisterInterval = 10 * time.Millisecond }, "below the floor of 1s"),
+		Entry("a password in the clear off loopback", func(c *gorouter.Config) { c.User, c.Password = "nats", "hunter2" }, "refusing to send a password in the clear to 10.0.0.1"),
+		Entry("a password file in the clear off loopback", func(c *gorouter.Config) { c.PasswordFile = passwordFile }, "refusing to send a password in the clear"),
+		Entry("a URL's password in the clear off loopback", func(c *gorouter.Config) {
+			c.URLs = []string{"nats://127.0.0.1:4222,nats://u:hunter2@nats.example.com:4222"}
+		}, "refusing to send a password in the clear to nats.example.com"),
+		Entry("a URL's token in the clear off loopback", func(c *gorouter.Config) { c.URLs = []string{"nats://hunter2@10.0.0.1:4222"} }, "refusing to send a password in the clear"),
+	)
+
+	DescribeTable("lets a password go only over TLS, to loopback, or when allowed in so many words",
+		func(change func(*gorouter.Config)) {
+			cfg := gorouter.Config{URLs: []string{"nats://nats:hunter2@10.0.0.1:4222"}}
+			change(&cfg)
+			Expect(cfg.Validate()).To(Succeed())
+		},
+		Entry("a tls:// URL in the list: TLS for every server", func(c *gorouter.Config) { c.URLs = append(c.URLs, "tls://10.0.0.2:4224") }),
+		Entry("a CA file", func(c *gorouter.Config) { c.CAFile = caFile }),
+		Entry("a client certificate", func(c *gorouter.Config) { c.CertFile, c.KeyFile = certFile, keyFile }),
+		Entry("loopback", func(c *gorouter.Config) {
+			c.URLs = []string{"nats://nats:hunter2@127.0.0.1:4222", "nats://nats:hunter2@localhost:4222,nats://nats:hunter2@[::1]:4222"}
+		}),
+		Entry("allowed", func(c *gorouter.Config) { c.AllowPlaintextPassword = true }),
+		Entry("no credentials at all", func(c *gorouter.Config) { c.URLs = []string{"nats://10.0.0.1:4222"}; c.User = "nats" }),
 	)
 })

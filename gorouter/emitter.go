@@ -249,10 +249,12 @@ func (e *Emitter) countLocked() {
 var errClosed = errors.New("nats connection closed")
 
 // Run connects to NATS and keeps gorouter in step with the table until ctx ends: everything at
-// once on every (re)connect and on every router.start, everything again at the smallest
-// interval a gorouter announced (the default until one does), every Set, Delete and Replace at
-// once. NATS being down is logged and counted, not returned: Run returns nil when ctx ends, and
-// an error only when the connection cannot be made at all (a configuration nats.go refuses).
+// once on every (re)connect and on a router.start (at most once per startWindow: the starts
+// inside a window share one re-send at its end), everything again at the smallest interval a
+// gorouter announced (the default until one does; never below MinRegisterInterval), every Set,
+// Delete and Replace at once. NATS being down is logged and counted, not returned: Run returns
+// nil when ctx ends, and an error only when the connection cannot be made at all (a
+// configuration nats.go refuses).
 // Only one Run runs at a time; when it returns, no goroutine of its connection is left but
 // nats.go's reader and flusher, which end as soon as their socket is closed.
 func (e *Emitter) Run(ctx context.Context) error {
@@ -360,6 +362,17 @@ func (e *Emitter) session(ctx context.Context, logger lager.Logger) error {
 		e.mu.Unlock()
 		timer.Reset(interval)
 	}
+	// router.start re-sends: at most one per startWindow; the starts inside a window share one
+	// re-send at its end. Anyone who may publish on NATS can send router.start.
+	var lastStart time.Time
+	startTimer := time.NewTimer(time.Hour)
+	startTimer.Stop()
+	defer startTimer.Stop()
+	startPending := false
+	sendForStart := func() {
+		sendAll(SubjectStart)
+		lastStart = time.Now()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -380,17 +393,40 @@ func (e *Emitter) session(ctx context.Context, logger lager.Logger) error {
 		case msg := <-announcements:
 			smaller := e.hear(logger, msg)
 			switch {
+			case msg.Subject == SubjectStart && startPending:
+				// The window's re-send comes after this start: it serves this gorouter too.
 			case msg.Subject == SubjectStart:
 				// A gorouter that (re)started has an empty table.
-				sendAll(msg.Subject)
+				if wait := time.Until(lastStart.Add(startWindow(e.interval()))); wait > 0 {
+					startPending = true
+					startTimer.Reset(wait)
+					logger.Debug("router-start-resend-deferred", lager.Data{"wait": wait.String()})
+					break
+				}
+				sendForStart()
 			case smaller:
 				// A greet's reply, just after everything was sent: the next round comes sooner.
 				timer.Reset(e.interval())
 			}
+		case <-startTimer.C:
+			startPending = false
+			sendForStart()
 		case <-timer.C:
 			sendAll("interval")
 		}
 	}
+}
+
+// maxStartWindow bounds startWindow: a gorouter that starts inside a window waits at most this
+// long for its routes.
+const maxStartWindow = 5 * time.Second
+
+// startWindow is how long after a re-send for router.start the next one waits: a quarter of
+// the register interval (at least MinRegisterInterval, at most maxStartWindow), so that a
+// gorouter starting inside a window gets its routes well before the next regular re-send
+// would bring them, and a flood of router.start costs at most one table per window.
+func startWindow(interval time.Duration) time.Duration {
+	return min(max(interval/4, MinRegisterInterval), maxStartWindow)
 }
 
 // announcement is the body of router.start and of a reply to router.greet.
@@ -413,7 +449,7 @@ func (e *Emitter) hear(logger lager.Logger, msg *nats.Msg) bool {
 	if a.MinimumRegisterIntervalInSeconds <= 0 {
 		return false
 	}
-	interval := time.Duration(a.MinimumRegisterIntervalInSeconds) * time.Second
+	interval := max(time.Duration(a.MinimumRegisterIntervalInSeconds)*time.Second, MinRegisterInterval)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.heard != 0 && e.heard <= interval {

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gbytes"
 
 	"github.com/opi-bridge/opi/gorouter"
 	"github.com/opi-bridge/opi/metrics"
@@ -195,6 +196,36 @@ var _ = Describe("Emitter", func() {
 			w.publish(gorouter.SubjectStart, announce("gorouter-1", 3600))
 			Eventually(w.registers(a)).Should(Equal(2))
 			Eventually(w.registers(b)).Should(Equal(2))
+		})
+
+		It("answers a burst of router.start with one re-send, not one per message", func() {
+			a, b := registration("10.0.0.1", 8080, "a.example.com"), registration("10.0.0.2", 8080, "b.example.com")
+			e.Set("a", a, time.Time{})
+			run(e)
+			Eventually(w.registers(a)).Should(Equal(1))
+			for i := range 20 {
+				w.publish(gorouter.SubjectStart, announce(fmt.Sprintf("gorouter-%d", i), 3600))
+			}
+			// The last start was handled once it is logged; b's register, sent after it on the
+			// same connection, arrives after every re-send handled before it.
+			Eventually(logger).Should(gbytes.Say(`"id":"gorouter-19"`))
+			e.Set("b", b, time.Time{})
+			Eventually(w.registers(b)).Should(Equal(1))
+			// One re-send at once, and at most one more when the window (5 s at the default's
+			// hour) ends, should the burst take that long.
+			Expect(w.registers(a)()).To(And(BeNumerically(">=", 2), BeNumerically("<=", 3)))
+		})
+
+		It("still re-sends for a router.start that arrives while re-sends are held back, when the window ends", func() {
+			a := registration("10.0.0.1", 8080, "a.example.com")
+			e.Set("a", a, time.Time{})
+			run(e)
+			Eventually(w.registers(a)).Should(Equal(1))
+			w.publish(gorouter.SubjectStart, announce("gorouter-1", 3600))
+			Eventually(w.registers(a)).Should(Equal(2))
+			w.publish(gorouter.SubjectStart, announce("gorouter-2", 3600))
+			// Not before the next interval (an hour): at the end of the window.
+			Eventually(w.registers(a), announcedWait).Should(Equal(3))
 		})
 
 		It("re-sends at the interval a gorouter answers its greet with", func() {

@@ -244,6 +244,54 @@ var _ = Describe("AddressPolicy", func() {
 		}
 	})
 
+	DescribeTable("refuses a refused IPv4 address in every IPv6 form that reaches it, and the special-purpose ranges",
+		func(a string) {
+			Expect(imageconfig.NewAddressPolicy(nil, nil).Allows(addr(a))).To(BeFalse())
+		},
+		Entry("IPv4-mapped", "::ffff:10.0.0.1"),
+		Entry("IPv4-compatible", "::10.0.0.1"),
+		Entry("IPv4-compatible metadata endpoint", "::169.254.169.254"),
+		Entry("6to4 of a private address", "2002:0a00:0001::"),
+		Entry("6to4 of a private address, any host part", "2002:0a00:0001:1234::5"),
+		Entry("6to4 of loopback", "2002:7f00:0001::1"),
+		Entry("NAT64", "64:ff9b::10.0.0.1"),
+		Entry("NAT64 of the metadata endpoint", "64:ff9b::a9fe:a9fe"),
+		Entry("benchmarking 198.18.0.0/15, low end", "198.18.0.1"),
+		Entry("benchmarking 198.18.0.0/15, high end", "198.19.255.254"),
+		Entry("IETF protocol assignments 192.0.0.0/24", "192.0.0.8"),
+		Entry("6to4 of 198.18.0.0/15", "2002:c612:0001::"),
+		Entry("NAT64 of 192.0.0.0/24", "64:ff9b::192.0.0.8"),
+	)
+
+	DescribeTable("allows a public IPv4 address in the same IPv6 forms",
+		func(a string) {
+			Expect(imageconfig.NewAddressPolicy(nil, nil).Allows(addr(a))).To(BeTrue())
+		},
+		Entry("IPv4-mapped", "::ffff:8.8.8.8"),
+		Entry("IPv4-compatible", "::8.8.8.8"),
+		Entry("6to4", "2002:0808:0808::1"),
+		Entry("NAT64", "64:ff9b::8.8.8.8"),
+		Entry("next to 198.18.0.0/15", "198.20.0.1"),
+		Entry("next to 192.0.0.0/24", "192.0.1.1"),
+	)
+
+	DescribeTable("admits an operator's allowed range in every form that reaches it, and only it",
+		func(allowed, a string, allows bool) {
+			Expect(imageconfig.NewAddressPolicy(parse(allowed), nil).Allows(addr(a))).To(Equal(allows))
+		},
+		Entry("IPv4 range, plain address", "10.1.0.0/16", "10.1.2.3", true),
+		Entry("IPv4 range, mapped address", "10.1.0.0/16", "::ffff:10.1.2.3", true),
+		Entry("IPv4 range, 6to4 address", "10.1.0.0/16", "2002:0a01:0203::", true),
+		Entry("IPv4 range, NAT64 address", "10.1.0.0/16", "64:ff9b::10.1.2.3", true),
+		Entry("IPv4 range, IPv4-compatible address", "10.1.0.0/16", "::10.1.2.3", true),
+		Entry("mapped range, plain address", "::ffff:10.1.0.0/112", "10.1.2.3", true),
+		Entry("mapped range, mapped address", "::ffff:10.1.0.0/112", "::ffff:10.1.2.3", true),
+		Entry("mapped address, plain address", "::ffff:10.1.2.3", "10.1.2.3", true),
+		Entry("IPv4 range, outside it", "10.1.0.0/16", "10.2.0.1", false),
+		Entry("mapped range, outside it", "::ffff:10.1.0.0/112", "::ffff:10.2.0.1", false),
+		Entry("IPv4 range, 6to4 outside it", "10.1.0.0/16", "2002:0a02:0001::", false),
+	)
+
 	It("lets the most specific range decide", func() {
 		p := imageconfig.NewAddressPolicy(parse("10.0.0.0/8", "203.0.113.7"), parse("10.244.0.0/16", "203.0.113.0/24"))
 		Expect(p.Allows(addr("10.1.1.1"))).To(BeTrue())

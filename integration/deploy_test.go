@@ -389,7 +389,7 @@ var _ = Describe("Deploying with the manifests", Ordered, func() {
 		Expect(string(session.Out.Contents()) + string(session.Err.Contents())).NotTo(ContainSubstring("forbidden"))
 	})
 
-	It("gives the agent's pods a NetworkPolicy: out to DNS, the API server, Loggregator and the kubelet; in to the ops port", func() {
+	It("gives the agent's pods a NetworkPolicy: out to DNS, the API server, Loggregator and the kubelet; in to the ops port from the metrics scraper's namespace only", func() {
 		np, err := kube.NetworkingV1().NetworkPolicies(agentNamespace).Get(context.Background(), agentName, metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(np.Spec.PodSelector.MatchLabels).To(Equal(map[string]string{"app.kubernetes.io/name": agentName}))
@@ -406,6 +406,11 @@ var _ = Describe("Deploying with the manifests", Ordered, func() {
 		}
 		Expect(egress).To(ConsistOf("UDP/53", "TCP/53", "TCP/443", "TCP/6443", "TCP/8082", "TCP/10250"))
 		Expect(ingress).To(ConsistOf("TCP/8090"))
+		// One peer: the scraper's namespace (the kubelet's probes come from the node, which no
+		// NetworkPolicy restricts).
+		Expect(np.Spec.Ingress).To(HaveLen(1))
+		Expect(np.Spec.Ingress[0].From).To(Equal([]networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{
+			MatchLabels: map[string]string{"kubernetes.io/metadata.name": "monitoring"}}}}))
 	})
 	It("gives opi's own pods a NetworkPolicy: out to DNS, the API server, CC and registries; in to the api and ops ports", func() {
 		np, err := kube.NetworkingV1().NetworkPolicies(deployNamespace).Get(context.Background(), "opi", metav1.GetOptions{})

@@ -154,6 +154,20 @@ var _ = Describe("Plain HTTP off loopback", func() {
 	})
 })
 
+var _ = Describe("A non-loopback listen with mutual TLS but no client names", func() {
+	It("is refused unless the operator opts out in so many words", func() {
+		dir := GinkgoT().TempDir()
+		ca := newTestCA("opi-test-ca")
+		cert, key := ca.issue("opi", true)
+		args := []string{"connect", "--kubeconfig", cluster.Kubeconfig(), "--listen", "0.0.0.0:0", "--namespace", "default",
+			"--tls-cert", writeFile(dir, "server.pem", cert), "--tls-key", writeFile(dir, "server-key.pem", key),
+			"--tls-client-ca", writeFile(dir, "ca.pem", ca.pem)}
+		session := runOpiOnce(args...)
+		Expect(session.ExitCode()).To(Equal(2))
+		Expect(string(session.Err.Contents())).To(ContainSubstring("insecure_any_client_certificate"))
+	})
+})
+
 var _ = Describe("A non-loopback listen without client certificates", func() {
 	It("is refused unless the operator opts out in so many words", func() {
 		dir := GinkgoT().TempDir()

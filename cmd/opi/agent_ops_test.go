@@ -12,6 +12,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -85,5 +87,19 @@ var _ = Describe("opi agent's ops endpoint", func() {
 			Expect(probe).To(Equal(c.Ports[0].Name))
 		}
 		Expect(strings.Join(c.Args, " ")).To(ContainSubstring("--state-dir=/var/lib/opi-agent"))
+	})
+
+	It("is reached, by the component's NetworkPolicy, on the ops port from the metrics scraper's namespace alone", func() {
+		data, err := os.ReadFile("../../deploy/kustomize/components/agent/networkpolicy.yaml")
+		Expect(err).NotTo(HaveOccurred())
+		var np networkingv1.NetworkPolicy
+		Expect(yaml.Unmarshal(data, &np)).To(Succeed())
+		Expect(np.Spec.Ingress).To(HaveLen(1))
+		rule := np.Spec.Ingress[0]
+		Expect(rule.Ports).To(HaveLen(1))
+		Expect(rule.Ports[0].Port.IntValue()).To(Equal(8090))
+		// No rule for the kubelet's probes: a node's traffic to its own pods is always allowed.
+		Expect(rule.From).To(Equal([]networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{
+			MatchLabels: map[string]string{"kubernetes.io/metadata.name": "monitoring"}}}}))
 	})
 })

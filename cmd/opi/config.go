@@ -52,8 +52,13 @@ type Config struct {
 	// TLSClientNames, when set, are the only client certificates opi accepts of those
 	// TLSClientCA signed: a certificate's subject CN or one of its DNS SANs must be in the list
 	// (CC's, e.g. "cloud-controller"), or the handshake fails. Empty: any certificate of that CA
-	// (with CF's shared internal CA, every CF component), which opi warns about at start-up.
+	// (with CF's shared internal CA, every CF component): refused off loopback unless
+	// InsecureAnyClientCertificate, and warned about at start-up.
 	TLSClientNames []string `json:"tls_client_names"`
+	// InsecureAnyClientCertificate lets opi listen on a non-loopback address with TLSClientCA
+	// but no TLSClientNames, so that any certificate the CA signed may drive opi. Without it
+	// such a listen is refused at start-up.
+	InsecureAnyClientCertificate bool `json:"insecure_any_client_certificate"`
 	// InsecureSkipClientCertificates lets opi listen on a non-loopback address without
 	// TLSClientCA, so that anyone who reaches the port may drive opi. Without it such a listen is
 	// refused at start-up (Plaintext does not imply it).
@@ -309,6 +314,7 @@ func parseFlags(args []string, cfg *Config) (configPath string, err error) {
 	fs.StringVar(&cfg.TLSKey, "tls-key", cfg.TLSKey, "server private key (PEM)")
 	fs.StringVar(&cfg.TLSClientCA, "tls-client-ca", cfg.TLSClientCA, "CA (PEM) that client certificates must be signed by (mutual TLS)")
 	fs.Var((*stringList)(&cfg.TLSClientNames), "tls-client-names", "comma-separated names (CN or DNS SAN) of the only client certificates accepted (default: any the client CA signed)")
+	fs.BoolVar(&cfg.InsecureAnyClientCertificate, "insecure-any-client-certificate", cfg.InsecureAnyClientCertificate, "allow a non-loopback listen with --tls-client-ca but no --tls-client-names: any certificate the CA signed may drive opi")
 	fs.BoolVar(&cfg.InsecureSkipClientCertificates, "insecure-skip-client-certificates", cfg.InsecureSkipClientCertificates, "allow a non-loopback listen without --tls-client-ca: anyone who reaches it may drive opi")
 	fs.BoolVar(&cfg.Plaintext, "plaintext", cfg.Plaintext, "allow plain HTTP on a non-loopback address")
 	fs.StringVar(&cfg.OpsListen, "ops-listen", cfg.OpsListen, "address of the plaintext operations listener (/healthz, /readyz, /metrics)")
@@ -406,6 +412,9 @@ func (c Config) Validate() error {
 	}
 	if c.TLSClientCA == "" && !c.InsecureSkipClientCertificates && !isLoopback(host) {
 		return fmt.Errorf("refusing to serve on %s without client certificates: give tls_client_ca (--tls-client-ca, mutual TLS with CC), listen on a loopback address, or opt out with insecure_skip_client_certificates: true (--insecure-skip-client-certificates)", c.Listen)
+	}
+	if c.TLSClientCA != "" && len(c.TLSClientNames) == 0 && !c.InsecureAnyClientCertificate && !isLoopback(host) {
+		return fmt.Errorf("refusing to serve on %s to any certificate the client CA signed: name CC's certificate in tls_client_names (--tls-client-names), listen on a loopback address, or opt out with insecure_any_client_certificate: true (--insecure-any-client-certificate)", c.Listen)
 	}
 	if len(c.TLSClientNames) > 0 && c.TLSClientCA == "" {
 		return fmt.Errorf("tls_client_names needs tls_client_ca: names are checked on client certificates")

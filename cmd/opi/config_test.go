@@ -105,6 +105,8 @@ var _ = Describe("LoadConfig", func() {
 		Entry("pprof without an operations listener", []string{"--pprof"}, "", "pprof needs ops_listen"),
 		Entry("TLS off loopback without a client CA", []string{"--listen", "0.0.0.0:8085", "--tls-cert", "c.pem", "--tls-key", "k.pem"}, "", "refusing to serve on 0.0.0.0:8085 without client certificates"),
 		Entry("plain HTTP off loopback without opting out of client certificates", []string{"--listen", "0.0.0.0:8085", "--plaintext"}, "", "insecure_skip_client_certificates"),
+		Entry("mutual TLS off loopback without client names", []string{"--listen", "0.0.0.0:8085", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-client-ca", "ca.pem"}, "", "refusing to serve on 0.0.0.0:8085 to any certificate the client CA signed"),
+		Entry("mutual TLS off loopback with an empty list of client names", nil, "listen: 0.0.0.0:8085\ntls_cert: c.pem\ntls_key: k.pem\ntls_client_ca: ca.pem\ntls_client_names: []\n", "insecure_any_client_certificate"),
 		Entry("client names without a client CA", []string{"--tls-client-names", "cloud-controller"}, "", "tls_client_names needs tls_client_ca"),
 	)
 
@@ -113,8 +115,17 @@ var _ = Describe("LoadConfig", func() {
 		Expect(err).NotTo(HaveOccurred())
 		_, err = LoadConfig([]string{"--config", writeConfig("listen: 0.0.0.0:8085\ntls_cert: c.pem\ntls_key: k.pem\ninsecure_skip_client_certificates: true\n")})
 		Expect(err).NotTo(HaveOccurred())
-		_, err = LoadConfig([]string{"--listen", "0.0.0.0:8085", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-client-ca", "ca.pem"})
+		_, err = LoadConfig([]string{"--listen", "0.0.0.0:8085", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-client-ca", "ca.pem", "--tls-client-names", "cloud-controller"})
 		Expect(err).NotTo(HaveOccurred())
+	})
+
+	It("allows a non-loopback listen to any certificate of the client CA only when the operator opts out in so many words", func() {
+		_, err := LoadConfig([]string{"--listen", "0.0.0.0:8085", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-client-ca", "ca.pem", "--insecure-any-client-certificate"})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = LoadConfig([]string{"--config", writeConfig("listen: 0.0.0.0:8085\ntls_cert: c.pem\ntls_key: k.pem\ntls_client_ca: ca.pem\ninsecure_any_client_certificate: true\n")})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = LoadConfig([]string{"--listen", "127.0.0.1:8085", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-client-ca", "ca.pem"})
+		Expect(err).NotTo(HaveOccurred(), "loopback needs no names")
 	})
 
 	It("reads tls_client_names from the file, and the flag's comma-separated list replaces it", func() {

@@ -336,7 +336,7 @@ func warnAboutClients(cfg Config, logger lager.Logger) {
 	case cfg.TLSClientCA != "" && len(cfg.TLSClientNames) == 0:
 		logger.Info("warning-any-client-certificate-accepted", lager.Data{
 			"tls-client-ca": cfg.TLSClientCA,
-			"note":          "tls_client_names is empty: any certificate the client CA signed may drive opi; name CC's certificate in tls_client_names",
+			"note":          "tls_client_names is empty (loopback, or insecure_any_client_certificate): any certificate the client CA signed may drive opi; name CC's certificate in tls_client_names",
 		})
 	case cfg.TLSClientCA == "" && cfg.InsecureSkipClientCertificates:
 		logger.Info("warning-no-client-certificates", lager.Data{

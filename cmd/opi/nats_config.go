@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 
@@ -24,6 +25,10 @@ type NATSConfig struct {
 	// DefaultRegisterInterval is how often every registration is sent again until a gorouter
 	// announces its own interval (default gorouter.DefaultRegisterInterval).
 	DefaultRegisterInterval Duration `json:"default_register_interval"`
+	// InsecurePlaintextPassword lets the password (or a URL's credentials) go to a NATS server
+	// off loopback without TLS, where anyone on the path can read it. Without it such a
+	// configuration is refused at start-up.
+	InsecurePlaintextPassword bool `json:"insecure_plaintext_password"`
 }
 
 // NATSTLSConfig is `nats.tls`: PEM files.
@@ -36,12 +41,13 @@ type NATSTLSConfig struct {
 // bindFlags binds the section's flag: --nats-url, repeatable or comma-separated.
 func (c *NATSConfig) bindFlags(fs *flag.FlagSet) {
 	fs.Var(&urlList{urls: &c.URLs}, "nats-url", "a NATS server (nats://[user:password@]host:port or tls://...) of the foundation's gorouters, for --routing nats; repeatable, or comma-separated")
+	fs.BoolVar(&c.InsecurePlaintextPassword, "nats-insecure-plaintext-password", c.InsecurePlaintextPassword, "allow a NATS password over nats:// (no TLS) to a server that is not on loopback: anyone on the path can read it")
 }
 
 // set says whether any key of the section is given.
 func (c NATSConfig) set() bool {
 	return len(c.URLs) > 0 || c.User != "" || c.Password != "" || c.PasswordFile != "" ||
-		c.TLS != (NATSTLSConfig{}) || c.DefaultRegisterInterval.Duration != 0
+		c.TLS != (NATSTLSConfig{}) || c.DefaultRegisterInterval.Duration != 0 || c.InsecurePlaintextPassword
 }
 
 // gorouter is the section as package gorouter's Config.
@@ -55,6 +61,7 @@ func (c NATSConfig) gorouter() gorouter.Config {
 		CertFile:                c.TLS.CertFile,
 		KeyFile:                 c.TLS.KeyFile,
 		DefaultRegisterInterval: c.DefaultRegisterInterval.Duration,
+		AllowPlaintextPassword:  c.InsecurePlaintextPassword,
 	}
 }
 
@@ -71,20 +78,25 @@ func (c NATSConfig) validate(routing string) error {
 	if len(c.URLs) == 0 {
 		return fmt.Errorf("kubernetes.routing: nats needs nats.urls (--nats-url)")
 	}
-	urls := gorouter.Config{URLs: c.URLs}
-	if err := urls.Validate(); err != nil {
+	// key checks one key's own setting with the URLs; whether a password would go in the
+	// clear depends on the whole section, checked last.
+	key := func(g gorouter.Config) error {
+		g.URLs, g.AllowPlaintextPassword = c.URLs, true
+		return g.Validate()
+	}
+	if err := key(gorouter.Config{}); err != nil {
 		return fmt.Errorf("nats.urls: %w", err)
 	}
 	if c.Password != "" && c.PasswordFile != "" {
 		return fmt.Errorf("nats.password and nats.password_file exclude each other: configure one")
 	}
 	if c.PasswordFile != "" {
-		if err := (gorouter.Config{URLs: c.URLs, PasswordFile: c.PasswordFile}).Validate(); err != nil {
+		if err := key(gorouter.Config{PasswordFile: c.PasswordFile}); err != nil {
 			return fmt.Errorf("nats.password_file: %w", err)
 		}
 	}
 	if c.TLS.CAFile != "" {
-		if err := (gorouter.Config{URLs: c.URLs, CAFile: c.TLS.CAFile}).Validate(); err != nil {
+		if err := key(gorouter.Config{CAFile: c.TLS.CAFile}); err != nil {
 			return fmt.Errorf("nats.tls.ca_file: %w", err)
 		}
 	}
@@ -92,12 +104,19 @@ func (c NATSConfig) validate(routing string) error {
 		return fmt.Errorf("nats.tls.cert_file and nats.tls.key_file go together: set both or neither")
 	}
 	if c.TLS.CertFile != "" {
-		if err := (gorouter.Config{URLs: c.URLs, CertFile: c.TLS.CertFile, KeyFile: c.TLS.KeyFile}).Validate(); err != nil {
+		if err := key(gorouter.Config{CertFile: c.TLS.CertFile, KeyFile: c.TLS.KeyFile}); err != nil {
 			return fmt.Errorf("nats.tls.cert_file, nats.tls.key_file: %w", err)
 		}
 	}
 	if c.DefaultRegisterInterval.Duration < 0 {
 		return fmt.Errorf("nats.default_register_interval must not be negative")
 	}
-	return c.gorouter().Validate()
+	if d := c.DefaultRegisterInterval.Duration; d != 0 && d < gorouter.MinRegisterInterval {
+		return fmt.Errorf("nats.default_register_interval must be at least %s", gorouter.MinRegisterInterval)
+	}
+	err := c.gorouter().Validate()
+	if errors.Is(err, gorouter.ErrPlaintextPassword) {
+		return fmt.Errorf("nats.urls: %w with nats.insecure_plaintext_password: true (--nats-insecure-plaintext-password)", err)
+	}
+	return err
 }

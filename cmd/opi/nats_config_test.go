@@ -40,6 +40,7 @@ nats:
   user: nats
   password_file: ` + passwordFile + `
   default_register_interval: 15s
+  insecure_plaintext_password: true
 `)
 		cfg, err := LoadConfig([]string{"--config", path, "--nats-url", "nats://10.0.0.2:4222,nats://10.0.0.3:4222", "--nats-url", "nats://10.0.0.4:4222", "--router", "10.0.17.0/24"})
 		Expect(err).NotTo(HaveOccurred())
@@ -48,11 +49,30 @@ nats:
 			User:                    "nats",
 			PasswordFile:            passwordFile,
 			DefaultRegisterInterval: 15 * time.Second,
+			AllowPlaintextPassword:  true,
 		}))
 		Expect(cfg.NodeZones).To(BeTrue())
 		opts := cfg.backendOptions()
 		Expect(opts.Hooks.Routing.Mode).To(Equal(hooks.RoutingNATS))
 		Expect(opts.Hooks.NetworkPolicy.Routers).To(Equal([]hooks.PolicyPeer{{CIDR: "10.0.16.0/24"}, {CIDR: "10.0.17.0/24"}}))
+	})
+
+	DescribeTable("lets a password go to NATS only over TLS, to loopback, or when the operator opts in in so many words",
+		func(section string) {
+			_, err := LoadConfig([]string{"--config", writeConfigFile("kubernetes: {routing: nats}\nnats:\n" + section)})
+			Expect(err).NotTo(HaveOccurred())
+		},
+		Entry("tls://", "  urls: [tls://10.0.0.1:4224]\n  user: nats\n  password: s3cret\n"),
+		Entry("loopback", "  urls:\n  - nats://127.0.0.1:4222\n  - nats://localhost:4222\n  - nats://[::1]:4222\n  user: nats\n  password: s3cret\n"),
+		Entry("no password", "  urls: [nats://10.0.0.1:4222]\n"),
+		Entry("opted in", "  urls: [nats://opi:s3cret@10.0.0.1:4222]\n  insecure_plaintext_password: true\n"),
+	)
+
+	It("takes the plaintext opt-in from its flag", func() {
+		_, err := LoadConfig([]string{"--routing", "nats", "--nats-url", "nats://opi:s3cret@10.0.0.1:4222"})
+		Expect(err).To(MatchError(ContainSubstring("nats.insecure_plaintext_password")))
+		_, err = LoadConfig([]string{"--routing", "nats", "--nats-url", "nats://opi:s3cret@10.0.0.1:4222", "--nats-insecure-plaintext-password"})
+		Expect(err).NotTo(HaveOccurred())
 	})
 
 	It("reads the TLS files", func() {
@@ -94,6 +114,12 @@ nats:
 			"nats.tls.cert_file and nats.tls.key_file go together"),
 		Entry("a negative interval", "  urls: [nats://10.0.0.1:4222]\n  default_register_interval: -1s\n",
 			"nats.default_register_interval must not be negative"),
+		Entry("an interval below the floor", "  urls: [nats://10.0.0.1:4222]\n  default_register_interval: 10ms\n",
+			"nats.default_register_interval must be at least 1s"),
+		Entry("a password in the clear off loopback", "  urls: [nats://10.0.0.1:4222]\n  user: nats\n  password: s3cret\n",
+			"nats.urls: nats: refusing to send a password in the clear to 10.0.0.1: use tls:// (or a CA file), a loopback server, or opt in with nats.insecure_plaintext_password: true (--nats-insecure-plaintext-password)"),
+		Entry("a URL's password in the clear off loopback", "  urls: [nats://127.0.0.1:4222, nats://opi:s3cret@nats.example.com:4222]\n",
+			"refusing to send a password in the clear to nats.example.com"),
 		Entry("a missing password file", "  urls: [nats://10.0.0.1:4222]\n  password_file: /nonexistent/nats-password\n",
 			"nats.password_file: nats: read password file"),
 	)

@@ -124,7 +124,7 @@ var _ = Describe("Lifecycle lines", func() {
 	It("sends each step of an instance's life once, as a cell's lines", func() {
 		created := begun.Add(time.Second)
 		p := pod("p0", created)
-		p.Steps = store.PodSteps{Unschedulable: "Unschedulable: 0/4 nodes are available: 4 Insufficient memory.", UnschedulableAt: created.Unix()}
+		p.Steps = store.PodSteps{Unschedulable: "Insufficient resources: memory", UnschedulableAt: created.Unix()}
 		setPods(p)
 		Expect(syncLRP()).To(HaveLen(2))
 		Expect(syncLRP()).To(BeEmpty(), "nothing new, nothing sent")
@@ -181,7 +181,7 @@ var _ = Describe("Lifecycle lines", func() {
 
 		expectSent(
 			line("0", "uid-p0", "Creating instance uid-p0"),
-			line("0", "uid-p0", "No cell can place instance uid-p0: Unschedulable: 0/4 nodes are available: 4 Insufficient memory."),
+			line("0", "uid-p0", "No cell can place instance uid-p0: Insufficient resources: memory"),
 			line("0", "uid-p0", "Cell node-1 creating container for instance uid-p0"),
 			line("0", "uid-p0", "Cell node-1 successfully created container for instance uid-p0"),
 			line("0", "uid-p0", "Container became healthy"),
@@ -220,7 +220,7 @@ var _ = Describe("Lifecycle lines", func() {
 		p.ReadySince = before.Add(3 * time.Second).UnixNano()
 		p.Crash = &store.PodCrash{Count: 3, ExitCode: 1, Reason: "Error", FinishedAt: before.Unix() + 10}
 		unplaced := pod("p1", before)
-		unplaced.Steps = store.PodSteps{Unschedulable: "Unschedulable: 0/4 nodes are available.", UnschedulableAt: before.Unix()}
+		unplaced.Steps = store.PodSteps{Unschedulable: "found no compatible cell: 0/4 nodes are available", UnschedulableAt: before.Unix()}
 		setPods(p, unplaced)
 		Expect(syncLRP()).To(BeEmpty())
 

@@ -3,6 +3,8 @@ package store
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/opi-bridge/opi/k8s/spec"
 )
 
 // PodSteps are the steps of a pod's life its lifecycle lines (package k8s/lifecycle, the CELL
@@ -11,9 +13,10 @@ import (
 type PodSteps struct {
 	// ScheduledAt is when PodScheduled became True.
 	ScheduledAt int64
-	// Unschedulable is the scheduler's reason and message while PodScheduled is False
-	// ("Unschedulable: 0/4 nodes are available: 4 Insufficient memory."), and UnschedulableAt
-	// when it became False.
+	// Unschedulable is why no node takes the pod while PodScheduled is False: for the
+	// scheduler's Unschedulable, the instance's placement error as CC gets it
+	// ("Insufficient resources: memory"), else the condition's reason and clipped message.
+	// UnschedulableAt is when it became False.
 	Unschedulable   string
 	UnschedulableAt int64
 	// StartedAt is when the app container's current run started (0 while it does not run).
@@ -28,9 +31,15 @@ func podSteps(p *corev1.Pod) PodSteps {
 		case corev1.ConditionTrue:
 			s.ScheduledAt = unixSeconds(c.LastTransitionTime)
 		case corev1.ConditionFalse:
-			s.Unschedulable = c.Reason
-			if c.Message != "" {
-				s.Unschedulable += ": " + c.Message
+			// The same words as placement_error: a developer reads one reason in `cf app`
+			// and in `cf logs`, and not the scheduler's report on every node.
+			if c.Reason == corev1.PodReasonUnschedulable {
+				s.Unschedulable = placementError(c.Message, p.Labels[spec.LabelPlacementTag])
+			} else {
+				s.Unschedulable = c.Reason
+				if c.Message != "" {
+					s.Unschedulable += ": " + shortSchedulerMessage(c.Message)
+				}
 			}
 			s.UnschedulableAt = unixSeconds(c.LastTransitionTime)
 		}

@@ -19,13 +19,31 @@ var _ = Describe("A pod's steps (the lifecycle lines' input)", func() {
 		Expect(store.PodRecordOf(&corev1.Pod{}).Steps).To(Equal(store.PodSteps{}))
 	})
 
-	It("holds the scheduler's reason and message while no node takes the pod", func() {
+	DescribeTable("holds, while no node takes the pod, the placement error CC gets, not the scheduler's whole message",
+		func(message string, labels map[string]string, want string) {
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
+				Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+				Message: message, LastTransitionTime: metav1.NewTime(at),
+			}}}}
+			r := store.PodRecordOf(p)
+			Expect(r.Steps).To(Equal(store.PodSteps{Unschedulable: want, UnschedulableAt: at.Unix()}))
+			Expect(r.Steps.Unschedulable).To(Equal(r.PlacementError))
+		},
+		Entry("memory", "0/4 nodes are available: 4 Insufficient memory. preemption: 0/4 nodes are available: 4 No preemption victims found for incoming pod.", nil, "Insufficient resources: memory"),
+		Entry("cpu", "0/4 nodes are available: 4 Insufficient cpu.", nil, "Insufficient resources: cpu"),
+		Entry("anything else, without the preemption report", "0/4 nodes are available: 4 node(s) had untolerated taint {a: b}. preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling.", nil,
+			"found no compatible cell: 0/4 nodes are available: 4 node(s) had untolerated taint {a: b}"),
+		Entry("an isolation segment no node has", "0/4 nodes are available: 4 node(s) didn't match Pod's node affinity/selector.", map[string]string{spec.LabelPlacementTag: "blue"},
+			spec.PlacementTagError("blue")),
+	)
+
+	It("holds another reason the pod is not scheduled with its message, clipped", func() {
 		p := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
-			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
-			Message: "0/4 nodes are available: 4 Insufficient memory.", LastTransitionTime: metav1.NewTime(at),
+			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonSchedulingGated,
+			Message: "Scheduling is blocked due to non-empty scheduling gates", LastTransitionTime: metav1.NewTime(at),
 		}}}}
 		Expect(store.PodRecordOf(p).Steps).To(Equal(store.PodSteps{
-			Unschedulable: "Unschedulable: 0/4 nodes are available: 4 Insufficient memory.", UnschedulableAt: at.Unix(),
+			Unschedulable: "SchedulingGated: Scheduling is blocked due to non-empty scheduling gates", UnschedulableAt: at.Unix(),
 		}))
 	})
 
