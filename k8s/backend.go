@@ -236,6 +236,7 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 		ByOrdinal:     b.kind.IndexedByOrdinal(),
 		ListWorkloads: b.listWorkloads,
 		Watches:       opts.Clients.Watches,
+		Probe:         b.probeAPIServer,
 		Logger:        b.logger,
 	})
 	b.registerHooks(opts.Hooks, opts.Clients.Gateway, lists)
@@ -346,21 +347,25 @@ func (b *Backend) RunLeaderWork(ctx context.Context) {
 	logger.Info("stopped")
 }
 
-// Ready returns nil when the caches are synced and watching, and the API server answers,
-// bounded by ctx.
+// Ready returns nil when the caches are synced and the API server answers, bounded by ctx. A
+// cache whose watch is being re-established meanwhile does not make opi unready: the API server
+// ends watches routinely, and writes wait for the cache (store.Store.CheckWritable).
 func (b *Backend) Ready(ctx context.Context) error {
-	if err := b.store.CheckWritable(); err != nil {
+	if err := b.store.CheckSynced(); err != nil {
 		return err
 	}
-	var err error
-	if rc := b.client.Discovery().RESTClient(); rc != nil {
-		err = rc.Get().AbsPath("/readyz").Do(ctx).Error()
-	} else {
-		// Clients without a REST client (fakes) still answer the version call.
-		_, err = b.client.Discovery().ServerVersionWithContext(ctx)
-	}
-	if err != nil {
+	if err := b.probeAPIServer(ctx); err != nil {
 		return kube.APIError(err, "check api server")
 	}
 	return nil
+}
+
+// probeAPIServer asks the API server whether it is ready (GET /readyz), bounded by ctx.
+func (b *Backend) probeAPIServer(ctx context.Context) error {
+	if rc := b.client.Discovery().RESTClient(); rc != nil {
+		return rc.Get().AbsPath("/readyz").Do(ctx).Error()
+	}
+	// Clients without a REST client (fakes) still answer the version call.
+	_, err := b.client.Discovery().ServerVersionWithContext(ctx)
+	return err
 }

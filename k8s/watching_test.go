@@ -3,9 +3,12 @@ package k8s_test
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -25,6 +28,16 @@ type streamTransport struct{}
 func (streamTransport) RoundTrip(*http.Request) (*http.Response, error) {
 	r, w := io.Pipe()
 	return &http.Response{StatusCode: http.StatusOK, Body: readPipe{r, w}}, nil
+}
+
+// errTransport fails every request with err, or answers it 200 when err is nil.
+type errTransport struct{ err error }
+
+func (t errTransport) RoundTrip(*http.Request) (*http.Response, error) {
+	if t.err != nil {
+		return nil, t.err
+	}
+	return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("{}"))}, nil
 }
 
 // readPipe is a response body whose Close also ends the writer's side.
@@ -90,21 +103,36 @@ var _ = Describe("Caches that are not watching the API server", func() {
 		elapsed.Add(int64(after))
 	}
 
-	It("refuses every write, not ready, while one of them is reconnecting, and serves reads", func() {
+	// answered and refused pass a request through watches' transport as the API server answers
+	// it, or as a connection to it is refused (it is down).
+	contact := func(err error) {
+		transport := watches.Wrap(errTransport{err})
+		resp, rtErr := transport.RoundTrip(httptest.NewRequest("POST", "/apis/apps/v1/namespaces/"+namespace+"/deployments", nil))
+		if err != nil {
+			Expect(rtErr).To(HaveOccurred())
+			return
+		}
+		Expect(rtErr).NotTo(HaveOccurred())
+		Expect(resp.Body.Close()).To(Succeed())
+	}
+	answered := func() { contact(nil) }
+	refused := func() { contact(&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}) }
+
+	It("refuses every write while one of them is not watching and the API server is unreachable, and serves reads", func() {
 		lose("pods", time.Minute)
-		notWatching := And(MatchError(opi.ErrUnavailable), MatchError(ContainSubstring("not watching the api server yet (pods)")))
+		refused()
+		unreachable := And(MatchError(opi.ErrUnavailable), MatchError(ContainSubstring("not watching the api server (pods) and it does not answer")))
 
 		fresh := sampleLRP()
 		fresh.GUID = "00000001-0d35-4ad7-a6d3-2c0ef0d3bb2a"
-		Expect(backend.DesireLRP(ctx, fresh)).To(notWatching)
-		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Instances: ptr.To(int32(5))})).To(notWatching)
-		Expect(backend.StopInstance(ctx, lrp.LRPIdentifier, 0)).To(notWatching)
-		Expect(backend.StopLRP(ctx, lrp.LRPIdentifier)).To(notWatching)
+		Expect(backend.DesireLRP(ctx, fresh)).To(unreachable)
+		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Instances: ptr.To(int32(5))})).To(unreachable)
+		Expect(backend.StopInstance(ctx, lrp.LRPIdentifier, 0)).To(unreachable)
+		Expect(backend.StopLRP(ctx, lrp.LRPIdentifier)).To(unreachable)
 		other := sampleTask()
 		other.GUID = "other-task"
-		Expect(backend.DesireTask(ctx, other)).To(notWatching)
-		Expect(backend.CancelTask(ctx, task.GUID)).To(notWatching)
-		Expect(backend.Ready(ctx)).To(notWatching)
+		Expect(backend.DesireTask(ctx, other)).To(unreachable)
+		Expect(backend.CancelTask(ctx, task.GUID)).To(unreachable)
 
 		// Nothing was written: the reads show what was there.
 		got, err := backend.GetLRP(ctx, lrp.LRPIdentifier)
@@ -120,9 +148,21 @@ var _ = Describe("Caches that are not watching the API server", func() {
 		Expect(tasks).To(HaveLen(1))
 
 		watch("pods") // reconnected
-		Expect(backend.Ready(ctx)).To(Succeed())
 		Expect(backend.DesireLRP(ctx, fresh)).To(Succeed())
 		list, err = backend.ListLRPs(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(list).To(HaveLen(2))
+	})
+
+	It("writes, and is ready, while a watch is being re-established and the API server answers", func() {
+		lose("pods", time.Minute)
+		answered()
+		Expect(backend.Ready(ctx)).To(Succeed())
+		fresh := sampleLRP()
+		fresh.GUID = "00000001-0d35-4ad7-a6d3-2c0ef0d3bb2a"
+		Expect(backend.DesireLRP(ctx, fresh)).To(Succeed())
+		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Instances: ptr.To(int32(5))})).To(Succeed())
+		list, err := backend.ListLRPs(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(list).To(HaveLen(2))
 	})
@@ -130,20 +170,22 @@ var _ = Describe("Caches that are not watching the API server", func() {
 	It("names every cache that is not watching", func() {
 		lose("deployments", 0)
 		lose("jobs", time.Minute)
-		Expect(backend.Ready(ctx)).To(MatchError(ContainSubstring("(deployments, jobs)")))
+		refused()
+		Expect(backend.StopLRP(ctx, lrp.LRPIdentifier)).To(MatchError(ContainSubstring("(deployments, jobs)")))
 	})
 
 	It("lets a watch end and the next one start within the grace (a watch's timeout)", func() {
 		lose("deployments", time.Second)
+		refused()
 		Expect(backend.Ready(ctx)).To(Succeed())
 		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Instances: ptr.To(int32(5))})).To(Succeed())
 	})
 
-	It("refuses writes at once after a watch that lasted under a second: the reflector backs off", func() {
+	It("counts a watch that lasted under a second as not watching at once: the reflector backs off", func() {
 		elapsed.Add(int64(500 * time.Millisecond))
 		Expect(open["pods"].Body.Close()).To(Succeed())
-		Expect(backend.Ready(ctx)).To(MatchError(ContainSubstring("not watching the api server yet (pods)")))
-		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Instances: ptr.To(int32(5))})).To(MatchError(opi.ErrUnavailable))
+		refused()
+		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Instances: ptr.To(int32(5))})).To(MatchError(ContainSubstring("not watching the api server (pods)")))
 		got, err := backend.GetLRP(ctx, lrp.LRPIdentifier)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(got.Instances).To(BeEquivalentTo(lrp.Instances))

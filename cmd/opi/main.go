@@ -131,8 +131,11 @@ func connect(ctx context.Context, cfg Config) error {
 	restConfig.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	m := metrics.New()
 	restConfig.Wrap(m.WrapKubeTransport)
-	// The backend refuses writes while its caches are not watching (after an outage, say):
-	// this follows their LISTs and WATCHes.
+	// A write whose connection is lost under it (the API server, or a proxy, closing it) is
+	// sent again rather than answered 503: client-go repeats only its GETs.
+	restConfig.Wrap(kube.RetryLostConnection)
+	// The backend refuses writes while its caches are not watching and the API server does not
+	// answer (an outage): this follows their LISTs and WATCHes and every request's answer.
 	watches := kube.NewWatches()
 	restConfig.Wrap(watches.Wrap)
 	client, err := kubernetes.NewForConfig(restConfig)

@@ -53,7 +53,7 @@ type Options struct {
 // Cache is what the janitor reads of the read-side store (*store.Store is one): the sync gate,
 // the cached workloads, and a workload of an LRP (the cache, then the API server).
 type Cache interface {
-	CheckWritable() error
+	CheckWatching() error
 	Workloads() []*store.WorkloadRecord
 	FindWorkload(ctx context.Context, id opi.LRPIdentifier) (*store.WorkloadRecord, error)
 }
@@ -150,7 +150,7 @@ func (j *Janitor) Run(ctx context.Context) {
 func (j *Janitor) Sweep(ctx context.Context) {
 	logger := j.logger.Session("sweep")
 	// Not while a cache is stale: what it lacks would look like leftovers.
-	if j.cache.CheckWritable() != nil {
+	if j.cache.CheckWatching() != nil {
 		return
 	}
 	selector := metav1.ListOptions{LabelSelector: spec.LabelSourceType + "=" + spec.SourceTypeApp}

@@ -91,7 +91,7 @@ var _ = Describe("Janitor", func() {
 	})
 
 	It("sweeps nothing while the cache is not writable: no LIST, no write", func() {
-		cache.CheckWritableReturns(fmt.Errorf("caches not synced yet: %w", opi.ErrUnavailable))
+		cache.CheckWatchingReturns(fmt.Errorf("caches not synced yet: %w", opi.ErrUnavailable))
 		_, err := client.CoreV1().Secrets(namespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
 			Name: "leftover-env", Namespace: namespace, Labels: labels, CreationTimestamp: old,
 		}}, metav1.CreateOptions{})

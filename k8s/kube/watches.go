@@ -1,11 +1,15 @@
 package kube
 
 import (
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
+
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 )
 
 // Watches follows, at the transport, the LISTs and WATCHes a Kubernetes client makes, so
@@ -28,13 +32,32 @@ import (
 // version the API server no longer has, as after its restart, or one it closed at once).
 //
 // A request in flight is no promise that the cache will follow (that WATCH was in flight for a
-// moment). Watches spares writes that would time out; a write's own wait for the cache is what
-// decides whether it may answer success.
+// moment). A write's own wait for the cache is what decides whether it may answer success.
+//
+// Watches also follows whether the API server answers (Contact): a watch ends routinely (the
+// API server closes watches at their timeout, under load, and a connection may be cut between
+// them), and while the API server answers, a cache reconnecting is no outage.
 type Watches struct {
 	mu    sync.Mutex
 	now   func() time.Time
 	state map[string]*watchState // by resource, as VerbResource names it
+	// told is when a request last told anything of the API server: that it answered, or, with
+	// unreachable, that it could not be reached (see unreachable).
+	told        time.Time
+	unreachable bool
 }
+
+// Contact is what the client's requests last told of the API server.
+type Contact int
+
+const (
+	// ContactUnknown: no request got a response or failed to reach the API server lately.
+	ContactUnknown Contact = iota
+	// ContactAnswered: the latest request that told anything got a response.
+	ContactAnswered
+	// ContactUnreachable: the latest request that told anything could not reach the API server.
+	ContactUnreachable
+)
 
 type watchState struct {
 	inFlight   int
@@ -59,7 +82,7 @@ func (w *Watches) SetClock(now func() time.Time) {
 }
 
 // Wrap is a transport wrapper (rest.Config.Wrap) that reports the client's LISTs and WATCHes
-// to w. Other requests pass untouched.
+// to w, and every request's contact with the API server.
 func (w *Watches) Wrap(rt http.RoundTripper) http.RoundTripper {
 	return watchesTransport{w: w, next: rt}
 }
@@ -78,6 +101,70 @@ func (w *Watches) Unwatched(resources []string, grace time.Duration) []string {
 		}
 	}
 	return out
+}
+
+// Contact says what the latest request that told anything within the last period told of the
+// API server: it answered, it was unreachable, or nothing was told within the period.
+func (w *Watches) Contact(period time.Duration) Contact {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.told.IsZero() || w.now().Sub(w.told) > period:
+		return ContactUnknown
+	case w.unreachable:
+		return ContactUnreachable
+	default:
+		return ContactAnswered
+	}
+}
+
+// Now is the time on w's clock.
+func (w *Watches) Now() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.now()
+}
+
+// contact records what a request's round trip told of the API server.
+func (w *Watches) contact(req *http.Request, resp *http.Response, err error) {
+	var failed bool
+	switch {
+	case err == nil && !gatewayStatus(resp.StatusCode):
+	case err != nil && req.Context().Err() == nil && unreachable(err):
+		failed = true
+	default:
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.told, w.unreachable = w.now(), failed
+}
+
+// gatewayStatus is a status a proxy in front of the API server answers for it when it cannot
+// reach it: no sign that the API server answers.
+func gatewayStatus(code int) bool {
+	return code == http.StatusBadGateway || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout
+}
+
+// unreachable says err is a failure to reach the API server: a dial failure (connection
+// refused, no route, unknown host) or a timeout (a TLS handshake or response headers that never
+// came: a hung API server). A connection lost under a request is not: the API server closes
+// connections (and a proxy between may cut them) while it answers; the request that follows
+// tells which it is.
+func unreachable(err error) bool {
+	if utilnet.IsConnectionRefused(err) {
+		return true
+	}
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Op == "dial" {
+		return true
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return true
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr) && netErr.Timeout()
 }
 
 // begin counts a request of resource in flight and returns when it began.
@@ -112,15 +199,19 @@ type watchesTransport struct {
 }
 
 func (t watchesTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method != http.MethodGet { // writes, the hot path, pass without parsing their path
-		return t.next.RoundTrip(req)
+	verb := ""
+	var resource string
+	if req.Method == http.MethodGet { // writes, the hot path, pass without parsing their path
+		verb, resource = VerbResource(req)
 	}
-	verb, resource := VerbResource(req)
 	if verb != "list" && verb != "watch" {
-		return t.next.RoundTrip(req)
+		resp, err := t.next.RoundTrip(req)
+		t.w.contact(req, resp, err)
+		return resp, err
 	}
 	began := t.w.begin(resource)
 	resp, err := t.next.RoundTrip(req)
+	t.w.contact(req, resp, err)
 	if err != nil {
 		t.w.end(resource, verb, began, true)
 		return resp, err

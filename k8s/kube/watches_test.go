@@ -2,11 +2,15 @@ package kube_test
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -152,5 +156,67 @@ var _ = Describe("Watches", func() {
 		Expect(err).NotTo(HaveOccurred())
 		defer resp.Body.Close()
 		Expect(w.Unwatched([]string{"pods", "/readyz"}, grace)).To(Equal([]string{"pods", "/readyz"}))
+	})
+})
+
+var _ = Describe("Watches' contact with the API server", func() {
+	const period = 5 * time.Second
+	var (
+		w   *kube.Watches
+		now time.Time
+	)
+
+	BeforeEach(func() {
+		now = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+		w = kube.NewWatches()
+		w.SetClock(func() time.Time { return now })
+	})
+
+	send := func(t http.RoundTripper, method string) {
+		resp, err := w.Wrap(t).RoundTrip(httptest.NewRequest(method, "/apis/apps/v1/namespaces/cf/deployments", nil))
+		if err == nil {
+			resp.Body.Close()
+		}
+	}
+	refused := stubTransport{err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}
+
+	It("knows nothing before any request", func() {
+		Expect(w.Contact(period)).To(Equal(kube.ContactUnknown))
+	})
+
+	DescribeTable("is what the latest request that told anything told",
+		func(transports []http.RoundTripper, want kube.Contact) {
+			for _, t := range transports {
+				send(t, "POST")
+				now = now.Add(time.Second)
+			}
+			Expect(w.Contact(period)).To(Equal(want))
+		},
+		Entry("an answer", []http.RoundTripper{stubTransport{}}, kube.ContactAnswered),
+		Entry("an error status is an answer", []http.RoundTripper{stubTransport{status: http.StatusConflict}}, kube.ContactAnswered),
+		Entry("a refused connection", []http.RoundTripper{refused}, kube.ContactUnreachable),
+		Entry("refused after an answer", []http.RoundTripper{stubTransport{}, refused}, kube.ContactUnreachable),
+		Entry("an answer after a refusal", []http.RoundTripper{refused, stubTransport{}}, kube.ContactAnswered),
+		Entry("a dial timeout", []http.RoundTripper{stubTransport{err: &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}}}, kube.ContactUnreachable),
+		Entry("a lost connection tells nothing", []http.RoundTripper{stubTransport{}, stubTransport{err: io.ErrUnexpectedEOF}}, kube.ContactAnswered),
+		Entry("a gateway's 503 tells nothing", []http.RoundTripper{refused, stubTransport{status: http.StatusServiceUnavailable}}, kube.ContactUnreachable),
+	)
+
+	It("forgets what is older than the period", func() {
+		send(stubTransport{}, "GET")
+		now = now.Add(period + time.Second)
+		Expect(w.Contact(period)).To(Equal(kube.ContactUnknown))
+		send(refused, "GET")
+		now = now.Add(period + time.Second)
+		Expect(w.Contact(period)).To(Equal(kube.ContactUnknown))
+	})
+
+	It("takes nothing from a request whose caller gave up", func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		req := httptest.NewRequestWithContext(ctx, "POST", "/apis/apps/v1/namespaces/cf/deployments", nil)
+		_, err := w.Wrap(stubTransport{err: context.Canceled}).RoundTrip(req)
+		Expect(err).To(HaveOccurred())
+		Expect(w.Contact(period)).To(Equal(kube.ContactUnknown))
 	})
 })

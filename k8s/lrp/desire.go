@@ -44,7 +44,7 @@ import (
 // answered as opi.ErrInvalid with Kubernetes' reason.
 func (s *Service) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 	logger := s.logger.Session("desire-lrp", lager.Data{"process-guid": lrp.ProcessGUID()})
-	if err := s.cache.CheckWritable(); err != nil {
+	if err := s.cache.CheckWritable(ctx); err != nil {
 		return err
 	}
 	if err := s.checkHooks(ctx, lrp); err != nil {

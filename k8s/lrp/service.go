@@ -26,7 +26,7 @@ import (
 // Cache is what the service reads of the store (package k8s/store's *Store).
 type Cache interface {
 	CheckSynced() error
-	CheckWritable() error
+	CheckWritable(ctx context.Context) error
 	Workload(id opi.LRPIdentifier) *store.WorkloadRecord
 	Workloads() []*store.WorkloadRecord
 	WorkloadChanges() uint64

@@ -25,7 +25,7 @@ import (
 // LRP succeeds.
 func (s *Service) StopLRP(ctx context.Context, id opi.LRPIdentifier) error {
 	logger := s.logger.Session("stop-lrp", lager.Data{"process-guid": id.ProcessGUID()})
-	if err := s.cache.CheckWritable(); err != nil {
+	if err := s.cache.CheckWritable(ctx); err != nil {
 		return err
 	}
 	deployment, err := s.cache.FindWorkload(ctx, id)
@@ -81,7 +81,7 @@ func (s *Service) deleteUnowned(ctx context.Context, logger lager.Logger, id opi
 // ErrInvalid for an index outside 0..instances-1; no pod at a valid index is success.
 func (s *Service) StopInstance(ctx context.Context, id opi.LRPIdentifier, index int32) error {
 	logger := s.logger.Session("stop-instance", lager.Data{"process-guid": id.ProcessGUID(), "index": index})
-	if err := s.cache.CheckWritable(); err != nil {
+	if err := s.cache.CheckWritable(ctx); err != nil {
 		return err
 	}
 	deployment := s.cache.Workload(id)

@@ -23,7 +23,7 @@ import (
 // decide what changed. An update that changes nothing makes no write.
 func (s *Service) UpdateLRP(ctx context.Context, id opi.LRPIdentifier, update opi.LRPUpdate) error {
 	logger := s.logger.Session("update-lrp", lager.Data{"process-guid": id.ProcessGUID()})
-	if err := s.cache.CheckWritable(); err != nil {
+	if err := s.cache.CheckWritable(ctx); err != nil {
 		return err
 	}
 	current, err := s.cache.FindWorkload(ctx, id)

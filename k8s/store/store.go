@@ -11,6 +11,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -25,7 +26,8 @@ import (
 	"github.com/opi-bridge/opi/opi"
 )
 
-// DefaultReadWaitTimeout bounds how long a write waits for the caches to observe it.
+// DefaultReadWaitTimeout is how long a write waits for the caches to observe it before it
+// checks that the API server answers (see Options.ReadWaitTimeout).
 const DefaultReadWaitTimeout = 5 * time.Second
 
 // watchGrace is how long a cache may go without a LIST or WATCH in flight before it counts as
@@ -33,11 +35,26 @@ const DefaultReadWaitTimeout = 5 * time.Second
 // and than the reflector's first retry (0.8 to 1.6 s) after a blip.
 const watchGrace = 2 * time.Second
 
+// contactPeriod is how recent what opi's requests told of the API server must be to decide
+// whether it answers without asking it; older, the probe (Config.Probe) asks.
+const contactPeriod = 5 * time.Second
+
+// probeTimeout bounds the probe: an API server that does not answer a GET /readyz in it is not
+// answering.
+const probeTimeout = 2 * time.Second
+
+// recheckInterval is how often a write waiting past its read wait timeout checks that the API
+// server still answers.
+const recheckInterval = time.Second
+
 // Options are the store's settings.
 type Options struct {
-	// ReadWaitTimeout bounds how long a write waits for the informer cache to observe it
-	// (default DefaultReadWaitTimeout). A write whose wait times out answers opi.ErrUnavailable
-	// (503): what it wrote is kept, and repeating it completes it.
+	// ReadWaitTimeout is how long a write waits for the informer cache to observe it (default
+	// DefaultReadWaitTimeout) before it checks that the API server answers. While it answers,
+	// the write keeps waiting, up to its own deadline (a watch is being re-established: the
+	// reflector may pause up to a minute between attempts); when it does not, or the write has
+	// no deadline, the write answers opi.ErrUnavailable (503): what it wrote is kept, and
+	// repeating it completes it.
 	ReadWaitTimeout time.Duration
 }
 
@@ -59,11 +76,16 @@ type Config struct {
 	ByOrdinal bool
 	// ListWorkloads reads workloads the cache does not have (yet) from the API server.
 	ListWorkloads WorkloadLister
-	// Watches, when set, follows the client's LISTs and WATCHes: while a cache is not watching
-	// the API server, writes answer ErrUnavailable (CheckWritable). Nil: the caches are taken to
-	// be watching once synced.
+	// Watches, when set, follows the client's LISTs and WATCHes and whether the API server
+	// answers: while a cache is not watching and the API server does not answer, writes answer
+	// ErrUnavailable (CheckWritable), and the janitor waits (CheckWatching). Nil: the caches are
+	// taken to be watching once synced.
 	Watches *kube.Watches
-	Logger  lager.Logger
+	// Probe asks the API server whether it answers (a GET /readyz), when what opi's requests
+	// told of it is not recent (see CheckWritable). Its requests go through Watches' transport.
+	// Nil: an API server nothing was heard from lately counts as answering.
+	Probe  func(ctx context.Context) error
+	Logger lager.Logger
 }
 
 // Store serves reads from the caches. Build it with New before the informers start.
@@ -167,17 +189,66 @@ func (s *Store) CheckSynced() error {
 }
 
 // CheckWritable is CheckSynced for the calls that write and then wait for the caches to see
-// it: it also fails while a cache is not watching the API server (Config.Watches). Reads are
-// served from these caches meanwhile, as during an outage.
-func (s *Store) CheckWritable() error {
+// it: it also fails while a cache is not watching the API server (Config.Watches) and the API
+// server does not answer (an outage: the write would fail or hang). A cache whose watch is being
+// re-established while the API server answers is no outage: the API server ends watches
+// routinely, and the write's wait for the cache (WaitFor) waits for the watch to be back.
+func (s *Store) CheckWritable(ctx context.Context) error {
 	if err := s.CheckSynced(); err != nil {
 		return err
 	}
+	unwatched := s.unwatched()
+	if len(unwatched) == 0 {
+		return nil
+	}
+	if err := s.apiServerAnswers(ctx); err != nil {
+		return fmt.Errorf("%w: caches not watching the api server (%s) and it does not answer: %w", opi.ErrUnavailable, strings.Join(unwatched, ", "), err)
+	}
+	return nil
+}
+
+// CheckWatching is CheckSynced for work that takes the caches for the cluster's state (the
+// janitor: what a stale cache lacks would look like leftovers): it also fails while a cache
+// is not watching the API server, whether or not the API server answers.
+func (s *Store) CheckWatching() error {
+	if err := s.CheckSynced(); err != nil {
+		return err
+	}
+	if unwatched := s.unwatched(); len(unwatched) > 0 {
+		return fmt.Errorf("%w: caches not watching the api server yet (%s)", opi.ErrUnavailable, strings.Join(unwatched, ", "))
+	}
+	return nil
+}
+
+func (s *Store) unwatched() []string {
 	if s.cfg.Watches == nil {
 		return nil
 	}
-	if unwatched := s.cfg.Watches.Unwatched(s.cfg.Resources[:], watchGrace); len(unwatched) > 0 {
-		return fmt.Errorf("%w: caches not watching the api server yet (%s): reconnecting after it was unreachable", opi.ErrUnavailable, strings.Join(unwatched, ", "))
+	return s.cfg.Watches.Unwatched(s.cfg.Resources[:], watchGrace)
+}
+
+// errUnreachable is what the last request that failed to reach the API server meant.
+var errUnreachable = errors.New("api server unreachable")
+
+// apiServerAnswers says, as an error, whether the API server answers: from what opi's requests
+// told of it within contactPeriod, or else from the probe, bounded by probeTimeout.
+func (s *Store) apiServerAnswers(ctx context.Context) error {
+	if s.cfg.Watches == nil {
+		return nil
+	}
+	switch s.cfg.Watches.Contact(contactPeriod) {
+	case kube.ContactAnswered:
+		return nil
+	case kube.ContactUnreachable:
+		return errUnreachable
+	}
+	if s.cfg.Probe == nil {
+		return nil
+	}
+	probeCtx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	if err := s.cfg.Probe(probeCtx); err != nil {
+		return fmt.Errorf("probe api server: %w", err)
 	}
 	return nil
 }

@@ -12,23 +12,37 @@ import (
 	"github.com/opi-bridge/opi/opi"
 )
 
-// The waits below make a write visible to reads of this backend before it returns, at most
-// Options.ReadWaitTimeout. A wait that times out means the cache is behind the API server (in
-// practice: its watch is reconnecting after the API server was unreachable, when client-go's
-// reflector may pause up to a minute between attempts). The write was made, but a read right
-// after it could miss it, so the call answers opi.ErrUnavailable (503): CC retries, and a desire,
-// update or stop repeated completes what exists. One case is told apart with a GET: a write
-// whose object a later write deleted or replaced meanwhile (a stop racing a desire) took effect
-// and was overtaken, which is success.
+// The waits below make a write visible to reads of this backend before it returns. A write
+// waits Options.ReadWaitTimeout, then on, up to its own deadline, while the API server answers:
+// a cache whose watch is being re-established (client-go's reflector may pause up to a minute
+// between attempts) catches up once it is back. A wait that runs out, or stops because the API
+// server no longer answers, means the cache is behind: the write was made, but a read right
+// after it could miss it, so the call answers opi.ErrUnavailable (503): CC retries, and a
+// desire, update or stop repeated completes what exists. One case is told apart with a GET: a
+// write whose object a later write deleted or replaced meanwhile (a stop racing a desire) took
+// effect and was overtaken, which is success.
 
 // LiveCheck tells, from the API server, whether the object a write made is still the live one
 // of its name.
 type LiveCheck func(context.Context) (bool, error)
 
-// WaitFor waits until cond holds of the caches, looking again on each of their changes, at
-// most the read wait timeout.
+// WaitFor waits until cond holds of the caches, looking again on each of their changes: the
+// read wait timeout, then on while the API server answers, until ctx's deadline. Without a
+// deadline, or without Config.Watches to tell whether the API server answers, it waits the read
+// wait timeout alone.
 func (s *Store) WaitFor(ctx context.Context, cond func() bool) bool {
-	return s.changed.WaitFor(ctx, s.cfg.ReadWaitTimeout, cond)
+	if s.changed.WaitFor(ctx, s.cfg.ReadWaitTimeout, cond) {
+		return true
+	}
+	if _, ok := ctx.Deadline(); !ok || s.cfg.Watches == nil {
+		return false
+	}
+	for ctx.Err() == nil && s.apiServerAnswers(ctx) == nil {
+		if s.changed.WaitFor(ctx, recheckInterval, cond) {
+			return true
+		}
+	}
+	return false
 }
 
 // Settle is the answer of a write whose wait for the cache timed out: success when live (nil

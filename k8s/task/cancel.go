@@ -27,7 +27,7 @@ import (
 // up).
 func (s *Service) CancelTask(ctx context.Context, guid string) error {
 	logger := s.logger.Session("cancel-task", lager.Data{"task-guid": guid})
-	if err := s.cache.CheckWritable(); err != nil {
+	if err := s.cache.CheckWritable(ctx); err != nil {
 		return err
 	}
 	name := spec.TaskJobName(guid)

@@ -29,7 +29,7 @@ import (
 // a moment before it exists, with the baseline's DNS only, never with more.
 func (s *Service) DesireTask(ctx context.Context, task *opi.Task) error {
 	logger := s.logger.Session("desire-task", lager.Data{"task-guid": task.GUID})
-	if err := s.cache.CheckWritable(); err != nil {
+	if err := s.cache.CheckWritable(ctx); err != nil {
 		return err
 	}
 	name := spec.TaskJobName(task.GUID)

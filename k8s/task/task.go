@@ -30,7 +30,7 @@ import (
 //counterfeiter:generate . Cache
 type Cache interface {
 	CheckSynced() error
-	CheckWritable() error
+	CheckWritable(ctx context.Context) error
 	Job(name string) (*store.JobRecord, bool)
 	Jobs() []*store.JobRecord
 	JobChanges() uint64

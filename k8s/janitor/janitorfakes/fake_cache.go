@@ -11,13 +11,13 @@ import (
 )
 
 type FakeCache struct {
-	CheckWritableStub        func() error
-	checkWritableMutex       sync.RWMutex
-	checkWritableArgsForCall []struct{}
-	checkWritableReturns     struct {
+	CheckWatchingStub        func() error
+	checkWatchingMutex       sync.RWMutex
+	checkWatchingArgsForCall []struct{}
+	checkWatchingReturns     struct {
 		result1 error
 	}
-	checkWritableReturnsOnCall map[int]struct {
+	checkWatchingReturnsOnCall map[int]struct {
 		result1 error
 	}
 	FindWorkloadStub        func(context.Context, opi.LRPIdentifier) (*store.WorkloadRecord, error)
@@ -51,14 +51,14 @@ type FakeCacheFindWorkloadArgs struct {
 	Arg2 opi.LRPIdentifier
 }
 
-func (fake *FakeCache) CheckWritable() error {
-	fake.checkWritableMutex.Lock()
-	ret, specificReturn := fake.checkWritableReturnsOnCall[len(fake.checkWritableArgsForCall)]
-	fake.checkWritableArgsForCall = append(fake.checkWritableArgsForCall, struct{}{})
-	stub := fake.CheckWritableStub
-	fakeReturns := fake.checkWritableReturns
-	fake.recordInvocation("CheckWritable", []interface{}{})
-	fake.checkWritableMutex.Unlock()
+func (fake *FakeCache) CheckWatching() error {
+	fake.checkWatchingMutex.Lock()
+	ret, specificReturn := fake.checkWatchingReturnsOnCall[len(fake.checkWatchingArgsForCall)]
+	fake.checkWatchingArgsForCall = append(fake.checkWatchingArgsForCall, struct{}{})
+	stub := fake.CheckWatchingStub
+	fakeReturns := fake.checkWatchingReturns
+	fake.recordInvocation("CheckWatching", []interface{}{})
+	fake.checkWatchingMutex.Unlock()
 	if stub != nil {
 		return stub()
 	}
@@ -68,37 +68,37 @@ func (fake *FakeCache) CheckWritable() error {
 	return fakeReturns.result1
 }
 
-func (fake *FakeCache) CheckWritableCallCount() int {
-	fake.checkWritableMutex.RLock()
-	defer fake.checkWritableMutex.RUnlock()
-	return len(fake.checkWritableArgsForCall)
+func (fake *FakeCache) CheckWatchingCallCount() int {
+	fake.checkWatchingMutex.RLock()
+	defer fake.checkWatchingMutex.RUnlock()
+	return len(fake.checkWatchingArgsForCall)
 }
 
-func (fake *FakeCache) CheckWritableCalls(stub func() error) {
-	fake.checkWritableMutex.Lock()
-	defer fake.checkWritableMutex.Unlock()
-	fake.CheckWritableStub = stub
+func (fake *FakeCache) CheckWatchingCalls(stub func() error) {
+	fake.checkWatchingMutex.Lock()
+	defer fake.checkWatchingMutex.Unlock()
+	fake.CheckWatchingStub = stub
 }
 
-func (fake *FakeCache) CheckWritableReturns(result1 error) {
-	fake.checkWritableMutex.Lock()
-	defer fake.checkWritableMutex.Unlock()
-	fake.CheckWritableStub = nil
-	fake.checkWritableReturns = struct {
+func (fake *FakeCache) CheckWatchingReturns(result1 error) {
+	fake.checkWatchingMutex.Lock()
+	defer fake.checkWatchingMutex.Unlock()
+	fake.CheckWatchingStub = nil
+	fake.checkWatchingReturns = struct {
 		result1 error
 	}{result1}
 }
 
-func (fake *FakeCache) CheckWritableReturnsOnCall(i int, result1 error) {
-	fake.checkWritableMutex.Lock()
-	defer fake.checkWritableMutex.Unlock()
-	fake.CheckWritableStub = nil
-	if fake.checkWritableReturnsOnCall == nil {
-		fake.checkWritableReturnsOnCall = make(map[int]struct {
+func (fake *FakeCache) CheckWatchingReturnsOnCall(i int, result1 error) {
+	fake.checkWatchingMutex.Lock()
+	defer fake.checkWatchingMutex.Unlock()
+	fake.CheckWatchingStub = nil
+	if fake.checkWatchingReturnsOnCall == nil {
+		fake.checkWatchingReturnsOnCall = make(map[int]struct {
 			result1 error
 		})
 	}
-	fake.checkWritableReturnsOnCall[i] = struct {
+	fake.checkWatchingReturnsOnCall[i] = struct {
 		result1 error
 	}{result1}
 }

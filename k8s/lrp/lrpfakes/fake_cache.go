@@ -23,9 +23,9 @@ type FakeCache struct {
 	checkSyncedReturnsOnCall map[int]struct {
 		result1 error
 	}
-	CheckWritableStub        func() error
+	CheckWritableStub        func(context.Context) error
 	checkWritableMutex       sync.RWMutex
-	checkWritableArgsForCall []struct{}
+	checkWritableArgsForCall []FakeCacheCheckWritableArgs
 	checkWritableReturns     struct {
 		result1 error
 	}
@@ -109,6 +109,11 @@ type FakeCache struct {
 	invocations      map[string][][]interface{}
 	callOrder        []string
 	invocationsMutex sync.RWMutex
+}
+
+// FakeCacheCheckWritableArgs holds the arguments of one call to CheckWritable.
+type FakeCacheCheckWritableArgs struct {
+	Arg1 context.Context
 }
 
 // FakeCacheFindWorkloadArgs holds the arguments of one call to FindWorkload.
@@ -204,16 +209,16 @@ func (fake *FakeCache) CheckSyncedReturnsOnCall(i int, result1 error) {
 	}{result1}
 }
 
-func (fake *FakeCache) CheckWritable() error {
+func (fake *FakeCache) CheckWritable(arg1 context.Context) error {
 	fake.checkWritableMutex.Lock()
 	ret, specificReturn := fake.checkWritableReturnsOnCall[len(fake.checkWritableArgsForCall)]
-	fake.checkWritableArgsForCall = append(fake.checkWritableArgsForCall, struct{}{})
+	fake.checkWritableArgsForCall = append(fake.checkWritableArgsForCall, FakeCacheCheckWritableArgs{arg1})
 	stub := fake.CheckWritableStub
 	fakeReturns := fake.checkWritableReturns
-	fake.recordInvocation("CheckWritable", []interface{}{})
+	fake.recordInvocation("CheckWritable", []interface{}{arg1})
 	fake.checkWritableMutex.Unlock()
 	if stub != nil {
-		return stub()
+		return stub(arg1)
 	}
 	if specificReturn {
 		return ret.result1
@@ -227,10 +232,25 @@ func (fake *FakeCache) CheckWritableCallCount() int {
 	return len(fake.checkWritableArgsForCall)
 }
 
-func (fake *FakeCache) CheckWritableCalls(stub func() error) {
+func (fake *FakeCache) CheckWritableCalls(stub func(context.Context) error) {
 	fake.checkWritableMutex.Lock()
 	defer fake.checkWritableMutex.Unlock()
 	fake.CheckWritableStub = stub
+}
+
+func (fake *FakeCache) CheckWritableArgsForCall(i int) context.Context {
+	fake.checkWritableMutex.RLock()
+	defer fake.checkWritableMutex.RUnlock()
+	argsForCall := fake.checkWritableArgsForCall[i]
+	return argsForCall.Arg1
+}
+
+func (fake *FakeCache) CheckWritableArgs() []FakeCacheCheckWritableArgs {
+	fake.checkWritableMutex.RLock()
+	defer fake.checkWritableMutex.RUnlock()
+	args := make([]FakeCacheCheckWritableArgs, len(fake.checkWritableArgsForCall))
+	copy(args, fake.checkWritableArgsForCall)
+	return args
 }
 
 func (fake *FakeCache) CheckWritableReturns(result1 error) {
