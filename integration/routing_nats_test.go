@@ -1,6 +1,7 @@
 package integration_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -16,6 +17,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/opi-bridge/opi/gorouter"
 	"github.com/opi-bridge/opi/testsupport/fixture"
@@ -752,4 +754,119 @@ var _ = Describe("Routing nats: routes never outlive their instances", func() {
 			withURIs(regs[1], "dora.example.com"),
 		})
 	})
+
+	It("unregisters, first in the standby's first send once it holds the Lease, what went after the leader of two replicas was SIGKILLed", func() {
+		srv, err := natsserver.Start(natsserver.Options{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(srv.Shutdown)
+		l := watchRouter(srv.URL())
+		kubeconfig := restrictedKubeconfig(ns)
+		args := append([]string{"--create-namespace=false", "--routing", "nats", "--nats-url", srv.URL(), "--config", natsConfig("10m")}, quickLeaseFlags...)
+		first := startOpiWith(kubeconfig, ns, args...)
+		second := startOpiWith(kubeconfig, ns, args...)
+		a, b := newApp(), newApp() // a: two instances
+		b.instances = 1
+		desire(first, a)
+		desire(first, b)
+		regsA := expectTableRegistered(l, 0, ns, a, 2, "dora.example.com")
+		regsB := expectTableRegistered(l, 0, ns, b, 1, "dora.example.com")
+		Eventually(func() map[string]string { return routeRecords(ns) }).Should(HaveKey(lrpKey(b)), "b's record written before its register")
+
+		leader, standby := leaderOf(first, second)
+		holder := leaseHolder(ns)
+
+		By("SIGKILL the leader; the Lease held for the spec until the changes are made")
+		leader.kill()
+		holdLease(ns, holder)
+		deletePodNamed(ns, podNameOf(ns, a, regsA[0].PrivateInstanceID))
+		annotateRoutes(ns, a, `[{"hostname":"new.example.com","port":8080}]`)
+		deleteWorkload(ns, b)
+		// The standby's caches have the changes once they have b's deletion, the last of them
+		// on the same watch as a's new routes.
+		Eventually(func() int { status, _ := standby.call("GET", b.path(), ""); return status }).Should(Equal(http.StatusNotFound))
+		Expect(leading(standby)).To(BeFalse(), "the standby has not taken the Lease")
+		Expect(natsSent(standby, gorouter.SubjectRegister) + natsSent(standby, gorouter.SubjectUnregister)).To(BeZero())
+
+		By("the Lease released: the standby takes it")
+		mark := l.mark()
+		releaseHeldLease(ns)
+		expectUnregisteredFirst(l, mark, []gorouter.Registration{
+			withURIs(regsA[0], "dora.example.com"), // its pod is gone
+			withURIs(regsA[1], "dora.example.com"), // the URI is gone
+			withURIs(regsB[0], "dora.example.com"), // its LRP is gone
+		})
+		Expect(leading(standby)).To(BeTrue())
+		Expect(natsSent(standby, gorouter.SubjectUnregister)).To(BeNumerically(">=", 3), "the standby sent them")
+		expectTableRegistered(l, mark, ns, a, 2, "new.example.com")
+		Eventually(func() map[string]string { return routeRecords(ns) }, 60*time.Second).Should(
+			And(HaveKey(lrpKey(a)), Not(HaveKey(lrpKey(b)))), "b's record deleted once unregistered; a's kept")
+		leader.start() // back as a follower, so that the spec's clean-up stops it as usual
+	})
 })
+
+// leading says whether o has logged that it holds the Lease.
+func leading(o *opiServer) bool { return strings.Contains(o.Logs(), `leader-election.leading"`) }
+
+// leaderOf waits until exactly one of two replicas leads and returns it and the other.
+func leaderOf(first, second *opiServer) (leader, standby *opiServer) {
+	GinkgoHelper()
+	Eventually(func() []bool { return []bool{leading(first), leading(second)} }).Should(Or(Equal([]bool{true, false}), Equal([]bool{false, true})))
+	if leading(first) {
+		return first, second
+	}
+	return second, first
+}
+
+// specHolder is the identity the spec holds opi's Lease under.
+const specHolder = "integration-spec"
+
+func leaseHolder(ns string) string {
+	GinkgoHelper()
+	lease, err := kube.CoordinationV1().Leases(ns).Get(context.Background(), "opi-leader", metav1.GetOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(lease.Spec.HolderIdentity).NotTo(BeNil())
+	return *lease.Spec.HolderIdentity
+}
+
+// holdLease takes opi's Lease from holder (a killed leader whose Lease has not expired yet) for
+// an hour, as another replica would: while it is held, no replica of opi leads. The update fails
+// with a conflict if the Lease changed since the Get, and the Get fails the spec if holder no
+// longer holds it, so the standby cannot have led in between.
+func holdLease(ns, holder string) {
+	GinkgoHelper()
+	leases := kube.CoordinationV1().Leases(ns)
+	lease, err := leases.Get(context.Background(), "opi-leader", metav1.GetOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(lease.Spec.HolderIdentity).To(HaveValue(Equal(holder)), "the killed leader's Lease still unexpired")
+	id, seconds, now := specHolder, int32(3600), metav1.NewMicroTime(time.Now())
+	lease.Spec.HolderIdentity, lease.Spec.LeaseDurationSeconds, lease.Spec.RenewTime = &id, &seconds, &now
+	_, err = leases.Update(context.Background(), lease, metav1.UpdateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+}
+
+// releaseHeldLease gives the spec's Lease up as a leader does on release: any replica takes it
+// at its next retry.
+func releaseHeldLease(ns string) {
+	GinkgoHelper()
+	leases := kube.CoordinationV1().Leases(ns)
+	lease, err := leases.Get(context.Background(), "opi-leader", metav1.GetOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(lease.Spec.HolderIdentity).To(HaveValue(Equal(specHolder)))
+	id, seconds, now := "", int32(1), metav1.NewMicroTime(time.Now())
+	lease.Spec.HolderIdentity, lease.Spec.LeaseDurationSeconds, lease.Spec.RenewTime = &id, &seconds, &now
+	_, err = leases.Update(context.Background(), lease, metav1.UpdateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+}
+
+func lrpKey(a *app) string { return a.guid + "/" + a.version }
+
+// routeRecords are opi's route record ConfigMaps, name by LRP key, as kubectl shows them.
+func routeRecords(ns string) map[string]string {
+	var list corev1.ConfigMapList
+	kubectlJSON(&list, "get", "configmaps", "-n", ns, "-l", "opi-bridge.io/routes-record=true")
+	out := map[string]string{}
+	for _, cm := range list.Items {
+		out[cm.Data["lrp"]] = cm.Name
+	}
+	return out
+}
