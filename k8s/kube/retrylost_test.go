@@ -35,6 +35,26 @@ func (t *flakyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: http.StatusCreated, Body: io.NopCloser(strings.NewReader("{}"))}, nil
 }
 
+// cutBodyTransport answers 201 whose body breaks off with a lost HTTP/2 connection for the
+// first cuts requests, then answers whole.
+type cutBodyTransport struct {
+	cuts, attempts int
+}
+
+func (t *cutBodyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	t.attempts++
+	whole := `{"kind":"Secret","metadata":{"name":"s"}}`
+	var body io.Reader = strings.NewReader(whole)
+	if t.attempts <= t.cuts {
+		body = io.MultiReader(strings.NewReader(whole[:10]), errReader{errors.New("http2: client connection force closed via ClientConn.Close")})
+	}
+	return &http.Response{StatusCode: http.StatusCreated, Body: io.NopCloser(body)}, nil
+}
+
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }
+
 var _ = Describe("RetryLostConnection", func() {
 	lost := errors.New("http2: client connection lost")
 	reset := syscall.ECONNRESET
@@ -57,7 +77,19 @@ var _ = Describe("RetryLostConnection", func() {
 		Entry("an HTTP/2 connection lost", lost),
 		Entry("a connection reset", reset),
 		Entry("an unexpected EOF", io.ErrUnexpectedEOF),
+		Entry("a broken pipe", syscall.EPIPE),
+		Entry("an HTTP/2 connection force-closed", errors.New("http2: client connection force closed via ClientConn.Close")),
 	)
+
+	It("sends a write again when its connection is lost while the response body streams", func() {
+		t := &cutBodyTransport{cuts: 1}
+		resp, err := send(t, "POST")
+		Expect(err).NotTo(HaveOccurred())
+		body, err := io.ReadAll(resp.Body)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(body)).To(Equal(`{"kind":"Secret","metadata":{"name":"s"}}`))
+		Expect(t.attempts).To(Equal(2))
+	})
 
 	It("gives up after three attempts", func() {
 		t := &flakyTransport{err: lost, failures: 5}

@@ -34,12 +34,23 @@ func (s *Store) WaitFor(ctx context.Context, cond func() bool) bool {
 	if s.changed.WaitFor(ctx, s.cfg.ReadWaitTimeout, cond) {
 		return true
 	}
-	if _, ok := ctx.Deadline(); !ok || s.cfg.Watches == nil {
+	deadline, ok := ctx.Deadline()
+	if !ok || s.cfg.Watches == nil {
 		return false
 	}
-	for ctx.Err() == nil && s.apiServerAnswers(ctx) == nil {
-		if s.changed.WaitFor(ctx, recheckInterval, cond) {
+	// The wait goes on only while a cache is behind (its watch being re-established) and the
+	// API server answers: with every watch open, a write the caches do not show was overtaken
+	// (Settle tells). It ends a recheck interval before ctx's deadline, so that Settle's GET
+	// still has time.
+	waitCtx, cancel := context.WithDeadline(ctx, deadline.Add(-recheckInterval))
+	defer cancel()
+	for waitCtx.Err() == nil && s.apiServerAnswers(waitCtx) == nil {
+		behind := len(s.unwatched()) > 0
+		if s.changed.WaitFor(waitCtx, recheckInterval, cond) {
 			return true
+		}
+		if !behind {
+			return false
 		}
 	}
 	return false

@@ -1,0 +1,103 @@
+package integration_test
+
+import (
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/opi-bridge/opi/testsupport/tcpproxy"
+)
+
+// burstSize and burstWorkers shape the burst of desires below: CC's pushes at a busy moment.
+// test/cmd/opi-load runs the full 1,000 (make load).
+const (
+	burstSize    = 300
+	burstWorkers = 50
+	burstCuts    = 3
+)
+
+// proxiedKubeconfig writes a copy of kubeconfig whose clusters are reached through a proxy it
+// starts in front of the API server, and returns the copy's path and the proxy.
+func proxiedKubeconfig(kubeconfig string) (string, *tcpproxy.Proxy) {
+	cfg, err := clientcmd.LoadFromFile(kubeconfig)
+	Expect(err).NotTo(HaveOccurred())
+	var proxy *tcpproxy.Proxy
+	for _, c := range cfg.Clusters {
+		server, err := url.Parse(c.Server)
+		Expect(err).NotTo(HaveOccurred())
+		if proxy == nil {
+			proxy, err = tcpproxy.Start(server.Host)
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(proxy.Close)
+		}
+		// TLS passes through the proxy untouched: the API server's certificate names
+		// 127.0.0.1, as the proxy's address does.
+		server.Host = proxy.Addr()
+		c.Server = server.String()
+	}
+	Expect(proxy).NotTo(BeNil(), "the kubeconfig names no cluster")
+	path := kubeconfig + ".proxied"
+	Expect(clientcmd.WriteToFile(*cfg, path)).To(Succeed())
+	return path, proxy
+}
+
+var _ = Describe("A burst of desires while opi's connections to the API server are cut", func() {
+	It("answers every desire 202, none 503, and every app is listed and in Kubernetes after", func() {
+		ns := newNamespace()
+		kubeconfig, proxy := proxiedKubeconfig(restrictedKubeconfig(ns))
+		o := startOpiWith(kubeconfig, ns, "--create-namespace=false")
+
+		apps := make([]*app, burstSize)
+		for i := range apps {
+			apps[i] = newApp()
+			apps[i].instances = 1
+		}
+		// The connections are cut as the burst passes each quarter: opi's watches end (with
+		// every request in flight on their connection) while the API server answers.
+		var (
+			got     answers
+			next    atomic.Int64
+			done    atomic.Int64
+			cutMu   sync.Mutex
+			cutConn []int
+		)
+		cutAt := func(n int64) bool { return n%(burstSize/(burstCuts+1)) == 0 && n < burstSize }
+		var wg sync.WaitGroup
+		for range burstWorkers {
+			wg.Go(func() {
+				for i := next.Add(1) - 1; i < burstSize; i = next.Add(1) - 1 {
+					a := apps[i]
+					status, body, err := tryCall(o, "PUT", "/apps/"+a.processGUID(), a.body())
+					got.add("desire", status, body, err)
+					if n := done.Add(1); cutAt(n) {
+						cutMu.Lock()
+						cutConn = append(cutConn, proxy.CutAll())
+						cutMu.Unlock()
+					}
+				}
+			})
+		}
+		wg.Wait()
+
+		Expect(cutConn).To(HaveLen(burstCuts))
+		Expect(cutConn).To(HaveEach(BeNumerically(">", 0)), "each cut ended opi's connections")
+		Expect(got.errors).To(BeEmpty())
+		Expect(got.codes["desire"]).To(HaveLen(burstSize))
+		Expect(got.codes["desire"]).To(HaveEach(http.StatusAccepted))
+
+		list := listed(o)
+		st := stateOf(kube, ns)
+		for _, a := range apps {
+			Expect(list).To(HaveKey(a.processGUID()))
+			Expect(st.Deployments).To(HaveKey(a.processGUID()))
+		}
+		Expect(st.Deployments).To(HaveLen(burstSize))
+		Expect(st.Orphans).To(BeEmpty())
+		Expect(st.Incomplete).To(BeEmpty())
+	})
+})
