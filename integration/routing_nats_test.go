@@ -665,9 +665,13 @@ func annotateRoutes(ns string, a *app, routes string) {
 	kubectl("-n", ns, "annotate", "deployments,statefulsets", "-l", selector(a), "--overwrite", "opi-bridge.io/routes="+routes)
 }
 
+// deleteWorkload deletes a's workload, its ReplicaSets and its pods itself rather than leaving
+// them to the garbage collector, whose pace on a loaded machine is no part of what the specs
+// check (a pod made a second before its Deployment went was once left for over a minute).
 func deleteWorkload(ns string, a *app) {
 	GinkgoHelper()
-	kubectl("-n", ns, "delete", "deployments,statefulsets", "-l", selector(a))
+	kubectl("-n", ns, "delete", "deployments,statefulsets,replicasets", "-l", selector(a))
+	kubectl("-n", ns, "delete", "pods", "-l", selector(a))
 	Eventually(func() []corev1.Pod { return pods(ns, a) }, 60*time.Second).Should(BeEmpty())
 }
 
