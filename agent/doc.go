@@ -1,4 +1,4 @@
-// Package agent is opi's node agent (`opi agent`, issue 20): one runs on every node, follows the
+// Package agent is opi's node agent (`opi agent`): one runs on every node, follows the
 // CRI log files of opi's app and task pods on that node (package podlogs) and sends each line to
 // Loggregator (package loggregator) with the identity Diego's cell gives it, so `cf logs` shows
 // what an app writes.
