@@ -112,8 +112,8 @@ func inClusterConfig(dir string) (*rest.Config, error) {
 	}, nil
 }
 
-// connect serves the OPI API until ctx ends. Each concern is wired by a function of its own, in
-// the order their side effects (requests, logs, goroutines) happen.
+// connect serves the OPI API until ctx ends. Each step wires one concern; their order is that of
+// their side effects (requests to the API server, logs, goroutines) and is kept on purpose.
 func connect(ctx context.Context, cfg Config) error {
 	logger, err := newLogger(os.Stdout, cfg.LogLevel)
 	if err != nil {
