@@ -47,19 +47,8 @@ var _ = Describe("POST /stage/{staging_guid}", func() {
 		DeferCleanup(server.Close)
 	})
 
-	post := func(path, body string) (int, string) {
-		// As CC sends it: no JSON Content-Type.
-		resp, err := http.Post(server.URL+path, "application/x-www-form-urlencoded", strings.NewReader(body))
-		Expect(err).NotTo(HaveOccurred())
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(resp.Header.Get("Content-Type")).To(Equal("application/json"))
-		return resp.StatusCode, string(b)
-	}
-
 	It("hands the request to the bifrost and answers 202 {}", func() {
-		status, body := post("/stage/"+stagingGUID, stageBody)
+		status, body := callAsCC(server, "POST", "/stage/"+stagingGUID, stageBody)
 		Expect(status).To(Equal(http.StatusAccepted))
 		Expect(body).To(MatchJSON(`{}`))
 		Expect(staging.StageCallCount()).To(Equal(1))
@@ -94,7 +83,7 @@ var _ = Describe("POST /stage/{staging_guid}", func() {
 
 	DescribeTable("answers bad bodies with 400 and {\"message\"}",
 		func(body, message string) {
-			status, got := post("/stage/"+stagingGUID, body)
+			status, got := callAsCC(server, "POST", "/stage/"+stagingGUID, body)
 			Expect(status).To(Equal(http.StatusBadRequest))
 			Expect(got).To(MatchJSON(fmt.Sprintf(`{"message":%q}`, message)))
 			Expect(staging.StageCallCount()).To(BeZero())
@@ -105,7 +94,7 @@ var _ = Describe("POST /stage/{staging_guid}", func() {
 	)
 
 	It("answers 413 beyond the body limit", func() {
-		status, body := post("/stage/"+stagingGUID, `{"app_name":"`+strings.Repeat("x", 5000)+`"}`)
+		status, body := callAsCC(server, "POST", "/stage/"+stagingGUID, `{"app_name":"`+strings.Repeat("x", 5000)+`"}`)
 		Expect(status).To(Equal(http.StatusRequestEntityTooLarge))
 		Expect(body).To(MatchJSON(`{"message":"request body is larger than 4096 bytes"}`))
 	})
@@ -113,7 +102,7 @@ var _ = Describe("POST /stage/{staging_guid}", func() {
 	DescribeTable("maps the bifrost's errors to statuses with {\"message\"}",
 		func(err error, status int) {
 			staging.StageReturns(err)
-			got, body := post("/stage/"+stagingGUID, stageBody)
+			got, body := callAsCC(server, "POST", "/stage/"+stagingGUID, stageBody)
 			Expect(got).To(Equal(status))
 			Expect(body).To(MatchJSON(fmt.Sprintf(`{"message":%q}`, err.Error())))
 		},
@@ -127,7 +116,7 @@ var _ = Describe("POST /stage/{staging_guid}", func() {
 			<-ctx.Done()
 			return ctx.Err()
 		}
-		status, body := post("/stage/"+stagingGUID, stageBody)
+		status, body := callAsCC(server, "POST", "/stage/"+stagingGUID, stageBody)
 		Expect(status).To(Equal(http.StatusServiceUnavailable))
 		Expect(body).To(ContainSubstring("orchestrator unavailable: no answer within 1s"))
 	})
