@@ -9,6 +9,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/opi-bridge/opi/handler"
 )
 
 func TestHandler(t *testing.T) {
@@ -48,4 +50,11 @@ func callAsCC(server *httptest.Server, method, path, body string) (int, string) 
 	resp, b := roundTrip(req)
 	Expect(resp.Header.Get("Content-Type")).To(Equal("application/json"))
 	return resp.StatusCode, b
+}
+
+// serve starts the handler cfg makes on a test server, closed after the spec.
+func serve(cfg handler.Config) *httptest.Server {
+	server := httptest.NewServer(handler.New(cfg))
+	DeferCleanup(server.Close)
+	return server
 }

@@ -46,11 +46,10 @@ var _ = Describe("Handler", func() {
 		readiness = new(fakes.FakeReadinessChecker)
 		logger = lagertest.NewTestLogger("handler")
 		now = time.Unix(1600000000, 0)
-		server = httptest.NewServer(handler.New(handler.Config{
+		server = serve(handler.Config{
 			LRP: bifrost, Logger: logger, MaxBodyBytes: 4096,
 			Readiness: &handler.CachedReadiness{Checker: readiness, Now: func() time.Time { return now }},
-		}))
-		DeferCleanup(server.Close)
+		})
 	})
 
 	errorJSON := func(message string) string {

@@ -33,11 +33,10 @@ var _ = Describe("Requests in flight", func() {
 			<-release
 			return nil
 		}
-		server = httptest.NewServer(handler.New(handler.Config{
+		server = serve(handler.Config{
 			LRP: lrps, Task: tasks, Readiness: new(fakes.FakeReadinessChecker), Logger: lagertest.NewTestLogger("h"),
 			MaxBodyBytes: maxBody, MaxInFlight: 2,
-		}))
-		DeferCleanup(server.Close)
+		})
 		DeferCleanup(func() {
 			select {
 			case <-release:

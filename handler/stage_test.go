@@ -40,11 +40,10 @@ var _ = Describe("POST /stage/{staging_guid}", func() {
 	BeforeEach(func() {
 		staging = new(fakes.FakeStagingBifrost)
 		logger = lagertest.NewTestLogger("handler")
-		server = httptest.NewServer(handler.New(handler.Config{
+		server = serve(handler.Config{
 			LRP: new(fakes.FakeLRPBifrost), Readiness: new(fakes.FakeReadinessChecker), Logger: logger,
 			MaxBodyBytes: 4096, Staging: staging, WriteTimeout: time.Second,
-		}))
-		DeferCleanup(server.Close)
+		})
 	})
 
 	It("hands the request to the bifrost and answers 202 {}", func() {
@@ -65,11 +64,10 @@ var _ = Describe("POST /stage/{staging_guid}", func() {
 	It("answers a buildpack staging with 400 and a message saying opi stages docker images only", func() {
 		// The real bifrost, with a stager that must not be called.
 		stager := new(fakes.FakeStager)
-		real := httptest.NewServer(handler.New(handler.Config{
+		real := serve(handler.Config{
 			LRP: new(fakes.FakeLRPBifrost), Readiness: new(fakes.FakeReadinessChecker), Logger: logger,
 			Staging: &bifrost.Staging{Stager: stager, URLs: new(fakes.FakeURLChecker)},
-		}))
-		DeferCleanup(real.Close)
+		})
 		body := strings.Replace(stageBody, `"lifecycle":{"docker_lifecycle":{"image":"busybox:1.36","registry_username":"u","registry_password":"s3cret-pw"}}`,
 			`"lifecycle":{"buildpack_lifecycle":{"buildpacks":["ruby_buildpack"],"stack":"cflinuxfs4"}}`, 1)
 		resp, err := http.Post(real.URL+"/stage/"+stagingGUID, "", strings.NewReader(body))
@@ -122,10 +120,9 @@ var _ = Describe("POST /stage/{staging_guid}", func() {
 	})
 
 	It("is not served without a staging bifrost", func() {
-		plain := httptest.NewServer(handler.New(handler.Config{
+		plain := serve(handler.Config{
 			LRP: new(fakes.FakeLRPBifrost), Readiness: new(fakes.FakeReadinessChecker), Logger: logger,
-		}))
-		DeferCleanup(plain.Close)
+		})
 		resp, err := http.Post(plain.URL+"/stage/"+stagingGUID, "", strings.NewReader(stageBody))
 		Expect(err).NotTo(HaveOccurred())
 		resp.Body.Close()

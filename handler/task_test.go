@@ -31,11 +31,10 @@ var _ = Describe("Task routes", func() {
 
 	BeforeEach(func() {
 		tasks = new(fakes.FakeTaskBifrost)
-		server = httptest.NewServer(handler.New(handler.Config{
+		server = serve(handler.Config{
 			LRP: new(fakes.FakeLRPBifrost), Task: tasks, Readiness: new(fakes.FakeReadinessChecker),
 			Logger: lagertest.NewTestLogger("handler"), MaxBodyBytes: 4096,
-		}))
-		DeferCleanup(server.Close)
+		})
 	})
 
 	Describe("POST /tasks/{task_guid}", func() {

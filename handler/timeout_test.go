@@ -25,11 +25,10 @@ var _ = Describe("Handler write timeout", func() {
 
 	BeforeEach(func() {
 		bifrost = new(fakes.FakeLRPBifrost)
-		server = httptest.NewServer(handler.New(handler.Config{
+		server = serve(handler.Config{
 			LRP: bifrost, Readiness: new(fakes.FakeReadinessChecker), Logger: lagertest.NewTestLogger("handler"),
 			WriteTimeout: 100 * time.Millisecond,
-		}))
-		DeferCleanup(server.Close)
+		})
 	})
 
 	// hang is a backend call stuck on an API server that never answers: it returns only when
