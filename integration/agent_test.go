@@ -90,13 +90,11 @@ var _ = Describe("The node agent, opi agent as a process, with the kubelet's fil
 	)
 
 	BeforeEach(func() {
-		var err error
-		cc, err = ccstandin.Start(ccstandin.Options{TLS: true, Dir: GinkgoT().TempDir(), Log: GinkgoWriter})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(cc.Close)
+		cc = startCC()
 		ns = newNamespace()
 		o = startOpi(ns, cc.OpiArgs()...)
 
+		var err error
 		ingress, err = standin.Start(GinkgoT().TempDir())
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(ingress.Stop)
