@@ -24,6 +24,7 @@ import (
 	"github.com/opi-bridge/opi/agent"
 	"github.com/opi-bridge/opi/k8s/spec"
 	"github.com/opi-bridge/opi/loggregator"
+	"github.com/opi-bridge/opi/testsupport/kubeletstats"
 	standin "github.com/opi-bridge/opi/testsupport/loggregator"
 )
 
@@ -181,6 +182,19 @@ func startIngress() (*standin.Server, agent.Config) {
 		},
 		PollInterval: 5 * time.Millisecond,
 	}
+}
+
+// startKubelet starts a kubelet stand-in and points cfg's agent at its stats summary, read
+// every 5 ms with a service account token it accepts.
+func startKubelet(cfg *agent.Config) *kubeletstats.Server {
+	dir := GinkgoT().TempDir()
+	token := filepath.Join(dir, "token")
+	Expect(os.WriteFile(token, []byte("sa-token\n"), 0o600)).To(Succeed())
+	kubelet, err := kubeletstats.Start(dir, "sa-token")
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(kubelet.Close)
+	cfg.Kubelet = agent.Kubelet{URL: kubelet.URL(), CAFile: kubelet.CAFile(), TokenFile: token, Interval: 5 * time.Millisecond}
+	return kubelet
 }
 
 // runAgent runs an agent until stop is called (or the spec ends).

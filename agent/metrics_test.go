@@ -1,8 +1,6 @@
 package agent_test
 
 import (
-	"os"
-	"path/filepath"
 	"time"
 
 	"code.cloudfoundry.org/go-loggregator/v10/rpc/loggregator_v2"
@@ -13,9 +11,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/ptr"
-
-	"github.com/opi-bridge/opi/agent"
-	"github.com/opi-bridge/opi/testsupport/kubeletstats"
 )
 
 // gauge is a gauge envelope as the specs compare it.
@@ -45,13 +40,7 @@ func gauges(envs []*loggregator_v2.Envelope) []gauge {
 var _ = Describe("Agent container metrics", func() {
 	It("sends each followed instance's gauges from the kubelet's stats summary", func() {
 		ingress, cfg := startIngress()
-		dir := GinkgoT().TempDir()
-		token := filepath.Join(dir, "token")
-		Expect(os.WriteFile(token, []byte("sa-token\n"), 0o600)).To(Succeed())
-		kubelet, err := kubeletstats.Start(dir, "sa-token")
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(kubelet.Close)
-		cfg.Kubelet = agent.Kubelet{URL: kubelet.URL(), CAFile: kubelet.CAFile(), TokenFile: token, Interval: 5 * time.Millisecond}
+		kubelet := startKubelet(&cfg)
 
 		const mi = 1024 * 1024
 		web := appPod("dora-dev-b0c4a1e2-5d8f9-abcde", "web-uid", node, t0)

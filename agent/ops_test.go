@@ -25,7 +25,6 @@ import (
 	"github.com/opi-bridge/opi/agent"
 	"github.com/opi-bridge/opi/k8s/store"
 	"github.com/opi-bridge/opi/opi"
-	"github.com/opi-bridge/opi/testsupport/kubeletstats"
 )
 
 // scrape reads the Prometheus text of url's /metrics into "name" or `name{labels}` → value
@@ -110,13 +109,7 @@ var _ = Describe("Agent ops endpoint", func() {
 
 	It("counts container metrics sent, kubelet errors, and while Loggregator is down send errors, waits for room and dropped gauges", func() {
 		ingress, cfg := startIngress()
-		dir := GinkgoT().TempDir()
-		token := filepath.Join(dir, "token")
-		Expect(os.WriteFile(token, []byte("sa-token\n"), 0o600)).To(Succeed())
-		kubelet, err := kubeletstats.Start(dir, "sa-token")
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(kubelet.Close)
-		cfg.Kubelet = agent.Kubelet{URL: kubelet.URL(), CAFile: kubelet.CAFile(), TokenFile: token, Interval: 5 * time.Millisecond}
+		kubelet := startKubelet(&cfg)
 		cfg.Loggregator.MaxBufferedEnvelopes = 3
 		web := appPod("dora-dev-b0c4a1e2-5d8f9-abcde", "web-uid", node, t0)
 		kubelet.SetSummary(statsv1alpha1.Summary{Pods: []statsv1alpha1.PodStats{{
@@ -133,10 +126,10 @@ var _ = Describe("Agent ops endpoint", func() {
 		Expect(scrape(ops.URL)).To(HaveKeyWithValue("opi_agent_kubelet_errors_total", 0.0))
 
 		// The kubelet refuses the token: counted.
-		Expect(os.WriteFile(token, []byte("another-token\n"), 0o600)).To(Succeed())
+		Expect(os.WriteFile(cfg.Kubelet.TokenFile, []byte("another-token\n"), 0o600)).To(Succeed())
 		Eventually(func() float64 { return scrape(ops.URL)["opi_agent_kubelet_errors_total"] }, 10*time.Second).Should(BeNumerically(">", 0))
 
-		Expect(os.WriteFile(token, []byte("sa-token\n"), 0o600)).To(Succeed())
+		Expect(os.WriteFile(cfg.Kubelet.TokenFile, []byte("sa-token\n"), 0o600)).To(Succeed())
 
 		// Loggregator down: the Sender's failed attempts are counted; the buffer (a few envelopes
 		// here) fills, so the log lines wait (back pressure) and the gauges, which do not wait,

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -113,63 +112,4 @@ var _ = Describe("Staging", func() {
 			r.Environment = append(r.Environment, models.EnvironmentVariable{Name: "A=B"})
 		}, "environment[2].name"),
 	)
-})
-
-var _ = Describe("Staging callbacks", func() {
-	var (
-		client    *fakes.FakeCallbackClient
-		callbacks *bifrost.Callbacks
-		when      time.Time
-	)
-
-	BeforeEach(func() {
-		client = new(fakes.FakeCallbackClient)
-		callbacks = &bifrost.Callbacks{Client: client}
-		when = time.Unix(1700000000, 0)
-	})
-
-	It("delivers a successful staging to its callback in Diego's docker shape", func() {
-		Expect(callbacks.StagingCompleted(context.Background(), opi.StagingCompletion{
-			StagingGUID: stagingGUID, CallbackURL: callbackURL, Image: "registry.example.com/team/app:v1",
-			Config: &opi.ImageConfig{
-				Cmd: []string{"--serve"}, Entrypoint: []string{"/bin/app"}, WorkingDir: "/srv", User: "1000",
-				Ports: []opi.ImagePort{{Port: 8080, Protocol: "tcp"}, {Port: 8081, Protocol: "udp"}},
-			},
-			OwedSince: when,
-		})).To(Succeed())
-		Expect(client.DeliverCallCount()).To(Equal(1))
-		_, kind, target, body, owed := client.DeliverArgsForCall(0)
-		Expect(kind).To(Equal("staging-completed"))
-		Expect(target).To(Equal(callbackURL))
-		Expect(owed).To(Equal(when))
-		encoded, err := json.Marshal(body)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(encoded).To(MatchJSON(`{"result":{
-			"lifecycle_type":"docker",
-			"lifecycle_metadata":{"docker_image":"registry.example.com/team/app:v1"},
-			"process_types":{"web":""},
-			"execution_metadata":"{\"cmd\":[\"--serve\"],\"entrypoint\":[\"/bin/app\"],\"workdir\":\"/srv\",\"user\":\"1000\",\"ports\":[{\"Port\":8080,\"Protocol\":\"tcp\"},{\"Port\":8081,\"Protocol\":\"udp\"}]}"
-		}}`))
-	})
-
-	It("leaves what the image does not set out of the execution metadata", func() {
-		Expect(bifrost.ExecutionMetadata(&opi.ImageConfig{})).To(Equal(`{}`))
-		Expect(bifrost.ExecutionMetadata(&opi.ImageConfig{Cmd: []string{"/start"}})).To(Equal(`{"cmd":["/start"]}`))
-	})
-
-	It("delivers a failed staging as a StagingError with the reason", func() {
-		Expect(callbacks.StagingCompleted(context.Background(), opi.StagingCompletion{
-			StagingGUID: stagingGUID, CallbackURL: callbackURL, Image: "busybox:nope",
-			FailureReason: "image busybox:nope not found", OwedSince: when,
-		})).To(Succeed())
-		_, _, _, body, _ := client.DeliverArgsForCall(0)
-		encoded, err := json.Marshal(body)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(encoded).To(MatchJSON(`{"error":{"id":"StagingError","message":"image busybox:nope not found"}}`))
-	})
-
-	It("passes on that the result is still owed", func() {
-		client.DeliverReturns(context.Canceled)
-		Expect(callbacks.StagingCompleted(context.Background(), opi.StagingCompletion{})).To(MatchError(context.Canceled))
-	})
 })

@@ -44,12 +44,11 @@ var _ = Describe("Callback URLs of tasks and stagings", func() {
 	JustBeforeEach(func() {
 		client, err := cc.New(ccOpts, logger)
 		Expect(err).NotTo(HaveOccurred())
-		server = httptest.NewServer(handler.New(handler.Config{
+		server = serve(handler.Config{
 			LRP: new(fakes.FakeLRPBifrost), Readiness: new(fakes.FakeReadinessChecker), Logger: logger,
 			Task:    &bifrost.Task{Backend: backend, URLs: client, Defaults: bifrost.DefaultTaskDefaults},
 			Staging: &bifrost.Staging{Stager: stager, URLs: client},
-		}))
-		DeferCleanup(server.Close)
+		})
 	})
 
 	post := func(path, body string) (int, string) {

@@ -46,26 +46,11 @@ var _ = Describe("Handler", func() {
 		readiness = new(fakes.FakeReadinessChecker)
 		logger = lagertest.NewTestLogger("handler")
 		now = time.Unix(1600000000, 0)
-		server = httptest.NewServer(handler.New(handler.Config{
+		server = serve(handler.Config{
 			LRP: bifrost, Logger: logger, MaxBodyBytes: 4096,
 			Readiness: &handler.CachedReadiness{Checker: readiness, Now: func() time.Time { return now }},
-		}))
-		DeferCleanup(server.Close)
+		})
 	})
-
-	// do sends a request as CC does: no JSON Content-Type.
-	do := func(method, path, body string) (int, string) {
-		req, err := http.NewRequest(method, server.URL+path, strings.NewReader(body))
-		Expect(err).NotTo(HaveOccurred())
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		resp, err := http.DefaultClient.Do(req)
-		Expect(err).NotTo(HaveOccurred())
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(resp.Header.Get("Content-Type")).To(Equal("application/json"))
-		return resp.StatusCode, string(b)
-	}
 
 	errorJSON := func(message string) string {
 		b, _ := json.Marshal(models.ErrorResponse{Error: models.Error{Message: message}})
@@ -74,7 +59,7 @@ var _ = Describe("Handler", func() {
 
 	Describe("PUT /apps/{process_guid}", func() {
 		It("desires the LRP and answers 202 {}", func() {
-			status, body := do("PUT", "/apps/"+processGUID, desireBody)
+			status, body := callAsCC(server, "PUT", "/apps/"+processGUID, desireBody)
 			Expect(status).To(Equal(http.StatusAccepted))
 			Expect(body).To(MatchJSON(`{}`))
 			Expect(bifrost.DesireCallCount()).To(Equal(1))
@@ -97,7 +82,7 @@ var _ = Describe("Handler", func() {
 
 		DescribeTable("rejects bad bodies without desiring anything",
 			func(path, body string, wantStatus int, wantMessage string) {
-				status, respBody := do("PUT", path, body)
+				status, respBody := callAsCC(server, "PUT", path, body)
 				Expect(status).To(Equal(wantStatus))
 				var e models.ErrorResponse
 				Expect(json.Unmarshal([]byte(respBody), &e)).To(Succeed())
@@ -114,7 +99,7 @@ var _ = Describe("Handler", func() {
 		DescribeTable("maps bifrost errors to the contract's statuses",
 			func(err error, wantStatus int, wantMessage string) {
 				bifrost.DesireReturns(err)
-				status, body := do("PUT", "/apps/"+processGUID, desireBody)
+				status, body := callAsCC(server, "PUT", "/apps/"+processGUID, desireBody)
 				Expect(status).To(Equal(wantStatus))
 				Expect(body).To(MatchJSON(errorJSON(wantMessage)))
 			},
@@ -125,7 +110,7 @@ var _ = Describe("Handler", func() {
 
 		It("keeps environment values out of the logs", func() {
 			bifrost.DesireReturns(errors.New("boom"))
-			do("PUT", "/apps/"+processGUID, desireBody)
+			callAsCC(server, "PUT", "/apps/"+processGUID, desireBody)
 			Expect(logger.Buffer().Contents()).NotTo(ContainSubstring("s3cret"))
 			Expect(logger.Buffer().Contents()).To(ContainSubstring(processGUID))
 		})
@@ -133,7 +118,7 @@ var _ = Describe("Handler", func() {
 
 	Describe("GET /apps", func() {
 		It("answers [] when nothing is desired", func() {
-			status, body := do("GET", "/apps", "")
+			status, body := callAsCC(server, "GET", "/apps", "")
 			Expect(status).To(Equal(http.StatusOK))
 			Expect(body).To(MatchJSON(`{"desired_lrp_scheduling_infos":[]}`))
 		})
@@ -147,7 +132,7 @@ var _ = Describe("Handler", func() {
 				ModificationTag:    models.ModificationTag{Epoch: "e", Index: 1},
 				GUID:               guid, Version: version,
 			}}, nil)
-			status, body := do("GET", "/apps", "")
+			status, body := callAsCC(server, "GET", "/apps", "")
 			Expect(status).To(Equal(http.StatusOK))
 			Expect(body).To(MatchJSON(`{"desired_lrp_scheduling_infos":[{
 				"desired_lrp_key":{"process_guid":"` + processGUID + `","domain":"cf-apps","log_guid":"app"},
@@ -170,7 +155,7 @@ var _ = Describe("Handler", func() {
 			bifrost.ListReturns(infos, nil)
 			want, err := json.Marshal(models.DesiredLRPSchedulingInfosResponse{DesiredLRPSchedulingInfos: infos})
 			Expect(err).NotTo(HaveOccurred())
-			status, body := do("GET", "/apps", "")
+			status, body := callAsCC(server, "GET", "/apps", "")
 			Expect(status).To(Equal(http.StatusOK))
 			Expect(len(body)).To(BeNumerically(">", 64<<10))
 			Expect(body).To(MatchJSON(want))
@@ -178,7 +163,7 @@ var _ = Describe("Handler", func() {
 
 		It("answers 503 when the backend is unreachable", func() {
 			bifrost.ListReturns(nil, fmt.Errorf("list: %w", opi.ErrUnavailable))
-			status, body := do("GET", "/apps", "")
+			status, body := callAsCC(server, "GET", "/apps", "")
 			Expect(status).To(Equal(http.StatusServiceUnavailable))
 			Expect(body).To(MatchJSON(errorJSON("list: orchestrator unavailable")))
 		})
@@ -187,7 +172,7 @@ var _ = Describe("Handler", func() {
 	Describe("GET /apps/{guid}/{version}", func() {
 		It("returns the desired lrp", func() {
 			bifrost.GetReturns(&models.DesiredLRP{ProcessGUID: processGUID, Instances: 2, Annotation: "2.0", Image: "busybox"}, nil)
-			status, body := do("GET", "/apps/"+guid+"/"+version, "")
+			status, body := callAsCC(server, "GET", "/apps/"+guid+"/"+version, "")
 			Expect(status).To(Equal(http.StatusOK))
 			var resp models.DesiredLRPResponse
 			Expect(json.Unmarshal([]byte(body), &resp)).To(Succeed())
@@ -199,7 +184,7 @@ var _ = Describe("Handler", func() {
 
 		It("answers 404 with Diego's text when absent", func() {
 			bifrost.GetReturns(nil, fmt.Errorf("get lrp: %w", opi.ErrNotFound))
-			status, body := do("GET", "/apps/"+guid+"/"+version, "")
+			status, body := callAsCC(server, "GET", "/apps/"+guid+"/"+version, "")
 			Expect(status).To(Equal(http.StatusNotFound))
 			Expect(body).To(MatchJSON(`{"error":{"message":"the requested resource could not be found"}}`))
 		})
@@ -209,7 +194,7 @@ var _ = Describe("Handler", func() {
 		updateBody := `{"guid":"` + guid + `","version":"` + version + `","update":{"instances":4,"annotation":"3.0"}}`
 
 		It("updates and answers 200 {}", func() {
-			status, body := do("POST", "/apps/"+processGUID, updateBody)
+			status, body := callAsCC(server, "POST", "/apps/"+processGUID, updateBody)
 			Expect(status).To(Equal(http.StatusOK))
 			Expect(body).To(MatchJSON(`{}`))
 			_, req := bifrost.UpdateArgsForCall(0)
@@ -219,14 +204,14 @@ var _ = Describe("Handler", func() {
 
 		It("answers 404 with Diego's text for an absent LRP", func() {
 			bifrost.UpdateReturns(fmt.Errorf("update: %w", opi.ErrNotFound))
-			status, body := do("POST", "/apps/"+processGUID, updateBody)
+			status, body := callAsCC(server, "POST", "/apps/"+processGUID, updateBody)
 			Expect(status).To(Equal(http.StatusNotFound))
 			Expect(body).To(MatchJSON(`{"error":{"message":"the requested resource could not be found"}}`))
 		})
 
 		DescribeTable("rejects bad bodies without updating",
 			func(path, body string, wantStatus int, wantMessage string) {
-				status, respBody := do("POST", path, body)
+				status, respBody := callAsCC(server, "POST", path, body)
 				Expect(status).To(Equal(wantStatus))
 				Expect(respBody).To(ContainSubstring(wantMessage))
 				Expect(bifrost.UpdateCallCount()).To(BeZero())
@@ -241,7 +226,7 @@ var _ = Describe("Handler", func() {
 
 	Describe("PUT /apps/{guid}/{version}/stop", func() {
 		It("stops and answers 200 {} without reading a body", func() {
-			status, body := do("PUT", "/apps/"+guid+"/"+version+"/stop", "")
+			status, body := callAsCC(server, "PUT", "/apps/"+guid+"/"+version+"/stop", "")
 			Expect(status).To(Equal(http.StatusOK))
 			Expect(body).To(MatchJSON(`{}`))
 			_, id := bifrost.StopArgsForCall(0)
@@ -250,14 +235,14 @@ var _ = Describe("Handler", func() {
 
 		It("answers 503 when the backend is unreachable", func() {
 			bifrost.StopReturns(fmt.Errorf("stop: %w", opi.ErrUnavailable))
-			status, _ := do("PUT", "/apps/"+guid+"/"+version+"/stop", "")
+			status, _ := callAsCC(server, "PUT", "/apps/"+guid+"/"+version+"/stop", "")
 			Expect(status).To(Equal(http.StatusServiceUnavailable))
 		})
 	})
 
 	Describe("PUT /apps/{guid}/{version}/stop/{index}", func() {
 		It("stops that instance", func() {
-			status, body := do("PUT", "/apps/"+guid+"/"+version+"/stop/1", "")
+			status, body := callAsCC(server, "PUT", "/apps/"+guid+"/"+version+"/stop/1", "")
 			Expect(status).To(Equal(http.StatusOK))
 			Expect(body).To(MatchJSON(`{}`))
 			_, id, index := bifrost.StopInstanceArgsForCall(0)
@@ -267,7 +252,7 @@ var _ = Describe("Handler", func() {
 
 		DescribeTable("rejects an index that is not a non-negative integer",
 			func(index string) {
-				status, body := do("PUT", "/apps/"+guid+"/"+version+"/stop/"+index, "")
+				status, body := callAsCC(server, "PUT", "/apps/"+guid+"/"+version+"/stop/"+index, "")
 				Expect(status).To(Equal(http.StatusBadRequest))
 				Expect(body).To(ContainSubstring("is not a non-negative integer"))
 				Expect(bifrost.StopInstanceCallCount()).To(BeZero())
@@ -278,9 +263,9 @@ var _ = Describe("Handler", func() {
 		It("answers 400 for an index out of range and 404 for an absent LRP", func() {
 			bifrost.StopInstanceReturnsOnCall(0, fmt.Errorf("index 5 is outside 0..1: %w", opi.ErrInvalid))
 			bifrost.StopInstanceReturnsOnCall(1, fmt.Errorf("stop: %w", opi.ErrNotFound))
-			status, _ := do("PUT", "/apps/"+guid+"/"+version+"/stop/5", "")
+			status, _ := callAsCC(server, "PUT", "/apps/"+guid+"/"+version+"/stop/5", "")
 			Expect(status).To(Equal(http.StatusBadRequest))
-			status, body := do("PUT", "/apps/"+guid+"/"+version+"/stop/0", "")
+			status, body := callAsCC(server, "PUT", "/apps/"+guid+"/"+version+"/stop/0", "")
 			Expect(status).To(Equal(http.StatusNotFound))
 			Expect(body).To(MatchJSON(`{"error":{"message":"the requested resource could not be found"}}`))
 		})
@@ -292,7 +277,7 @@ var _ = Describe("Handler", func() {
 				{Index: 0, State: "RUNNING", Since: 1700000000123456789},
 				{Index: 1, State: "UNCLAIMED", PlacementError: "Insufficient resources: memory"},
 			}, nil)
-			status, body := do("GET", "/apps/"+guid+"/"+version+"/instances", "")
+			status, body := callAsCC(server, "GET", "/apps/"+guid+"/"+version+"/instances", "")
 			Expect(status).To(Equal(http.StatusOK))
 			Expect(body).To(MatchJSON(`{"process_guid":"` + processGUID + `","instances":[
 				{"index":0,"state":"RUNNING","since":1700000000123456789},
@@ -300,21 +285,21 @@ var _ = Describe("Handler", func() {
 		})
 
 		It("answers an empty list, not null, for no instances", func() {
-			status, body := do("GET", "/apps/"+guid+"/"+version+"/instances", "")
+			status, body := callAsCC(server, "GET", "/apps/"+guid+"/"+version+"/instances", "")
 			Expect(status).To(Equal(http.StatusOK))
 			Expect(body).To(MatchJSON(`{"process_guid":"` + processGUID + `","instances":[]}`))
 		})
 
 		It("says 'not found' for an absent LRP, as CC needs for stopped apps", func() {
 			bifrost.InstancesReturns(nil, fmt.Errorf("get instances: %w", opi.ErrNotFound))
-			status, body := do("GET", "/apps/"+guid+"/"+version+"/instances", "")
+			status, body := callAsCC(server, "GET", "/apps/"+guid+"/"+version+"/instances", "")
 			Expect(status).To(Equal(http.StatusNotFound))
 			Expect(body).To(MatchJSON(`{"process_guid":"` + processGUID + `","instances":[],"error":"failed to get instances for app: not found"}`))
 		})
 
 		It("reports backend trouble in the same shape", func() {
 			bifrost.InstancesReturns(nil, fmt.Errorf("get instances: %w", opi.ErrUnavailable))
-			status, body := do("GET", "/apps/"+guid+"/"+version+"/instances", "")
+			status, body := callAsCC(server, "GET", "/apps/"+guid+"/"+version+"/instances", "")
 			Expect(status).To(Equal(http.StatusServiceUnavailable))
 			Expect(body).To(MatchJSON(`{"process_guid":"` + processGUID + `","instances":[],"error":"get instances: orchestrator unavailable"}`))
 		})
@@ -322,13 +307,13 @@ var _ = Describe("Handler", func() {
 
 	Describe("unknown routes and methods", func() {
 		It("answers 404 with JSON", func() {
-			status, body := do("GET", "/nope", "")
+			status, body := callAsCC(server, "GET", "/nope", "")
 			Expect(status).To(Equal(http.StatusNotFound))
 			Expect(body).To(MatchJSON(errorJSON("no route for GET /nope")))
 		})
 
 		It("answers 405 with JSON", func() {
-			status, body := do("DELETE", "/apps", "")
+			status, body := callAsCC(server, "DELETE", "/apps", "")
 			Expect(status).To(Equal(http.StatusMethodNotAllowed))
 			Expect(body).To(MatchJSON(errorJSON("method DELETE is not allowed on /apps")))
 		})
@@ -336,16 +321,16 @@ var _ = Describe("Handler", func() {
 
 	Describe("health", func() {
 		It("is live", func() {
-			status, _ := do("GET", "/healthz", "")
+			status, _ := callAsCC(server, "GET", "/healthz", "")
 			Expect(status).To(Equal(http.StatusOK))
 		})
 
 		It("is ready only when the backend is", func() {
-			status, _ := do("GET", "/readyz", "")
+			status, _ := callAsCC(server, "GET", "/readyz", "")
 			Expect(status).To(Equal(http.StatusOK))
 			readiness.ReadyReturns(errors.New("caches not synced"))
 			now = now.Add(handler.ReadinessPeriod)
-			status, body := do("GET", "/readyz", "")
+			status, body := callAsCC(server, "GET", "/readyz", "")
 			Expect(status).To(Equal(http.StatusServiceUnavailable))
 			// The reason is logged, never answered.
 			Expect(body).To(MatchJSON(`{"status":"not ready"}`))

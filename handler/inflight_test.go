@@ -2,7 +2,6 @@ package handler_test
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -34,11 +33,10 @@ var _ = Describe("Requests in flight", func() {
 			<-release
 			return nil
 		}
-		server = httptest.NewServer(handler.New(handler.Config{
+		server = serve(handler.Config{
 			LRP: lrps, Task: tasks, Readiness: new(fakes.FakeReadinessChecker), Logger: lagertest.NewTestLogger("h"),
 			MaxBodyBytes: maxBody, MaxInFlight: 2,
-		}))
-		DeferCleanup(server.Close)
+		})
 		DeferCleanup(func() {
 			select {
 			case <-release:
@@ -48,16 +46,6 @@ var _ = Describe("Requests in flight", func() {
 		})
 	})
 
-	send := func(method, path, body string) (*http.Response, string) {
-		req, err := http.NewRequest(method, server.URL+path, strings.NewReader(body))
-		Expect(err).NotTo(HaveOccurred())
-		resp, err := http.DefaultClient.Do(req)
-		Expect(err).NotTo(HaveOccurred())
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		Expect(err).NotTo(HaveOccurred())
-		return resp, string(b)
-	}
 	// maximal is desireBody padded with JSON whitespace to the body limit.
 	maximal := desireBody + strings.Repeat(" ", maxBody-len(desireBody))
 	// hold sends a desire that waits in the backend until release.
@@ -65,7 +53,7 @@ var _ = Describe("Requests in flight", func() {
 		status := make(chan int, 1)
 		go func() {
 			defer GinkgoRecover()
-			resp, _ := send("PUT", "/apps/"+processGUID, body)
+			resp, _ := send(server, "PUT", "/apps/"+processGUID, body)
 			status <- resp.StatusCode
 		}()
 		Eventually(arrived).Should(Receive())
@@ -75,24 +63,24 @@ var _ = Describe("Requests in flight", func() {
 	It("answers 503 with Retry-After and the route's error body beyond max_in_flight maximal requests, and serves again after", func() {
 		first, second := hold(maximal), hold(maximal)
 
-		resp, body := send("PUT", "/apps/"+processGUID, desireBody)
+		resp, body := send(server, "PUT", "/apps/"+processGUID, desireBody)
 		Expect(resp.StatusCode).To(Equal(http.StatusServiceUnavailable))
 		Expect(resp.Header.Get("Retry-After")).To(Equal("1"))
 		Expect(body).To(MatchJSON(`{"error":{"message":"too many requests in flight: at most 2 of 4096 bytes (max_in_flight), retry later"}}`))
-		resp, body = send("POST", "/tasks/"+taskGUID, taskBody)
+		resp, body = send(server, "POST", "/tasks/"+taskGUID, taskBody)
 		Expect(resp.StatusCode).To(Equal(http.StatusServiceUnavailable))
 		Expect(resp.Header.Get("Retry-After")).To(Equal("1"))
 		Expect(body).To(MatchJSON(`{"message":"too many requests in flight: at most 2 of 4096 bytes (max_in_flight), retry later"}`))
 		Expect(tasks.DesireCallCount()).To(BeZero(), "nothing reached the backend")
 
 		// Reads carry no body and do not count.
-		resp, _ = send("GET", "/apps", "")
+		resp, _ = send(server, "GET", "/apps", "")
 		Expect(resp.StatusCode).To(Equal(http.StatusOK))
 
 		close(release)
 		Expect(<-first).To(Equal(http.StatusAccepted))
 		Expect(<-second).To(Equal(http.StatusAccepted))
-		resp, _ = send("PUT", "/apps/"+processGUID, desireBody)
+		resp, _ = send(server, "PUT", "/apps/"+processGUID, desireBody)
 		Expect(resp.StatusCode).To(Equal(http.StatusAccepted))
 	})
 
@@ -103,7 +91,7 @@ var _ = Describe("Requests in flight", func() {
 		for range small {
 			held = append(held, hold(desireBody))
 		}
-		resp, _ := send("PUT", "/apps/"+processGUID, maximal)
+		resp, _ := send(server, "PUT", "/apps/"+processGUID, maximal)
 		Expect(resp.StatusCode).To(Equal(http.StatusServiceUnavailable), "no room for another maximal one")
 		close(release)
 		for _, status := range held {

@@ -50,11 +50,7 @@ func idFrom(ps httprouter.Params) opi.LRPIdentifier {
 // fail logs err and writes the contract's error body with the status its kind deserves.
 func fail(w http.ResponseWriter, logger lager.Logger, action string, err error) {
 	status := statusFor(err)
-	if status >= http.StatusInternalServerError {
-		logger.Error(action+"-failed", err)
-	} else {
-		logger.Info(action+"-rejected", lager.Data{"status": status, "reason": err.Error()})
-	}
+	logFailure(logger, action, status, err)
 	writeError(w, status, messageFor(status, err))
 }
 
@@ -62,9 +58,7 @@ func fail(w http.ResponseWriter, logger lager.Logger, action string, err error) 
 // names (bodyProcessGUID, read after decoding) is the path's process guid. On a problem it
 // answers the request and returns false.
 func (h *lrpHandler) decodeLRPBody(w http.ResponseWriter, r *http.Request, logger lager.Logger, processGUID string, req any, bodyProcessGUID func() string) bool {
-	if rerr := decodeBody(w, r, h.maxBody, req); rerr != nil {
-		logger.Info("bad-request", lager.Data{"status": rerr.status, "reason": rerr.message})
-		writeError(w, rerr.status, rerr.message)
+	if !decodeRequest(w, r, h.maxBody, logger, req, writeError) {
 		return false
 	}
 	if body := bodyProcessGUID(); body != processGUID {

@@ -173,7 +173,7 @@ var _ = Describe("The API description", func() {
 var _ = Describe("The operations router", func() {
 	var readiness *fakes.FakeReadinessChecker
 
-	serve := func(pprof bool) *httptest.Server {
+	serveOps := func(pprof bool) *httptest.Server {
 		readiness = new(fakes.FakeReadinessChecker)
 		server := httptest.NewServer(handler.NewOps(handler.OpsConfig{
 			Readiness: readiness, Logger: lagertest.NewTestLogger("ops"), Pprof: pprof,
@@ -191,7 +191,7 @@ var _ = Describe("The operations router", func() {
 	}
 
 	It("serves health, readiness (without the reason) and metrics", func() {
-		server := serve(false)
+		server := serveOps(false)
 		status, _ := get(server, "/healthz")
 		Expect(status).To(Equal(http.StatusOK))
 		status, body := get(server, "/metrics")
@@ -204,10 +204,10 @@ var _ = Describe("The operations router", func() {
 	})
 
 	It("serves pprof only when asked", func() {
-		status, _ := get(serve(false), "/debug/pprof/")
+		status, _ := get(serveOps(false), "/debug/pprof/")
 		Expect(status).To(Equal(http.StatusNotFound))
 
-		server := serve(true)
+		server := serveOps(true)
 		status, body := get(server, "/debug/pprof/")
 		Expect(status).To(Equal(http.StatusOK))
 		Expect(body).To(ContainSubstring("goroutine"))
@@ -217,7 +217,7 @@ var _ = Describe("The operations router", func() {
 	})
 
 	It("refuses a pprof duration its write timeout would not cover", func() {
-		server := serve(true)
+		server := serveOps(true)
 		status, body := get(server, "/debug/pprof/profile?seconds=3600")
 		Expect(status).To(Equal(http.StatusBadRequest))
 		Expect(body).To(ContainSubstring("seconds must be a number from 0 to 30"))
@@ -228,7 +228,7 @@ var _ = Describe("The operations router", func() {
 	})
 
 	It("does not serve the API", func() {
-		status, _ := get(serve(false), "/apps")
+		status, _ := get(serveOps(false), "/apps")
 		Expect(status).To(Equal(http.StatusNotFound))
 	})
 })

@@ -39,8 +39,7 @@ var _ = Describe("Readiness", func() {
 			return now
 		}}
 		logger := lagertest.NewTestLogger("readiness")
-		api = httptest.NewServer(handler.New(handler.Config{LRP: new(fakes.FakeLRPBifrost), Readiness: readiness, Logger: logger}))
-		DeferCleanup(api.Close)
+		api = serve(handler.Config{LRP: new(fakes.FakeLRPBifrost), Readiness: readiness, Logger: logger})
 		ops = httptest.NewServer(handler.NewOps(handler.OpsConfig{Readiness: readiness, Logger: logger}))
 		DeferCleanup(ops.Close)
 	})

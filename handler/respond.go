@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 
+	"code.cloudfoundry.org/lager/v3"
+
 	"github.com/opi-bridge/opi/models"
 	"github.com/opi-bridge/opi/opi"
 )
@@ -93,6 +95,27 @@ func encodeList(w listWriter, infos []models.DesiredLRPSchedulingInfo) error {
 
 func writeError(w http.ResponseWriter, status int, message string) {
 	writeJSON(w, status, errorBody(message))
+}
+
+// logFailure logs err, which failed action and is answered with status: as an error when
+// status is a server error, else as a rejection of the request.
+func logFailure(logger lager.Logger, action string, status int, err error) {
+	if status >= http.StatusInternalServerError {
+		logger.Error(action+"-failed", err)
+	} else {
+		logger.Info(action+"-rejected", lager.Data{"status": status, "reason": err.Error()})
+	}
+}
+
+// decodeRequest decodes r's body into into (see decodeBody); on a problem it logs it, answers
+// it by writeErr (the route family's error body) and returns false.
+func decodeRequest(w http.ResponseWriter, r *http.Request, limit int64, logger lager.Logger, into any, writeErr func(http.ResponseWriter, int, string)) bool {
+	if rerr := decodeBody(w, r, limit, into); rerr != nil {
+		logger.Info("bad-request", lager.Data{"status": rerr.status, "reason": rerr.message})
+		writeErr(w, rerr.status, rerr.message)
+		return false
+	}
+	return true
 }
 
 // requestError is a problem with the request itself, with the status it deserves.

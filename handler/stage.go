@@ -32,20 +32,14 @@ func (h *stageHandler) stage(w http.ResponseWriter, r *http.Request, ps httprout
 	logger := h.logger.Session("stage", lager.Data{"staging-guid": guid})
 
 	var req models.StagingRequest
-	if rerr := decodeBody(w, r, h.maxBody, &req); rerr != nil {
-		logger.Info("bad-request", lager.Data{"status": rerr.status, "reason": rerr.message})
-		writeJSON(w, rerr.status, models.MessageResponse{Message: rerr.message})
+	if !decodeRequest(w, r, h.maxBody, logger, &req, writeMessageError) {
 		return
 	}
 	err := boundedWrite(r, h.writeTimeout, func(ctx context.Context) error { return h.bifrost.Stage(ctx, guid, req) })
 	if err != nil {
 		status := statusFor(err)
-		if status >= http.StatusInternalServerError {
-			logger.Error("stage-failed", err)
-		} else {
-			logger.Info("stage-rejected", lager.Data{"status": status, "reason": err.Error()})
-		}
-		writeJSON(w, status, models.MessageResponse{Message: err.Error()})
+		logFailure(logger, "stage", status, err)
+		writeMessageError(w, status, err.Error())
 		return
 	}
 	logger.Info("accepted", lager.Data{"app-guid": req.AppGUID})

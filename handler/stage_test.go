@@ -40,26 +40,14 @@ var _ = Describe("POST /stage/{staging_guid}", func() {
 	BeforeEach(func() {
 		staging = new(fakes.FakeStagingBifrost)
 		logger = lagertest.NewTestLogger("handler")
-		server = httptest.NewServer(handler.New(handler.Config{
+		server = serve(handler.Config{
 			LRP: new(fakes.FakeLRPBifrost), Readiness: new(fakes.FakeReadinessChecker), Logger: logger,
 			MaxBodyBytes: 4096, Staging: staging, WriteTimeout: time.Second,
-		}))
-		DeferCleanup(server.Close)
+		})
 	})
 
-	post := func(path, body string) (int, string) {
-		// As CC sends it: no JSON Content-Type.
-		resp, err := http.Post(server.URL+path, "application/x-www-form-urlencoded", strings.NewReader(body))
-		Expect(err).NotTo(HaveOccurred())
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(resp.Header.Get("Content-Type")).To(Equal("application/json"))
-		return resp.StatusCode, string(b)
-	}
-
 	It("hands the request to the bifrost and answers 202 {}", func() {
-		status, body := post("/stage/"+stagingGUID, stageBody)
+		status, body := callAsCC(server, "POST", "/stage/"+stagingGUID, stageBody)
 		Expect(status).To(Equal(http.StatusAccepted))
 		Expect(body).To(MatchJSON(`{}`))
 		Expect(staging.StageCallCount()).To(Equal(1))
@@ -76,11 +64,10 @@ var _ = Describe("POST /stage/{staging_guid}", func() {
 	It("answers a buildpack staging with 400 and a message saying opi stages docker images only", func() {
 		// The real bifrost, with a stager that must not be called.
 		stager := new(fakes.FakeStager)
-		real := httptest.NewServer(handler.New(handler.Config{
+		real := serve(handler.Config{
 			LRP: new(fakes.FakeLRPBifrost), Readiness: new(fakes.FakeReadinessChecker), Logger: logger,
 			Staging: &bifrost.Staging{Stager: stager, URLs: new(fakes.FakeURLChecker)},
-		}))
-		DeferCleanup(real.Close)
+		})
 		body := strings.Replace(stageBody, `"lifecycle":{"docker_lifecycle":{"image":"busybox:1.36","registry_username":"u","registry_password":"s3cret-pw"}}`,
 			`"lifecycle":{"buildpack_lifecycle":{"buildpacks":["ruby_buildpack"],"stack":"cflinuxfs4"}}`, 1)
 		resp, err := http.Post(real.URL+"/stage/"+stagingGUID, "", strings.NewReader(body))
@@ -94,7 +81,7 @@ var _ = Describe("POST /stage/{staging_guid}", func() {
 
 	DescribeTable("answers bad bodies with 400 and {\"message\"}",
 		func(body, message string) {
-			status, got := post("/stage/"+stagingGUID, body)
+			status, got := callAsCC(server, "POST", "/stage/"+stagingGUID, body)
 			Expect(status).To(Equal(http.StatusBadRequest))
 			Expect(got).To(MatchJSON(fmt.Sprintf(`{"message":%q}`, message)))
 			Expect(staging.StageCallCount()).To(BeZero())
@@ -105,7 +92,7 @@ var _ = Describe("POST /stage/{staging_guid}", func() {
 	)
 
 	It("answers 413 beyond the body limit", func() {
-		status, body := post("/stage/"+stagingGUID, `{"app_name":"`+strings.Repeat("x", 5000)+`"}`)
+		status, body := callAsCC(server, "POST", "/stage/"+stagingGUID, `{"app_name":"`+strings.Repeat("x", 5000)+`"}`)
 		Expect(status).To(Equal(http.StatusRequestEntityTooLarge))
 		Expect(body).To(MatchJSON(`{"message":"request body is larger than 4096 bytes"}`))
 	})
@@ -113,7 +100,7 @@ var _ = Describe("POST /stage/{staging_guid}", func() {
 	DescribeTable("maps the bifrost's errors to statuses with {\"message\"}",
 		func(err error, status int) {
 			staging.StageReturns(err)
-			got, body := post("/stage/"+stagingGUID, stageBody)
+			got, body := callAsCC(server, "POST", "/stage/"+stagingGUID, stageBody)
 			Expect(got).To(Equal(status))
 			Expect(body).To(MatchJSON(fmt.Sprintf(`{"message":%q}`, err.Error())))
 		},
@@ -127,16 +114,15 @@ var _ = Describe("POST /stage/{staging_guid}", func() {
 			<-ctx.Done()
 			return ctx.Err()
 		}
-		status, body := post("/stage/"+stagingGUID, stageBody)
+		status, body := callAsCC(server, "POST", "/stage/"+stagingGUID, stageBody)
 		Expect(status).To(Equal(http.StatusServiceUnavailable))
 		Expect(body).To(ContainSubstring("orchestrator unavailable: no answer within 1s"))
 	})
 
 	It("is not served without a staging bifrost", func() {
-		plain := httptest.NewServer(handler.New(handler.Config{
+		plain := serve(handler.Config{
 			LRP: new(fakes.FakeLRPBifrost), Readiness: new(fakes.FakeReadinessChecker), Logger: logger,
-		}))
-		DeferCleanup(plain.Close)
+		})
 		resp, err := http.Post(plain.URL+"/stage/"+stagingGUID, "", strings.NewReader(stageBody))
 		Expect(err).NotTo(HaveOccurred())
 		resp.Body.Close()

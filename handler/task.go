@@ -39,21 +39,15 @@ type taskHandler struct {
 // failTask logs err and writes the task routes' error body with the status its kind deserves.
 func failTask(w http.ResponseWriter, logger lager.Logger, action string, err error) {
 	status := statusFor(err)
-	if status >= http.StatusInternalServerError {
-		logger.Error(action+"-failed", err)
-	} else {
-		logger.Info(action+"-rejected", lager.Data{"status": status, "reason": err.Error()})
-	}
-	writeJSON(w, status, models.MessageResponse{Message: messageFor(status, err)})
+	logFailure(logger, action, status, err)
+	writeMessageError(w, status, messageFor(status, err))
 }
 
 func (h *taskHandler) desire(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 	guid := ps.ByName("task_guid")
 	logger := h.logger.Session("desire-task", lager.Data{"task-guid": guid})
 	var req models.TaskRequest
-	if rerr := decodeBody(w, r, h.maxBody, &req); rerr != nil {
-		logger.Info("bad-request", lager.Data{"status": rerr.status, "reason": rerr.message})
-		writeJSON(w, rerr.status, models.MessageResponse{Message: rerr.message})
+	if !decodeRequest(w, r, h.maxBody, logger, &req, writeMessageError) {
 		return
 	}
 	if err := boundedWrite(r, h.writeTimeout, func(ctx context.Context) error { return h.bifrost.Desire(ctx, guid, req) }); err != nil {

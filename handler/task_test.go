@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 
 	"code.cloudfoundry.org/lager/v3/lagertest"
 	. "github.com/onsi/ginkgo/v2"
@@ -33,27 +31,15 @@ var _ = Describe("Task routes", func() {
 
 	BeforeEach(func() {
 		tasks = new(fakes.FakeTaskBifrost)
-		server = httptest.NewServer(handler.New(handler.Config{
+		server = serve(handler.Config{
 			LRP: new(fakes.FakeLRPBifrost), Task: tasks, Readiness: new(fakes.FakeReadinessChecker),
 			Logger: lagertest.NewTestLogger("handler"), MaxBodyBytes: 4096,
-		}))
-		DeferCleanup(server.Close)
+		})
 	})
-
-	do := func(method, path, body string) (int, string) {
-		req, err := http.NewRequest(method, server.URL+path, strings.NewReader(body))
-		Expect(err).NotTo(HaveOccurred())
-		resp, err := http.DefaultClient.Do(req)
-		Expect(err).NotTo(HaveOccurred())
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		Expect(err).NotTo(HaveOccurred())
-		return resp.StatusCode, string(b)
-	}
 
 	Describe("POST /tasks/{task_guid}", func() {
 		It("desires the task and answers 202 {}", func() {
-			status, body := do("POST", "/tasks/"+taskGUID, taskBody)
+			status, body := call(server, "POST", "/tasks/"+taskGUID, taskBody)
 			Expect(status).To(Equal(http.StatusAccepted))
 			Expect(body).To(MatchJSON(`{}`))
 			Expect(tasks.DesireCallCount()).To(Equal(1))
@@ -67,7 +53,7 @@ var _ = Describe("Task routes", func() {
 		DescribeTable("answers errors as {\"message\"} with the status of their kind",
 			func(body string, err error, wantStatus int, wantMessage string) {
 				tasks.DesireReturns(err)
-				status, resp := do("POST", "/tasks/"+taskGUID, body)
+				status, resp := call(server, "POST", "/tasks/"+taskGUID, body)
 				Expect(status).To(Equal(wantStatus))
 				Expect(resp).To(MatchJSON(fmt.Sprintf(`{"message":%q}`, wantMessage)))
 			},
@@ -79,7 +65,7 @@ var _ = Describe("Task routes", func() {
 		)
 
 		It("does not call the bifrost for a body it cannot decode", func() {
-			status, _ := do("POST", "/tasks/"+taskGUID, `{"name":`)
+			status, _ := call(server, "POST", "/tasks/"+taskGUID, `{"name":`)
 			Expect(status).To(Equal(http.StatusBadRequest))
 			Expect(tasks.DesireCallCount()).To(BeZero())
 		})
@@ -88,7 +74,7 @@ var _ = Describe("Task routes", func() {
 	Describe("GET /tasks/{task_guid}", func() {
 		It("answers the task", func() {
 			tasks.GetReturns(&models.TaskResponse{GUID: taskGUID, Name: "migrate", AppGUID: "app", State: "COMPLETED", Failed: true, FailureReason: "Error (exit code 3)"}, nil)
-			status, body := do("GET", "/tasks/"+taskGUID, "")
+			status, body := call(server, "GET", "/tasks/"+taskGUID, "")
 			Expect(status).To(Equal(http.StatusOK))
 			Expect(body).To(MatchJSON(`{"guid":"` + taskGUID + `","name":"migrate","app_guid":"app","state":"COMPLETED","failed":true,"failure_reason":"Error (exit code 3)"}`))
 			_, guid := tasks.GetArgsForCall(0)
@@ -97,7 +83,7 @@ var _ = Describe("Task routes", func() {
 
 		It("answers 404 {\"message\"} for an unknown task", func() {
 			tasks.GetReturns(nil, fmt.Errorf("get task: %w", opi.ErrNotFound))
-			status, body := do("GET", "/tasks/"+taskGUID, "")
+			status, body := call(server, "GET", "/tasks/"+taskGUID, "")
 			Expect(status).To(Equal(http.StatusNotFound))
 			Expect(body).To(MatchJSON(`{"message":"the requested resource could not be found"}`))
 		})
@@ -105,19 +91,19 @@ var _ = Describe("Task routes", func() {
 
 	Describe("GET /tasks", func() {
 		It("answers a JSON array, never null", func() {
-			status, body := do("GET", "/tasks", "")
+			status, body := call(server, "GET", "/tasks", "")
 			Expect(status).To(Equal(http.StatusOK))
 			Expect(body).To(MatchJSON(`[]`))
 
 			tasks.ListReturns([]models.TaskResponse{{GUID: "a", State: "RUNNING"}}, nil)
-			status, body = do("GET", "/tasks", "")
+			status, body = call(server, "GET", "/tasks", "")
 			Expect(status).To(Equal(http.StatusOK))
 			Expect(body).To(MatchJSON(`[{"guid":"a","name":"","app_guid":"","state":"RUNNING","failed":false,"failure_reason":""}]`))
 		})
 
 		It("answers 503 {\"message\"} before the caches synced", func() {
 			tasks.ListReturns(nil, opi.ErrUnavailable)
-			status, body := do("GET", "/tasks", "")
+			status, body := call(server, "GET", "/tasks", "")
 			Expect(status).To(Equal(http.StatusServiceUnavailable))
 			Expect(body).To(MatchJSON(`{"message":"orchestrator unavailable"}`))
 		})
@@ -125,7 +111,7 @@ var _ = Describe("Task routes", func() {
 
 	Describe("DELETE /tasks/{task_guid}", func() {
 		It("cancels and answers 204 without a body", func() {
-			status, body := do("DELETE", "/tasks/"+taskGUID, "")
+			status, body := call(server, "DELETE", "/tasks/"+taskGUID, "")
 			Expect(status).To(Equal(http.StatusNoContent))
 			Expect(body).To(BeEmpty())
 			_, guid := tasks.CancelArgsForCall(0)
@@ -134,7 +120,7 @@ var _ = Describe("Task routes", func() {
 
 		It("answers 404 {\"message\"} for an unknown task, never a 5xx", func() {
 			tasks.CancelReturns(fmt.Errorf("cancel task: %w", opi.ErrNotFound))
-			status, body := do("DELETE", "/tasks/"+taskGUID, "")
+			status, body := call(server, "DELETE", "/tasks/"+taskGUID, "")
 			Expect(status).To(Equal(http.StatusNotFound))
 			Expect(body).To(MatchJSON(`{"message":"the requested resource could not be found"}`))
 		})
@@ -148,7 +134,7 @@ var _ = Describe("Task routes", func() {
 				LRP: new(fakes.FakeLRPBifrost), Task: tasks, Readiness: new(fakes.FakeReadinessChecker),
 				Logger: lagertest.NewTestLogger("handler"), WriteTimeout: 1,
 			})
-			status, body := do("DELETE", "/tasks/"+taskGUID, "")
+			status, body := call(server, "DELETE", "/tasks/"+taskGUID, "")
 			Expect(status).To(Equal(http.StatusServiceUnavailable))
 			Expect(body).To(ContainSubstring(`"message"`))
 		})

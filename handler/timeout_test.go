@@ -3,10 +3,8 @@ package handler_test
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"time"
 
 	"code.cloudfoundry.org/lager/v3/lagertest"
@@ -27,23 +25,11 @@ var _ = Describe("Handler write timeout", func() {
 
 	BeforeEach(func() {
 		bifrost = new(fakes.FakeLRPBifrost)
-		server = httptest.NewServer(handler.New(handler.Config{
+		server = serve(handler.Config{
 			LRP: bifrost, Readiness: new(fakes.FakeReadinessChecker), Logger: lagertest.NewTestLogger("handler"),
 			WriteTimeout: 100 * time.Millisecond,
-		}))
-		DeferCleanup(server.Close)
+		})
 	})
-
-	do := func(method, path, body string) (int, string) {
-		req, err := http.NewRequest(method, server.URL+path, strings.NewReader(body))
-		Expect(err).NotTo(HaveOccurred())
-		resp, err := http.DefaultClient.Do(req)
-		Expect(err).NotTo(HaveOccurred())
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		Expect(err).NotTo(HaveOccurred())
-		return resp.StatusCode, string(b)
-	}
 
 	// hang is a backend call stuck on an API server that never answers: it returns only when
 	// its context ends, with an error that is not one of opi's sentinels.
@@ -56,7 +42,7 @@ var _ = Describe("Handler write timeout", func() {
 		func(method, path, body string, stub func()) {
 			stub()
 			start := time.Now()
-			status, resp := do(method, path, body)
+			status, resp := call(server, method, path, body)
 			Expect(time.Since(start)).To(BeNumerically("<", 2*time.Second))
 			Expect(status).To(Equal(http.StatusServiceUnavailable))
 			Expect(resp).To(ContainSubstring("orchestrator unavailable"))
@@ -76,7 +62,7 @@ var _ = Describe("Handler write timeout", func() {
 	)
 
 	It("gives a write's backend calls a deadline", func() {
-		status, _ := do("PUT", "/apps/"+guid+"/"+version+"/stop", "")
+		status, _ := call(server, "PUT", "/apps/"+guid+"/"+version+"/stop", "")
 		Expect(status).To(Equal(http.StatusOK))
 		ctx, _ := bifrost.StopArgsForCall(0)
 		deadline, ok := ctx.Deadline()
@@ -85,7 +71,7 @@ var _ = Describe("Handler write timeout", func() {
 	})
 
 	It("leaves reads without that deadline", func() {
-		status, _ := do("GET", "/apps", "")
+		status, _ := call(server, "GET", "/apps", "")
 		Expect(status).To(Equal(http.StatusOK))
 		ctx := bifrost.ListArgsForCall(0)
 		_, ok := ctx.Deadline()

@@ -90,13 +90,11 @@ var _ = Describe("The node agent, opi agent as a process, with the kubelet's fil
 	)
 
 	BeforeEach(func() {
-		var err error
-		cc, err = ccstandin.Start(ccstandin.Options{TLS: true, Dir: GinkgoT().TempDir(), Log: GinkgoWriter})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(cc.Close)
+		cc = startCC()
 		ns = newNamespace()
 		o = startOpi(ns, cc.OpiArgs()...)
 
+		var err error
 		ingress, err = standin.Start(GinkgoT().TempDir())
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(ingress.Stop)
@@ -151,8 +149,26 @@ var _ = Describe("The node agent, opi agent as a process, with the kubelet's fil
 		return out
 	}
 
+	// oneRunning desires an app of one instance and returns it with its pod, once it runs.
+	oneRunning := func() (*app, *corev1.Pod) {
+		a := newApp()
+		a.instances = 1
+		return a, &runningPods(a)[0]
+	}
+
 	logsOfPod := func(pod *corev1.Pod) func() []envelope {
 		return func() []envelope { return logsOf(ingress.Envelopes(), string(pod.UID)) }
+	}
+
+	// payloadsOf reads the payloads of pod's lines the stand-in received, in order.
+	payloadsOf := func(pod *corev1.Pod) func() []string {
+		return func() []string {
+			out := []string{}
+			for _, e := range logsOfPod(pod)() {
+				out = append(out, e.Payload)
+			}
+			return out
+		}
 	}
 
 	containerOf := func(pod *corev1.Pod) *kubeletlogs.Container {
@@ -272,9 +288,7 @@ var _ = Describe("The node agent, opi agent as a process, with the kubelet's fil
 	})
 
 	It("resumes after its restart (SIGTERM) from the acknowledged position: every line once", func() {
-		a := newApp()
-		a.instances = 1
-		pod := &runningPods(a)[0]
+		_, pod := oneRunning()
 		agent := newAgent()
 		agent.start()
 
@@ -284,13 +298,7 @@ var _ = Describe("The node agent, opi agent as a process, with the kubelet's fil
 			Expect(c.Line(t0.Add(time.Duration(len(want))*time.Millisecond), kubeletlogs.Stdout, text)).To(Succeed())
 			want = append(want, text)
 		}
-		payloads := func() []string {
-			out := []string{}
-			for _, e := range logsOfPod(pod)() {
-				out = append(out, e.Payload)
-			}
-			return out
-		}
+		payloads := payloadsOf(pod)
 		for i := range 3 {
 			line(fmt.Sprintf("before the restart %d", i))
 		}
@@ -312,9 +320,7 @@ var _ = Describe("The node agent, opi agent as a process, with the kubelet's fil
 	})
 
 	It("loses no line when SIGTERM comes while it sends, sending again at most the one unacknowledged batch", func() {
-		a := newApp()
-		a.instances = 1
-		pod := &runningPods(a)[0]
+		_, pod := oneRunning()
 		agent := newAgent()
 		agent.start()
 
@@ -324,13 +330,7 @@ var _ = Describe("The node agent, opi agent as a process, with the kubelet's fil
 			want = append(want, fmt.Sprintf("line %03d", i))
 			Expect(c.Line(t0.Add(time.Duration(i)*time.Microsecond), kubeletlogs.Stdout, want[i])).To(Succeed())
 		}
-		payloads := func() []string {
-			out := []string{}
-			for _, e := range logsOfPod(pod)() {
-				out = append(out, e.Payload)
-			}
-			return out
-		}
+		payloads := payloadsOf(pod)
 		Eventually(payloads).ShouldNot(BeEmpty())
 		agent.stop() // whatever is in flight now
 		before := len(payloads())
@@ -361,9 +361,7 @@ var _ = Describe("The node agent, opi agent as a process, with the kubelet's fil
 	})
 
 	It("sends every line written while Loggregator was down once it is back", func() {
-		a := newApp()
-		a.instances = 1
-		pod := &runningPods(a)[0]
+		a, pod := oneRunning()
 		agent := newAgent()
 		agent.start()
 
@@ -392,9 +390,7 @@ var _ = Describe("The node agent, opi agent as a process, with the kubelet's fil
 		kubelet, err = kubeletstats.Start(dir, "agent-token")
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func() { kubelet.Close(); kubelet = nil })
-		a := newApp()
-		a.instances = 1
-		pod := &runningPods(a)[0]
+		a, pod := oneRunning()
 
 		const mi = 1024 * 1024
 		kubelet.SetSummary(statsv1alpha1.Summary{

@@ -28,10 +28,7 @@ var _ = Describe("Crash reports", func() {
 
 	BeforeEach(func() {
 		ns = newNamespace()
-		var err error
-		standin, err = ccstandin.Start(ccstandin.Options{TLS: true, Dir: GinkgoT().TempDir(), Log: GinkgoWriter})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(standin.Close)
+		standin = startCC()
 		ccArgs = append(standin.OpiArgs(),
 			// A killed leader's Lease is taken over within seconds.
 			"--leader-lease-duration", "4s", "--leader-renew-deadline", "3s", "--leader-retry-period", "1s",

@@ -242,15 +242,20 @@ var _ = Describe("Instances that match the pods", func() {
 	})
 })
 
+// enforceRestricted labels namespace ns to enforce the restricted Pod Security Standard.
+func enforceRestricted(ns string) {
+	nsObj, err := kube.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	nsObj.Labels["pod-security.kubernetes.io/enforce"] = "restricted"
+	_, err = kube.CoreV1().Namespaces().Update(context.Background(), nsObj, metav1.UpdateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+}
+
 var _ = Describe("Pod security", func() {
 	It("runs apps in a namespace enforcing the restricted standard with --pod-security restricted", func() {
 		ns := newNamespace()
 		o := startOpi(ns, "--pod-security", "restricted")
-		nsObj, err := kube.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		nsObj.Labels["pod-security.kubernetes.io/enforce"] = "restricted"
-		_, err = kube.CoreV1().Namespaces().Update(context.Background(), nsObj, metav1.UpdateOptions{})
-		Expect(err).NotTo(HaveOccurred())
+		enforceRestricted(ns)
 
 		a := newApp()
 		desire(o, a)
@@ -264,11 +269,7 @@ var _ = Describe("Pod security", func() {
 	It("is refused by that namespace at the default level, which the pod template shows why", func() {
 		ns := newNamespace()
 		o := startOpi(ns)
-		nsObj, err := kube.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		nsObj.Labels["pod-security.kubernetes.io/enforce"] = "restricted"
-		_, err = kube.CoreV1().Namespaces().Update(context.Background(), nsObj, metav1.UpdateOptions{})
-		Expect(err).NotTo(HaveOccurred())
+		enforceRestricted(ns)
 
 		a := newApp()
 		desire(o, a)

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/opi-bridge/opi/localkube"
+	"github.com/opi-bridge/opi/testsupport/ccstandin"
 	"github.com/opi-bridge/opi/testsupport/fixture"
 )
 
@@ -189,6 +190,15 @@ func freeAddr() string {
 }
 
 // newNamespace is a fresh namespace name for one test; opi creates it, the test deletes it.
+// startCC starts a CC stand-in serving TLS, stopped after the spec (or the container, from a
+// BeforeAll).
+func startCC() *ccstandin.Server {
+	cc, err := ccstandin.Start(ccstandin.Options{TLS: true, Dir: GinkgoT().TempDir(), Log: GinkgoWriter})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(cc.Close)
+	return cc
+}
+
 func newNamespace() string {
 	ns := "opi-it-" + rand.String(6)
 	DeferCleanup(func() {

@@ -14,7 +14,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s/spec"
-	"github.com/opi-bridge/opi/testsupport/ccstandin"
 	"github.com/opi-bridge/opi/testsupport/fixture"
 )
 
@@ -28,9 +27,7 @@ func selects(p networkingv1.NetworkPolicy, pod corev1.Pod) bool {
 
 var _ = Describe("Tenant isolation", func() {
 	It("isolates a task's pod with the baseline policy, gives it no ingress, and its app's egress rules in a policy owned by its Job", func() {
-		cc, err := ccstandin.Start(ccstandin.Options{TLS: true, Dir: GinkgoT().TempDir(), Log: GinkgoWriter})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(cc.Close)
+		cc := startCC()
 		ns := newNamespace()
 		o := startOpi(ns, append(cc.OpiArgs(), "--router", "ingress-nginx:app=ingress")...)
 

@@ -163,13 +163,9 @@ func (l *routerLog) since(mark int, subject string) []gorouter.Registration {
 // sinceAll are the register and unregister messages after mark, oldest first, as
 // "<subject> <private_instance_id> <private_instance_index> <uris>".
 func (l *routerLog) sinceAll(mark int) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	out := []string{}
-	for _, m := range l.msgs[mark:] {
-		if m.subject == gorouter.SubjectRegister || m.subject == gorouter.SubjectUnregister {
-			out = append(out, m.subject+" "+m.reg.PrivateInstanceID+" "+m.reg.PrivateInstanceIndex+" "+strings.Join(m.reg.URIs, ","))
-		}
+	for _, m := range l.orderedSince(mark) {
+		out = append(out, m.subject+" "+m.reg.PrivateInstanceID+" "+m.reg.PrivateInstanceIndex+" "+strings.Join(m.reg.URIs, ","))
 	}
 	return out
 }

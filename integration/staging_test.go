@@ -69,11 +69,9 @@ var _ = Describe("Docker staging", Ordered, func() {
 	}
 
 	BeforeAll(func() {
-		var err error
-		cc, err = ccstandin.Start(ccstandin.Options{TLS: true, Dir: GinkgoT().TempDir(), Log: GinkgoWriter})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(cc.Close)
+		cc = startCC()
 
+		var err error
 		public, err = registry.Start(registry.Options{})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(public.Close)

@@ -25,10 +25,7 @@ var _ = Describe("Tasks", func() {
 	)
 
 	BeforeEach(func() {
-		var err error
-		cc, err = ccstandin.Start(ccstandin.Options{TLS: true, Dir: GinkgoT().TempDir(), Log: GinkgoWriter})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(cc.Close)
+		cc = startCC()
 		ns = newNamespace()
 		opi = startOpi(ns, append(cc.OpiArgs(),
 			"--leader-lease-duration", "4s", "--leader-renew-deadline", "3s", "--leader-retry-period", "1s",
@@ -191,9 +188,7 @@ var _ = Describe("Tasks", func() {
 
 var _ = Describe("Task callbacks to an endpoint that never answers", func() {
 	It("hold no more than its share of the reporter: callbacks to the healthy endpoint are delivered meanwhile", func() {
-		healthy, err := ccstandin.Start(ccstandin.Options{TLS: true, Dir: GinkgoT().TempDir(), Log: GinkgoWriter})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(healthy.Close)
+		healthy := startCC()
 		// Plain http on loopback: the stand-ins have a CA each, and opi trusts one.
 		slow, err := ccstandin.Start(ccstandin.Options{Log: GinkgoWriter})
 		Expect(err).NotTo(HaveOccurred())

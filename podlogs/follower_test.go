@@ -70,6 +70,11 @@ var _ = Describe("Follower", func() {
 	rotate := func(n int, stamp string) {
 		Expect(os.Rename(filepath.Join(dir, fmt.Sprintf("%d.log", n)), filepath.Join(dir, fmt.Sprintf("%d.log.%s", n, stamp)))).To(Succeed())
 	}
+	// compress replaces 0.log's file rotated at stamp by its compressed copy, as the kubelet does.
+	compress := func(stamp string) {
+		Expect(os.Remove(filepath.Join(dir, "0.log."+stamp))).To(Succeed())
+		write("0.log."+stamp+".gz", "compressed\n")
+	}
 	follow := func(from podlogs.Position, opts podlogs.Options) *reader {
 		f := podlogs.NewFollower(dir, from, opts)
 		DeferCleanup(f.Close)
@@ -167,8 +172,7 @@ var _ = Describe("Follower", func() {
 		rotate(0, "20261201-120100")
 		write("0.log", cri(4, "stdout", "F", "four"))
 		// The kubelet compresses all but the newest rotated file: the one being read goes.
-		Expect(os.Remove(filepath.Join(dir, "0.log.20261201-120000"))).To(Succeed())
-		write("0.log.20261201-120000.gz", "compressed\n")
+		compress("20261201-120000")
 		Expect(texts(r.next())).To(Equal([]string{"stdout:two", "stdout:three", "stdout:four"}))
 		Expect(r.f.Lost()).To(BeEmpty())
 	})
@@ -186,10 +190,8 @@ var _ = Describe("Follower", func() {
 		write("0.log", cri(4, "stdout", "F", "four"))
 		rotate(0, "20261201-120300")
 		write("0.log", cri(5, "stdout", "F", "five"))
-		for _, stamp := range []string{"20261201-120100", "20261201-120200"} {
-			Expect(os.Remove(filepath.Join(dir, "0.log."+stamp))).To(Succeed())
-			write("0.log."+stamp+".gz", "compressed\n")
-		}
+		compress("20261201-120100")
+		compress("20261201-120200")
 		// The file it had open is read to its end; the next, compressed, is lost.
 		Expect(texts(r.next())).To(Equal([]string{"stdout:two", "stdout:four", "stdout:five"}))
 		Expect(r.f.Lost()).To(Equal([]podlogs.Lost{{Name: "0.log.20261201-120200.gz"}}))
@@ -243,23 +245,26 @@ var _ = Describe("Follower", func() {
 			Expect(err).NotTo(HaveOccurred())
 			return again.Get(key)
 		}
-
-		It("continues after the last acknowledged line", func() {
-			write("0.log", cri(1, "stdout", "F", "one"), cri(2, "stdout", "F", "two"))
+		// stoppedAfter writes lines to 0.log, reads them and stops r as an agent stops: it returns
+		// the checkpoint a restarted agent reads.
+		stoppedAfter := func(lines ...string) podlogs.Position {
+			write("0.log", lines...)
 			r.next()
 			from := checkpoint()
-			Expect(from).To(Equal(r.last))
 			Expect(r.f.Close()).To(Succeed())
+			return from
+		}
+
+		It("continues after the last acknowledged line", func() {
+			from := stoppedAfter(cri(1, "stdout", "F", "one"), cri(2, "stdout", "F", "two"))
+			Expect(from).To(Equal(r.last))
 
 			write("0.log", cri(3, "stdout", "F", "three"))
 			Expect(texts(follow(from, podlogs.Options{}).next())).To(Equal([]string{"stdout:three"}))
 		})
 
 		It("finds its file after a rotation while it was not running", func() {
-			write("0.log", cri(1, "stdout", "F", "one"))
-			r.next()
-			from := checkpoint()
-			Expect(r.f.Close()).To(Succeed())
+			from := stoppedAfter(cri(1, "stdout", "F", "one"))
 
 			write("0.log", cri(2, "stdout", "F", "two"))
 			rotate(0, "20261201-120000")
@@ -268,10 +273,7 @@ var _ = Describe("Follower", func() {
 		})
 
 		It("starts at the oldest file there is when its file is gone", func() {
-			write("0.log", cri(1, "stdout", "F", "one"))
-			r.next()
-			from := checkpoint()
-			Expect(r.f.Close()).To(Succeed())
+			from := stoppedAfter(cri(1, "stdout", "F", "one"))
 
 			rotate(0, "20261201-120000")
 			Expect(os.Remove(filepath.Join(dir, "0.log.20261201-120000"))).To(Succeed())
@@ -282,20 +284,15 @@ var _ = Describe("Follower", func() {
 		})
 
 		It("reports its checkpoint's file and the compressed files after it as lost when they went while it was not running", func() {
-			write("0.log", cri(1, "stdout", "F", "one"))
-			r.next()
-			from := checkpoint()
-			Expect(r.f.Close()).To(Succeed())
+			from := stoppedAfter(cri(1, "stdout", "F", "one"))
 
 			write("0.log", cri(2, "stdout", "F", "two"))
 			rotate(0, "20261201-120100")
 			write("0.log", cri(3, "stdout", "F", "three"))
 			rotate(0, "20261201-120200")
 			write("0.log", cri(4, "stdout", "F", "four"))
-			Expect(os.Remove(filepath.Join(dir, "0.log.20261201-120100"))).To(Succeed())
-			write("0.log.20261201-120100.gz", "compressed\n") // the checkpoint's file, compressed
-			Expect(os.Remove(filepath.Join(dir, "0.log.20261201-120200"))).To(Succeed())
-			write("0.log.20261201-120200.gz", "compressed\n")
+			compress("20261201-120100") // the checkpoint's file
+			compress("20261201-120200")
 			again := follow(from, podlogs.Options{})
 			Expect(texts(again.next())).To(Equal([]string{"stdout:four"}))
 			Expect(again.f.Lost()).To(Equal([]podlogs.Lost{{Name: "0.log", Offset: from.Offset}, {Name: "0.log.20261201-120200.gz"}}))
@@ -373,10 +370,7 @@ var _ = Describe("Follower", func() {
 		It("does not skip a stream's lines in a file that took its mark's file's inode", func() {
 			write("0.log", cri(1, "stderr", "P", "a"))
 			rotate(0, "20261201-120000")
-			write("0.log", cri(2, "stdout", "F", "one"))
-			r.next()
-			from := checkpoint()
-			Expect(r.f.Close()).To(Succeed())
+			from := stoppedAfter(cri(2, "stdout", "F", "one"))
 
 			// As if 0.log went and 1.log got its inode (the file system reuses it): the mark
 			// names 1.log's identity, with the first line of the file it was taken in.

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	goruntime "runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -307,13 +306,7 @@ func runAgentBench(ctx context.Context, cfg agentBenchConfig) (err error) {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if cfg.keep || err != nil {
-			logf("work folder kept: %s", workDir)
-		} else {
-			_ = os.RemoveAll(workDir)
-		}
-	}()
+	defer dropWorkFolder(workDir, cfg.keep, &err)
 	podLogs, state, pki := filepath.Join(workDir, "pods"), filepath.Join(workDir, "state"), filepath.Join(workDir, "pki")
 	for _, d := range []string{podLogs, state, pki} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -321,7 +314,7 @@ func runAgentBench(ctx context.Context, cfg agentBenchConfig) (err error) {
 		}
 	}
 	res := agentRun{Date: time.Now().UTC().Format("2006-01-02 15:04 UTC"), Note: strings.TrimSpace(cfg.note)}
-	res.Machine = machine{CPUs: numCPU(), CPUModel: cpuModel(), MemoryGiB: memGiB(), Go: goruntime.Version(), LoadStart: loadavg()}
+	res.Machine = thisMachine()
 	fig := &res.Agent
 	fig.Pods, fig.Files, fig.Lines, fig.DelayRate, fig.PollMS = cfg.pods, cfg.files, cfg.lines, cfg.rate, float64(cfg.poll)/float64(time.Millisecond)
 
@@ -454,51 +447,83 @@ func waitReceived(ctx context.Context, r *received, n int64, timeout time.Durati
 // writeSteady appends cfg.rate lines per second for cfg.delayFor to the pods' 0.log files, in
 // ticks of 10 ms, round-robin over the pods; each line is stamped with its write time.
 func writeSteady(ctx context.Context, root string, cfg agentBenchConfig) (int, error) {
-	files := make([]*os.File, cfg.pods)
-	for i := range cfg.pods {
-		_, p := benchPod(i)
-		f, err := os.OpenFile(filepath.Join(benchLogDir(root, p), "0.log"), os.O_APPEND|os.O_WRONLY, 0)
-		if err != nil {
-			return 0, err
-		}
-		defer f.Close()
-		files[i] = f
+	files, err := openPodLogs(root, cfg.pods)
+	if err != nil {
+		return 0, err
 	}
-	const tick = 10 * time.Millisecond
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	start := time.Now()
+	defer closeAll(files)
 	written := 0
 	var buf []byte
-	for {
-		elapsed := time.Since(start)
-		if elapsed >= cfg.delayFor {
-			return written, nil
-		}
-		due := int(elapsed.Seconds() * float64(cfg.rate))
-		for ; written < due; written++ {
+	err = everyTick(ctx, cfg.delayFor, func(elapsed time.Duration) error {
+		for due := int(elapsed.Seconds() * float64(cfg.rate)); written < due; written++ {
 			pod := written % cfg.pods
 			buf = criLine(buf[:0], time.Now(), pod, cfg.lines+written)
 			if _, err := files[pod].Write(buf); err != nil {
-				return written, err
+				return err
 			}
+		}
+		return nil
+	})
+	return written, err
+}
+
+// openPodLogs opens the first pods' 0.log files for appending (none left open on an error).
+func openPodLogs(root string, pods int) ([]*os.File, error) {
+	files := make([]*os.File, 0, pods)
+	for i := range pods {
+		_, p := benchPod(i)
+		f, err := os.OpenFile(filepath.Join(benchLogDir(root, p), "0.log"), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			closeAll(files)
+			return nil, err
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
+}
+
+// everyTick calls write every 10 ms with the time since its start, until d has passed, ctx
+// ends (its error) or write fails (write's error).
+func everyTick(ctx context.Context, d time.Duration, write func(elapsed time.Duration) error) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	start := time.Now()
+	for {
+		elapsed := time.Since(start)
+		if elapsed >= d {
+			return nil
+		}
+		if err := write(elapsed); err != nil {
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return written, ctx.Err()
+			return ctx.Err()
 		case <-t.C:
 		}
 	}
 }
 
+// newMeasureTable starts a run's markdown table of measures and their values.
+func newMeasureTable() *strings.Builder {
+	b := new(strings.Builder)
+	b.WriteString("| measure | value |\n| --- | --- |\n")
+	return b
+}
+
 func (r agentRun) table() string {
 	f := r.Agent
-	var b strings.Builder
-	b.WriteString("| measure | value |\n| --- | --- |\n")
-	fmt.Fprintf(&b, "| catch-up: %d lines in %d files of %d pods | %.1f s, %.2f CPU s: %.0f lines per CPU second (%.0f lines/s wall; others used %.0f %% of the CPUs) |\n",
+	b := newMeasureTable()
+	fmt.Fprintf(b, "| catch-up: %d lines in %d files of %d pods | %.1f s, %.2f CPU s: %.0f lines per CPU second (%.0f lines/s wall; others used %.0f %% of the CPUs) |\n",
 		f.Lines, f.Files, f.Pods, f.CatchUpSeconds, f.CatchUpCPUSeconds, f.LinesPerCPUSecond, f.LinesPerSecond, 100*f.CatchUpOthersCPU)
-	fmt.Fprintf(&b, "| agent RSS, %d pods, %d files | peak %.1f MB (catching up), steady %.1f MB (anonymous %.1f MB, file-backed %.1f MB) |\n", f.Pods, f.Files, f.RSSPeak, f.RSSSteady, f.RSSAnon, f.RSSFile)
-	fmt.Fprintf(&b, "| delay, line written to envelope received, %d lines/s for %.0f s, poll %.0f ms | p50 %.0f ms, p99 %.0f ms (%d lines) |\n",
+	fmt.Fprintf(b, "| agent RSS, %d pods, %d files | peak %.1f MB (catching up), steady %.1f MB (anonymous %.1f MB, file-backed %.1f MB) |\n", f.Pods, f.Files, f.RSSPeak, f.RSSSteady, f.RSSAnon, f.RSSFile)
+	fmt.Fprintf(b, "| delay, line written to envelope received, %d lines/s for %.0f s, poll %.0f ms | p50 %.0f ms, p99 %.0f ms (%d lines) |\n",
 		f.DelayRate, f.DelaySeconds, f.PollMS, f.DelayP50, f.DelayP99, f.DelayLines)
 	return b.String()
 }

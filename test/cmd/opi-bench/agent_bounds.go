@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	goruntime "runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -193,15 +192,9 @@ func runAgentBounds(ctx context.Context, cfg agentBenchConfig) (err error) {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if cfg.keep || err != nil {
-			logf("work folder kept: %s", workDir)
-		} else {
-			_ = os.RemoveAll(workDir)
-		}
-	}()
+	defer dropWorkFolder(workDir, cfg.keep, &err)
 	res := boundsRun{Date: time.Now().UTC().Format("2006-01-02 15:04 UTC"), Note: strings.TrimSpace(cfg.note)}
-	res.Machine = machine{CPUs: numCPU(), CPUModel: cpuModel(), MemoryGiB: memGiB(), Go: goruntime.Version(), LoadStart: loadavg()}
+	res.Machine = thisMachine()
 	fig := &res.Bounds
 	fig.Pods, fig.Lines, fig.BoundBytes, fig.PollMS = cfg.pods, cfg.lines, agent.DefaultBytesPerSecond, float64(cfg.poll)/float64(time.Millisecond)
 	pki := filepath.Join(workDir, "pki")
@@ -343,57 +336,41 @@ func runAgentBounds(ctx context.Context, cfg agentBenchConfig) (err error) {
 // writeNoisy appends, for cfg.delayFor, 1 KiB lines at 10× the default byte bound to pod 0's
 // 0.log and quietRate lines per second to each other pod's; it returns the quiet lines written.
 func writeNoisy(ctx context.Context, root string, cfg agentBenchConfig) (int, error) {
-	files := make([]*os.File, cfg.pods)
-	for i := range cfg.pods {
-		_, p := benchPod(i)
-		f, err := os.OpenFile(filepath.Join(benchLogDir(root, p), "0.log"), os.O_APPEND|os.O_WRONLY, 0)
-		if err != nil {
-			return 0, err
-		}
-		defer f.Close()
-		files[i] = f
+	files, err := openPodLogs(root, cfg.pods)
+	if err != nil {
+		return 0, err
 	}
+	defer closeAll(files)
 	noisyRate := float64(10*agent.DefaultBytesPerSecond) / noisyLineBytes
 	pad := strings.Repeat("x", noisyLineBytes-100)
-	t := time.NewTicker(10 * time.Millisecond)
-	defer t.Stop()
-	start := time.Now()
 	noisy, quiet := 0, 0
 	var buf []byte
-	for {
-		elapsed := time.Since(start)
-		if elapsed >= cfg.delayFor {
-			return quiet, nil
-		}
+	err = everyTick(ctx, cfg.delayFor, func(elapsed time.Duration) error {
 		for due := int(elapsed.Seconds() * noisyRate); noisy < due; noisy++ {
 			buf = time.Now().AppendFormat(buf[:0], time.RFC3339Nano)
 			buf = fmt.Appendf(buf, " stdout F noisy %d %s\n", noisy, pad)
 			if _, err := files[0].Write(buf); err != nil {
-				return quiet, err
+				return err
 			}
 		}
 		for due := int(elapsed.Seconds() * float64(quietRate*(cfg.pods-1))); quiet < due; quiet++ {
 			pod := 1 + quiet%(cfg.pods-1)
 			buf = criLine(buf[:0], time.Now(), pod, quiet)
 			if _, err := files[pod].Write(buf); err != nil {
-				return quiet, err
+				return err
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return quiet, ctx.Err()
-		case <-t.C:
-		}
-	}
+		return nil
+	})
+	return quiet, err
 }
 
 func (r boundsRun) table() string {
 	f := r.Bounds
-	var b strings.Builder
-	b.WriteString("| measure | value |\n| --- | --- |\n")
-	fmt.Fprintf(&b, "| CPU per line read and dropped by the bound (%d lines, %d pods, %.1f %% dropped) | %.2f µs |\n", f.Lines, f.Pods, 100*f.DroppedShare, f.DroppedCPUUs)
-	fmt.Fprintf(&b, "| CPU per line read and sent (the same lines, bound lifted) | %.2f µs |\n", f.AdmittedCPUUs)
-	fmt.Fprintf(&b, "| quiet tenants' delay, line written to envelope received, %d pods × %d lines/s beside one writing %.0f KiB/s (10× its %d KiB/s bound) for %.0f s, poll %.0f ms | p50 %.0f ms, p99 %.0f ms (%d lines); the noisy one delivered %.0f KiB/s, %d notices |\n",
+	b := newMeasureTable()
+	fmt.Fprintf(b, "| CPU per line read and dropped by the bound (%d lines, %d pods, %.1f %% dropped) | %.2f µs |\n", f.Lines, f.Pods, 100*f.DroppedShare, f.DroppedCPUUs)
+	fmt.Fprintf(b, "| CPU per line read and sent (the same lines, bound lifted) | %.2f µs |\n", f.AdmittedCPUUs)
+	fmt.Fprintf(b, "| quiet tenants' delay, line written to envelope received, %d pods × %d lines/s beside one writing %.0f KiB/s (10× its %d KiB/s bound) for %.0f s, poll %.0f ms | p50 %.0f ms, p99 %.0f ms (%d lines); the noisy one delivered %.0f KiB/s, %d notices |\n",
 		f.QuietPods, f.QuietRate, f.NoisyBytes/1024, f.BoundBytes/1024, f.NoisySeconds, f.PollMS, f.QuietP50, f.QuietP99, f.QuietLines, f.NoisyDelivered/1024, f.NoticesDelivered)
 	return b.String()
 }

@@ -196,16 +196,7 @@ func run(ctx context.Context, cfg config) (err error) {
 	// The profiles are files in the work folder.
 	keep := cfg.keep || cfg.profile > 0
 	cfg.keep = keep
-	defer func() {
-		if err != nil {
-			keep = true
-		}
-		if keep {
-			logf("work folder kept: %s", workDir)
-		} else {
-			_ = os.RemoveAll(workDir)
-		}
-	}()
+	defer dropWorkFolder(workDir, keep, &err)
 
 	res := newResults(cfg)
 	cpu0 := readCPU([]int{osPid})

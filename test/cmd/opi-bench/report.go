@@ -256,6 +256,24 @@ type machine struct {
 	OthersCPU  float64 `json:"others_cpu_share"`
 }
 
+// dropWorkFolder removes a run's work folder unless keep is set or the run failed (*err set, read
+// when the run returns), where it says it kept it.
+func dropWorkFolder(dir string, keep bool, err *error) {
+	if keep || *err != nil {
+		logf("work folder kept: %s", dir)
+		return
+	}
+	_ = os.RemoveAll(dir)
+}
+
+// thisMachine is the machine a run starts on, its load at the start included.
+func thisMachine() machine {
+	return machine{
+		CPUs: numCPU(), CPUModel: cpuModel(), MemoryGiB: memGiB(), Go: runtime.Version(),
+		LoadStart: loadavg(),
+	}
+}
+
 func newResults(cfg config) *results {
 	r := &results{
 		Date: time.Now().UTC().Format("2006-01-02 15:04 UTC"), N: cfg.n, Backend: cfg.backend, Desired: cfg.n - warmApps,
@@ -267,10 +285,7 @@ func newResults(cfg config) *results {
 	}
 	r.TargetApps, r.TargetsChecked = targetApps(cfg.n)
 	r.RSSTargetMB = targetRSSMB[r.TargetApps]
-	r.Machine = machine{
-		CPUs: numCPU(), CPUModel: cpuModel(), MemoryGiB: memGiB(), Go: runtime.Version(),
-		LoadStart: loadavg(),
-	}
+	r.Machine = thisMachine()
 	r.Machine.Kubernetes, r.Machine.Kwok = pins()
 	return r
 }

@@ -139,16 +139,15 @@ func (e *env) taskPhases(ctx context.Context) (*taskResults, error) {
 
 // table is the task run as markdown.
 func (r *taskResults) table() string {
-	var b strings.Builder
-	b.WriteString("| measure | value |\n| --- | --- |\n")
-	fmt.Fprintf(&b, "| task desires (POST /tasks/{guid}), %d at once | %d in %.1f s: %.1f/s, p50 %.0f ms, p99 %.0f ms, %d errors |\n",
+	b := newMeasureTable()
+	fmt.Fprintf(b, "| task desires (POST /tasks/{guid}), %d at once | %d in %.1f s: %.1f/s, p50 %.0f ms, p99 %.0f ms, %d errors |\n",
 		r.Concurrency, r.Desire.Count, r.Desire.Seconds, r.Desire.Throughput, r.Desire.P50, r.Desire.P99, r.Desire.Errors)
-	fmt.Fprintf(&b, "| API requests per task desire | %.2f (%s) |\n", r.DesirePerTask, verbs(r.DesireAPI))
-	fmt.Fprintf(&b, "| GET /tasks at %d tasks (%d KB) | p50 %.1f ms, p99 %.1f ms; burst p50 %.1f ms, p99 %.1f ms |\n",
+	fmt.Fprintf(b, "| API requests per task desire | %.2f (%s) |\n", r.DesirePerTask, verbs(r.DesireAPI))
+	fmt.Fprintf(b, "| GET /tasks at %d tasks (%d KB) | p50 %.1f ms, p99 %.1f ms; burst p50 %.1f ms, p99 %.1f ms |\n",
 		r.Tasks, r.List.Bytes/1000, r.List.P50, r.List.P99, r.List.BurstP50, r.List.BurstP99)
-	fmt.Fprintf(&b, "| API requests per GET /tasks | %.2f (%.0f in %d calls; janitor LISTs apart: %.0f) |\n",
+	fmt.Fprintf(b, "| API requests per GET /tasks | %.2f (%.0f in %d calls; janitor LISTs apart: %.0f) |\n",
 		r.APIPerList, r.List.APIRequests, r.List.Calls, r.List.Janitor)
-	fmt.Fprintf(&b, "| task cancels (DELETE), %d at once | %.1f/s, p50 %.0f ms, p99 %.0f ms, %d errors |\n",
+	fmt.Fprintf(b, "| task cancels (DELETE), %d at once | %.1f/s, p50 %.0f ms, p99 %.0f ms, %d errors |\n",
 		r.Concurrency, r.Cancel.Throughput, r.Cancel.P50, r.Cancel.P99, r.Cancel.Errors)
 	return b.String()
 }
