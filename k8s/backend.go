@@ -24,18 +24,20 @@ import (
 
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
-	"github.com/opi-bridge/opi/k8s/crash"
-	"github.com/opi-bridge/opi/k8s/hooks"
-	"github.com/opi-bridge/opi/k8s/janitor"
-	"github.com/opi-bridge/opi/k8s/kube"
-	"github.com/opi-bridge/opi/k8s/lifecycle"
-	"github.com/opi-bridge/opi/k8s/lrp"
-	"github.com/opi-bridge/opi/k8s/routes"
-	"github.com/opi-bridge/opi/k8s/spec"
-	"github.com/opi-bridge/opi/k8s/staging"
-	"github.com/opi-bridge/opi/k8s/store"
-	"github.com/opi-bridge/opi/k8s/task"
-	"github.com/opi-bridge/opi/k8s/workload"
+	"github.com/opi-bridge/opi/k8s/apiclient"
+	"github.com/opi-bridge/opi/k8s/internal/crash"
+	"github.com/opi-bridge/opi/k8s/internal/hooks"
+	"github.com/opi-bridge/opi/k8s/internal/janitor"
+	"github.com/opi-bridge/opi/k8s/internal/kube"
+	"github.com/opi-bridge/opi/k8s/internal/lifecycle"
+	"github.com/opi-bridge/opi/k8s/internal/lrp"
+	"github.com/opi-bridge/opi/k8s/internal/objects"
+	"github.com/opi-bridge/opi/k8s/internal/routes"
+	"github.com/opi-bridge/opi/k8s/internal/staging"
+	"github.com/opi-bridge/opi/k8s/internal/store"
+	"github.com/opi-bridge/opi/k8s/internal/task"
+	"github.com/opi-bridge/opi/k8s/internal/workload"
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -55,7 +57,7 @@ type Options struct {
 	// Store: how long a write waits for the caches to show it (package k8s/store).
 	Store store.Options
 	// Pods: the settings of every app pod (probes, rollouts, Pod Security; package k8s/spec).
-	Pods spec.PodOptions
+	Pods objects.PodOptions
 	// Hooks: routing, network policies, placement, Services (package k8s/hooks).
 	Hooks hooks.Options
 	// Janitor: how often it sweeps and the age of a leftover (package k8s/janitor; a zero
@@ -87,7 +89,7 @@ type Clients struct {
 	// on its own, with a backoff of up to a minute after an outage), writes answer
 	// ErrUnavailable and Ready fails, so that no write is answered that a read then misses.
 	// Nil: the caches are taken to be watching once synced.
-	Watches *kube.Watches
+	Watches *apiclient.Watches
 	// Routes is the table of gorouter registrations (package gorouter's *Emitter): needed in
 	// routing mode hooks.RoutingNATS, and refused in the others. The leader work "routes"
 	// (package k8s/routes) fills it and runs its sending.
@@ -157,7 +159,7 @@ type Backend struct {
 	jobs      cache.SharedIndexInformer
 	// store serves every read from the informers' caches (package k8s/store).
 	store *store.Store
-	// cached are the resources of the caches above, as kube.Watches names them.
+	// cached are the resources of the caches above, as apiclient.Watches names them.
 	cached [3]string
 
 	started atomic.Bool
@@ -304,14 +306,14 @@ func (b *Backend) newInformers() {
 	b.factory = informers.NewSharedInformerFactoryWithOptions(b.client, 0,
 		informers.WithNamespace(b.namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.LabelSelector = spec.LabelSourceType + "=" + spec.SourceTypeApp
+			o.LabelSelector = names.LabelSourceType + "=" + names.SourceTypeApp
 		}),
 	)
 	b.workloads = b.kind.Informer(b.factory)
 	b.pods = b.factory.Core().V1().Pods().Informer()
 	b.jobs = b.factory.InformerFor(&batchv1.Job{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 		return batchinformers.NewFilteredJobInformer(client, b.namespace, resync, cache.Indexers{},
-			func(o *metav1.ListOptions) { o.LabelSelector = spec.LabelSourceType + "=" + spec.SourceTypeTask })
+			func(o *metav1.ListOptions) { o.LabelSelector = names.LabelSourceType + "=" + names.SourceTypeTask })
 	})
 }
 

@@ -1,7 +1,7 @@
 package k8s
 
 import (
-	"github.com/opi-bridge/opi/k8s/hooks"
+	"github.com/opi-bridge/opi/k8s/internal/hooks"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 )
 

@@ -26,9 +26,7 @@ import (
 	"github.com/opi-bridge/opi/cc"
 	"github.com/opi-bridge/opi/handler"
 	"github.com/opi-bridge/opi/k8s"
-	"github.com/opi-bridge/opi/k8s/cluster"
-	"github.com/opi-bridge/opi/k8s/hooks"
-	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/k8s/apiclient"
 	"github.com/opi-bridge/opi/metrics"
 )
 
@@ -133,10 +131,10 @@ func connect(ctx context.Context, cfg Config) error {
 	restConfig.Wrap(m.WrapKubeTransport)
 	// A write whose connection is lost under it (the API server, or a proxy, closing it) is
 	// sent again rather than answered 503: client-go repeats only its GETs.
-	restConfig.Wrap(kube.RetryLostConnection)
+	restConfig.Wrap(apiclient.RetryLostConnection)
 	// The backend refuses writes while its caches are not watching and the API server does not
 	// answer (an outage): this follows their LISTs and WATCHes and every request's answer.
-	watches := kube.NewWatches()
+	watches := apiclient.NewWatches()
 	restConfig.Wrap(watches.Wrap)
 	client, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
@@ -166,15 +164,15 @@ func connect(ctx context.Context, cfg Config) error {
 	callbacks := &bifrost.Callbacks{Client: ccClient}
 
 	// The namespace check and the discovery are a few small requests: each has its own short
-	// bound (cluster.Discover's is inside it), well within the start-up probe's minute.
+	// bound (k8s.Discover's is inside it), well within the start-up probe's minute.
 	nsCtx, cancel := context.WithTimeout(ctx, ensureNamespaceTimeout)
-	err = cluster.EnsureNamespace(nsCtx, client, cfg.Namespace, cluster.NamespaceOptions{Create: cfg.CreateNamespace, PodSecurity: cfg.Workloads.PodSecurity}, logger)
+	err = k8s.EnsureNamespace(nsCtx, client, cfg.Namespace, k8s.NamespaceOptions{Create: cfg.CreateNamespace, PodSecurity: cfg.Workloads.PodSecurity}, logger)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("namespace %s: %w", cfg.Namespace, err)
 	}
 	// Rules that depend on the cluster (env names, API versions), logged as found.
-	clusterRules := cluster.Discover(ctx, client, cfg.Namespace, logger)
+	clusterRules := k8s.Discover(ctx, client, cfg.Namespace, logger)
 	backendOptions := cfg.backendOptions()
 	// The janitor's lists ask for metadata only (PartialObjectMetadata, protobuf): the Secrets'
 	// values never reach opi. Made from the same config: the same credentials and metrics.
@@ -195,7 +193,7 @@ func connect(ctx context.Context, cfg Config) error {
 		logger.Info("no-routers", lager.Data{"note": "network policies are on and no router is configured: apps accept no connections"})
 	}
 	var nodesSynced func() bool
-	if cfg.Routing == hooks.RoutingNATS {
+	if cfg.Routing == k8s.RoutingNATS {
 		if nodesSynced, err = wireNATS(ctx, cfg, backendOptions.Clients.Metadata, logger, m, &backendOptions); err != nil {
 			return err
 		}
