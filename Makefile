@@ -165,7 +165,7 @@ TASKS ?= 300
 bench-tasks: build opi-bench
 	$(BIN)/opi-bench -tasks $(TASKS) -opi-bin $(BIN)/opi $(BENCH_RECORD) $(BENCH_FLAGS)
 
-# The node agent (issue 20): 110 pods' log files (1,000 files, 1 million lines) read by the agent
+# The node agent (`opi agent`): 110 pods' log files (1,000 files, 1 million lines) read by the agent
 # (a child process, fake clientset) into the Loggregator stand-in: lines per CPU second, RSS, the
 # delay from a line written to its envelope received. `make bench-agent RECORD=1` records a run.
 .PHONY: bench-agent

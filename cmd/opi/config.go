@@ -315,22 +315,10 @@ func parseFlags(args []string, cfg *Config) (configPath string, err error) {
 	fs.BoolVar(&cfg.Plaintext, "plaintext", cfg.Plaintext, "allow plain HTTP on a non-loopback address")
 	fs.StringVar(&cfg.OpsListen, "ops-listen", cfg.OpsListen, "address of the plaintext operations listener (/healthz, /readyz, /metrics)")
 	fs.BoolVar(&cfg.Pprof, "pprof", cfg.Pprof, "serve Go's pprof profiles on the operations listener")
-	fs.StringVar(&cfg.CC.InternalURL, "cc-internal-url", cfg.CC.InternalURL, "Cloud Controller's internal API base URL (crash reports)")
-	fs.StringVar(&cfg.CC.ClientCert, "cc-client-cert", cfg.CC.ClientCert, "client certificate (PEM) for Cloud Controller's mutual TLS")
-	fs.StringVar(&cfg.CC.ClientKey, "cc-client-key", cfg.CC.ClientKey, "client key (PEM) for Cloud Controller's mutual TLS")
-	fs.StringVar(&cfg.CC.CA, "cc-ca", cfg.CC.CA, "CA (PEM) of Cloud Controller's server certificate")
-	fs.BoolVar(&cfg.CC.Plaintext, "cc-plaintext", cfg.CC.Plaintext, "allow plain http callbacks to hosts that are not loopback")
-	fs.Var(&cfg.CC.DeliveryBound, "cc-delivery-bound", "how long a callback Cloud Controller does not accept is retried")
-	fs.Var(&urlList{urls: &cfg.CC.CallbackURLs}, "cc-callback-url", "an endpoint (scheme://host:port) task and staging callbacks may go to besides --cc-internal-url's; repeatable, or comma-separated")
-	fs.IntVar(&cfg.CC.MaxDeliveriesPerEndpoint, "cc-max-deliveries-per-endpoint", cfg.CC.MaxDeliveriesPerEndpoint, "how many callbacks may be in delivery to one endpoint at once")
-	fs.Var(&cfg.Workloads.ProbeTimeout, "probe-timeout", "how long each single health check of an instance may take")
-	fs.Var(&cfg.Workloads.MinReady, "min-ready", "how long a new instance must stay Ready before a rollout counts it")
-	fs.StringVar(&cfg.Workloads.PodSecurity, "pod-security", cfg.Workloads.PodSecurity, "baseline or restricted (for namespaces enforcing the restricted Pod Security Standard)")
+	cfg.CC.bindFlags(fs)
+	cfg.Workloads.bindFlags(fs)
 	fs.StringVar(&cfg.Backend, "backend", cfg.Backend, "what runs each app's instances: deployments or statefulsets (stable CF_INSTANCE_INDEX)")
-	fs.BoolVar(&cfg.LeaderElection.Enabled, "leader-election", cfg.LeaderElection.Enabled, "run the janitor and reporters only on the replica holding the leader Lease")
-	fs.Var(&cfg.LeaderElection.LeaseDuration, "leader-lease-duration", "how long a leader's Lease lasts without renewal")
-	fs.Var(&cfg.LeaderElection.RenewDeadline, "leader-renew-deadline", "how long the leader keeps trying to renew before it gives up leading")
-	fs.Var(&cfg.LeaderElection.RetryPeriod, "leader-retry-period", "how often replicas try to take or renew the Lease")
+	cfg.LeaderElection.bindFlags(fs)
 	fs.Var(&cfg.TaskRetention, "task-retention", "how long a task's Job is kept after Cloud Controller accepted its end (0: at once)")
 	cfg.AppNetworkConfig.bindFlags(fs)
 	cfg.Staging.bindFlags(fs)
@@ -353,6 +341,33 @@ func parseFlags(args []string, cfg *Config) (configPath string, err error) {
 		return "", fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 	return configPath, nil
+}
+
+// bindFlags binds the cc section's flags.
+func (c *CCConfig) bindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.InternalURL, "cc-internal-url", c.InternalURL, "Cloud Controller's internal API base URL (crash reports)")
+	fs.StringVar(&c.ClientCert, "cc-client-cert", c.ClientCert, "client certificate (PEM) for Cloud Controller's mutual TLS")
+	fs.StringVar(&c.ClientKey, "cc-client-key", c.ClientKey, "client key (PEM) for Cloud Controller's mutual TLS")
+	fs.StringVar(&c.CA, "cc-ca", c.CA, "CA (PEM) of Cloud Controller's server certificate")
+	fs.BoolVar(&c.Plaintext, "cc-plaintext", c.Plaintext, "allow plain http callbacks to hosts that are not loopback")
+	fs.Var(&c.DeliveryBound, "cc-delivery-bound", "how long a callback Cloud Controller does not accept is retried")
+	fs.Var(&urlList{urls: &c.CallbackURLs}, "cc-callback-url", "an endpoint (scheme://host:port) task and staging callbacks may go to besides --cc-internal-url's; repeatable, or comma-separated")
+	fs.IntVar(&c.MaxDeliveriesPerEndpoint, "cc-max-deliveries-per-endpoint", c.MaxDeliveriesPerEndpoint, "how many callbacks may be in delivery to one endpoint at once")
+}
+
+// bindFlags binds the workloads section's flags.
+func (c *WorkloadsConfig) bindFlags(fs *flag.FlagSet) {
+	fs.Var(&c.ProbeTimeout, "probe-timeout", "how long each single health check of an instance may take")
+	fs.Var(&c.MinReady, "min-ready", "how long a new instance must stay Ready before a rollout counts it")
+	fs.StringVar(&c.PodSecurity, "pod-security", c.PodSecurity, "baseline or restricted (for namespaces enforcing the restricted Pod Security Standard)")
+}
+
+// bindFlags binds the leader_election section's flags.
+func (c *LeaderElectionConfig) bindFlags(fs *flag.FlagSet) {
+	fs.BoolVar(&c.Enabled, "leader-election", c.Enabled, "run the janitor and reporters only on the replica holding the leader Lease")
+	fs.Var(&c.LeaseDuration, "leader-lease-duration", "how long a leader's Lease lasts without renewal")
+	fs.Var(&c.RenewDeadline, "leader-renew-deadline", "how long the leader keeps trying to renew before it gives up leading")
+	fs.Var(&c.RetryPeriod, "leader-retry-period", "how often replicas try to take or renew the Lease")
 }
 
 // float32Value is a float32 flag.
@@ -385,40 +400,8 @@ func (l *stringList) Set(s string) error {
 
 // Validate reports the first configuration mistake.
 func (c Config) Validate() error {
-	host, _, err := net.SplitHostPort(c.Listen)
-	if err != nil {
-		return fmt.Errorf("listen %q: %w", c.Listen, err)
-	}
-	if c.OpsListen != "" {
-		if _, _, err := net.SplitHostPort(c.OpsListen); err != nil {
-			return fmt.Errorf("ops_listen %q: %w", c.OpsListen, err)
-		}
-	}
-	if c.Pprof && c.OpsListen == "" {
-		return fmt.Errorf("pprof needs ops_listen: profiles are served on the operations listener")
-	}
-	if (c.TLSCert == "") != (c.TLSKey == "") {
-		return fmt.Errorf("tls_cert and tls_key go together")
-	}
-	if c.TLSClientCA != "" && c.TLSCert == "" {
-		return fmt.Errorf("tls_client_ca needs tls_cert and tls_key")
-	}
-	if c.TLSCert == "" && !c.Plaintext && !isLoopback(host) {
-		return fmt.Errorf("refusing to serve plain HTTP on %s: give --tls-cert and --tls-key (and --tls-client-ca for mutual TLS), listen on a loopback address, or opt in with --plaintext", c.Listen)
-	}
-	if c.TLSClientCA == "" && !c.InsecureSkipClientCertificates && !isLoopback(host) {
-		return fmt.Errorf("refusing to serve on %s without client certificates: give tls_client_ca (--tls-client-ca, mutual TLS with CC), listen on a loopback address, or opt out with insecure_skip_client_certificates: true (--insecure-skip-client-certificates)", c.Listen)
-	}
-	if c.TLSClientCA != "" && len(c.TLSClientNames) == 0 && !c.InsecureAnyClientCertificate && !isLoopback(host) {
-		return fmt.Errorf("refusing to serve on %s to any certificate the client CA signed: name CC's certificate in tls_client_names (--tls-client-names), listen on a loopback address, or opt out with insecure_any_client_certificate: true (--insecure-any-client-certificate)", c.Listen)
-	}
-	if len(c.TLSClientNames) > 0 && c.TLSClientCA == "" {
-		return fmt.Errorf("tls_client_names needs tls_client_ca: names are checked on client certificates")
-	}
-	for _, name := range c.TLSClientNames {
-		if name == "" {
-			return fmt.Errorf("tls_client_names must not hold an empty name")
-		}
+	if err := c.validateListen(); err != nil {
+		return err
 	}
 	if c.Namespace == "" {
 		return fmt.Errorf("kubernetes.namespace must not be empty")
@@ -441,28 +424,14 @@ func (c Config) Validate() error {
 	if c.CacheSyncTimeout.Duration <= 0 {
 		return fmt.Errorf("kubernetes.cache_sync_timeout must be positive")
 	}
-	if (c.CC.ClientCert == "") != (c.CC.ClientKey == "") {
-		return fmt.Errorf("cc.client_cert and cc.client_key go together")
-	}
-	if c.CC.DeliveryBound.Duration <= 0 {
-		return fmt.Errorf("cc.delivery_bound must be positive")
-	}
-	if err := c.CC.validateCallbacks(); err != nil {
+	if err := c.CC.validate(); err != nil {
 		return err
 	}
-	if d := c.TaskDefaults; d.MemoryMB < 1 || d.MemoryMB > bifrost.MaxMemoryMB || d.DiskMB < 0 || d.DiskMB > bifrost.MaxDiskMB || d.CPUWeight < 0 || d.CPUWeight > bifrost.MaxCPUWeight {
-		return fmt.Errorf("task_defaults: memory_mb must be 1..%d, disk_mb 0..%d, cpu_weight 0..%d", bifrost.MaxMemoryMB, bifrost.MaxDiskMB, bifrost.MaxCPUWeight)
+	if err := c.validateTasks(); err != nil {
+		return err
 	}
-	if c.TaskRetention.Duration < 0 {
-		return fmt.Errorf("task_retention must not be negative")
-	}
-	if le := c.LeaderElection; le.Enabled {
-		if le.LeaseName == "" {
-			return fmt.Errorf("leader_election.lease_name must not be empty")
-		}
-		if le.RetryPeriod.Duration <= 0 || le.RenewDeadline.Duration <= le.RetryPeriod.Duration || le.LeaseDuration.Duration <= le.RenewDeadline.Duration {
-			return fmt.Errorf("leader_election needs 0 < retry_period < renew_deadline < lease_duration")
-		}
+	if err := c.LeaderElection.validate(); err != nil {
+		return err
 	}
 	if err := c.AppNetworkConfig.validate(); err != nil {
 		return err
@@ -499,6 +468,83 @@ func (c Config) Validate() error {
 	case "debug", "info", "error", "fatal":
 	default:
 		return fmt.Errorf("log_level %q is not one of debug, info, error, fatal", c.LogLevel)
+	}
+	return nil
+}
+
+// validateListen checks where and how opi serves: the listen addresses, and TLS and client
+// certificates, which an address off loopback requires unless the operator opts out.
+func (c Config) validateListen() error {
+	host, _, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %q: %w", c.Listen, err)
+	}
+	if c.OpsListen != "" {
+		if _, _, err := net.SplitHostPort(c.OpsListen); err != nil {
+			return fmt.Errorf("ops_listen %q: %w", c.OpsListen, err)
+		}
+	}
+	if c.Pprof && c.OpsListen == "" {
+		return fmt.Errorf("pprof needs ops_listen: profiles are served on the operations listener")
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return fmt.Errorf("tls_cert and tls_key go together")
+	}
+	if c.TLSClientCA != "" && c.TLSCert == "" {
+		return fmt.Errorf("tls_client_ca needs tls_cert and tls_key")
+	}
+	if c.TLSCert == "" && !c.Plaintext && !isLoopback(host) {
+		return fmt.Errorf("refusing to serve plain HTTP on %s: give --tls-cert and --tls-key (and --tls-client-ca for mutual TLS), listen on a loopback address, or opt in with --plaintext", c.Listen)
+	}
+	if c.TLSClientCA == "" && !c.InsecureSkipClientCertificates && !isLoopback(host) {
+		return fmt.Errorf("refusing to serve on %s without client certificates: give tls_client_ca (--tls-client-ca, mutual TLS with CC), listen on a loopback address, or opt out with insecure_skip_client_certificates: true (--insecure-skip-client-certificates)", c.Listen)
+	}
+	if c.TLSClientCA != "" && len(c.TLSClientNames) == 0 && !c.InsecureAnyClientCertificate && !isLoopback(host) {
+		return fmt.Errorf("refusing to serve on %s to any certificate the client CA signed: name CC's certificate in tls_client_names (--tls-client-names), listen on a loopback address, or opt out with insecure_any_client_certificate: true (--insecure-any-client-certificate)", c.Listen)
+	}
+	if len(c.TLSClientNames) > 0 && c.TLSClientCA == "" {
+		return fmt.Errorf("tls_client_names needs tls_client_ca: names are checked on client certificates")
+	}
+	for _, name := range c.TLSClientNames {
+		if name == "" {
+			return fmt.Errorf("tls_client_names must not hold an empty name")
+		}
+	}
+	return nil
+}
+
+// validate checks the cc section.
+func (c CCConfig) validate() error {
+	if (c.ClientCert == "") != (c.ClientKey == "") {
+		return fmt.Errorf("cc.client_cert and cc.client_key go together")
+	}
+	if c.DeliveryBound.Duration <= 0 {
+		return fmt.Errorf("cc.delivery_bound must be positive")
+	}
+	return c.validateCallbacks()
+}
+
+// validateTasks checks the tasks' defaults and retention.
+func (c Config) validateTasks() error {
+	if d := c.TaskDefaults; d.MemoryMB < 1 || d.MemoryMB > bifrost.MaxMemoryMB || d.DiskMB < 0 || d.DiskMB > bifrost.MaxDiskMB || d.CPUWeight < 0 || d.CPUWeight > bifrost.MaxCPUWeight {
+		return fmt.Errorf("task_defaults: memory_mb must be 1..%d, disk_mb 0..%d, cpu_weight 0..%d", bifrost.MaxMemoryMB, bifrost.MaxDiskMB, bifrost.MaxCPUWeight)
+	}
+	if c.TaskRetention.Duration < 0 {
+		return fmt.Errorf("task_retention must not be negative")
+	}
+	return nil
+}
+
+// validate checks the leader_election section (its timings only when it is enabled).
+func (le LeaderElectionConfig) validate() error {
+	if !le.Enabled {
+		return nil
+	}
+	if le.LeaseName == "" {
+		return fmt.Errorf("leader_election.lease_name must not be empty")
+	}
+	if le.RetryPeriod.Duration <= 0 || le.RenewDeadline.Duration <= le.RetryPeriod.Duration || le.LeaseDuration.Duration <= le.RenewDeadline.Duration {
+		return fmt.Errorf("leader_election needs 0 < retry_period < renew_deadline < lease_duration")
 	}
 	return nil
 }

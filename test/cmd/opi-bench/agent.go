@@ -35,7 +35,7 @@ import (
 	standin "github.com/opi-bridge/opi/testsupport/loggregator"
 )
 
-// `opi-bench agent` measures the node agent (issue 20): the driver writes the kubelet's log files
+// `opi-bench agent` measures the node agent (`opi agent`): the driver writes the kubelet's log files
 // of P pods (F files in all, rotated ones included, L lines spread over them) into a temp folder
 // and runs the agent as a child process (this binary with -child: agent.New and Run with a fake
 // clientset holding the P pods, one app each, on its node) sending to the

@@ -37,7 +37,7 @@ type recordedRun struct {
 	Desire          *phase   `json:"opi_desire"`
 	DesireRatioOne  *float64 `json:"desire_ratio_one_deployment"`
 	DesireRatioSame *float64 `json:"desire_ratio_same_objects"`
-	// DesireRatioOld is the bench before issue 12's: one floor, making opi's objects.
+	// DesireRatioOld is the older bench's ratio: one floor, making opi's objects.
 	DesireRatioOld  *float64      `json:"desire_ratio"`
 	DesireAPIPerApp *float64      `json:"opi_desire_api_requests_per_app"`
 	Batches         []batchRecord `json:"batches"`
@@ -126,8 +126,8 @@ type figure struct {
 	value func(r recordedRun) (value, met string, ok bool)
 }
 
-// oldBench marks a value measured by the bench before issue 12's (one floor making opi's
-// objects, batches of N/10 alternating with it, no quiet wait before each side).
+// oldBench marks a value measured by the older bench (one floor making opi's objects,
+// batches of N/10 alternating with it, no quiet wait before each side).
 const oldBench = " †"
 
 // ratioString is v with two decimals, or three where two would round it across target (0.895
@@ -142,7 +142,7 @@ func ratioString(v, target float64) string {
 	return s
 }
 
-// oldBenchRun says whether r was measured by the bench before issue 12's.
+// oldBenchRun says whether r was measured by the older bench (one floor, no same-objects ratio).
 func (r recordedRun) oldBenchRun() bool { return r.DesireRatioOld != nil && r.DesireRatioSame == nil }
 
 func f2(p *float64) float64 {

@@ -21,7 +21,7 @@ import (
 	"github.com/opi-bridge/opi/testsupport/natsserver"
 )
 
-// With -routing nats the run measures opi's routing mode nats (issue 19) against a real
+// With -routing nats the run measures opi's routing mode nats against a real
 // nats-server in this process: opi runs with --routing nats --nats-url, the run subscribes to
 // router.* as gorouter does, answers router.greet and announces a register interval of
 // natsInterval with router.start (gorouter's built-in default; BOSH's is 20 s), and measures
