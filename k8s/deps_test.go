@@ -19,7 +19,7 @@ import (
 // (this one and the tools' module in test/), non-test code only (tests may import what they
 // need). Two tables: depRules, one row per package under k8s/ (the rules of k8s/README.md,
 // "Packages and the rules that make them last"), and houseRules, one row per group of the
-// other packages (docs/architecture.md, "The layers"). A package without its row, or a row
+// other packages (docs/architecture.md, "Layers"). A package without its row, or a row
 // without its package, fails, so a new package is placed when it is made. The packages are
 // listed with relative patterns (./...), so the check needs no module proxy.
 
