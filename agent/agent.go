@@ -18,12 +18,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
-	batchinformers "k8s.io/client-go/informers/batch/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/opi-bridge/opi/k8s/spec"
-	"github.com/opi-bridge/opi/k8s/store"
+	"github.com/opi-bridge/opi/k8s/instances"
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/loggregator"
 	"github.com/opi-bridge/opi/podlogs"
 )
@@ -141,8 +140,8 @@ type Agent struct {
 	ckpts   *podlogs.Checkpoints
 	saveCh  chan struct{}
 
-	factory, nodeFactory informers.SharedInformerFactory
-	store                *store.Store
+	nodeFactory          informers.SharedInformerFactory
+	reader               *instances.Reader
 	nodePods             cache.SharedIndexInformer
 
 	counters  counters // the ops endpoint's (ops.go)
@@ -206,42 +205,19 @@ func New(cfg Config, client kubernetes.Interface, logger lager.Logger) (*Agent, 
 	return a, nil
 }
 
-// newInformers sets up the namespace's informers (handed to a store of the agent's own, for
-// identities and indices) and the node's pod informer (which pods to follow).
+// newInformers sets up the namespace's reader (the pods' identities and indices, as opi reports
+// them) and the node's pod informer (which pods to follow).
 func (a *Agent) newInformers() {
 	ns := a.cfg.Namespace
-	a.factory = informers.NewSharedInformerFactoryWithOptions(a.client, 0,
-		informers.WithNamespace(ns),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.LabelSelector = spec.LabelSourceType + "=" + spec.SourceTypeApp
-		}),
-	)
-	var workloads cache.SharedIndexInformer
-	kind, resource := "deployment", "deployments"
-	if a.cfg.Workload == WorkloadStatefulSets {
-		kind, resource = "statefulset", "statefulsets"
-		workloads = a.factory.Apps().V1().StatefulSets().Informer()
-	} else {
-		workloads = a.factory.Apps().V1().Deployments().Informer()
-	}
-	pods := a.factory.Core().V1().Pods().Informer()
-	jobs := a.factory.InformerFor(&batchv1.Job{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return batchinformers.NewFilteredJobInformer(client, ns, resync, cache.Indexers{},
-			func(o *metav1.ListOptions) { o.LabelSelector = spec.LabelSourceType + "=" + spec.SourceTypeTask })
+	a.reader = instances.New(a.client, instances.Options{
+		Namespace: ns, StatefulSets: a.cfg.Workload == WorkloadStatefulSets, Logger: a.logger,
 	})
-	a.store = store.New(store.Config{
-		Namespace: ns, Workloads: workloads, Pods: pods, Jobs: jobs,
-		Resources: [3]string{resource, "pods", "jobs"}, KindName: kind,
-		ByOrdinal: a.cfg.Workload == WorkloadStatefulSets,
-		Logger:    a.logger,
-	})
-	stripPods(pods, a.logger) // after store.New, whose transform it wraps
 
 	a.nodeFactory = informers.NewSharedInformerFactoryWithOptions(a.client, 0,
 		informers.WithNamespace(ns),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", a.cfg.Node).String()
-			o.LabelSelector = spec.LabelSourceType + " in (" + spec.SourceTypeApp + "," + spec.SourceTypeTask + ")"
+			o.LabelSelector = names.LabelSourceType + " in (" + names.SourceTypeApp + "," + names.SourceTypeTask + ")"
 		}),
 	)
 	a.nodePods = a.nodeFactory.Core().V1().Pods().Informer()
@@ -294,19 +270,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	go func() { defer bg.Done(); _ = a.sender.Run(ctx) }()
 	go func() { defer bg.Done(); a.saveLoop(ctx) }()
 
-	a.factory.Start(ctx.Done())
-	for typ, ok := range a.factory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			cancel()
-			a.factory.Shutdown()
-			bg.Wait()
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("agent: the %v cache did not sync", typ)
+	if err := a.reader.Start(ctx); err != nil {
+		cancel()
+		a.reader.Shutdown()
+		bg.Wait()
+		if ctx.Err() != nil {
+			return nil
 		}
+		return fmt.Errorf("agent: %w", err)
 	}
-	a.store.SetSynced()
 	reg, err := a.nodePods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    a.podSeen,
 		UpdateFunc: func(_, obj any) { a.podSeen(obj) },
@@ -330,7 +302,7 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	<-ctx.Done()
 	a.nodeFactory.Shutdown()
-	a.factory.Shutdown()
+	a.reader.Shutdown()
 	a.wg.Wait()
 	bg.Wait()
 	if err := a.ckpts.Save(); err != nil {
@@ -394,7 +366,7 @@ type nodePod struct {
 	// MemoryLimit and DiskLimit are the app container's memory and ephemeral-storage limits
 	// (bytes; 0 when unset): the container metrics' quotas.
 	MemoryLimit, DiskLimit uint64
-	record                 *store.PodRecord
+	record                 *instances.Pod
 }
 
 // nodePodOf is the node pod informer's transform.
@@ -408,16 +380,16 @@ func nodePodOf(obj any) (any, error) {
 			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
 			CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp,
 			Labels: map[string]string{
-				spec.LabelGUID:        p.Labels[spec.LabelGUID],
-				spec.LabelVersion:     p.Labels[spec.LabelVersion],
-				spec.LabelAppGUID:     p.Labels[spec.LabelAppGUID],
-				spec.LabelProcessType: p.Labels[spec.LabelProcessType],
+				names.LabelGUID:        p.Labels[names.LabelGUID],
+				names.LabelVersion:     p.Labels[names.LabelVersion],
+				names.LabelAppGUID:     p.Labels[names.LabelAppGUID],
+				names.LabelProcessType: p.Labels[names.LabelProcessType],
 			},
 		},
 		Node:     p.Spec.NodeName,
-		Task:     p.Labels[spec.LabelSourceType] == spec.SourceTypeTask,
+		Task:     p.Labels[names.LabelSourceType] == names.SourceTypeTask,
 		Terminal: p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded,
-		record:   store.PodRecordOf(p),
+		record:   instances.PodOf(p),
 	}
 	for _, ref := range p.OwnerReferences {
 		if ref.Kind == "Job" && ref.Controller != nil && *ref.Controller {
@@ -430,7 +402,7 @@ func nodePodOf(obj any) (any, error) {
 	for _, c := range p.Spec.Containers {
 		np.Containers = append(np.Containers, c.Name)
 	}
-	if c := spec.AppContainer(&p.Spec); c != nil {
+	if c := names.AppContainer(&p.Spec); c != nil {
 		if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok && q.Sign() > 0 {
 			np.MemoryLimit = uint64(q.Value())
 		}
@@ -443,7 +415,7 @@ func nodePodOf(obj any) (any, error) {
 
 func (p *nodePod) hasAppContainer() bool {
 	for _, c := range p.Containers {
-		if c == spec.ContainerName {
+		if c == names.ContainerName {
 			return true
 		}
 	}
@@ -490,9 +462,9 @@ func (a *Agent) podSeen(obj any) {
 	}
 	podDir := p.Namespace + "_" + p.Name + "_" + string(p.UID)
 	f := &followed{
-		key:    podDir + "/" + spec.ContainerName,
-		source: loggregator.ContainerKey(string(p.UID), spec.ContainerName),
-		dir:    filepath.Join(a.cfg.PodLogs, podDir, spec.ContainerName),
+		key:    podDir + "/" + names.ContainerName,
+		source: loggregator.ContainerKey(string(p.UID), names.ContainerName),
+		dir:    filepath.Join(a.cfg.PodLogs, podDir, names.ContainerName),
 		gone:   make(chan struct{}),
 		pod:    p,
 	}
@@ -673,7 +645,7 @@ func (a *Agent) identity(f *followed, final bool) (loggregator.Identity, bool) {
 
 func (a *Agent) resolve(p *nodePod) (loggregator.Identity, bool) {
 	if p.Task {
-		j, ok := a.store.Job(p.JobName)
+		j, ok := a.reader.Job(p.JobName)
 		if !ok {
 			return loggregator.Identity{}, false
 		}
@@ -686,11 +658,11 @@ func (a *Agent) resolve(p *nodePod) (loggregator.Identity, bool) {
 		}
 		return loggregator.Identity{SourceID: j.AppGUID, InstanceID: "0", Tags: tags.Map()}, true
 	}
-	w := a.store.Workload(p.record.ID())
+	w := a.reader.Workload(p.record.ID())
 	if w == nil {
 		return loggregator.Identity{}, false
 	}
-	index := store.InstanceIndex(p.record, a.store.Pods(w.ID()), w, a.cfg.Workload == WorkloadStatefulSets)
+	index := a.reader.Index(p.record, w)
 	processType := w.ProcessType
 	if processType == "" {
 		processType = "web"
@@ -708,19 +680,19 @@ func (a *Agent) resolve(p *nodePod) (loggregator.Identity, bool) {
 
 // labelIdentity is what a pod's own labels say of it (its owner gone from the caches).
 func labelIdentity(p *nodePod) loggregator.Identity {
-	app := p.Labels[spec.LabelAppGUID]
+	app := p.Labels[names.LabelAppGUID]
 	if p.Task {
 		return loggregator.Identity{SourceID: app, InstanceID: "0", Tags: loggregator.AppTags{
 			SourceType: loggregator.TaskSourceType(p.JobName), AppID: app, ProcessInstanceID: string(p.UID),
 		}.Map()}
 	}
-	processType := p.Labels[spec.LabelProcessType]
+	processType := p.Labels[names.LabelProcessType]
 	if processType == "" {
 		processType = "web"
 	}
 	return loggregator.Identity{SourceID: app, InstanceID: strconv.Itoa(int(max(p.record.Ordinal, 0))), Tags: loggregator.AppTags{
 		SourceType: loggregator.ProcessSourceType(processType), AppID: app,
-		ProcessID: p.Labels[spec.LabelGUID], ProcessType: processType, ProcessInstanceID: string(p.UID),
+		ProcessID: p.Labels[names.LabelGUID], ProcessType: processType, ProcessInstanceID: string(p.UID),
 	}.Map()}
 }
 

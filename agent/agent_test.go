@@ -22,7 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/agent"
-	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/loggregator"
 	"github.com/opi-bridge/opi/testsupport/kubeletstats"
 	standin "github.com/opi-bridge/opi/testsupport/loggregator"
@@ -70,16 +70,16 @@ func payloads(envs []*loggregator_v2.Envelope) []string {
 
 func deployment(replicas int32) *appsv1.Deployment {
 	labels := map[string]string{
-		spec.LabelGUID: lrpGUID, spec.LabelVersion: version, spec.LabelAppGUID: appGUID,
-		spec.LabelProcessType: "web", spec.LabelSourceType: spec.SourceTypeApp,
+		names.LabelGUID: lrpGUID, names.LabelVersion: version, names.LabelAppGUID: appGUID,
+		names.LabelProcessType: "web", names.LabelSourceType: names.SourceTypeApp,
 	}
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "dora-dev-b0c4a1e2", Namespace: ns, UID: "deploy-uid", Labels: labels,
 			Annotations: map[string]string{
-				spec.AnnotationProcessType: "web", spec.AnnotationAppName: "dora",
-				spec.AnnotationSpaceGUID: "space-guid", spec.AnnotationSpaceName: "dev",
-				spec.AnnotationOrgGUID: "org-guid", spec.AnnotationOrgName: "acme",
+				names.AnnotationProcessType: "web", names.AnnotationAppName: "dora",
+				names.AnnotationSpaceGUID: "space-guid", names.AnnotationSpaceName: "dev",
+				names.AnnotationOrgGUID: "org-guid", names.AnnotationOrgName: "acme",
 			},
 		},
 		Spec: appsv1.DeploymentSpec{Replicas: ptr.To(replicas)},
@@ -92,11 +92,11 @@ func appPod(name, uid, onNode string, created time.Time) *corev1.Pod {
 			Name: name, Namespace: ns, UID: types.UID(uid),
 			CreationTimestamp: metav1.NewTime(created),
 			Labels: map[string]string{
-				spec.LabelGUID: lrpGUID, spec.LabelVersion: version, spec.LabelAppGUID: appGUID,
-				spec.LabelProcessType: "web", spec.LabelSourceType: spec.SourceTypeApp,
+				names.LabelGUID: lrpGUID, names.LabelVersion: version, names.LabelAppGUID: appGUID,
+				names.LabelProcessType: "web", names.LabelSourceType: names.SourceTypeApp,
 			},
 		},
-		Spec: corev1.PodSpec{NodeName: onNode, Containers: []corev1.Container{{Name: spec.ContainerName}}},
+		Spec: corev1.PodSpec{NodeName: onNode, Containers: []corev1.Container{{Name: names.ContainerName}}},
 		Status: corev1.PodStatus{
 			Phase:      corev1.PodRunning,
 			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
@@ -108,11 +108,11 @@ func taskJob() *batchv1.Job {
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "task-t1", Namespace: ns, UID: "job-uid",
-			Labels: map[string]string{spec.LabelAppGUID: appGUID, spec.LabelSourceType: spec.SourceTypeTask, spec.LabelTaskGUID: "t1"},
+			Labels: map[string]string{names.LabelAppGUID: appGUID, names.LabelSourceType: names.SourceTypeTask, names.LabelTaskGUID: "t1"},
 			Annotations: map[string]string{
-				spec.AnnotationTaskGUID: "t1", spec.AnnotationTaskName: "migrate",
-				spec.AnnotationAppName: "dora", spec.AnnotationSpaceGUID: "space-guid", spec.AnnotationSpaceName: "dev",
-				spec.AnnotationOrgGUID: "org-guid", spec.AnnotationOrgName: "acme",
+				names.AnnotationTaskGUID: "t1", names.AnnotationTaskName: "migrate",
+				names.AnnotationAppName: "dora", names.AnnotationSpaceGUID: "space-guid", names.AnnotationSpaceName: "dev",
+				names.AnnotationOrgGUID: "org-guid", names.AnnotationOrgName: "acme",
 			},
 		},
 	}
@@ -123,19 +123,19 @@ func taskPod() *corev1.Pod {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "task-t1-x7k2p", Namespace: ns, UID: "task-pod-uid",
 			Labels: map[string]string{
-				spec.LabelAppGUID: appGUID, spec.LabelSourceType: spec.SourceTypeTask, spec.LabelTaskGUID: "t1",
+				names.LabelAppGUID: appGUID, names.LabelSourceType: names.SourceTypeTask, names.LabelTaskGUID: "t1",
 				batchv1.JobNameLabel: "task-t1",
 			},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "task-t1", UID: "job-uid", Controller: ptr.To(true)}},
 		},
-		Spec:   corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: spec.ContainerName}}},
+		Spec:   corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: names.ContainerName}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning},
 	}
 }
 
 // logFile appends CRI lines to the kubelet's file of pod's app container (restart count 0).
 func writeLines(root string, pod *corev1.Pod, lines ...string) {
-	dir := filepath.Join(root, fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, pod.UID), spec.ContainerName)
+	dir := filepath.Join(root, fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, pod.UID), names.ContainerName)
 	Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
 	f, err := os.OpenFile(filepath.Join(dir, "0.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	Expect(err).NotTo(HaveOccurred())
@@ -355,7 +355,7 @@ var _ = Describe("Agent", func() {
 		client = fake.NewClientset(deployment(1), web)
 		one := cri(t0.Add(1), "stdout", "F", "one")
 		writeLines(podLogs, web, one, cri(t0.Add(2), "stdout", "F", "two"))
-		info, err := os.Stat(filepath.Join(podLogs, ns+"_"+web.Name+"_web-uid", spec.ContainerName, "0.log"))
+		info, err := os.Stat(filepath.Join(podLogs, ns+"_"+web.Name+"_web-uid", names.ContainerName, "0.log"))
 		Expect(err).NotTo(HaveOccurred())
 		st := info.Sys().(*syscall.Stat_t)
 		// positions.json as agents before per-stream marks wrote it: "one" was acknowledged.
@@ -399,7 +399,7 @@ var _ = Describe("Agent", func() {
 
 		// Rotated and deleted (past the kubelet's containerLogMaxFiles) while the agent was down.
 		writeLines(podLogs, web, cri(t0.Add(2), "stdout", "F", "lost"))
-		dir := filepath.Join(podLogs, ns+"_"+web.Name+"_web-uid", spec.ContainerName)
+		dir := filepath.Join(podLogs, ns+"_"+web.Name+"_web-uid", names.ContainerName)
 		Expect(os.Remove(filepath.Join(dir, "0.log"))).To(Succeed())
 		writeLines(podLogs, web, cri(t0.Add(3), "stdout", "F", "after"))
 		client = fake.NewClientset(deployment(1), web)
@@ -464,7 +464,7 @@ var _ = Describe("Agent", func() {
 		Eventually(func() uint64 { return a.Stats().RateDropped }, 10*time.Second).Should(Equal(uint64(3)))
 		Eventually(func() uint64 { return a.Stats().Sender.Delivered }, 10*time.Second).Should(Equal(uint64(3))) // and the notice
 		stop()
-		info, err := os.Stat(filepath.Join(podLogs, ns+"_"+web.Name+"_web-uid", spec.ContainerName, "0.log"))
+		info, err := os.Stat(filepath.Join(podLogs, ns+"_"+web.Name+"_web-uid", names.ContainerName, "0.log"))
 		Expect(err).NotTo(HaveOccurred())
 		saved, err := os.ReadFile(filepath.Join(stateDir, "positions.json"))
 		Expect(err).NotTo(HaveOccurred())

@@ -3,16 +3,16 @@
 // Loggregator (package loggregator) with the identity Diego's cell gives it, so `cf logs` shows
 // what an app writes.
 //
-// It is not part of the backend: it imports k8s/store (the records and opi's own instance
-// ranking, so the instance_id of a line is the index opi reports for its pod) and k8s/spec (the
-// labels and annotations), nothing of k8s/ above the store.
+// It is not part of the backend: it reads opi's objects through package k8s/instances (the
+// backend's records and its instance ranking, so the instance_id of a line is the index opi
+// reports for its pod) and their names through k8s/names, nothing else of k8s/.
 //
 // Informers: the node's pods (field selector spec.nodeName, opi's APP and TASK source labels)
-// say which containers to follow; the namespace's workloads, APP pods and TASK Jobs (a
-// store.Store of the agent's own) give each line's identity and index. One goroutine per
+// say which containers to follow; an instances.Reader of the agent's own (the namespace's
+// workloads, APP pods and TASK Jobs) gives each line's identity and index. One goroutine per
 // followed pod polls its app container's log folder; a line's position is recorded (and the
-// checkpoints saved) once the Sender acknowledged the batch holding it. The namespace's pods are
-// held as store records stripped to what the instance ranking reads (ops.go: rankedPodOf).
+// checkpoints saved) once the Sender acknowledged the batch holding it. The Reader holds the
+// namespace's pods as records cut to what the instance ranking reads.
 //
 // OpsHandler serves /healthz, /readyz and the agent's Prometheus counters (`opi agent
 // --ops-listen`).

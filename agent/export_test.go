@@ -9,7 +9,7 @@ import (
 )
 
 // HeldPods are the objects the namespace's pod informer holds (for the specs).
-func HeldPods(a *Agent) []any { return a.factory.Core().V1().Pods().Informer().GetStore().List() }
+func HeldPods(a *Agent) []any { return a.reader.CachedPods() }
 
 // DroppedLineAllocs is the mean allocations of one line of a container over its bound on the
 // agent's per-line path (a's bound must let next to nothing through).

@@ -16,7 +16,7 @@ import (
 
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
-	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/loggregator"
 )
 
@@ -134,7 +134,7 @@ func (a *Agent) sendMetrics(s *statsv1alpha1.Summary, now time.Time) {
 		}
 		var cs *statsv1alpha1.ContainerStats
 		for i := range ps.Containers {
-			if ps.Containers[i].Name == spec.ContainerName {
+			if ps.Containers[i].Name == names.ContainerName {
 				cs = &ps.Containers[i]
 			}
 		}

@@ -4,13 +4,10 @@ import (
 	"net/http"
 	"sync/atomic"
 
-	"code.cloudfoundry.org/lager/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"k8s.io/client-go/tools/cache"
 
-	"github.com/opi-bridge/opi/k8s/store"
 )
 
 // counters are the agent's own counts (the Sender and the rate bound keep theirs).
@@ -111,32 +108,4 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		ready = 1
 	}
 	gauge(descReady, ready)
-}
-
-// stripPods makes the namespace's pod informer hold, of each pod, only what the instance
-// ranking (store.InstanceIndex) reads: its name, uid, creation and deletion times, the LRP's
-// labels, its state (Running or not), whether it is terminal, its image and ordinal. The
-// store's transform (store.RecordPod) already keeps a record instead of the pod; what the agent
-// never reads of that record (crash, placement error, IP, node, times of readiness) is
-// dropped too. Call it after store.New, whose transform it replaces by this one.
-func stripPods(pods cache.SharedIndexInformer, logger lager.Logger) {
-	if err := pods.SetTransform(rankedPodOf); err != nil {
-		logger.Error("set-transform", err, lager.Data{"informer": "pods"})
-	}
-}
-
-// rankedPodOf is the namespace's pod informer's transform.
-func rankedPodOf(obj any) (any, error) {
-	r, err := store.RecordPod(obj)
-	if err != nil {
-		return r, err
-	}
-	p, ok := r.(*store.PodRecord)
-	if !ok {
-		return r, nil
-	}
-	return &store.PodRecord{
-		ObjectMeta: p.ObjectMeta, LRPRef: p.LRPRef,
-		State: p.State, Terminal: p.Terminal, Image: p.Image, Ordinal: p.Ordinal,
-	}, nil
 }

@@ -23,7 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/agent"
-	"github.com/opi-bridge/opi/k8s/store"
+	"github.com/opi-bridge/opi/k8s/instances"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -207,11 +207,11 @@ var _ = Describe("Agent ops endpoint", func() {
 		run(a)
 		Eventually(func() []any { return agent.HeldPods(a) }, 10*time.Second).Should(HaveLen(1))
 		held := agent.HeldPods(a)[0]
-		Expect(held).To(BeAssignableToTypeOf(&store.PodRecord{}))
-		r := held.(*store.PodRecord)
-		Expect(*r).To(Equal(store.PodRecord{
+		Expect(held).To(BeAssignableToTypeOf(&instances.Pod{}))
+		r := held.(*instances.Pod)
+		Expect(*r).To(Equal(instances.Pod{
 			ObjectMeta: r.ObjectMeta,
-			LRPRef:     store.LRPRef{GUID: lrpGUID, Version: version},
+			LRPRef:     instances.LRPRef{GUID: lrpGUID, Version: version},
 			State:      opi.InstanceRunning,
 			Image:      "registry.example.com/dora@sha256:abc",
 			Ordinal:    -1,

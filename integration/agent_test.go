@@ -20,7 +20,7 @@ import (
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/ptr"
 
-	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/podlogs"
 	"github.com/opi-bridge/opi/testsupport/ccstandin"
 	"github.com/opi-bridge/opi/testsupport/fixture"
@@ -172,7 +172,7 @@ var _ = Describe("The node agent, opi agent as a process, with the kubelet's fil
 	}
 
 	containerOf := func(pod *corev1.Pod) *kubeletlogs.Container {
-		c, err := kubeletlogs.New(podLogs, pod.Namespace, pod.Name, string(pod.UID), spec.ContainerName)
+		c, err := kubeletlogs.New(podLogs, pod.Namespace, pod.Name, string(pod.UID), names.ContainerName)
 		Expect(err).NotTo(HaveOccurred())
 		return c
 	}
@@ -264,7 +264,7 @@ var _ = Describe("The node agent, opi agent as a process, with the kubelet's fil
 		Expect(status).To(Equal(http.StatusAccepted), resp)
 		var pod corev1.Pod
 		Eventually(func(g Gomega) {
-			list, err := kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + spec.TaskJobName(guid)})
+			list, err := kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + names.TaskJobName(guid)})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(list.Items).To(HaveLen(1))
 			g.Expect(list.Items[0].Status.Phase).To(Equal(corev1.PodRunning))
@@ -398,7 +398,7 @@ var _ = Describe("The node agent, opi agent as a process, with the kubelet's fil
 			Pods: []statsv1alpha1.PodStats{{
 				PodRef: statsv1alpha1.PodReference{Name: pod.Name, Namespace: ns, UID: string(pod.UID)},
 				Containers: []statsv1alpha1.ContainerStats{{
-					Name:   spec.ContainerName,
+					Name:   names.ContainerName,
 					CPU:    &statsv1alpha1.CPUStats{UsageNanoCores: ptr.To[uint64](125_000_000)},
 					Memory: &statsv1alpha1.MemoryStats{WorkingSetBytes: ptr.To[uint64](40 * mi)},
 					Rootfs: &statsv1alpha1.FsStats{UsedBytes: ptr.To[uint64](20 * mi)},

@@ -14,16 +14,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	workloadkind "github.com/opi-bridge/opi/k8s/workload"
+	"github.com/opi-bridge/opi/k8s"
 )
 
 // The suite runs against one backend: OPI_TEST_BACKEND (deployments, the default, or
 // statefulsets), passed to every opi it starts as --backend. `make integration` runs the suite
 // once per backend; a third backend adds its name here and to the Makefile (opi/README.md).
-var testBackend = cmp.Or(os.Getenv("OPI_TEST_BACKEND"), workloadkind.Deployments)
+var testBackend = cmp.Or(os.Getenv("OPI_TEST_BACKEND"), k8s.Deployments)
 
 // statefulSets says the suite runs the StatefulSet backend.
-func statefulSets() bool { return testBackend == workloadkind.StatefulSets }
+func statefulSets() bool { return testBackend == k8s.StatefulSets }
 
 // workloadResource is the resource kubectl names the backend's workloads by.
 func workloadResource() string {

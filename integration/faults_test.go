@@ -22,7 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/localkube"
 	"github.com/opi-bridge/opi/models"
 	"github.com/opi-bridge/opi/opi"
@@ -61,7 +61,7 @@ func listed(o *opiServer) map[string]string {
 
 // deploymentName is the name opi gives the app's Deployment (newApp's app and space names).
 func deploymentName(a *app) string {
-	return spec.DeploymentName(&opi.LRP{
+	return names.DeploymentName(&opi.LRP{
 		LRPIdentifier: opi.LRPIdentifier{GUID: a.guid, Version: a.version},
 		AppName:       "Dora The App", SpaceName: "dev",
 	})

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
-	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/testsupport/fixture"
 )
 
@@ -47,7 +47,7 @@ var _ = Describe("Tenant isolation", func() {
 
 		var pod corev1.Pod
 		Eventually(func() []corev1.Pod {
-			list, err := kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: spec.LabelTaskGUID + "=" + guid})
+			list, err := kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: names.LabelTaskGUID + "=" + guid})
 			Expect(err).NotTo(HaveOccurred())
 			if len(list.Items) > 0 {
 				pod = list.Items[0]
@@ -65,7 +65,7 @@ var _ = Describe("Tenant isolation", func() {
 				selecting = append(selecting, p.Name)
 			}
 		}
-		jobName := spec.TaskJobName(guid)
+		jobName := names.TaskJobName(guid)
 		Expect(selecting).To(ConsistOf("opi-apps", jobName), "the baseline and the task's own policy, not the routers' nor the app's")
 		Expect(byName["opi-apps"].Spec.Ingress).To(BeEmpty(), "no ingress")
 		Expect(byName["opi-apps"].Spec.Egress).To(HaveLen(1), "DNS only")

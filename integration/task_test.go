@@ -12,7 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/testsupport/ccstandin"
 	"github.com/opi-bridge/opi/testsupport/fixture"
 )
@@ -71,7 +71,7 @@ var _ = Describe("Tasks", func() {
 
 	jobGone := func(guid string) func() bool {
 		return func() bool {
-			_, err := kube.BatchV1().Jobs(ns).Get(context.Background(), spec.TaskJobName(guid), metav1.GetOptions{})
+			_, err := kube.BatchV1().Jobs(ns).Get(context.Background(), names.TaskJobName(guid), metav1.GetOptions{})
 			return apierrors.IsNotFound(err)
 		}
 	}
@@ -102,11 +102,11 @@ var _ = Describe("Tasks", func() {
 		guid := fixture.NewGUID()
 		desire(guid, "sleep 3600")
 
-		job, err := kube.BatchV1().Jobs(ns).Get(context.Background(), spec.TaskJobName(guid), metav1.GetOptions{})
+		job, err := kube.BatchV1().Jobs(ns).Get(context.Background(), names.TaskJobName(guid), metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(*job.Spec.BackoffLimit).To(BeZero())
 		Expect(string(job.Spec.Template.Spec.RestartPolicy)).To(Equal("Never"))
-		Expect(job.Labels).To(HaveKeyWithValue(spec.LabelSourceType, spec.SourceTypeTask))
+		Expect(job.Labels).To(HaveKeyWithValue(names.LabelSourceType, names.SourceTypeTask))
 		Expect(job.Spec.Template.Spec.Containers[0].Resources.Limits.Memory().String()).To(Equal("256Mi"))
 		Expect(kubectl("get", "job", job.Name, "-n", ns, "-o", "yaml")).NotTo(ContainSubstring("hunter2"))
 		Eventually(func() string {
@@ -157,9 +157,9 @@ var _ = Describe("Tasks", func() {
 			Expect(status).To(Equal(http.StatusBadRequest), resp)
 			Expect(resp).To(MatchJSON(fmt.Sprintf(`{"message":"completion_callback cannot be used: %s is not cc.internal_url's endpoint nor one of cc.callback_urls (scheme, host and port must match)"}`, callback)))
 		}
-		_, err := kube.BatchV1().Jobs(ns).Get(context.Background(), spec.TaskJobName(guid), metav1.GetOptions{})
+		_, err := kube.BatchV1().Jobs(ns).Get(context.Background(), names.TaskJobName(guid), metav1.GetOptions{})
 		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no Job was written: %v", err)
-		Expect(kubectl("get", "secrets", "-n", ns, "-o", "name")).NotTo(ContainSubstring(spec.TaskJobName(guid)))
+		Expect(kubectl("get", "secrets", "-n", ns, "-o", "name")).NotTo(ContainSubstring(names.TaskJobName(guid)))
 	})
 
 	It("retries a callback Cloud Controller fails", func() {

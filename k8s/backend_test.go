@@ -11,8 +11,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/opi-bridge/opi/k8s"
-	"github.com/opi-bridge/opi/k8s/hooks"
-	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/internal/hooks"
+	"github.com/opi-bridge/opi/k8s/internal/objects"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -30,8 +30,8 @@ var _ = Describe("Backend", func() {
 				Expect(client.Actions()).To(BeEmpty())
 			},
 			Entry("an unknown workload kind", k8s.Options{Workload: "replicasets"}, `backend "replicasets" is not one of deployments, statefulsets`),
-			Entry("an unknown pod security level", k8s.Options{Pods: spec.PodOptions{PodSecurity: "privileged"}}, `pod security "privileged"`),
-			Entry("a negative probe timeout", k8s.Options{Pods: spec.PodOptions{ProbeTimeout: -time.Second}}, "probe timeout must not be negative"),
+			Entry("an unknown pod security level", k8s.Options{Pods: objects.PodOptions{PodSecurity: "privileged"}}, `pod security "privileged"`),
+			Entry("a negative probe timeout", k8s.Options{Pods: objects.PodOptions{ProbeTimeout: -time.Second}}, "probe timeout must not be negative"),
 			Entry("gateway routing without a gateway", k8s.Options{Hooks: hooks.Options{Routing: hooks.RoutingOptions{Mode: hooks.RoutingGateway}}}, "routing gateway needs the gateway's name"),
 			Entry("an unknown routing mode", k8s.Options{Hooks: hooks.Options{Routing: hooks.RoutingOptions{Mode: "tcp"}}}, `routing "tcp"`),
 		)

@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s"
-	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -144,7 +144,7 @@ var _ = Describe("A write that opi's cache has not seen within the read wait", f
 	It("a desire answers 503 and keeps what it wrote; repeated once the cache follows, it succeeds and is listed", func() {
 		gate.hold()
 		expectCacheBehind(backend.DesireLRP(ctx, lrp))
-		name := spec.DeploymentName(lrp)
+		name := names.DeploymentName(lrp)
 		Expect(getDeployment(client, name)).NotTo(BeNil())
 		Expect(client.CoreV1().Secrets(namespace).Get(ctx, name+"-env", metav1.GetOptions{})).NotTo(BeNil())
 		Expect(listed()).To(BeEmpty())
@@ -159,7 +159,7 @@ var _ = Describe("A write that opi's cache has not seen within the read wait", f
 		gate.hold()
 		update := opi.LRPUpdate{Instances: ptr.To[int32](5)}
 		expectCacheBehind(backend.UpdateLRP(ctx, lrp.LRPIdentifier, update))
-		Expect(getDeployment(client, spec.DeploymentName(lrp)).Spec.Replicas).To(HaveValue(BeEquivalentTo(5)))
+		Expect(getDeployment(client, names.DeploymentName(lrp)).Spec.Replicas).To(HaveValue(BeEquivalentTo(5)))
 
 		gate.release()
 		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, update)).To(Succeed())
@@ -183,7 +183,7 @@ var _ = Describe("A write that opi's cache has not seen within the read wait", f
 
 	It("a desire whose workload a stop deleted meanwhile succeeds: it took effect and was overtaken", func() {
 		gate.hold()
-		name := spec.DeploymentName(lrp)
+		name := names.DeploymentName(lrp)
 		go func() {
 			defer GinkgoRecover()
 			Eventually(func() error {
@@ -209,7 +209,7 @@ var _ = Describe("A write that opi's cache has not seen within the read wait", f
 			return true, nil, client.Tracker().Update(deployments, namesake, namespace)
 		})
 		Expect(backend.StopLRP(ctx, lrp.LRPIdentifier)).To(Succeed())
-		Expect(getDeployment(client, spec.DeploymentName(lrp)).UID).To(BeEquivalentTo("namesake"))
+		Expect(getDeployment(client, names.DeploymentName(lrp)).UID).To(BeEquivalentTo("namesake"))
 	})
 
 	It("a stop of an instance answers 503 with its pod deleted; once the cache follows, the instance is gone", func() {

@@ -16,8 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/opi-bridge/opi/k8s/spec"
-	"github.com/opi-bridge/opi/k8s/store"
+	"github.com/opi-bridge/opi/k8s/internal/objects"
+	"github.com/opi-bridge/opi/k8s/internal/store"
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -100,8 +101,8 @@ func memSampleObjects(i int) (*appsv1.Deployment, *corev1.Pod) {
 		Routes:           []opi.Route{{Hostname: fmt.Sprintf("app-%d.example.com", i), Port: 8080}},
 		LastUpdated:      "1600000000.2499998",
 	}
-	name := spec.DeploymentName(lrp)
-	d := spec.Deployment(lrp, name, memNamespace, spec.Workload{})
+	name := names.DeploymentName(lrp)
+	d := objects.Deployment(lrp, name, memNamespace, objects.Workload{})
 	d.UID = types.UID(fmt.Sprintf("%08d-aaaa-bbbb-cccc-dddddddddddd", i))
 	d.ResourceVersion = fmt.Sprint(1000 + i)
 	managed := metav1.ManagedFieldsEntry{
@@ -132,7 +133,7 @@ func memSampleObjects(i int) (*appsv1.Deployment, *corev1.Pod) {
 				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
 			},
 			ContainerStatuses: []corev1.ContainerStatus{{
-				Name: spec.ContainerName, Ready: true, Image: lrp.Image, ImageID: "docker-pullable://x@sha256:abc",
+				Name: names.ContainerName, Ready: true, Image: lrp.Image, ImageID: "docker-pullable://x@sha256:abc",
 				ContainerID: "containerd://0123456789abcdef", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
 			}},
 		},

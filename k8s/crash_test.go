@@ -17,9 +17,9 @@ import (
 
 	"github.com/opi-bridge/opi/fakes"
 	"github.com/opi-bridge/opi/k8s"
-	"github.com/opi-bridge/opi/k8s/spec"
-	"github.com/opi-bridge/opi/k8s/store"
-	"github.com/opi-bridge/opi/k8s/workload"
+	"github.com/opi-bridge/opi/k8s/internal/store"
+	"github.com/opi-bridge/opi/k8s/internal/workload"
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 	"github.com/opi-bridge/opi/testsupport/fakekube"
 )
@@ -91,7 +91,7 @@ var _ = Describe("Crash reports", func() {
 	reported := func(name string) string {
 		p, err := client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		return p.Annotations[spec.AnnotationCrashesReported]
+		return p.Annotations[names.AnnotationCrashesReported]
 	}
 	patches := func() []string {
 		var out []string
@@ -185,7 +185,7 @@ var _ = Describe("Crash reports", func() {
 
 	It("reports only crashes newer than the pod's annotation", func() {
 		pod := podWith("pod-a", t0, waitingAfter(3, 1, "Error", crashedAt))
-		pod.Annotations = map[string]string{spec.AnnotationCrashesReported: "2"}
+		pod.Annotations = map[string]string{names.AnnotationCrashesReported: "2"}
 		createPod(client, pod)
 		start()
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())

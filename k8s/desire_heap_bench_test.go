@@ -23,9 +23,9 @@ import (
 	"github.com/opi-bridge/opi/bifrost"
 	"github.com/opi-bridge/opi/handler"
 	"github.com/opi-bridge/opi/k8s"
-	"github.com/opi-bridge/opi/k8s/hooks"
-	"github.com/opi-bridge/opi/k8s/store"
-	"github.com/opi-bridge/opi/k8s/workload"
+	"github.com/opi-bridge/opi/k8s/internal/hooks"
+	"github.com/opi-bridge/opi/k8s/internal/store"
+	"github.com/opi-bridge/opi/k8s/internal/workload"
 	"github.com/opi-bridge/opi/opi"
 )
 

@@ -26,8 +26,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s"
-	"github.com/opi-bridge/opi/k8s/spec"
-	"github.com/opi-bridge/opi/k8s/store"
+	"github.com/opi-bridge/opi/k8s/internal/objects"
+	"github.com/opi-bridge/opi/k8s/internal/store"
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -46,7 +47,7 @@ var _ = Describe("DesireLRP", func() {
 		client = newClient()
 		backend = startBackend(client)
 		lrp = sampleLRP()
-		name = spec.DeploymentName(lrp)
+		name = names.DeploymentName(lrp)
 		before = len(client.Actions())
 	})
 
@@ -173,7 +174,7 @@ var _ = Describe("DesireLRP", func() {
 		Context("under the restricted pod security level", func() {
 			BeforeEach(func() {
 				client = newClient()
-				backend = startBackendWith(client, k8s.Options{Pods: spec.PodOptions{PodSecurity: spec.PodSecurityRestricted}})
+				backend = startBackendWith(client, k8s.Options{Pods: objects.PodOptions{PodSecurity: objects.PodSecurityRestricted}})
 			})
 
 			It("runs as non-root with every capability dropped", func() {
@@ -355,7 +356,7 @@ var _ = Describe("DesireLRP", func() {
 		Context("with an operator's check timeout and minimum ready time", func() {
 			BeforeEach(func() {
 				client = newClient()
-				backend = startBackendWith(client, k8s.Options{Pods: spec.PodOptions{ProbeTimeout: 1500 * time.Millisecond, MinReady: 30 * time.Second}})
+				backend = startBackendWith(client, k8s.Options{Pods: objects.PodOptions{ProbeTimeout: 1500 * time.Millisecond, MinReady: 30 * time.Second}})
 			})
 
 			It("bounds every check by it, rounded up to whole seconds", func() {
@@ -592,7 +593,7 @@ var _ = Describe("DesireLRP's second round", func() {
 		Expect(backend.Start(ctx)).To(Succeed())
 
 		lrp := sampleLRP()
-		name := spec.DeploymentName(lrp)
+		name := names.DeploymentName(lrp)
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 		d := getDeployment(fakeClient, name)
 		Expect(metav1.IsControlledBy(getSecret(fakeClient, name+"-env"), d)).To(BeTrue())

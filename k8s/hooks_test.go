@@ -22,9 +22,9 @@ import (
 	gatewayfake "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/fake"
 
 	"github.com/opi-bridge/opi/k8s"
-	"github.com/opi-bridge/opi/k8s/hooks"
-	"github.com/opi-bridge/opi/k8s/janitor"
-	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/internal/hooks"
+	"github.com/opi-bridge/opi/k8s/internal/janitor"
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 	"github.com/opi-bridge/opi/testsupport/fakekube"
 )
@@ -52,7 +52,7 @@ var _ = Describe("Hooks", func() {
 		ctx = context.Background()
 		client = newClient()
 		lrp = sampleLRP()
-		name = spec.DeploymentName(lrp)
+		name = names.DeploymentName(lrp)
 	})
 
 	owned := func(obj metav1.Object) {
@@ -95,7 +95,7 @@ var _ = Describe("Hooks", func() {
 			})
 			ing := getIngress()
 			owned(ing)
-			Expect(ing.Labels).To(HaveKeyWithValue(spec.LabelGUID, lrp.GUID))
+			Expect(ing.Labels).To(HaveKeyWithValue(names.LabelGUID, lrp.GUID))
 			Expect(ing.Spec.IngressClassName).To(Equal(ptr.To("nginx")))
 			Expect(ing.Spec.Rules).To(Equal([]networkingv1.IngressRule{
 				{Host: "app.example.com", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
@@ -205,7 +205,7 @@ var _ = Describe("Hooks", func() {
 			owned(svc)
 			Expect(svc.Spec.ClusterIP).To(Equal(corev1.ClusterIPNone))
 			Expect(svc.Spec.Ports).To(HaveLen(2))
-			Expect(svc.Spec.Selector).To(Equal(map[string]string{spec.LabelGUID: lrp.GUID, spec.LabelVersion: lrp.Version}))
+			Expect(svc.Spec.Selector).To(Equal(map[string]string{names.LabelGUID: lrp.GUID, names.LabelVersion: lrp.Version}))
 		})
 	})
 
@@ -348,7 +348,7 @@ var _ = Describe("Hooks", func() {
 			list, err = gw.GatewayV1().HTTPRoutes(namespace).List(ctx, metav1.ListOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(list.Items).To(ConsistOf(HaveField("Spec.Hostnames", ConsistOf(gatewayv1.Hostname("app.example.com")))))
-			Expect(list.Items[0].Labels).To(HaveKeyWithValue(spec.LabelVersion, "next"))
+			Expect(list.Items[0].Labels).To(HaveKeyWithValue(names.LabelVersion, "next"))
 		})
 	})
 
@@ -411,7 +411,7 @@ var _ = Describe("Hooks", func() {
 				return networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: cidr}}
 			}
 			Expect(p.Spec).To(Equal(networkingv1.NetworkPolicySpec{
-				PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{spec.LabelGUID: lrp.GUID, spec.LabelVersion: lrp.Version}},
+				PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{names.LabelGUID: lrp.GUID, names.LabelVersion: lrp.Version}},
 				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
 				Egress: []networkingv1.NetworkPolicyEgressRule{
 					{To: []networkingv1.NetworkPolicyPeer{block("10.0.0.0/8")}, Ports: []networkingv1.NetworkPolicyPort{
@@ -422,7 +422,7 @@ var _ = Describe("Hooks", func() {
 					{To: []networkingv1.NetworkPolicyPeer{block("192.168.0.0/16"), block("2001:db8::/32")}},
 				},
 			}))
-			Expect(getDeployment(client, name).Annotations).To(HaveKey(spec.AnnotationEgressRules))
+			Expect(getDeployment(client, name).Annotations).To(HaveKey(names.AnnotationEgressRules))
 		})
 
 		It("refuses an icmp rule, writing nothing", func() {
@@ -475,7 +475,7 @@ var _ = Describe("Hooks", func() {
 			plain := sampleLRP()
 			plain.Version = "plain"
 			Expect(backend.DesireLRP(ctx, plain)).To(Succeed())
-			Expect(getDeployment(client, spec.DeploymentName(plain)).Spec.Template.Spec.NodeSelector).To(BeEmpty())
+			Expect(getDeployment(client, names.DeploymentName(plain)).Spec.Template.Spec.NodeSelector).To(BeEmpty())
 		})
 
 		It("reads an instance its segment cannot place as UNCLAIMED with Diego's placement tag error", func() {
@@ -487,7 +487,7 @@ var _ = Describe("Hooks", func() {
 				Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
 				Message: "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.",
 			}}})
-			pod.Labels[spec.LabelPlacementTag] = "iso-1"
+			pod.Labels[names.LabelPlacementTag] = "iso-1"
 			createPod(client, pod)
 			Eventually(func() []*opi.Instance {
 				got, err := backend.GetInstances(ctx, lrp.LRPIdentifier)

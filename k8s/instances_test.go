@@ -13,7 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s"
-	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -397,7 +397,7 @@ var _ = Describe("Reads", func() {
 	It("recover the LRP from the deployment, without its env", func() {
 		got, err := backend.GetLRP(ctx, lrp.LRPIdentifier)
 		Expect(err).NotTo(HaveOccurred())
-		d := getDeployment(client, spec.DeploymentName(lrp))
+		d := getDeployment(client, names.DeploymentName(lrp))
 
 		want := *sampleLRP()
 		want.Env = nil
@@ -409,7 +409,7 @@ var _ = Describe("Reads", func() {
 	It("list each LRP with exactly its scheduling fields", func() {
 		lrps, err := backend.ListLRPs(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		d := getDeployment(client, spec.DeploymentName(lrp))
+		d := getDeployment(client, names.DeploymentName(lrp))
 		Expect(lrps).To(Equal([]*opi.LRP{{
 			LRPIdentifier:   lrp.LRPIdentifier,
 			AppGUID:         lrp.AppGUID,
@@ -447,7 +447,7 @@ var _ = Describe("Reads", func() {
 	})
 
 	It("skip a deployment being deleted", func() {
-		d := getDeployment(client, spec.DeploymentName(lrp))
+		d := getDeployment(client, names.DeploymentName(lrp))
 		d.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 		d.Finalizers = []string{"example.com/hold"}
 		_, err := client.AppsV1().Deployments(namespace).Update(ctx, d, metav1.UpdateOptions{})

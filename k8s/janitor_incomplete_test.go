@@ -12,9 +12,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/opi-bridge/opi/k8s"
-	"github.com/opi-bridge/opi/k8s/janitor"
-	"github.com/opi-bridge/opi/k8s/spec"
-	"github.com/opi-bridge/opi/k8s/store"
+	"github.com/opi-bridge/opi/k8s/internal/janitor"
+	"github.com/opi-bridge/opi/k8s/internal/store"
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -36,7 +36,7 @@ var _ = Describe("The janitor, for a workload without its Secrets", func() {
 		client = newClient()
 		logger = lagertest.NewTestLogger("k8s")
 		lrp = sampleLRP()
-		name = spec.DeploymentName(lrp)
+		name = names.DeploymentName(lrp)
 		startCtx, cancel := context.WithCancel(context.Background())
 		DeferCleanup(cancel)
 		backend = mustBackend(client, logger, k8s.Options{

@@ -24,10 +24,10 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/opi-bridge/opi/k8s"
-	"github.com/opi-bridge/opi/k8s/janitor"
-	"github.com/opi-bridge/opi/k8s/spec"
-	"github.com/opi-bridge/opi/k8s/store"
-	"github.com/opi-bridge/opi/k8s/workload"
+	"github.com/opi-bridge/opi/k8s/internal/janitor"
+	"github.com/opi-bridge/opi/k8s/internal/store"
+	"github.com/opi-bridge/opi/k8s/internal/workload"
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 	"github.com/opi-bridge/opi/testsupport/fakekube"
 )
@@ -57,7 +57,7 @@ var _ = Describe("The janitor", func() {
 	leftoverSecret := func(l *opi.LRP, age time.Duration) *corev1.Secret {
 		s := &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{
-				Name: spec.DeploymentName(l) + "-env", Namespace: namespace, Labels: lrpLabels(l),
+				Name: names.DeploymentName(l) + "-env", Namespace: namespace, Labels: lrpLabels(l),
 				CreationTimestamp: metav1.NewTime(time.Now().Add(-age)),
 			},
 			// A value that looks like what it stands for (a service binding's password), so
@@ -70,7 +70,7 @@ var _ = Describe("The janitor", func() {
 	}
 	leftoverService := func(l *opi.LRP, age time.Duration) {
 		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{
-			Name: spec.DeploymentName(l), Namespace: namespace, Labels: lrpLabels(l),
+			Name: names.DeploymentName(l), Namespace: namespace, Labels: lrpLabels(l),
 			CreationTimestamp: metav1.NewTime(time.Now().Add(-age)),
 		}}
 		_, err := client.CoreV1().Services(namespace).Create(ctx, s, metav1.CreateOptions{})
@@ -103,7 +103,7 @@ var _ = Describe("The janitor", func() {
 		md = newMetadataClient(client)
 		logger = lagertest.NewTestLogger("k8s")
 		lrp = sampleLRP()
-		name = spec.DeploymentName(lrp)
+		name = names.DeploymentName(lrp)
 	})
 
 	Describe("Sweep", func() {
@@ -207,7 +207,7 @@ var _ = Describe("The janitor", func() {
 			young := sampleLRP()
 			young.Version = "young"
 			d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{
-				Name: spec.DeploymentName(young), Namespace: namespace, Labels: lrpLabels(young),
+				Name: names.DeploymentName(young), Namespace: namespace, Labels: lrpLabels(young),
 				CreationTimestamp: metav1.Now(),
 			}}
 			_, err := client.AppsV1().Deployments(namespace).Create(ctx, d, metav1.CreateOptions{})
@@ -380,13 +380,13 @@ var _ = Describe("The janitor", func() {
 		other := sampleLRP()
 		other.Version = "another-version"
 		leftoverSecret(other, time.Hour)
-		Eventually(func() bool { return secretExists(spec.DeploymentName(other) + "-env") }).Should(BeFalse())
+		Eventually(func() bool { return secretExists(names.DeploymentName(other) + "-env") }).Should(BeFalse())
 		stopLeading()
 		Eventually(done).Should(BeClosed())
 		third := sampleLRP()
 		third.Version = "a-third-version"
 		leftoverSecret(third, time.Hour)
-		Consistently(func() bool { return secretExists(spec.DeploymentName(third) + "-env") }, 300*time.Millisecond).Should(BeTrue())
+		Consistently(func() bool { return secretExists(names.DeploymentName(third) + "-env") }, 300*time.Millisecond).Should(BeTrue())
 	})
 
 	It("does not run without a period", func() {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/opi-bridge/opi/fakes"
 	"github.com/opi-bridge/opi/k8s"
-	"github.com/opi-bridge/opi/k8s/lifecycle/lifecyclefakes"
+	"github.com/opi-bridge/opi/k8s/internal/lifecycle/lifecyclefakes"
 	"github.com/opi-bridge/opi/opi"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/opi-bridge/opi/bifrost"
 	"github.com/opi-bridge/opi/k8s"
-	"github.com/opi-bridge/opi/k8s/store"
+	"github.com/opi-bridge/opi/k8s/internal/store"
 )
 
 // BenchmarkListLRPs measures the cache-served list at 1,000 LRPs, with the conversion to

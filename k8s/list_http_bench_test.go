@@ -17,8 +17,8 @@ import (
 	"github.com/opi-bridge/opi/bifrost"
 	"github.com/opi-bridge/opi/handler"
 	"github.com/opi-bridge/opi/k8s"
-	"github.com/opi-bridge/opi/k8s/spec"
-	"github.com/opi-bridge/opi/k8s/store"
+	"github.com/opi-bridge/opi/k8s/internal/store"
+	"github.com/opi-bridge/opi/k8s/names"
 )
 
 // The GET /apps and GET /tasks benchmarks measure one call of the whole read path as CC makes
@@ -102,7 +102,7 @@ func manyLRPs(b *testing.B, n int) []runtime.Object {
 		guid := fmt.Sprintf("%08d-0000-0000-0000-000000000000", i)
 		d.Name = fmt.Sprintf("app-%d", i)
 		d.UID = types.UID(fmt.Sprintf("uid-app-%d", i))
-		d.Labels[spec.LabelGUID] = guid
+		d.Labels[names.LabelGUID] = guid
 		objects = append(objects, d)
 	}
 	return objects
@@ -123,10 +123,10 @@ func manyTasks(b *testing.B, n int) []runtime.Object {
 	for i := range n {
 		j := template.DeepCopy()
 		guid := fmt.Sprintf("%08d-1111-0000-0000-000000000000", i)
-		j.Name = spec.TaskJobName(guid)
+		j.Name = names.TaskJobName(guid)
 		j.UID = types.UID("uid-task-" + guid)
-		j.Labels[spec.LabelTaskGUID] = guid
-		j.Annotations[spec.AnnotationTaskGUID] = guid
+		j.Labels[names.LabelTaskGUID] = guid
+		j.Annotations[names.AnnotationTaskGUID] = guid
 		objects = append(objects, j)
 	}
 	return objects

@@ -18,7 +18,7 @@ import (
 	"github.com/opi-bridge/opi/bifrost"
 	"github.com/opi-bridge/opi/handler"
 	"github.com/opi-bridge/opi/k8s"
-	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -127,7 +127,7 @@ var _ = Describe("GET /apps and GET /tasks served from encoded bodies", func() {
 		Expect(err).NotTo(HaveOccurred())
 		other := list.Items[0].DeepCopy()
 		other.Name, other.UID, other.ResourceVersion = "made-by-someone-else", "", ""
-		other.Labels[spec.LabelGUID] = lrpNumber(2).GUID
+		other.Labels[names.LabelGUID] = lrpNumber(2).GUID
 		_, err = client.AppsV1().Deployments(namespace).Create(ctx, other, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func() string { return get(cached, "/apps") }).Should(ContainSubstring(lrpNumber(2).ProcessGUID()))

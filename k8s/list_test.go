@@ -11,7 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s"
-	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -91,7 +91,7 @@ var _ = Describe("ListLRPs", func() {
 
 	It("drops a Deployment being deleted at once", func() {
 		list()
-		d := getDeployment(client, spec.DeploymentName(lrps[0]))
+		d := getDeployment(client, names.DeploymentName(lrps[0]))
 		now := metav1.Now()
 		d.DeletionTimestamp = &now
 		_, err := client.AppsV1().Deployments(namespace).Update(ctx, d, metav1.UpdateOptions{})

@@ -16,7 +16,7 @@ import (
 
 	"github.com/opi-bridge/opi/bifrost"
 	"github.com/opi-bridge/opi/k8s"
-	"github.com/opi-bridge/opi/k8s/store"
+	"github.com/opi-bridge/opi/k8s/internal/store"
 	"github.com/opi-bridge/opi/models"
 	"github.com/opi-bridge/opi/opi"
 	"github.com/opi-bridge/opi/testsupport/fakekube"

@@ -18,11 +18,11 @@ import (
 
 	"github.com/opi-bridge/opi/gorouter"
 	"github.com/opi-bridge/opi/k8s"
-	"github.com/opi-bridge/opi/k8s/hooks"
-	"github.com/opi-bridge/opi/k8s/janitor"
-	"github.com/opi-bridge/opi/k8s/routes"
-	"github.com/opi-bridge/opi/k8s/routes/routesfakes"
-	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/internal/hooks"
+	"github.com/opi-bridge/opi/k8s/internal/janitor"
+	"github.com/opi-bridge/opi/k8s/internal/routes"
+	"github.com/opi-bridge/opi/k8s/internal/routes/routesfakes"
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -48,7 +48,7 @@ var _ = Describe("Routing nats", func() {
 		client = newClient()
 		table = new(routesfakes.FakeTable)
 		lrp = sampleLRP()
-		name = spec.DeploymentName(lrp)
+		name = names.DeploymentName(lrp)
 	})
 
 	It("makes no Service and no routing object, and the Secrets, egress policy and disruption budget as the other modes", func() {
@@ -65,7 +65,7 @@ var _ = Describe("Routing nats", func() {
 			{"create networkpolicies " + name},
 			{"create poddisruptionbudgets " + name},
 		})
-		Expect(getDeployment(client, name).Annotations).To(HaveKey(spec.AnnotationRoutes))
+		Expect(getDeployment(client, name).Annotations).To(HaveKey(names.AnnotationRoutes))
 
 		before = len(client.Actions())
 		routes := []opi.Route{{Hostname: "new.example.com/docs", Port: 9090}}
@@ -150,7 +150,7 @@ var _ = Describe("Routing nats", func() {
 		// What ingress mode made of the LRP: its Service and Ingress, controlled by the Deployment.
 		d := getDeployment(client, name)
 		owner := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name, UID: d.UID, Controller: ptr.To(true)}
-		meta := metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: spec.LRPLabels(lrp), OwnerReferences: []metav1.OwnerReference{owner}}
+		meta := metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: names.LRPLabels(lrp), OwnerReferences: []metav1.OwnerReference{owner}}
 		_, err := client.CoreV1().Services(namespace).Create(ctx, &corev1.Service{ObjectMeta: meta}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		_, err = client.NetworkingV1().Ingresses(namespace).Create(ctx, &networkingv1.Ingress{ObjectMeta: meta}, metav1.CreateOptions{})

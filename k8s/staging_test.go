@@ -13,8 +13,8 @@ import (
 
 	"github.com/opi-bridge/opi/fakes"
 	"github.com/opi-bridge/opi/k8s"
-	"github.com/opi-bridge/opi/k8s/staging"
-	"github.com/opi-bridge/opi/k8s/store"
+	"github.com/opi-bridge/opi/k8s/internal/staging"
+	"github.com/opi-bridge/opi/k8s/internal/store"
 	"github.com/opi-bridge/opi/opi"
 )
 

@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/opi-bridge/opi/k8s/kube"
-	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/internal/kube"
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -105,8 +105,8 @@ type cachedKind struct {
 }
 
 func (b *Backend) cachedKinds() []cachedKind {
-	apps := metav1.ListOptions{LabelSelector: spec.LabelSourceType + "=" + spec.SourceTypeApp, Limit: 1}
-	tasks := metav1.ListOptions{LabelSelector: spec.LabelSourceType + "=" + spec.SourceTypeTask, Limit: 1}
+	apps := metav1.ListOptions{LabelSelector: names.LabelSourceType + "=" + names.SourceTypeApp, Limit: 1}
+	tasks := metav1.ListOptions{LabelSelector: names.LabelSourceType + "=" + names.SourceTypeTask, Limit: 1}
 	return []cachedKind{
 		{b.cached[0], b.workloads, func(ctx context.Context) error {
 			_, err := b.listWorkloads(ctx, apps)

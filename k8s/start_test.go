@@ -17,7 +17,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/opi-bridge/opi/k8s"
-	"github.com/opi-bridge/opi/k8s/hooks"
+	"github.com/opi-bridge/opi/k8s/internal/hooks"
 	"github.com/opi-bridge/opi/opi"
 )
 

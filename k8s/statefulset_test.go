@@ -21,15 +21,15 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s"
-	"github.com/opi-bridge/opi/k8s/spec"
-	"github.com/opi-bridge/opi/k8s/workload"
+	"github.com/opi-bridge/opi/k8s/internal/workload"
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
 
 // statefulPod is a pod of lrp's StatefulSet with the given ordinal, as the StatefulSet
 // controller names and labels it.
 func statefulPod(lrp *opi.LRP, ordinal int, created time.Time, status corev1.PodStatus) *corev1.Pod {
-	pod := newPod(lrp, spec.DeploymentName(lrp)+"-"+strconv.Itoa(ordinal), created, status)
+	pod := newPod(lrp, names.DeploymentName(lrp)+"-"+strconv.Itoa(ordinal), created, status)
 	pod.Labels[appsv1.PodIndexLabel] = strconv.Itoa(ordinal)
 	return pod
 }
@@ -67,7 +67,7 @@ var _ = Describe("The StatefulSet backend", func() {
 		backend = startBackendWith(client, k8s.Options{Workload: workload.StatefulSets})
 		lrp = sampleLRP()
 		lrp.Env["CF_INSTANCE_INDEX"] = "user-index"
-		name = spec.DeploymentName(lrp)
+		name = names.DeploymentName(lrp)
 		before = len(client.Actions())
 	})
 
@@ -180,7 +180,7 @@ var _ = Describe("The StatefulSet backend", func() {
 			lrp.AppName = strings.Repeat("n", 300<<10)
 			err := backend.DesireLRP(ctx, lrp)
 			Expect(err).To(MatchError(opi.ErrInvalid))
-			Expect(err.Error()).To(ContainSubstring("the statefulset " + spec.DeploymentName(lrp) + " would break a rule of Kubernetes"))
+			Expect(err.Error()).To(ContainSubstring("the statefulset " + names.DeploymentName(lrp) + " would break a rule of Kubernetes"))
 			Expect(actionsSince(client, before)).To(BeEmpty())
 		})
 

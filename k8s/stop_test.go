@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s"
-	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -38,7 +38,7 @@ var _ = Describe("Stopping", func() {
 		md = newMetadataClient(client)
 		backend = startBackendWith(client, k8s.Options{Clients: k8s.Clients{Metadata: md}})
 		lrp = sampleLRP()
-		name = spec.DeploymentName(lrp)
+		name = names.DeploymentName(lrp)
 	})
 
 	Describe("StopLRP", func() {

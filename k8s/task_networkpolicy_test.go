@@ -19,9 +19,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s"
-	"github.com/opi-bridge/opi/k8s/hooks"
-	"github.com/opi-bridge/opi/k8s/janitor"
-	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/internal/hooks"
+	"github.com/opi-bridge/opi/k8s/internal/janitor"
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -73,7 +73,7 @@ var _ = Describe("Tasks' network isolation", func() {
 			Janitor: janitor.Options{Grace: time.Minute},
 		}
 		task = sampleTask()
-		jobName = spec.TaskJobName(task.GUID)
+		jobName = names.TaskJobName(task.GUID)
 	})
 	JustBeforeEach(func() {
 		backend = startBackendWith(client, opts)
@@ -82,7 +82,7 @@ var _ = Describe("Tasks' network isolation", func() {
 	It("has a baseline that selects app and task pods: no ingress, egress to DNS only", func() {
 		Expect(policy(hooks.BaselinePolicyName).Spec).To(Equal(networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-				Key: spec.LabelSourceType, Operator: metav1.LabelSelectorOpIn, Values: []string{"APP", "TASK"},
+				Key: names.LabelSourceType, Operator: metav1.LabelSelectorOpIn, Values: []string{"APP", "TASK"},
 			}}},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
 			Ingress:     []networkingv1.NetworkPolicyIngressRule{},
@@ -99,7 +99,7 @@ var _ = Describe("Tasks' network isolation", func() {
 	It("lets the routers reach app pods only, not task pods", func() {
 		routers := policy(hooks.RoutersPolicyName)
 		Expect(routers.Spec).To(Equal(networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{spec.LabelSourceType: "APP"}},
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{names.LabelSourceType: "APP"}},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
 			Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{
 				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "ingress-nginx"}},
@@ -116,7 +116,7 @@ var _ = Describe("Tasks' network isolation", func() {
 	Context("when a baseline of the previous shape exists (apps only, with the routers)", func() {
 		BeforeEach(func() {
 			old := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: hooks.BaselinePolicyName, Namespace: namespace}}
-			old.Spec.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{spec.LabelSourceType: "APP"}}
+			old.Spec.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{names.LabelSourceType: "APP"}}
 			old.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}
 			client = newClient(old)
 		})
@@ -155,9 +155,9 @@ var _ = Describe("Tasks' network isolation", func() {
 		job := getJob(client, jobName)
 		Expect(p.OwnerReferences).To(ConsistOf(And(
 			HaveField("Kind", "Job"), HaveField("Name", jobName), HaveField("UID", job.UID), HaveField("Controller", ptr.To(true)))))
-		Expect(p.Labels).To(HaveKeyWithValue(spec.LabelSourceType, "TASK"))
+		Expect(p.Labels).To(HaveKeyWithValue(names.LabelSourceType, "TASK"))
 		Expect(p.Spec).To(Equal(networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{spec.LabelSourceType: "TASK", spec.LabelTaskGUID: task.GUID}},
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{names.LabelSourceType: "TASK", names.LabelTaskGUID: task.GUID}},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
 			Egress: []networkingv1.NetworkPolicyEgressRule{
 				{To: []networkingv1.NetworkPolicyPeer{block("10.0.0.0/8")}, Ports: []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolTCP), Port: &p443}}},
@@ -170,7 +170,7 @@ var _ = Describe("Tasks' network isolation", func() {
 		from = len(client.Actions())
 		Expect(backend.DesireTask(ctx, task)).To(Succeed())
 		Expect(actionsSince(client, from)).NotTo(ContainElement(HavePrefix("update networkpolicies")))
-		Expect(policyNames()).To(ConsistOf(hooks.BaselinePolicyName, hooks.RoutersPolicyName, spec.DeploymentName(lrp), jobName))
+		Expect(policyNames()).To(ConsistOf(hooks.BaselinePolicyName, hooks.RoutersPolicyName, names.DeploymentName(lrp), jobName))
 	})
 
 	It("creates the policy a desire interrupted after the Job when the desire is repeated", func() {
@@ -198,12 +198,12 @@ var _ = Describe("Tasks' network isolation", func() {
 		BeforeEach(func() {
 			lrp := sampleLRP()
 			d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{
-				Name: spec.DeploymentName(lrp), Namespace: namespace,
+				Name: names.DeploymentName(lrp), Namespace: namespace,
 				Labels: map[string]string{
-					spec.LabelGUID: lrp.GUID, spec.LabelVersion: lrp.Version, spec.LabelAppGUID: lrp.AppGUID,
-					spec.LabelSourceType: "APP", spec.LabelManagedBy: "opi",
+					names.LabelGUID: lrp.GUID, names.LabelVersion: lrp.Version, names.LabelAppGUID: lrp.AppGUID,
+					names.LabelSourceType: "APP", names.LabelManagedBy: "opi",
 				},
-				Annotations: map[string]string{spec.AnnotationEgressRules: `[{"protocol":"icmp","destinations":["0.0.0.0/0"],"icmp_type":-1,"icmp_code":-1},{"protocol":"tcp","destinations":["10.0.0.0/8"],"ports":[{"start":443,"end":443}],"icmp_type":-1,"icmp_code":-1}]`},
+				Annotations: map[string]string{names.AnnotationEgressRules: `[{"protocol":"icmp","destinations":["0.0.0.0/0"],"icmp_type":-1,"icmp_code":-1},{"protocol":"tcp","destinations":["10.0.0.0/8"],"ports":[{"start":443,"end":443}],"icmp_type":-1,"icmp_code":-1}]`},
 			}}
 			client = newClient(d)
 			task.AppGUID = lrp.AppGUID

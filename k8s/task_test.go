@@ -19,9 +19,10 @@ import (
 
 	"github.com/opi-bridge/opi/fakes"
 	"github.com/opi-bridge/opi/k8s"
-	"github.com/opi-bridge/opi/k8s/spec"
-	"github.com/opi-bridge/opi/k8s/store"
-	"github.com/opi-bridge/opi/k8s/task"
+	"github.com/opi-bridge/opi/k8s/internal/objects"
+	"github.com/opi-bridge/opi/k8s/internal/store"
+	"github.com/opi-bridge/opi/k8s/internal/task"
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -123,17 +124,17 @@ var _ = Describe("Tasks", func() {
 		ctx = context.Background()
 		client = newClient()
 		notifier = new(fakes.FakeTaskNotifier)
-		jobName = spec.TaskJobName(sampleTaskGUID)
+		jobName = names.TaskJobName(sampleTaskGUID)
 	})
 
 	Describe("TaskJobName", func() {
 		It("is task-<guid> when that is a DNS label, else a hash within 63 chars", func() {
 			Expect(jobName).To(Equal("task-" + sampleTaskGUID))
-			long := spec.TaskJobName("a123456789012345678901234567890123456789012345678901234567890")
+			long := names.TaskJobName("a123456789012345678901234567890123456789012345678901234567890")
 			Expect(long).To(HavePrefix("task-"))
 			Expect(len(long)).To(BeNumerically("<=", 63))
-			Expect(spec.TaskJobName("ends-with-")).NotTo(Equal("task-ends-with-"))
-			Expect(spec.TaskJobName("ends-with-")).To(Equal(spec.TaskJobName("ends-with-")))
+			Expect(names.TaskJobName("ends-with-")).NotTo(Equal("task-ends-with-"))
+			Expect(names.TaskJobName("ends-with-")).To(Equal(names.TaskJobName("ends-with-")))
 		})
 	})
 
@@ -153,12 +154,12 @@ var _ = Describe("Tasks", func() {
 
 			job := getJob(client, jobName)
 			Expect(job.Labels).To(Equal(map[string]string{
-				spec.LabelSourceType: spec.SourceTypeTask, spec.LabelTaskGUID: sampleTaskGUID,
-				spec.LabelAppGUID: "app-guid", spec.LabelManagedBy: spec.ManagedByOPI,
+				names.LabelSourceType: names.SourceTypeTask, names.LabelTaskGUID: sampleTaskGUID,
+				names.LabelAppGUID: "app-guid", names.LabelManagedBy: names.ManagedByOPI,
 			}))
-			Expect(job.Annotations).To(HaveKeyWithValue(spec.AnnotationTaskGUID, sampleTaskGUID))
-			Expect(job.Annotations).To(HaveKeyWithValue(spec.AnnotationTaskName, "migrate"))
-			Expect(job.Annotations).To(HaveKeyWithValue(spec.AnnotationCompletionCallback, sampleTask().CompletionCallback))
+			Expect(job.Annotations).To(HaveKeyWithValue(names.AnnotationTaskGUID, sampleTaskGUID))
+			Expect(job.Annotations).To(HaveKeyWithValue(names.AnnotationTaskName, "migrate"))
+			Expect(job.Annotations).To(HaveKeyWithValue(names.AnnotationCompletionCallback, sampleTask().CompletionCallback))
 			Expect(*job.Spec.BackoffLimit).To(BeZero())
 			Expect(*job.Spec.Completions).To(Equal(int32(1)))
 			Expect(*job.Spec.Parallelism).To(Equal(int32(1)))
@@ -169,25 +170,25 @@ var _ = Describe("Tasks", func() {
 			Expect(pod.SecurityContext.SeccompProfile.Type).To(Equal(corev1.SeccompProfileTypeRuntimeDefault))
 			Expect(pod.ImagePullSecrets).To(Equal([]corev1.LocalObjectReference{{Name: jobName + "-registry"}}))
 			c := pod.Containers[0]
-			Expect(c.Name).To(Equal(spec.ContainerName))
+			Expect(c.Name).To(Equal(names.ContainerName))
 			Expect(c.Image).To(Equal("registry.example.com/team/image:1"))
 			Expect(c.Command).To(Equal([]string{"/bin/sh", "-c", "echo $$HOME; exit 0"}))
 			Expect(c.Resources.Limits.Memory().String()).To(Equal("256Mi"))
 			Expect(c.Resources.Limits.StorageEphemeral().String()).To(Equal("512Mi"))
 			Expect(c.Resources.Requests.Cpu().String()).To(Equal("200m"))
 			Expect(*c.SecurityContext.AllowPrivilegeEscalation).To(BeFalse())
-			var names []string
+			var envNames []string
 			for _, e := range c.Env {
-				names = append(names, e.Name)
+				envNames = append(envNames, e.Name)
 				Expect(e.Value).NotTo(ContainSubstring("s3cr3t"))
 			}
-			Expect(names).To(Equal([]string{"VCAP_SERVICES", "a:b", "CF_INSTANCE_GUID", "CF_INSTANCE_IP", "CF_INSTANCE_INTERNAL_IP"}))
+			Expect(envNames).To(Equal([]string{"VCAP_SERVICES", "a:b", "CF_INSTANCE_GUID", "CF_INSTANCE_IP", "CF_INSTANCE_INTERNAL_IP"}))
 			Expect(c.Env[0].ValueFrom.SecretKeyRef.Name).To(Equal(jobName + "-env"))
 
 			env := getSecret(client, jobName+"-env")
 			Expect(env.Data).To(HaveKeyWithValue("VCAP_SERVICES", []byte("s3cr3t")))
 			Expect(env.Data).NotTo(HaveKey("CF_INSTANCE_GUID"))
-			Expect(env.Labels).To(HaveKeyWithValue(spec.LabelSourceType, spec.SourceTypeTask))
+			Expect(env.Labels).To(HaveKeyWithValue(names.LabelSourceType, names.SourceTypeTask))
 			for _, name := range []string{jobName + "-env", jobName + "-registry"} {
 				owner := metav1.GetControllerOf(getSecret(client, name))
 				Expect(owner).NotTo(BeNil())
@@ -222,7 +223,7 @@ var _ = Describe("Tasks", func() {
 			restrictedClient := newClient()
 			restricted := mustBackend(restrictedClient, lagertest.NewTestLogger("k8s"), k8s.Options{
 				Namespace: namespace,
-				Pods:      spec.PodOptions{PodSecurity: spec.PodSecurityRestricted},
+				Pods:      objects.PodOptions{PodSecurity: objects.PodSecurityRestricted},
 			})
 			startCtx, cancel := context.WithCancel(ctx)
 			DeferCleanup(cancel)
@@ -278,9 +279,9 @@ var _ = Describe("Tasks", func() {
 			}).Should(Equal("COMPLETED BackoffLimitExceeded"))
 
 			j := getJob(client, jobName)
-			j.Annotations[spec.AnnotationCompletionReported] = time.Now().UTC().Format(time.RFC3339)
-			j.Annotations[spec.AnnotationTaskFailed] = "true"
-			j.Annotations[spec.AnnotationFailureReason] = "Exited with status 3"
+			j.Annotations[names.AnnotationCompletionReported] = time.Now().UTC().Format(time.RFC3339)
+			j.Annotations[names.AnnotationTaskFailed] = "true"
+			j.Annotations[names.AnnotationFailureReason] = "Exited with status 3"
 			_, err = client.BatchV1().Jobs(namespace).Update(ctx, j, metav1.UpdateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			Eventually(func() []*opi.Task {
@@ -310,7 +311,7 @@ var _ = Describe("Tasks", func() {
 			Expect(actionsSince(client, from)).To(Equal([]string{"patch jobs " + jobName}))
 			job := getJob(client, jobName)
 			Expect(*job.Spec.Suspend).To(BeTrue())
-			Expect(job.Annotations).To(HaveKey(spec.AnnotationCancelled))
+			Expect(job.Annotations).To(HaveKey(names.AnnotationCancelled))
 
 			task, err := backend.GetTask(ctx, sampleTaskGUID)
 			Expect(err).NotTo(HaveOccurred())
@@ -385,20 +386,20 @@ var _ = Describe("Tasks", func() {
 			job := getJob(client, jobName)
 			_, err := client.CoreV1().Pods(namespace).Create(ctx, &corev1.Pod{
 				ObjectMeta: metav1.ObjectMeta{Name: jobName + "-abcde", Labels: map[string]string{
-					"batch.kubernetes.io/controller-uid": string(job.UID), spec.LabelSourceType: spec.SourceTypeTask,
+					"batch.kubernetes.io/controller-uid": string(job.UID), names.LabelSourceType: names.SourceTypeTask,
 				}},
 				Status: corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{
-					Name: spec.ContainerName, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 3, Reason: "Error"}},
+					Name: names.ContainerName, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 3, Reason: "Error"}},
 				}}},
 			}, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			endJob(client, jobName, batchv1.JobFailed, time.Now())
 
-			Eventually(func() string { return getJob(client, jobName).Annotations[spec.AnnotationCompletionReported] }).ShouldNot(BeEmpty())
+			Eventually(func() string { return getJob(client, jobName).Annotations[names.AnnotationCompletionReported] }).ShouldNot(BeEmpty())
 			Expect(completedCalls()).To(HaveLen(1))
 			Expect(completedCalls()[0].Failed).To(BeTrue())
 			Expect(completedCalls()[0].FailureReason).To(Equal("Exited with status 3"))
-			Expect(getJob(client, jobName).Annotations).To(HaveKeyWithValue(spec.AnnotationFailureReason, "Exited with status 3"))
+			Expect(getJob(client, jobName).Annotations).To(HaveKeyWithValue(names.AnnotationFailureReason, "Exited with status 3"))
 			Expect(jobExists()).To(BeTrue(), "kept for the retention")
 			Eventually(func() int {
 				l, _ := backend.ListTasks(ctx)
@@ -428,8 +429,8 @@ var _ = Describe("Tasks", func() {
 			endJob(client, jobName, batchv1.JobComplete, time.Now())
 
 			Eventually(notifier.TaskCompletedCallCount).Should(Equal(1))
-			Expect(getJob(client, jobName).Annotations).NotTo(HaveKey(spec.AnnotationCompletionReported))
-			Eventually(func() string { return getJob(client, jobName).Annotations[spec.AnnotationCompletionReported] }).ShouldNot(BeEmpty())
+			Expect(getJob(client, jobName).Annotations).NotTo(HaveKey(names.AnnotationCompletionReported))
+			Eventually(func() string { return getJob(client, jobName).Annotations[names.AnnotationCompletionReported] }).ShouldNot(BeEmpty())
 			Expect(notifier.TaskCompletedCallCount()).To(Equal(2))
 		})
 
@@ -444,22 +445,22 @@ var _ = Describe("Tasks", func() {
 				Expect(first.DesireTask(ctx, t)).To(Succeed())
 			}
 			endJob(client, jobName, batchv1.JobComplete, time.Now())
-			endJob(client, spec.TaskJobName(reported.GUID), batchv1.JobComplete, time.Now())
-			j := getJob(client, spec.TaskJobName(reported.GUID))
-			j.Annotations[spec.AnnotationCompletionReported] = time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+			endJob(client, names.TaskJobName(reported.GUID), batchv1.JobComplete, time.Now())
+			j := getJob(client, names.TaskJobName(reported.GUID))
+			j.Annotations[names.AnnotationCompletionReported] = time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
 			_, err := client.BatchV1().Jobs(namespace).Update(ctx, j, metav1.UpdateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 
 			backend = startTaskBackend(client, notifier, time.Minute)
 			runLeaderWork(backend)
 			Eventually(func() bool {
-				_, err := client.BatchV1().Jobs(namespace).Get(ctx, spec.TaskJobName(reported.GUID), metav1.GetOptions{})
+				_, err := client.BatchV1().Jobs(namespace).Get(ctx, names.TaskJobName(reported.GUID), metav1.GetOptions{})
 				return apierrors.IsNotFound(err)
 			}).Should(BeTrue(), "reported an hour ago: past the retention")
-			Eventually(func() string { return getJob(client, jobName).Annotations[spec.AnnotationCompletionReported] }).ShouldNot(BeEmpty())
+			Eventually(func() string { return getJob(client, jobName).Annotations[names.AnnotationCompletionReported] }).ShouldNot(BeEmpty())
 			Expect(completedCalls()).To(HaveLen(1))
 			Expect(completedCalls()[0].TaskGUID).To(Equal(sampleTaskGUID))
-			Expect(getJob(client, spec.TaskJobName(running.GUID)).Annotations).NotTo(HaveKey(spec.AnnotationCompletionReported))
+			Expect(getJob(client, names.TaskJobName(running.GUID)).Annotations).NotTo(HaveKey(names.AnnotationCompletionReported))
 		})
 	})
 })

@@ -19,7 +19,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/opi-bridge/opi/k8s"
-	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -38,7 +38,7 @@ var _ = Describe("A refused desire", func() {
 		client = newClient()
 		backend = startBackend(client)
 		lrp = sampleLRP()
-		name = spec.DeploymentName(lrp)
+		name = names.DeploymentName(lrp)
 		before = len(client.Actions())
 	})
 

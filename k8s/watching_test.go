@@ -16,8 +16,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s"
-	"github.com/opi-bridge/opi/k8s/janitor"
-	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/k8s/apiclient"
+	"github.com/opi-bridge/opi/k8s/internal/janitor"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -55,7 +55,7 @@ var _ = Describe("Caches that are not watching the API server", func() {
 	var (
 		ctx     context.Context
 		backend *k8s.Backend
-		watches *kube.Watches
+		watches *apiclient.Watches
 		elapsed atomic.Int64 // nanoseconds past the start of the spec, as watches' clock reads
 		open    map[string]*http.Response
 		lrp     *opi.LRP
@@ -75,7 +75,7 @@ var _ = Describe("Caches that are not watching the API server", func() {
 		ctx = context.Background()
 		start := time.Now()
 		elapsed.Store(0)
-		watches = kube.NewWatches()
+		watches = apiclient.NewWatches()
 		watches.SetClock(func() time.Time { return start.Add(time.Duration(elapsed.Load())) })
 		open = map[string]*http.Response{}
 		for _, r := range []string{"deployments", "pods", "jobs"} {

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/k8s/apiclient"
 )
 
 // Metrics is opi's registry and the collectors in it.
@@ -83,7 +83,7 @@ func (m *Metrics) Handler() http.Handler {
 // shape of rest.Config.WrapTransport.
 func (m *Metrics) WrapKubeTransport(rt http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		verb, resource := kube.VerbResource(req)
+		verb, resource := apiclient.VerbResource(req)
 		m.kubeRequests.WithLabelValues(verb, resource).Inc()
 		return rt.RoundTrip(req)
 	})

@@ -22,7 +22,7 @@ import (
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/ptr"
 
-	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/localkube"
 	"github.com/opi-bridge/opi/testsupport/kubeletlogs"
 	"github.com/opi-bridge/opi/testsupport/kubeletstats"
@@ -257,7 +257,7 @@ func compact(v float64, unit string) string {
 func writePodLogs(ctx context.Context, client kubernetes.Interface, namespace, root string, stats *kubeletstats.Server) {
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.LabelSelector = spec.LabelSourceType + " in (" + spec.SourceTypeApp + "," + spec.SourceTypeTask + ")"
+			o.LabelSelector = names.LabelSourceType + " in (" + names.SourceTypeApp + "," + names.SourceTypeTask + ")"
 		}))
 	lister := factory.Core().V1().Pods().Lister()
 	factory.Start(ctx.Done())
@@ -302,7 +302,7 @@ func (w *podLogWriter) scan(lister listersv1.PodLister, now time.Time) statsv1al
 		seen[uid] = true
 		wp := w.pods[uid]
 		if wp == nil {
-			c, err := kubeletlogs.New(w.root, pod.Namespace, pod.Name, uid, spec.ContainerName)
+			c, err := kubeletlogs.New(w.root, pod.Namespace, pod.Name, uid, names.ContainerName)
 			if err != nil {
 				continue
 			}
@@ -322,7 +322,7 @@ func (w *podLogWriter) scan(lister listersv1.PodLister, now time.Time) statsv1al
 		summary.Pods = append(summary.Pods, statsv1alpha1.PodStats{
 			PodRef: statsv1alpha1.PodReference{Name: pod.Name, Namespace: pod.Namespace, UID: uid},
 			Containers: []statsv1alpha1.ContainerStats{{
-				Name:   spec.ContainerName,
+				Name:   names.ContainerName,
 				CPU:    &statsv1alpha1.CPUStats{UsageNanoCores: ptr.To[uint64](standinCPUNanoCores)},
 				Memory: &statsv1alpha1.MemoryStats{WorkingSetBytes: ptr.To[uint64](standinMemoryBytes)},
 				Rootfs: &statsv1alpha1.FsStats{UsedBytes: ptr.To[uint64](standinRootfsBytes)},
@@ -341,7 +341,7 @@ func (w *podLogWriter) scan(lister listersv1.PodLister, now time.Time) statsv1al
 // startCommand is what the pod's app container runs, as a shell line.
 func startCommand(pod *corev1.Pod) string {
 	for _, c := range pod.Spec.Containers {
-		if c.Name == spec.ContainerName {
+		if c.Name == names.ContainerName {
 			if cmd := append(append([]string{}, c.Command...), c.Args...); len(cmd) > 0 {
 				return strings.Join(cmd, " ")
 			}

@@ -15,7 +15,7 @@ import (
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/podlogs"
 )
 
@@ -77,13 +77,13 @@ var _ = Describe("make run with the agent", func() {
 			return &corev1.Pod{
 				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "cf-workloads", UID: types.UID("uid-" + uid)},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{
-					Name: spec.ContainerName, Image: "busybox", Command: []string{"/bin/sh", "-c"}, Args: []string{"httpd -f -p 8080"},
+					Name: names.ContainerName, Image: "busybox", Command: []string{"/bin/sh", "-c"}, Args: []string{"httpd -f -p 8080"},
 				}}},
 				Status: corev1.PodStatus{Phase: phase},
 			}
 		}
 		read := func(p *corev1.Pod) []podlogs.Line {
-			f := podlogs.NewFollower(filepath.Join(root, "cf-workloads_"+p.Name+"_"+string(p.UID), spec.ContainerName), podlogs.Position{}, podlogs.Options{})
+			f := podlogs.NewFollower(filepath.Join(root, "cf-workloads_"+p.Name+"_"+string(p.UID), names.ContainerName), podlogs.Position{}, podlogs.Options{})
 			defer f.Close()
 			var got []podlogs.Line
 			Expect(f.Next(func(l podlogs.Line, _ podlogs.Position) { got = append(got, l) })).To(Succeed())
@@ -118,7 +118,7 @@ var _ = Describe("make run with the agent", func() {
 			Expect(summary.Pods).To(HaveLen(1))
 			Expect(summary.Pods[0].PodRef.UID).To(Equal(string(running.UID)))
 			c := summary.Pods[0].Containers[0]
-			Expect(c.Name).To(Equal(spec.ContainerName))
+			Expect(c.Name).To(Equal(names.ContainerName))
 			Expect(*c.CPU.UsageNanoCores).To(BeEquivalentTo(standinCPUNanoCores))
 			Expect(*c.Memory.WorkingSetBytes).To(BeEquivalentTo(standinMemoryBytes))
 			Expect(*c.Logs.UsedBytes).To(BeNumerically(">", 0), "the log file's size")

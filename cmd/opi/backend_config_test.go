@@ -1,12 +1,12 @@
 package main
 
 import (
+	"github.com/opi-bridge/opi/k8s"
 	"os"
 	"path/filepath"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"github.com/opi-bridge/opi/k8s/workload"
 )
 
 var _ = Describe("LoadConfig of the backend", func() {
@@ -15,7 +15,7 @@ var _ = Describe("LoadConfig of the backend", func() {
 	It("runs apps as Deployments by default", func() {
 		cfg, err := LoadConfig(nil)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(cfg.backendOptions().Workload).To(Equal(workload.Deployments))
+		Expect(cfg.backendOptions().Workload).To(Equal(k8s.Deployments))
 	})
 
 	It("takes statefulsets from the file, and the flag over the file", func() {
@@ -23,11 +23,11 @@ var _ = Describe("LoadConfig of the backend", func() {
 		Expect(os.WriteFile(path, []byte("backend: statefulsets\n"), 0o600)).To(Succeed())
 		cfg, err := LoadConfig([]string{"--config", path})
 		Expect(err).NotTo(HaveOccurred())
-		Expect(cfg.backendOptions().Workload).To(Equal(workload.StatefulSets))
+		Expect(cfg.backendOptions().Workload).To(Equal(k8s.StatefulSets))
 
 		cfg, err = LoadConfig([]string{"--config", path, "--backend", "deployments"})
 		Expect(err).NotTo(HaveOccurred())
-		Expect(cfg.backendOptions().Workload).To(Equal(workload.Deployments))
+		Expect(cfg.backendOptions().Workload).To(Equal(k8s.Deployments))
 	})
 
 	It("rejects an unknown backend, naming the valid ones", func() {

@@ -17,11 +17,7 @@ import (
 	"github.com/opi-bridge/opi/cc"
 	"github.com/opi-bridge/opi/handler"
 	"github.com/opi-bridge/opi/k8s"
-	"github.com/opi-bridge/opi/k8s/janitor"
-	"github.com/opi-bridge/opi/k8s/spec"
-	"github.com/opi-bridge/opi/k8s/store"
-	"github.com/opi-bridge/opi/k8s/task"
-	"github.com/opi-bridge/opi/k8s/workload"
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -228,9 +224,9 @@ func DefaultConfig() Config {
 			// client-go's own 5 QPS / 10 burst would throttle CC's 50 concurrent workers.
 			KubeQPS:          200,
 			KubeBurst:        400,
-			ReadWaitTimeout:  Duration{store.DefaultReadWaitTimeout},
-			JanitorPeriod:    Duration{janitor.DefaultPeriod},
-			JanitorGrace:     Duration{janitor.DefaultGrace},
+			ReadWaitTimeout:  Duration{k8s.DefaultReadWaitTimeout},
+			JanitorPeriod:    Duration{k8s.DefaultJanitorPeriod},
+			JanitorGrace:     Duration{k8s.DefaultJanitorGrace},
 			CacheSyncTimeout: Duration{k8s.DefaultCacheSyncTimeout},
 			AppNetworkConfig: defaultAppNetworkConfig(),
 		},
@@ -239,12 +235,12 @@ func DefaultConfig() Config {
 		ShutdownTimeout: Duration{15 * time.Second},
 		WriteTimeout:    Duration{handler.DefaultWriteTimeout},
 		LogLevel:        "info",
-		Backend:         workload.Deployments,
+		Backend:         k8s.Deployments,
 		CC:              CCConfig{DeliveryBound: Duration{cc.DefaultDeliveryBound}, MaxDeliveriesPerEndpoint: cc.DefaultMaxPerEndpoint},
 		Workloads: WorkloadsConfig{
-			ProbeTimeout: Duration{spec.DefaultProbeTimeout},
-			MinReady:     Duration{spec.DefaultMinReady},
-			PodSecurity:  spec.PodSecurityBaseline,
+			ProbeTimeout: Duration{k8s.DefaultProbeTimeout},
+			MinReady:     Duration{k8s.DefaultMinReady},
+			PodSecurity:  k8s.PodSecurityBaseline,
 		},
 		TaskDefaults: TaskDefaultsConfig{
 			MemoryMB:  bifrost.DefaultTaskDefaults.MemoryMB,
@@ -450,8 +446,8 @@ func (c Config) Validate() error {
 		return err
 	}
 	for i, p := range c.UserAnnotationPrefixes {
-		if p == "" || strings.HasPrefix(spec.ReservedAnnotationPrefix, p) || strings.HasPrefix(p, spec.ReservedAnnotationPrefix) {
-			return fmt.Errorf("kubernetes.user_annotation_prefixes[%d] %q must be a non-empty prefix that does not cover opi's own %q annotations", i, p, spec.ReservedAnnotationPrefix)
+		if p == "" || strings.HasPrefix(names.ReservedAnnotationPrefix, p) || strings.HasPrefix(p, names.ReservedAnnotationPrefix) {
+			return fmt.Errorf("kubernetes.user_annotation_prefixes[%d] %q must be a non-empty prefix that does not cover opi's own %q annotations", i, p, names.ReservedAnnotationPrefix)
 		}
 	}
 	if _, err := c.taskDefaultEgress(); err != nil {
@@ -461,9 +457,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("workloads.probe_timeout must be positive and workloads.min_ready not negative")
 	}
 	switch c.Backend {
-	case workload.Deployments, workload.StatefulSets:
+	case k8s.Deployments, k8s.StatefulSets:
 	default:
-		return fmt.Errorf("backend %q is not one of %s, %s", c.Backend, workload.Deployments, workload.StatefulSets)
+		return fmt.Errorf("backend %q is not one of %s, %s", c.Backend, k8s.Deployments, k8s.StatefulSets)
 	}
 	if err := c.backendOptions().Validate(); err != nil {
 		return fmt.Errorf("workloads: %w", err)
@@ -568,15 +564,15 @@ func (c Config) backendOptions() k8s.Options {
 		Namespace:        c.Namespace,
 		CacheSyncTimeout: c.CacheSyncTimeout.Duration,
 		Workload:         c.Backend,
-		Store:            store.Options{ReadWaitTimeout: c.ReadWaitTimeout.Duration},
-		Pods: spec.PodOptions{
+		Store:            k8s.StoreOptions{ReadWaitTimeout: c.ReadWaitTimeout.Duration},
+		Pods: k8s.PodOptions{
 			ProbeTimeout: c.Workloads.ProbeTimeout.Duration,
 			// 0 would mean the backend's default: an operator's 0 asks for none.
 			MinReady:    cmp.Or(c.Workloads.MinReady.Duration, -1),
 			PodSecurity: c.Workloads.PodSecurity,
 		},
-		Janitor: janitor.Options{Period: c.JanitorPeriod.Duration, Grace: c.JanitorGrace.Duration},
-		Tasks:   task.Options{Retention: c.TaskRetention.Duration},
+		Janitor: k8s.JanitorOptions{Period: c.JanitorPeriod.Duration, Grace: c.JanitorGrace.Duration},
+		Tasks:   k8s.TaskOptions{Retention: c.TaskRetention.Duration},
 	}
 	c.AppNetworkConfig.applyTo(&opts)
 	opts.Hooks.NetworkPolicy.TaskDefaultEgress, _ = c.taskDefaultEgress() // checked by Validate

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/opi-bridge/opi/k8s"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,7 +9,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/opi-bridge/opi/k8s/hooks"
 	"github.com/opi-bridge/opi/testsupport/pki"
 )
 
@@ -33,7 +33,7 @@ var _ = Describe("The routing-nats component's config file", func() {
 
 		cfg, err := LoadConfig([]string{"--config", path})
 		Expect(err).NotTo(HaveOccurred())
-		Expect(cfg.Routing).To(Equal(hooks.RoutingNATS))
+		Expect(cfg.Routing).To(Equal(k8s.RoutingNATS))
 		Expect(cfg.NATS.URLs).To(Equal([]string{"tls://10.0.31.191:4224"}))
 		Expect(cfg.NATS.PasswordFile).To(Equal(filepath.Join(files, "password")))
 		Expect(cfg.NATS.TLS.CertFile).To(Equal(filepath.Join(files, "tls.crt")))

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/opi-bridge/opi/k8s"
-	"github.com/opi-bridge/opi/k8s/hooks"
 )
 
 // AppNetworkConfig is how apps are reached, isolated and placed: the Kubernetes backend's
@@ -60,11 +59,11 @@ type PlacementConfig struct {
 // isolates apps.
 func defaultAppNetworkConfig() AppNetworkConfig {
 	return AppNetworkConfig{
-		Routing:          hooks.RoutingIngress,
+		Routing:          k8s.RoutingIngress,
 		HeadlessServices: true,
 		NetworkPolicies:  true,
 		DNSNamespace:     "kube-system",
-		Placement:        PlacementConfig{NodeLabel: hooks.DefaultPlacementKey, TaintKey: hooks.DefaultPlacementKey},
+		Placement:        PlacementConfig{NodeLabel: k8s.DefaultPlacementKey, TaintKey: k8s.DefaultPlacementKey},
 	}
 }
 
@@ -113,8 +112,8 @@ func parseRouter(s string) (RouterConfig, error) {
 // validate reports the first mistake in the section.
 func (c AppNetworkConfig) validate() error {
 	switch c.Routing {
-	case hooks.RoutingIngress, hooks.RoutingNone, hooks.RoutingNATS:
-	case hooks.RoutingGateway:
+	case k8s.RoutingIngress, k8s.RoutingNone, k8s.RoutingNATS:
+	case k8s.RoutingGateway:
 		if c.Gateway.Name == "" {
 			return fmt.Errorf("routing: gateway needs gateway.name (and gateway.namespace, default the apps' namespace)")
 		}
@@ -126,7 +125,7 @@ func (c AppNetworkConfig) validate() error {
 			return fmt.Errorf("kubernetes.routers[%d] (namespace, pod_labels or cidr): %w", i, err)
 		}
 	}
-	if c.NodeZones && c.Routing != hooks.RoutingNATS {
+	if c.NodeZones && c.Routing != k8s.RoutingNATS {
 		return fmt.Errorf("kubernetes.node_zones is for routing: nats only (the zone goes into gorouter registrations)")
 	}
 	if c.Placement.NodeLabel == "" {
@@ -137,21 +136,21 @@ func (c AppNetworkConfig) validate() error {
 
 // applyTo sets the backend's options of the section.
 func (c AppNetworkConfig) applyTo(opts *k8s.Options) {
-	opts.Hooks.Routing = hooks.RoutingOptions{
+	opts.Hooks.Routing = k8s.RoutingOptions{
 		Mode:             c.Routing,
 		IngressClass:     c.IngressClass,
 		GatewayNamespace: c.Gateway.Namespace,
 		GatewayName:      c.Gateway.Name,
 	}
 	opts.Hooks.HeadlessServices = c.HeadlessServices
-	opts.Hooks.NetworkPolicy = hooks.NetworkPolicyOptions{Enabled: c.NetworkPolicies, DNSNamespace: c.DNSNamespace}
+	opts.Hooks.NetworkPolicy = k8s.NetworkPolicyOptions{Enabled: c.NetworkPolicies, DNSNamespace: c.DNSNamespace}
 	for _, r := range c.Routers {
 		opts.Hooks.NetworkPolicy.Routers = append(opts.Hooks.NetworkPolicy.Routers, r.peer())
 	}
-	opts.Hooks.Placement = hooks.PlacementOptions{NodeLabel: c.Placement.NodeLabel, TaintKey: c.Placement.TaintKey}
+	opts.Hooks.Placement = k8s.PlacementOptions{NodeLabel: c.Placement.NodeLabel, TaintKey: c.Placement.TaintKey}
 }
 
 // peer is the router as the network policy hook's peer.
-func (r RouterConfig) peer() hooks.PolicyPeer {
-	return hooks.PolicyPeer{Namespace: r.Namespace, PodLabels: r.PodLabels, CIDR: r.CIDR}
+func (r RouterConfig) peer() k8s.PolicyPeer {
+	return k8s.PolicyPeer{Namespace: r.Namespace, PodLabels: r.PodLabels, CIDR: r.CIDR}
 }

@@ -1,12 +1,12 @@
 package main
 
 import (
+	"github.com/opi-bridge/opi/k8s"
 	"os"
 	"path/filepath"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"github.com/opi-bridge/opi/k8s/hooks"
 )
 
 var _ = Describe("The routing, isolation and placement configuration", func() {
@@ -16,10 +16,10 @@ var _ = Describe("The routing, isolation and placement configuration", func() {
 		cfg, err := LoadConfig(nil)
 		Expect(err).NotTo(HaveOccurred())
 		opts := cfg.backendOptions()
-		Expect(opts.Hooks.Routing).To(Equal(hooks.RoutingOptions{Mode: "ingress"}))
+		Expect(opts.Hooks.Routing).To(Equal(k8s.RoutingOptions{Mode: "ingress"}))
 		Expect(opts.Hooks.HeadlessServices).To(BeTrue())
-		Expect(opts.Hooks.NetworkPolicy).To(Equal(hooks.NetworkPolicyOptions{Enabled: true, DNSNamespace: "kube-system"}))
-		Expect(opts.Hooks.Placement).To(Equal(hooks.PlacementOptions{NodeLabel: hooks.DefaultPlacementKey, TaintKey: hooks.DefaultPlacementKey}))
+		Expect(opts.Hooks.NetworkPolicy).To(Equal(k8s.NetworkPolicyOptions{Enabled: true, DNSNamespace: "kube-system"}))
+		Expect(opts.Hooks.Placement).To(Equal(k8s.PlacementOptions{NodeLabel: k8s.DefaultPlacementKey, TaintKey: k8s.DefaultPlacementKey}))
 	})
 
 	It("reads the keys from the file, and flags override or add to them", func() {
@@ -38,13 +38,13 @@ kubernetes:
 		cfg, err := LoadConfig([]string{"--config", path, "--router", "ingress-nginx:app=nginx,tier=edge", "--gateway-name", "cf2"})
 		Expect(err).NotTo(HaveOccurred())
 		opts := cfg.backendOptions()
-		Expect(opts.Hooks.Routing).To(Equal(hooks.RoutingOptions{Mode: "gateway", GatewayNamespace: "gw", GatewayName: "cf2"}))
+		Expect(opts.Hooks.Routing).To(Equal(k8s.RoutingOptions{Mode: "gateway", GatewayNamespace: "gw", GatewayName: "cf2"}))
 		Expect(opts.Hooks.HeadlessServices).To(BeFalse())
-		Expect(opts.Hooks.NetworkPolicy).To(Equal(hooks.NetworkPolicyOptions{Enabled: true, Routers: []hooks.PolicyPeer{
+		Expect(opts.Hooks.NetworkPolicy).To(Equal(k8s.NetworkPolicyOptions{Enabled: true, Routers: []k8s.PolicyPeer{
 			{Namespace: "cf-gateway", PodLabels: map[string]string{"app": "envoy"}},
 			{Namespace: "ingress-nginx", PodLabels: map[string]string{"app": "nginx", "tier": "edge"}},
 		}}))
-		Expect(opts.Hooks.Placement).To(Equal(hooks.PlacementOptions{NodeLabel: "seg"}))
+		Expect(opts.Hooks.Placement).To(Equal(k8s.PlacementOptions{NodeLabel: "seg"}))
 	})
 
 	DescribeTable("rejects mistakes with a clear message",

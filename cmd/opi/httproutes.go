@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/opi-bridge/opi/k8s"
 	"time"
 
 	"code.cloudfoundry.org/lager/v3"
@@ -10,17 +11,15 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
-
-	"github.com/opi-bridge/opi/k8s/hooks"
 )
 
 // gatewayClient is the Gateway API client the backend is handed: always in routing mode gateway
 // (whose hook checks at start that the cluster serves HTTPRoutes), and in the other modes
 // whenever the cluster serves HTTPRoutes, so that the janitor removes the HTTPRoutes of opi's
-// LRPs a foundation switched from gateway mode keeps (janitor.Deps.Gateway). nil, and nothing
+// LRPs a foundation switched from gateway mode keeps (the janitor's Gateway client). nil, and nothing
 // logged as an error, when the cluster does not serve them: nothing is listed.
 func gatewayClient(ctx context.Context, mode string, disc discovery.DiscoveryInterfaceWithContext, restConfig *rest.Config, logger lager.Logger) (gateway.Interface, error) {
-	if mode != hooks.RoutingGateway {
+	if mode != k8s.RoutingGateway {
 		served, err := servesHTTPRoutes(ctx, disc)
 		if err != nil {
 			logger.Info("httproutes-unknown", lager.Data{"reason": err.Error(),
@@ -46,7 +45,7 @@ const discoverHTTPRoutesTimeout = 10 * time.Second
 // servesHTTPRoutes says whether the cluster serves the Gateway API's HTTPRoute
 // (gateway.networking.k8s.io/v1): a group version it does not know is no error.
 func servesHTTPRoutes(ctx context.Context, disc discovery.DiscoveryInterfaceWithContext) (bool, error) {
-	resource := hooks.HTTPRoutesResource
+	resource := k8s.HTTPRoutesResource
 	ctx, cancel := context.WithTimeout(ctx, discoverHTTPRoutesTimeout)
 	defer cancel()
 	list, err := disc.ServerResourcesForGroupVersionWithContext(ctx, resource.GroupVersion().String())

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"github.com/opi-bridge/opi/k8s"
 
 	"code.cloudfoundry.org/lager/v3"
 	"code.cloudfoundry.org/lager/v3/lagertest"
@@ -14,12 +15,10 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
-
-	"github.com/opi-bridge/opi/k8s/hooks"
 )
 
 // The Gateway API client is made whenever the cluster serves HTTPRoutes, so that the janitor
-// of the other modes removes the HTTPRoutes a gateway mode left (k8s/janitor's modes specs).
+// of the other modes removes the HTTPRoutes a gateway mode left (k8s/internal/janitor's modes specs).
 var _ = Describe("The Gateway API client", func() {
 	var (
 		client *fake.Clientset
@@ -47,10 +46,10 @@ var _ = Describe("The Gateway API client", func() {
 			Expect(gw).NotTo(BeNil())
 			Expect(logger.LogMessages()).To(BeEmpty())
 		},
-		Entry("ingress", hooks.RoutingIngress),
-		Entry("nats", hooks.RoutingNATS),
-		Entry("none", hooks.RoutingNone),
-		Entry("gateway", hooks.RoutingGateway),
+		Entry("ingress", k8s.RoutingIngress),
+		Entry("nats", k8s.RoutingNATS),
+		Entry("none", k8s.RoutingNone),
+		Entry("gateway", k8s.RoutingGateway),
 	)
 
 	DescribeTable("is not made outside gateway mode when the cluster does not serve HTTPRoutes, and nothing is logged",
@@ -58,7 +57,7 @@ var _ = Describe("The Gateway API client", func() {
 			if resources != nil {
 				serve(resources...)
 			}
-			gw, err := gatewayClient(context.Background(), hooks.RoutingNATS, client.Discovery(), restConfig, logger)
+			gw, err := gatewayClient(context.Background(), k8s.RoutingNATS, client.Discovery(), restConfig, logger)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(gw).To(BeNil())
 			Expect(logger.LogMessages()).To(BeEmpty())
@@ -68,7 +67,7 @@ var _ = Describe("The Gateway API client", func() {
 	)
 
 	It("is made in gateway mode without asking the cluster (the routing hook checks HTTPRoutes at start)", func() {
-		gw, err := gatewayClient(context.Background(), hooks.RoutingGateway, client.Discovery(), restConfig, logger)
+		gw, err := gatewayClient(context.Background(), k8s.RoutingGateway, client.Discovery(), restConfig, logger)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(gw).NotTo(BeNil())
 		Expect(client.Actions()).To(BeEmpty())
@@ -79,7 +78,7 @@ var _ = Describe("The Gateway API client", func() {
 		client.PrependReactor("get", "resource", func(k8stesting.Action) (bool, runtime.Object, error) {
 			return true, nil, errors.New("connection refused")
 		})
-		gw, err := gatewayClient(context.Background(), hooks.RoutingIngress, client.Discovery(), restConfig, logger)
+		gw, err := gatewayClient(context.Background(), k8s.RoutingIngress, client.Discovery(), restConfig, logger)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(gw).To(BeNil())
 		Expect(logger.Logs()).To(HaveLen(1))

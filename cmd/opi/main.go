@@ -26,9 +26,7 @@ import (
 	"github.com/opi-bridge/opi/cc"
 	"github.com/opi-bridge/opi/handler"
 	"github.com/opi-bridge/opi/k8s"
-	"github.com/opi-bridge/opi/k8s/cluster"
-	"github.com/opi-bridge/opi/k8s/hooks"
-	"github.com/opi-bridge/opi/k8s/kube"
+	"github.com/opi-bridge/opi/k8s/apiclient"
 	"github.com/opi-bridge/opi/metrics"
 )
 
@@ -174,7 +172,7 @@ func connect(ctx context.Context, cfg Config) error {
 type kubeClients struct {
 	rest    *rest.Config
 	client  *kubernetes.Clientset
-	watches *kube.Watches
+	watches *apiclient.Watches
 }
 
 // newKubeClients makes the Kubernetes client of cfg's cluster (its kubeconfig, else
@@ -194,10 +192,10 @@ func newKubeClients(cfg KubernetesConfig, m *metrics.Metrics) (kubeClients, erro
 	restConfig.Wrap(m.WrapKubeTransport)
 	// A write whose connection is lost under it (the API server, or a proxy, closing it) is
 	// sent again rather than answered 503: client-go repeats only its GETs.
-	restConfig.Wrap(kube.RetryLostConnection)
+	restConfig.Wrap(apiclient.RetryLostConnection)
 	// The backend refuses writes while its caches are not watching and the API server does not
 	// answer (an outage): this follows their LISTs and WATCHes and every request's answer.
-	watches := kube.NewWatches()
+	watches := apiclient.NewWatches()
 	restConfig.Wrap(watches.Wrap)
 	client, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
@@ -233,16 +231,16 @@ func newCCClient(cfg CCConfig, logger lager.Logger) (*cc.Client, *bifrost.Callba
 
 // checkCluster makes sure the apps' namespace is there (creating it if allowed) and finds the
 // rules that depend on the cluster (env names, API versions), logged as found.
-func checkCluster(ctx context.Context, cfg Config, client kubernetes.Interface, logger lager.Logger) (cluster.Rules, error) {
+func checkCluster(ctx context.Context, cfg Config, client kubernetes.Interface, logger lager.Logger) (k8s.ClusterRules, error) {
 	// The namespace check and the discovery are a few small requests: each has its own short
-	// bound (cluster.Discover's is inside it), well within the start-up probe's minute.
+	// bound (k8s.Discover's is inside it), well within the start-up probe's minute.
 	nsCtx, cancel := context.WithTimeout(ctx, ensureNamespaceTimeout)
-	err := cluster.EnsureNamespace(nsCtx, client, cfg.Namespace, cluster.NamespaceOptions{Create: cfg.CreateNamespace, PodSecurity: cfg.Workloads.PodSecurity}, logger)
+	err := k8s.EnsureNamespace(nsCtx, client, cfg.Namespace, k8s.NamespaceOptions{Create: cfg.CreateNamespace, PodSecurity: cfg.Workloads.PodSecurity}, logger)
 	cancel()
 	if err != nil {
-		return cluster.Rules{}, fmt.Errorf("namespace %s: %w", cfg.Namespace, err)
+		return k8s.ClusterRules{}, fmt.Errorf("namespace %s: %w", cfg.Namespace, err)
 	}
-	return cluster.Discover(ctx, client, cfg.Namespace, logger), nil
+	return k8s.Discover(ctx, client, cfg.Namespace, logger), nil
 }
 
 // newBackendOptions are the backend's options from the configuration, with its Kubernetes
@@ -274,7 +272,7 @@ func wireRouting(ctx context.Context, cfg Config, kc kubeClients, m *metrics.Met
 	if cfg.NetworkPolicies && len(cfg.Routers) == 0 {
 		logger.Info("no-routers", lager.Data{"note": "network policies are on and no router is configured: apps accept no connections"})
 	}
-	if cfg.Routing != hooks.RoutingNATS {
+	if cfg.Routing != k8s.RoutingNATS {
 		return nil, nil
 	}
 	return wireNATS(ctx, cfg, opts.Clients.Metadata, logger, m, opts)
@@ -345,7 +343,7 @@ func (s *httpServers) serve(server *http.Server, listener net.Listener) {
 
 // startServers starts the OPI API's server and, with ops_listen, the operations server, and logs
 // started.
-func startServers(cfg Config, backend *k8s.Backend, ccClient *cc.Client, rules cluster.Rules, m *metrics.Metrics, logger lager.Logger) (*httpServers, error) {
+func startServers(cfg Config, backend *k8s.Backend, ccClient *cc.Client, rules k8s.ClusterRules, m *metrics.Metrics, logger lager.Logger) (*httpServers, error) {
 	listener, err := listenAPI(cfg, logger)
 	if err != nil {
 		return nil, err
@@ -396,7 +394,7 @@ func listenAPI(cfg Config, logger lager.Logger) (net.Listener, error) {
 
 // apiHandler is the OPI API: bifrost's LRPs, tasks and stagings over the backend, refusing what
 // the cluster's rules do not allow.
-func apiHandler(cfg Config, backend *k8s.Backend, ccClient *cc.Client, rules cluster.Rules, readiness *handler.CachedReadiness, m *metrics.Metrics, logger lager.Logger) http.Handler {
+func apiHandler(cfg Config, backend *k8s.Backend, ccClient *cc.Client, rules k8s.ClusterRules, readiness *handler.CachedReadiness, m *metrics.Metrics, logger lager.Logger) http.Handler {
 	tasks := &bifrost.Task{Backend: backend, URLs: ccClient, Rules: bifrost.Rules{StrictEnvNames: !rules.RelaxedEnvNames}, Defaults: bifrost.TaskDefaults{
 		MemoryMB: cfg.TaskDefaults.MemoryMB, DiskMB: cfg.TaskDefaults.DiskMB, CPUWeight: cfg.TaskDefaults.CPUWeight,
 	}}

@@ -4,9 +4,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/opi-bridge/opi/k8s"
 
 	"github.com/opi-bridge/opi/gorouter"
-	"github.com/opi-bridge/opi/k8s/hooks"
 )
 
 // NATSConfig is the `nats` section: how opi reaches a classic Cloud Foundry foundation's NATS
@@ -69,7 +69,7 @@ func (c NATSConfig) gorouter() gorouter.Config {
 // error names the key; the files named are read (gorouter.Config.Validate). No error holds the
 // password or a URL's user and password.
 func (c NATSConfig) validate(routing string) error {
-	if routing != hooks.RoutingNATS {
+	if routing != k8s.RoutingNATS {
 		if c.set() {
 			return fmt.Errorf("nats is set but kubernetes.routing is %q: the nats section is for routing: nats only", routing)
 		}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/opi-bridge/opi/gorouter"
 	"github.com/opi-bridge/opi/k8s"
-	"github.com/opi-bridge/opi/k8s/hooks"
 	"github.com/opi-bridge/opi/metrics"
 )
 
@@ -53,8 +52,8 @@ nats:
 		}))
 		Expect(cfg.NodeZones).To(BeTrue())
 		opts := cfg.backendOptions()
-		Expect(opts.Hooks.Routing.Mode).To(Equal(hooks.RoutingNATS))
-		Expect(opts.Hooks.NetworkPolicy.Routers).To(Equal([]hooks.PolicyPeer{{CIDR: "10.0.16.0/24"}, {CIDR: "10.0.17.0/24"}}))
+		Expect(opts.Hooks.Routing.Mode).To(Equal(k8s.RoutingNATS))
+		Expect(opts.Hooks.NetworkPolicy.Routers).To(Equal([]k8s.PolicyPeer{{CIDR: "10.0.16.0/24"}, {CIDR: "10.0.17.0/24"}}))
 	})
 
 	DescribeTable("lets a password go to NATS only over TLS, to loopback, or when the operator opts in in so many words",

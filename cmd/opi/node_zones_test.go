@@ -14,8 +14,8 @@ import (
 	metadatafake "k8s.io/client-go/metadata/fake"
 
 	"github.com/opi-bridge/opi/k8s"
-	"github.com/opi-bridge/opi/k8s/routes/routesfakes"
-	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/k8sfakes"
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/metrics"
 	"github.com/opi-bridge/opi/opi"
 )
@@ -68,7 +68,7 @@ var _ = Describe("The node zones of routing nats", func() {
 		Expect(nodeActions()).To(ConsistOf("list", "watch"))
 
 		// The backend as connect makes it, with a table that records instead of the emitter.
-		table := new(routesfakes.FakeTable)
+		table := new(k8sfakes.FakeRoutesTable)
 		opts.Clients.Routes = table
 		client := fake.NewClientset()
 		backend, err := k8s.NewBackend(client, logger, *opts)
@@ -85,7 +85,7 @@ var _ = Describe("The node zones of routing nats", func() {
 		ready := metav1.NewTime(time.Now().Add(-time.Minute).Truncate(time.Second))
 		_, err = client.CoreV1().Pods(namespace).Create(ctx, &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "pod-a", Namespace: namespace, UID: "pod-uid-a", CreationTimestamp: ready, Labels: map[string]string{
-				spec.LabelGUID: lrp.GUID, spec.LabelVersion: lrp.Version, spec.LabelSourceType: spec.SourceTypeApp,
+				names.LabelGUID: lrp.GUID, names.LabelVersion: lrp.Version, names.LabelSourceType: names.SourceTypeApp,
 			}},
 			Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "opi", Image: lrp.Image}}},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.1.2.3", Conditions: []corev1.PodCondition{

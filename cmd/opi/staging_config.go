@@ -7,7 +7,6 @@ import (
 
 	"github.com/opi-bridge/opi/imageconfig"
 	"github.com/opi-bridge/opi/k8s"
-	"github.com/opi-bridge/opi/k8s/staging"
 )
 
 // StagingConfig is the `staging` section: how docker staging reads images from registries.
@@ -35,8 +34,8 @@ func defaultStagingConfig() StagingConfig {
 		Timeout:          Duration{imageconfig.DefaultTimeout},
 		MaxManifestBytes: imageconfig.DefaultMaxManifestBytes,
 		MaxConfigBytes:   imageconfig.DefaultMaxConfigBytes,
-		MaxAttempts:      staging.DefaultMaxAttempts,
-		MaxAge:           Duration{staging.DefaultMaxAge},
+		MaxAttempts:      k8s.DefaultStagingMaxAttempts,
+		MaxAge:           Duration{k8s.DefaultStagingMaxAge},
 	}
 }
 

@@ -1,14 +1,13 @@
 package main
 
 import (
+	"github.com/opi-bridge/opi/k8s"
 	"os"
 	"path/filepath"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-
-	"github.com/opi-bridge/opi/k8s/spec"
 )
 
 var _ = Describe("LoadConfig of the workloads section", func() {
@@ -20,7 +19,7 @@ var _ = Describe("LoadConfig of the workloads section", func() {
 		opts := cfg.backendOptions()
 		Expect(opts.Pods.ProbeTimeout).To(Equal(time.Second))
 		Expect(opts.Pods.MinReady).To(Equal(10 * time.Second))
-		Expect(opts.Pods.PodSecurity).To(Equal(spec.PodSecurityBaseline))
+		Expect(opts.Pods.PodSecurity).To(Equal(k8s.PodSecurityBaseline))
 	})
 
 	It("takes them from the file and flags; a minimum ready time of 0 stays 0", func() {
@@ -30,7 +29,7 @@ var _ = Describe("LoadConfig of the workloads section", func() {
 		Expect(err).NotTo(HaveOccurred())
 		opts := cfg.backendOptions()
 		Expect(opts.Pods.ProbeTimeout).To(Equal(3 * time.Second))
-		Expect(opts.Pods.PodSecurity).To(Equal(spec.PodSecurityRestricted))
+		Expect(opts.Pods.PodSecurity).To(Equal(k8s.PodSecurityRestricted))
 		Expect(opts.Pods.MinReady).To(BeNumerically("<", 0), "negative: none, where 0 would take the backend's default")
 	})
 

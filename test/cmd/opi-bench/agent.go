@@ -29,7 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/agent"
-	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/loggregator"
 	standin "github.com/opi-bridge/opi/testsupport/loggregator"
 )
@@ -160,16 +160,16 @@ func agentMain(args []string) error {
 func benchPod(i int) (*appsv1.Deployment, *corev1.Pod) {
 	guid := fmt.Sprintf("lrp-%04d", i)
 	labels := map[string]string{
-		spec.LabelGUID: guid, spec.LabelVersion: "v1", spec.LabelAppGUID: fmt.Sprintf("app-%04d", i),
-		spec.LabelProcessType: "web", spec.LabelSourceType: spec.SourceTypeApp,
+		names.LabelGUID: guid, names.LabelVersion: "v1", names.LabelAppGUID: fmt.Sprintf("app-%04d", i),
+		names.LabelProcessType: "web", names.LabelSourceType: names.SourceTypeApp,
 	}
 	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "bench-" + guid, Namespace: agentNamespace, UID: types.UID("deploy-" + guid), Labels: labels,
 			Annotations: map[string]string{
-				spec.AnnotationProcessType: "web", spec.AnnotationAppName: "bench-" + guid,
-				spec.AnnotationSpaceGUID: "space", spec.AnnotationSpaceName: "bench",
-				spec.AnnotationOrgGUID: "org", spec.AnnotationOrgName: "bench",
+				names.AnnotationProcessType: "web", names.AnnotationAppName: "bench-" + guid,
+				names.AnnotationSpaceGUID: "space", names.AnnotationSpaceName: "bench",
+				names.AnnotationOrgGUID: "org", names.AnnotationOrgName: "bench",
 			},
 		},
 		Spec: appsv1.DeploymentSpec{Replicas: ptr.To(int32(1))},
@@ -180,7 +180,7 @@ func benchPod(i int) (*appsv1.Deployment, *corev1.Pod) {
 			CreationTimestamp: metav1.NewTime(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)),
 			Labels:            labels,
 		},
-		Spec: corev1.PodSpec{NodeName: agentNode, Containers: []corev1.Container{{Name: spec.ContainerName}}},
+		Spec: corev1.PodSpec{NodeName: agentNode, Containers: []corev1.Container{{Name: names.ContainerName}}},
 		Status: corev1.PodStatus{
 			Phase:      corev1.PodRunning,
 			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
@@ -190,7 +190,7 @@ func benchPod(i int) (*appsv1.Deployment, *corev1.Pod) {
 }
 
 func benchLogDir(root string, p *corev1.Pod) string {
-	return filepath.Join(root, fmt.Sprintf("%s_%s_%s", p.Namespace, p.Name, p.UID), spec.ContainerName)
+	return filepath.Join(root, fmt.Sprintf("%s_%s_%s", p.Namespace, p.Name, p.UID), names.ContainerName)
 }
 
 // runAgentChild runs the agent until ctx ends.

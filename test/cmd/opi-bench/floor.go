@@ -28,8 +28,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/ptr"
 
-	"github.com/opi-bridge/opi/k8s/spec"
-	"github.com/opi-bridge/opi/k8s/workload"
+	"github.com/opi-bridge/opi/k8s/names"
 )
 
 // The two floors, both made with client-go in floorNamespace:
@@ -80,7 +79,7 @@ func (e *env) captureTemplate(ctx context.Context, admin kubernetes.Interface) (
 	if err != nil || code != http.StatusAccepted {
 		return nil, fmt.Errorf("desiring the template app: %d %s %v", code, body, err)
 	}
-	sel := metav1.ListOptions{LabelSelector: spec.LabelGUID + "=" + a.guid + "," + spec.LabelVersion + "=" + a.version}
+	sel := metav1.ListOptions{LabelSelector: names.LabelGUID + "=" + a.guid + "," + names.LabelVersion + "=" + a.version}
 	dyn, err := dynamic.NewForConfig(e.cluster.RestConfig())
 	if err != nil {
 		return nil, err
@@ -135,7 +134,7 @@ func (e *env) captureTemplate(ctx context.Context, admin kubernetes.Interface) (
 	// The same order every run, for the per-call report.
 	sort.Slice(t.others, func(i, j int) bool { return t.others[i].gvk.Kind < t.others[j].gvk.Kind })
 	if t.workload.json == "" {
-		return nil, fmt.Errorf("the template app has no %s %s (spec.DeploymentName)", kind, name)
+		return nil, fmt.Errorf("the template app has no %s %s (names.DeploymentName)", kind, name)
 	}
 	if !strings.Contains(t.workload.json, a.guid) || !strings.Contains(t.workload.json, a.version) {
 		return nil, errors.New("the template workload does not name the template app")
@@ -556,7 +555,7 @@ func (e *env) cleanFloor(ctx context.Context, t *template) (time.Duration, error
 
 // workloadKind is the Kubernetes kind of the backend's workloads.
 func workloadKind(backend string) string {
-	if backend == workload.StatefulSets {
+	if backend == backendStatefulSets {
 		return "StatefulSet"
 	}
 	return "Deployment"

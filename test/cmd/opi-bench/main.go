@@ -24,7 +24,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/opi-bridge/opi/k8s/workload"
 	"github.com/opi-bridge/opi/localkube"
 )
 
@@ -91,7 +90,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.instanceCalls, "instance-calls", 200, "sequential instances calls, at 10 apps and at n")
 	fs.DurationVar(&c.settle, "settle", 10*time.Second, "pause after the reads before steady RSS is sampled")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work folder (opi and control plane logs)")
-	fs.StringVar(&c.backend, "backend", workload.Deployments, "opi's backend: deployments or statefulsets (the floor and the live LIST use the same kind)")
+	fs.StringVar(&c.backend, "backend", backendDeployments, "opi's backend: deployments or statefulsets (the floor and the live LIST use the same kind)")
 	fs.IntVar(&c.tasks, "tasks", 0, "measure tasks instead of LRPs: desire this many tasks, GET /tasks at that count, cancel them")
 	fs.StringVar(&c.opiArgs, "opi-args", "", "more flags for opi, space-separated (e.g. \"--routing=none --headless-services\")")
 	fs.BoolVar(&c.tune, "tune", true, "run the control plane with the settings large clusters raise (localkube.LargeClusterTuning); -tune=false keeps the defaults")
@@ -109,8 +108,8 @@ func parseFlags(args []string) (config, error) {
 	if c.n < 2*warmApps {
 		return c, fmt.Errorf("-n must be at least %d", 2*warmApps)
 	}
-	if c.backend != workload.Deployments && c.backend != workload.StatefulSets {
-		return c, fmt.Errorf("-backend %q is not one of %s, %s", c.backend, workload.Deployments, workload.StatefulSets)
+	if c.backend != backendDeployments && c.backend != backendStatefulSets {
+		return c, fmt.Errorf("-backend %q is not one of %s, %s", c.backend, backendDeployments, backendStatefulSets)
 	}
 	if c.profile < 0 {
 		return c, errors.New("-profile must not be negative")
@@ -316,3 +315,10 @@ func (e *env) startOpi(bin string) (*localkube.Process, error) {
 	e.opiBin = bin
 	return localkube.StartProcess("opi", bin, e.opiArgs, os.Environ(), nil, filepath.Join(e.workDir, "opi.log"))
 }
+
+// The values of opi's `backend` setting (the kind that runs each LRP), which the floor and the
+// live LIST follow.
+const (
+	backendDeployments  = "deployments"
+	backendStatefulSets = "statefulsets"
+)

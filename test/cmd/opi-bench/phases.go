@@ -22,9 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/opi-bridge/opi/k8s/kube"
-	"github.com/opi-bridge/opi/k8s/spec"
-	"github.com/opi-bridge/opi/k8s/workload"
+	"github.com/opi-bridge/opi/k8s/apiclient"
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/localkube"
 	"github.com/opi-bridge/opi/opi"
 	"github.com/opi-bridge/opi/testsupport/fixture"
@@ -65,7 +64,7 @@ func (a app) body() []byte {
 
 // deploymentName is the name opi gives the app's Deployment (and Service).
 func (a app) deploymentName() string {
-	return spec.DeploymentName(&opi.LRP{
+	return names.DeploymentName(&opi.LRP{
 		LRPIdentifier: opi.LRPIdentifier{GUID: a.guid, Version: a.version},
 		AppName:       appName, SpaceName: spaceName,
 	})
@@ -776,7 +775,7 @@ func (e *env) listPhase(ctx context.Context, client kubernetes.Interface) (reads
 	one := func(ctx context.Context) (time.Duration, error) {
 		start := time.Now()
 		var items int
-		if e.cfg.backend == workload.StatefulSets {
+		if e.cfg.backend == backendStatefulSets {
 			list, err := client.AppsV1().StatefulSets(opiNamespace).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return 0, err
@@ -1001,7 +1000,7 @@ func countWorkloads(ctx context.Context, admin kubernetes.Interface, backend str
 		n         int
 		remaining *int64
 	)
-	if backend == workload.StatefulSets {
+	if backend == backendStatefulSets {
 		l, err := admin.AppsV1().StatefulSets(opiNamespace).List(ctx, metav1.ListOptions{Limit: 1})
 		if err != nil {
 			return 0, err
@@ -1035,7 +1034,7 @@ func countPods(ctx context.Context, c kubernetes.Interface, ns string) (int, err
 	}
 	// No count from the server: page through.
 	n := 0
-	err = kube.ListPages(ctx, metav1.ListOptions{}, c.CoreV1().Pods(ns).List, func(page *corev1.PodList) error {
+	err = apiclient.ListPages(ctx, metav1.ListOptions{}, c.CoreV1().Pods(ns).List, func(page *corev1.PodList) error {
 		n += len(page.Items)
 		return nil
 	})

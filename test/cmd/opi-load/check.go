@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/opi-bridge/opi/k8s/spec"
+	"github.com/opi-bridge/opi/k8s/names"
 )
 
 // final is the comparison of the end state with the model.
@@ -65,7 +65,7 @@ func compare(ctx context.Context, d *driver, kube kubernetes.Interface) final {
 		}
 	}
 
-	opts := metav1.ListOptions{LabelSelector: spec.LabelSourceType + "=" + spec.SourceTypeApp}
+	opts := metav1.ListOptions{LabelSelector: names.LabelSourceType + "=" + names.SourceTypeApp}
 	deployments, err := kube.AppsV1().Deployments(namespace).List(ctx, opts)
 	if err != nil {
 		mismatch("list deployments: %v", err)
@@ -86,7 +86,7 @@ func compare(ctx context.Context, d *driver, kube kubernetes.Interface) final {
 	seen := map[string]int{}
 	live := map[string]bool{} // deployment uid
 	for _, dep := range deployments.Items {
-		pg := dep.Labels[spec.LabelGUID] + "-" + dep.Labels[spec.LabelVersion]
+		pg := dep.Labels[names.LabelGUID] + "-" + dep.Labels[names.LabelVersion]
 		seen[pg]++
 		live[string(dep.UID)] = true
 		w, ok := want[pg]
@@ -95,8 +95,8 @@ func compare(ctx context.Context, d *driver, kube kubernetes.Interface) final {
 			mismatch("deployment %s of %s exists, the model has it stopped", dep.Name, pg)
 		case dep.Spec.Replicas == nil || *dep.Spec.Replicas != w.instances:
 			mismatch("deployment %s: replicas %v, model %d", dep.Name, dep.Spec.Replicas, w.instances)
-		case dep.Annotations[spec.AnnotationLastUpdated] != w.annotation:
-			mismatch("deployment %s: annotation %q, model %q", dep.Name, dep.Annotations[spec.AnnotationLastUpdated], w.annotation)
+		case dep.Annotations[names.AnnotationLastUpdated] != w.annotation:
+			mismatch("deployment %s: annotation %q, model %q", dep.Name, dep.Annotations[names.AnnotationLastUpdated], w.annotation)
 		}
 	}
 	for pg := range want {

@@ -1,0 +1,155 @@
+// Package instances is the read side of opi's objects for a reader outside the backend (the
+// node agent, an SSH proxy): one namespace's LRP workloads, their pods and the task Jobs, held
+// as the backend's records, with the instance index `GET /instances` reports. It is the only
+// door from outside k8s/ to the backend's store and ranking: what it returns is what opi
+// itself answers CC with, computed by the same code.
+package instances
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"code.cloudfoundry.org/lager/v3"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	batchinformers "k8s.io/client-go/informers/batch/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/opi-bridge/opi/k8s/internal/store"
+	"github.com/opi-bridge/opi/k8s/names"
+	"github.com/opi-bridge/opi/opi"
+)
+
+// The records a Reader holds: the backend's own (package store), named here for readers that
+// cannot import it.
+type (
+	// Pod is an LRP's pod as the ranking reads it: its name, uid, creation and deletion times,
+	// its LRP, its state, whether it ended, its image and ordinal.
+	Pod = store.PodRecord
+	// Workload is an LRP's Deployment or StatefulSet: its LRP, CC's names and the counts the
+	// ranking needs.
+	Workload = store.WorkloadRecord
+	// Job is a task's Job: the task's and its app's names and guids.
+	Job = store.JobRecord
+	// LRPRef names the LRP an object belongs to.
+	LRPRef = store.LRPRef
+)
+
+// Options configure a Reader.
+type Options struct {
+	// Namespace is where opi runs apps.
+	Namespace string
+	// StatefulSets: opi runs LRPs as StatefulSets (its `backend: statefulsets`), whose
+	// instances are indexed by ordinal.
+	StatefulSets bool
+	Logger       lager.Logger
+}
+
+// Reader holds the namespace's LRP workloads, their pods and the task Jobs in informer caches.
+// Build it with New, then Start it; its look-ups answer from the caches.
+type Reader struct {
+	factory   informers.SharedInformerFactory
+	pods      cache.SharedIndexInformer
+	store     *store.Store
+	byOrdinal bool
+}
+
+// New builds a Reader on its own informers (not started). Its pod cache keeps of each pod only
+// what the ranking reads (Pod), so a node's reader stays small.
+func New(client kubernetes.Interface, o Options) *Reader {
+	appsOnly := func(lo *metav1.ListOptions) { lo.LabelSelector = names.LabelSourceType + "=" + names.SourceTypeApp }
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithNamespace(o.Namespace), informers.WithTweakListOptions(appsOnly))
+	var workloads cache.SharedIndexInformer
+	kind, resource := "deployment", "deployments"
+	if o.StatefulSets {
+		kind, resource = "statefulset", "statefulsets"
+		workloads = factory.Apps().V1().StatefulSets().Informer()
+	} else {
+		workloads = factory.Apps().V1().Deployments().Informer()
+	}
+	pods := factory.Core().V1().Pods().Informer()
+	jobs := factory.InformerFor(&batchv1.Job{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return batchinformers.NewFilteredJobInformer(client, o.Namespace, resync, cache.Indexers{},
+			func(lo *metav1.ListOptions) { lo.LabelSelector = names.LabelSourceType + "=" + names.SourceTypeTask })
+	})
+	s := store.New(store.Config{
+		Namespace: o.Namespace, Workloads: workloads, Pods: pods, Jobs: jobs,
+		Resources: [3]string{resource, "pods", "jobs"}, KindName: kind,
+		ByOrdinal: o.StatefulSets,
+		Logger:    o.Logger,
+	})
+	// After store.New, whose transform (a full record) this one replaces.
+	if err := pods.SetTransform(rankedPodOf); err != nil {
+		o.Logger.Error("set-transform", err, lager.Data{"informer": "pods"})
+	}
+	return &Reader{factory: factory, pods: pods, store: s, byOrdinal: o.StatefulSets}
+}
+
+// rankedPodOf is the pod cache's transform: the store's record, cut to what the ranking reads.
+func rankedPodOf(obj any) (any, error) {
+	r, err := store.RecordPod(obj)
+	if err != nil {
+		return r, err
+	}
+	p, ok := r.(*store.PodRecord)
+	if !ok {
+		return r, nil
+	}
+	return &store.PodRecord{
+		ObjectMeta: p.ObjectMeta, LRPRef: p.LRPRef,
+		State: p.State, Terminal: p.Terminal, Image: p.Image, Ordinal: p.Ordinal,
+	}, nil
+}
+
+// Start starts the informers and waits until every cache has synced. It fails when ctx ends
+// first, naming the cache.
+func (r *Reader) Start(ctx context.Context) error {
+	r.factory.Start(ctx.Done())
+	for typ, ok := range r.factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("the %v cache did not sync", typ)
+		}
+	}
+	r.store.SetSynced()
+	return nil
+}
+
+// Shutdown stops the informers and waits for them.
+func (r *Reader) Shutdown() { r.factory.Shutdown() }
+
+// Job is the task Job of that name.
+func (r *Reader) Job(name string) (*Job, bool) { return r.store.Job(name) }
+
+// Workload is the workload of the LRP, nil when the cache has none.
+func (r *Reader) Workload(id opi.LRPIdentifier) *Workload { return r.store.Workload(id) }
+
+// Index is the instance index opi reports for the pod of the workload w.
+func (r *Reader) Index(pod *Pod, w *Workload) int32 {
+	return store.InstanceIndex(pod, r.store.Pods(w.ID()), w, r.byOrdinal)
+}
+
+// Instance is the pod `GET /instances` reports at that index for the LRP (with the LRP's
+// workload, whose counts and names it was ranked by); false when the LRP has no workload or no
+// pod reports that index.
+func (r *Reader) Instance(id opi.LRPIdentifier, index int32) (*Pod, *Workload, bool) {
+	w := r.store.Workload(id)
+	if w == nil || index < 0 {
+		return nil, nil, false
+	}
+	pods := r.store.Instances(w)
+	if int(index) >= len(pods) || pods[index] == nil {
+		return nil, nil, false
+	}
+	return pods[index], w, true
+}
+
+// CachedPods are the objects the pod cache holds (what a memory bound is about).
+func (r *Reader) CachedPods() []any { return r.pods.GetStore().List() }
+
+// PodOf is the record of a pod the caller holds (from an informer of its own).
+func PodOf(p *corev1.Pod) *Pod { return store.PodRecordOf(p) }

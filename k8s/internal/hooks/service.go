@@ -1,0 +1,57 @@
+package hooks
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/opi-bridge/opi/k8s/apiclient"
+	"github.com/opi-bridge/opi/k8s/internal/objects"
+)
+
+// serviceHook gives an LRP with ports a Service named like its Deployment, one port per LRP
+// port, controlled by the Deployment. Routing objects point at it.
+//
+//   - desired: create the Service (exists: made controlled by the Deployment if it is not);
+//   - updated: nothing (ports only change with a new version);
+//   - missing: Deployments with ports and no Service.
+type serviceHook struct {
+	client    kubernetes.Interface
+	list      MetadataLists
+	namespace string
+	// headless services get no cluster IP (see docs/adr/0006-headless-services.md).
+	headless bool
+}
+
+// NewService is the service hook: Services in namespace, listed through list for the janitor;
+// headless makes them without a cluster IP.
+func NewService(client kubernetes.Interface, list MetadataLists, namespace string, headless bool) Hook {
+	return &serviceHook{client: client, list: list, namespace: namespace, headless: headless}
+}
+
+func (h *serviceHook) Name() string { return "service" }
+
+func (h *serviceHook) Desired(ctx context.Context, t Target) error {
+	if len(t.LRP.Ports) == 0 {
+		return nil
+	}
+	service := objects.Service(t.LRP, t.Name, t.Namespace, t.Owner)
+	if h.headless {
+		service.Spec.ClusterIP = corev1.ClusterIPNone
+	}
+	if _, err := EnsureOwned(ctx, h.client.CoreV1().Services(h.namespace), service, t); err != nil {
+		return WrapErr(err, "create service")
+	}
+	return nil
+}
+
+func (h *serviceHook) Missing(ctx context.Context, deployments []Workload) ([]Workload, error) {
+	have, err := apiclient.ListNames(ctx, AppSelector(), h.list(ServicesResource))
+	if err != nil {
+		return nil, err
+	}
+	return Without(deployments, func(d Workload) bool {
+		return !d.HasPorts() || have[d.GetName()]
+	}), nil
+}

@@ -1,0 +1,28 @@
+package lrp
+
+import (
+	"context"
+
+	"github.com/opi-bridge/opi/k8s/internal/store"
+	"github.com/opi-bridge/opi/opi"
+)
+
+// GetInstances reports the LRP's instances from the pod cache (no API call): see instancePods
+// for which pods are instances and at which index. ErrNotFound when the LRP is absent.
+func (s *Service) GetInstances(_ context.Context, id opi.LRPIdentifier) ([]*opi.Instance, error) {
+	if err := s.cache.CheckSynced(); err != nil {
+		return nil, err
+	}
+	deployment := s.cache.Workload(id)
+	if deployment == nil {
+		return nil, store.NotFound(id)
+	}
+	pods := s.cache.Instances(deployment)
+	instances := make([]*opi.Instance, 0, len(pods))
+	for i, pod := range pods {
+		if pod != nil {
+			instances = append(instances, pod.Instance(int32(i)))
+		}
+	}
+	return instances, nil
+}

@@ -1,0 +1,135 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"code.cloudfoundry.org/lager/v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/opi-bridge/opi/k8s/internal/kube"
+	"github.com/opi-bridge/opi/opi"
+)
+
+// The waits below make a write visible to reads of this backend before it returns. A write
+// waits Options.ReadWaitTimeout, then on, up to its own deadline, while the API server answers:
+// a cache whose watch is being re-established (client-go's reflector may pause up to a minute
+// between attempts) catches up once it is back. A wait that runs out, or stops because the API
+// server no longer answers, means the cache is behind: the write was made, but a read right
+// after it could miss it, so the call answers opi.ErrUnavailable (503): CC retries, and a
+// desire, update or stop repeated completes what exists. One case is told apart with a GET: a
+// write whose object a later write deleted or replaced meanwhile (a stop racing a desire) took
+// effect and was overtaken, which is success.
+
+// LiveCheck tells, from the API server, whether the object a write made is still the live one
+// of its name.
+type LiveCheck func(context.Context) (bool, error)
+
+// WaitFor waits until cond holds of the caches, looking again on each of their changes: the
+// read wait timeout, then on while the API server answers, until ctx's deadline. Without a
+// deadline, or without Config.Watches to tell whether the API server answers, it waits the read
+// wait timeout alone.
+func (s *Store) WaitFor(ctx context.Context, cond func() bool) bool {
+	if s.changed.WaitFor(ctx, s.cfg.ReadWaitTimeout, cond) {
+		return true
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok || s.cfg.Watches == nil {
+		return false
+	}
+	// The wait goes on only while a cache is behind (its watch being re-established) and the
+	// API server answers: with every watch open, a write the caches do not show was overtaken
+	// (Settle tells). It ends a recheck interval before ctx's deadline, so that Settle's GET
+	// still has time.
+	waitCtx, cancel := context.WithDeadline(ctx, deadline.Add(-recheckInterval))
+	defer cancel()
+	for waitCtx.Err() == nil && s.apiServerAnswers(waitCtx) == nil {
+		behind := len(s.unwatched()) > 0
+		if s.changed.WaitFor(waitCtx, recheckInterval, cond) {
+			return true
+		}
+		if !behind {
+			return false
+		}
+	}
+	return false
+}
+
+// Settle is the answer of a write whose wait for the cache timed out: success when live (nil
+// for none) says the object written is no longer the live one, else opi.ErrUnavailable.
+func (s *Store) Settle(ctx context.Context, logger lager.Logger, live LiveCheck, what string, data lager.Data) error {
+	if live != nil {
+		if isLive, err := live(ctx); err == nil && !isLive {
+			logger.Info("overtaken-while-waiting-for-cache", data)
+			return nil
+		}
+	}
+	logger.Info("cache-wait-timed-out", data)
+	return fmt.Errorf("%w: %s, but opi's cache has not seen it in time (its watch of the api server may be reconnecting): the write is kept, retry to complete it",
+		opi.ErrUnavailable, what)
+}
+
+// WaitForWorkload waits until the cache holds workload w at its resource version or newer;
+// with goneOK, also until it is gone (deleted meanwhile). live tells an overtaken write.
+func (s *Store) WaitForWorkload(ctx context.Context, logger lager.Logger, w metav1.Object, goneOK bool, live LiveCheck) error {
+	name, rv := w.GetName(), w.GetResourceVersion()
+	ok := s.WaitFor(ctx, func() bool {
+		d, exists := s.WorkloadByName(name)
+		if !exists {
+			return goneOK
+		}
+		return kube.Observed(d.ResourceVersion, rv)
+	})
+	if !ok {
+		kind := s.cfg.KindName
+		return s.Settle(ctx, logger, live, kind+" "+name+" written", lager.Data{kind: name, "resource-version": rv})
+	}
+	return nil
+}
+
+// WaitForWorkloadGone waits until the cache no longer holds workload name of uid as live: a
+// namesake desired since does not hold the wait.
+func (s *Store) WaitForWorkloadGone(ctx context.Context, logger lager.Logger, name string, uid types.UID) error {
+	ok := s.WaitFor(ctx, func() bool {
+		cached, exists := s.WorkloadByName(name)
+		return !exists || cached.UID != uid || cached.DeletionTimestamp != nil
+	})
+	if !ok {
+		kind := s.cfg.KindName
+		return s.Settle(ctx, logger, nil, kind+" "+name+" deleted", lager.Data{"waiting-for": kind + "-gone", kind: name})
+	}
+	return nil
+}
+
+// WaitForPodGone waits until the cache no longer reports pod uid as live.
+func (s *Store) WaitForPodGone(ctx context.Context, logger lager.Logger, id opi.LRPIdentifier, uid types.UID) error {
+	ok := s.WaitFor(ctx, func() bool {
+		for _, p := range s.Pods(id) {
+			if p.UID == uid && p.DeletionTimestamp == nil {
+				return false
+			}
+		}
+		return true
+	})
+	if !ok {
+		return s.Settle(ctx, logger, nil, "pod deleted", lager.Data{"waiting-for": "pod-gone", "pod-uid": uid})
+	}
+	return nil
+}
+
+// WaitForJob waits until the cache holds Job name at resourceVersion rv or newer (or, with
+// goneOK, no longer holds it). live, when not nil, tells an overtaken write (see Settle).
+func (s *Store) WaitForJob(ctx context.Context, logger lager.Logger, name, rv string, goneOK bool, live LiveCheck) error {
+	ok := s.WaitFor(ctx, func() bool {
+		j, exists := s.Job(name)
+		if !exists {
+			return goneOK
+		}
+		return kube.Observed(j.ResourceVersion, rv)
+	})
+	if !ok {
+		return s.Settle(ctx, logger, live, "job "+name+" written", lager.Data{"job": name, "resource-version": rv})
+	}
+	return nil
+}
