@@ -3,9 +3,12 @@ package bifrost
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"math"
 	"path"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/distribution/reference"
@@ -17,11 +20,15 @@ import (
 	"github.com/opi-bridge/opi/opi"
 )
 
-// A desire is checked whole by validateDesire, then built by convertDesire, which checks nothing.
-// Every check a desire takes, the contract's (CC's) and Kubernetes' (with rules for the
-// cluster's own), is in this file below the two, in the order validateDesire takes them, so that
-// a rejected request never reaches the backend and a reader following a desire stays here.
-// Updates, tasks and staging take some of the same checks.
+// A desire is checked whole by validateDesire, then built by convertDesire, which checks
+// nothing: a refused request never reaches the backend. The checks a desire shares with updates,
+// tasks and staging follow the two in this file, in the order validateDesire takes them, so that
+// a reader following a desire stays here.
+//
+// Among them are Kubernetes' own rules for the values that end up in Kubernetes objects, applied
+// with the validation functions Kubernetes publishes (the API server runs the same ones), so that
+// a request Kubernetes would refuse is refused whole, with the field and the rule named, instead
+// of half-written (see opi/README.md, "Validation").
 
 // desireParts are the values of a desire that validation parses to check them; conversion
 // takes them as they are.
@@ -65,8 +72,8 @@ func validateDesire(req models.DesireLRPRequest, rules Rules) (desireParts, erro
 		bound{field: "memory_mb", value: req.MemoryMB, lowest: 1, highest: MaxMemoryMB},
 		bound{field: "disk_mb", value: req.DiskMB, highest: MaxDiskMB},
 		bound{field: "cpu_weight", value: req.CPUWeight, highest: MaxCPUWeight},
-		bound{field: "health_check_timeout_ms", value: req.HealthCheckTimeoutMs, highest: 1<<31 - 1},
-		bound{field: "start_timeout_ms", value: req.StartTimeoutMs, highest: 1<<31 - 1},
+		bound{field: "health_check_timeout_ms", value: req.HealthCheckTimeoutMs, highest: math.MaxInt32},
+		bound{field: "start_timeout_ms", value: req.StartTimeoutMs, highest: math.MaxInt32},
 	); err != nil {
 		return parts, err
 	}
@@ -78,8 +85,13 @@ func validateDesire(req models.DesireLRPRequest, rules Rules) (desireParts, erro
 		}
 		parts.ports = append(parts.ports, int32(p))
 	}
-	if err := ValidatePorts("ports", parts.ports); err != nil {
-		return parts, err
+	// Then each port once: a Kubernetes Service takes each port once.
+	seenPorts := make(map[int32]bool, len(parts.ports))
+	for _, p := range parts.ports {
+		if seenPorts[p] {
+			return parts, invalid("ports", "lists port %d twice; a Kubernetes Service takes each port once", p)
+		}
+		seenPorts[p] = true
 	}
 
 	switch hc := req.HealthCheckType; hc {
@@ -98,8 +110,37 @@ func validateDesire(req models.DesireLRPRequest, rules Rules) (desireParts, erro
 	if parts.routes, err = parseRoutes("routes", req.Routes); err != nil {
 		return parts, err
 	}
-	if err := ValidateUserAnnotations("user_defined_annotations", req.UserDefinedAnnotations, rules); err != nil {
-		return parts, err
+	// CC's user-defined annotations become pod annotations: Kubernetes' rules, with apimachinery's
+	// ValidateAnnotations (qualified-name keys: an optional DNS-subdomain prefix and '/', then at
+	// most 63 chars of [-._a-zA-Z0-9] starting and ending alphanumeric, case not mattering; at
+	// most 256 KiB of keys and values), then each key, in sorted order, against rules' allow-list
+	// of prefixes.
+	const annotations = "user_defined_annotations"
+	if errs := apimachineryvalidation.ValidateAnnotations(req.UserDefinedAnnotations, field.NewPath(annotations)); len(errs) > 0 {
+		// apimachinery walks the map; sorted, the same bad key is named every time.
+		sort.SliceStable(errs, func(i, j int) bool { return fmt.Sprint(errs[i].BadValue) < fmt.Sprint(errs[j].BadValue) })
+		if e := errs[0]; e.Type != field.ErrorTypeTooLong {
+			return parts, invalid(annotations, "has a key %q that is not a Kubernetes annotation key: %s", e.BadValue, e.Detail)
+		}
+		return parts, invalid(annotations, "are larger than the %d bytes (keys and values) Kubernetes allows", apimachineryvalidation.TotalAnnotationSizeLimitB)
+	}
+	prefixes := rules.UserAnnotationPrefixes
+	if prefixes == nil {
+		prefixes = DefaultUserAnnotationPrefixes
+	}
+	for _, k := range slices.Sorted(maps.Keys(req.UserDefinedAnnotations)) {
+		if slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(k, p) }) {
+			continue
+		}
+		allowed := "none is allowed"
+		if len(prefixes) > 0 {
+			quoted := make([]string, len(prefixes))
+			for i, p := range prefixes {
+				quoted[i] = strconv.Quote(p)
+			}
+			allowed = "allowed are keys starting with " + strings.Join(quoted, ", ")
+		}
+		return parts, invalid(annotations, "has a key %q that opi does not pass to pods: %s (kubernetes.user_annotation_prefixes)", k, allowed)
 	}
 	if parts.egress, err = ConvertEgressRules(req.EgressRules); err != nil {
 		return parts, err
@@ -113,7 +154,7 @@ func validateDesire(req models.DesireLRPRequest, rules Rules) (desireParts, erro
 
 	// Whether the orchestrator can serve a volume is the backend's to say; here, that each
 	// mount names one and an absolute, distinct directory.
-	seen := map[string]bool{}
+	mountDirs := map[string]bool{}
 	for i, m := range req.VolumeMounts {
 		mount := fmt.Sprintf("volume_mounts[%d]", i)
 		if m.VolumeID == "" {
@@ -126,10 +167,10 @@ func validateDesire(req models.DesireLRPRequest, rules Rules) (desireParts, erro
 		if dir == "/" {
 			return parts, invalid(mount+".mount_dir", "must not be the root directory")
 		}
-		if seen[dir] {
+		if mountDirs[dir] {
 			return parts, invalid(mount+".mount_dir", "%q is mounted twice", dir)
 		}
-		seen[dir] = true
+		mountDirs[dir] = true
 	}
 	return parts, nil
 }
@@ -305,18 +346,6 @@ func RegistryServer(image string) string {
 	return dockerHubServer
 }
 
-// ValidatePorts checks that ports are distinct: a Service may not list a port twice.
-func ValidatePorts(fieldName string, ports []int32) error {
-	seen := make(map[int32]bool, len(ports))
-	for _, p := range ports {
-		if seen[p] {
-			return invalid(fieldName, "lists port %d twice; a Kubernetes Service takes each port once", p)
-		}
-		seen[p] = true
-	}
-	return nil
-}
-
 // ValidateEnv checks every name of env (in sorted order, so the same bad name is reported every
 // time) and its total size: names and values together at most MaxEnvBytes.
 func ValidateEnv(fieldName string, env map[string]string, rules Rules) error {
@@ -423,53 +452,4 @@ func ValidateRouteHostname(fieldName, hostname string) error {
 		}
 	}
 	return nil
-}
-
-// ValidateUserAnnotations checks CC's user-defined annotations: Kubernetes' rules
-// (ValidateAnnotations), then each key (in sorted order) against rules' allow-list of prefixes.
-func ValidateUserAnnotations(fieldName string, annotations map[string]string, rules Rules) error {
-	if err := ValidateAnnotations(fieldName, annotations); err != nil {
-		return err
-	}
-	prefixes := rules.UserAnnotationPrefixes
-	if prefixes == nil {
-		prefixes = DefaultUserAnnotationPrefixes
-	}
-	keys := make([]string, 0, len(annotations))
-	for k := range annotations {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(k, p) }) {
-			continue
-		}
-		allowed := "none is allowed"
-		if len(prefixes) > 0 {
-			quoted := make([]string, len(prefixes))
-			for i, p := range prefixes {
-				quoted[i] = fmt.Sprintf("%q", p)
-			}
-			allowed = "allowed are keys starting with " + strings.Join(quoted, ", ")
-		}
-		return invalid(fieldName, "has a key %q that opi does not pass to pods: %s (kubernetes.user_annotation_prefixes)", k, allowed)
-	}
-	return nil
-}
-
-// ValidateAnnotations checks annotations bound for a Kubernetes object: qualified-name keys
-// (an optional DNS-subdomain prefix and '/', then at most 63 chars of [-._a-zA-Z0-9] starting
-// and ending alphanumeric; case does not matter) and at most 256 KiB of keys and values, with
-// apimachinery's ValidateAnnotations.
-func ValidateAnnotations(fieldName string, annotations map[string]string) error {
-	errs := apimachineryvalidation.ValidateAnnotations(annotations, field.NewPath(fieldName))
-	if len(errs) == 0 {
-		return nil
-	}
-	sort.SliceStable(errs, func(i, j int) bool { return fmt.Sprint(errs[i].BadValue) < fmt.Sprint(errs[j].BadValue) })
-	e := errs[0]
-	if e.Type == field.ErrorTypeTooLong {
-		return invalid(fieldName, "are larger than the %d bytes (keys and values) Kubernetes allows", apimachineryvalidation.TotalAnnotationSizeLimitB)
-	}
-	return invalid(fieldName, "has a key %q that is not a Kubernetes annotation key: %s", e.BadValue, e.Detail)
 }

@@ -45,13 +45,6 @@ const (
 	MaxVolumeMounts = 32
 )
 
-// Kubernetes' own rules for the values of a request that end up in Kubernetes objects. opi
-// applies them before its first write, with the validation functions Kubernetes publishes (the
-// API server runs the same ones), so that a request Kubernetes would refuse is refused whole,
-// with the field and the rule named, instead of half-written. Converters of tasks and staging
-// requests call them too (see opi/README.md, "Validation"); they are in desire.go, beside the
-// desire that takes them all.
-
 // MaxEnvBytes bounds an environment: it is stored in one Secret, whose values may hold at
 // most 1 MiB (corev1.MaxSecretSize). Names are counted as well, since the Secret's keys and the
 // workload's env entries carry them: an environment that fits is always storable.
