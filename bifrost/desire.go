@@ -197,9 +197,7 @@ func convertDesire(req models.DesireLRPRequest, parts desireParts) *opi.LRP {
 	}
 
 	env := make(map[string]string, len(req.Environment))
-	for name, value := range req.Environment {
-		env[name] = value
-	}
+	maps.Copy(env, req.Environment)
 	placement := append([]string(nil), req.PlacementTags...)
 	mounts := make([]opi.VolumeMount, 0, len(req.VolumeMounts))
 	for _, m := range req.VolumeMounts {
