@@ -120,6 +120,12 @@ var _ = Describe("Kubernetes' rules", func() {
 		Entry("CC's Prometheus annotations by default", bifrost.Rules{}, func(m map[string]any) {
 			m["user_defined_annotations"] = map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": "9090"}
 		}),
+		Entry("a plain annotation key, when the operator allows any (a desire's own check, not exported)", bifrost.Rules{UserAnnotationPrefixes: []string{""}}, func(m map[string]any) {
+			m["user_defined_annotations"] = map[string]string{"ok": "v"}
+		}),
+		Entry("distinct ports (a desire's own check, not exported)", bifrost.Rules{}, func(m map[string]any) {
+			m["ports"] = []int{8080, 9090}
+		}),
 		Entry("a wildcard route", bifrost.Rules{}, func(m map[string]any) { m["routes"] = route("*.apps.example.com") }),
 		Entry("a route with a path", bifrost.Rules{}, func(m map[string]any) { m["routes"] = route("dora.example.com/api/v1") }),
 		Entry("images by digest, with a registry port, on Docker Hub", bifrost.Rules{}, func(m map[string]any) {
@@ -147,10 +153,8 @@ var _ = Describe("Kubernetes' rules", func() {
 		Expect(bifrost.ValidateEnvName("environment[0].name", "a:b", bifrost.Rules{})).To(Succeed())
 		Expect(bifrost.ValidateEnvName("environment[0].name", "a:b", bifrost.Rules{StrictEnvNames: true})).To(MatchError(ContainSubstring("environment[0].name")))
 		Expect(bifrost.ValidateEnv("environment", map[string]string{"A": "b"}, bifrost.Rules{})).To(Succeed())
-		Expect(bifrost.ValidateAnnotations("annotations", map[string]string{"ok": "v"})).To(Succeed())
 		Expect(bifrost.ValidateLabelValue("guid", "abc-")).To(MatchError(ContainSubstring("guid")))
 		Expect(bifrost.ValidateRouteHostname("route", "a.example.com")).To(Succeed())
 		Expect(bifrost.ValidateImage("image", "cloudfoundry/dora:latest")).To(Succeed())
-		Expect(bifrost.ValidatePorts("ports", []int32{8080, 9090})).To(Succeed())
 	})
 })

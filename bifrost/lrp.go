@@ -18,13 +18,14 @@ type LRP struct {
 	Rules Rules
 }
 
-// Desire validates and converts the request, then hands the LRP to the backend.
+// Desire validates the request whole, converts it, then hands the LRP to the backend; a refused
+// request (an opi.ErrInvalid naming the field) reaches no backend.
 func (b *LRP) Desire(ctx context.Context, req models.DesireLRPRequest) error {
-	lrp, err := ConvertDesire(req, b.Rules)
+	parts, err := validateDesire(req, b.Rules)
 	if err != nil {
 		return err
 	}
-	if err := b.Backend.DesireLRP(ctx, lrp); err != nil {
+	if err := b.Backend.DesireLRP(ctx, convertDesire(req, parts)); err != nil {
 		return fmt.Errorf("desire lrp: %w", err)
 	}
 	return nil

@@ -40,17 +40,15 @@ func (s *Staging) Stage(ctx context.Context, stagingGUID string, req models.Stag
 // ConvertStaging validates a StagingRequest for the path's staging guid and turns it into an
 // opi.Staging. Every check happens here, so that a rejected request writes nothing.
 func ConvertStaging(stagingGUID string, req models.StagingRequest, urls URLChecker) (*opi.Staging, error) {
+	// The guid names the record and labels it: validateGUID applies Kubernetes' label rule too
+	// (no '-' at either end).
 	if err := validateGUID("staging_guid", stagingGUID); err != nil {
-		return nil, err
-	}
-	// The guid names the record and labels it: Kubernetes' label rule (no '-' at either end).
-	if err := ValidateLabelValue("staging_guid", stagingGUID); err != nil {
 		return nil, err
 	}
 	if req.StagingGUID != "" && req.StagingGUID != stagingGUID {
 		return nil, invalid("staging_guid", "%q does not match the path's %q", req.StagingGUID, stagingGUID)
 	}
-	docker, err := dockerImage(req.Lifecycle, "stages")
+	docker, registry, err := dockerImage(req.Lifecycle, "stages")
 	if err != nil {
 		return nil, err
 	}
@@ -64,10 +62,12 @@ func ConvertStaging(stagingGUID string, req models.StagingRequest, urls URLCheck
 	if err := checkCallback(req.CompletionCallback, urls); err != nil {
 		return nil, err
 	}
-	if err := checkResources(req.MemoryMB, 0, req.DiskMB, req.CPUWeight); err != nil {
-		return nil, err
-	}
-	if err := checkEnvListCount(req.Environment); err != nil {
+	if err := checkBounds(
+		bound{field: "memory_mb", value: req.MemoryMB, highest: MaxMemoryMB},
+		bound{field: "disk_mb", value: req.DiskMB, highest: MaxDiskMB},
+		bound{field: "cpu_weight", value: req.CPUWeight, highest: MaxCPUWeight},
+		bound{field: "environment", value: int64(len(req.Environment)), highest: MaxEnvEntries, count: true},
+	); err != nil {
 		return nil, err
 	}
 	for i, env := range req.Environment {
@@ -78,23 +78,17 @@ func ConvertStaging(stagingGUID string, req models.StagingRequest, urls URLCheck
 		}
 	}
 
-	staging := &opi.Staging{
-		GUID:        stagingGUID,
-		AppGUID:     req.AppGUID,
-		AppName:     req.AppName,
-		SpaceGUID:   req.SpaceGUID,
-		OrgGUID:     req.OrgGUID,
-		Image:       docker.Image,
-		CallbackURL: req.CompletionCallback,
-	}
-	if docker.RegistryUsername != "" {
-		staging.PrivateRegistry = &opi.PrivateRegistry{
-			Server:   RegistryServer(docker.Image),
-			Username: docker.RegistryUsername,
-			Password: docker.RegistryPassword,
-		}
-	}
-	return staging, nil
+	// Credentials come in pairs (checked above), so registry is nil exactly without them.
+	return &opi.Staging{
+		GUID:            stagingGUID,
+		AppGUID:         req.AppGUID,
+		AppName:         req.AppName,
+		SpaceGUID:       req.SpaceGUID,
+		OrgGUID:         req.OrgGUID,
+		Image:           docker.Image,
+		CallbackURL:     req.CompletionCallback,
+		PrivateRegistry: registry,
+	}, nil
 }
 
 // dockerLifecycle and webProcess are what a docker staging result always says.

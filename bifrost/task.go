@@ -121,18 +121,15 @@ func (t *Task) ConvertTask(guid string, req models.TaskRequest) (*opi.Task, erro
 	if err := validateGUID("task_guid", guid); err != nil {
 		return nil, err
 	}
-	if err := ValidateLabelValue("task_guid", guid); err != nil {
-		return nil, err
-	}
 	if err := checkCallback(req.CompletionCallback, t.URLs); err != nil {
 		return nil, err
 	}
-	docker, err := dockerImage(req.Lifecycle, "runs")
+	docker, registry, err := dockerImage(req.Lifecycle, "runs")
 	if err != nil {
 		return nil, err
 	}
 
-	if err := checkEnvListCount(req.Environment); err != nil {
+	if err := checkBounds(bound{field: "environment", value: int64(len(req.Environment)), highest: MaxEnvEntries, count: true}); err != nil {
 		return nil, err
 	}
 	env := make(map[string]string, len(req.Environment))
@@ -146,7 +143,11 @@ func (t *Task) ConvertTask(guid string, req models.TaskRequest) (*opi.Task, erro
 		return nil, err
 	}
 
-	if err := checkResources(req.MemoryMB, 0, req.DiskMB, req.CPUWeight); err != nil {
+	if err := checkBounds(
+		bound{field: "memory_mb", value: req.MemoryMB, highest: MaxMemoryMB},
+		bound{field: "disk_mb", value: req.DiskMB, highest: MaxDiskMB},
+		bound{field: "cpu_weight", value: req.CPUWeight, highest: MaxCPUWeight},
+	); err != nil {
 		return nil, err
 	}
 	memoryMB := req.MemoryMB
@@ -169,7 +170,7 @@ func (t *Task) ConvertTask(guid string, req models.TaskRequest) (*opi.Task, erro
 		cpuWeight = t.Defaults.CPUWeight
 	}
 
-	task := &opi.Task{
+	return &opi.Task{
 		GUID:               guid,
 		Name:               req.Name,
 		AppGUID:            req.AppGUID,
@@ -185,15 +186,8 @@ func (t *Task) ConvertTask(guid string, req models.TaskRequest) (*opi.Task, erro
 		DiskMB:             diskMB,
 		CPUWeight:          cpuWeight,
 		CompletionCallback: req.CompletionCallback,
-	}
-	if docker.RegistryUsername != "" || docker.RegistryPassword != "" {
-		task.PrivateRegistry = &opi.PrivateRegistry{
-			Server:   RegistryServer(docker.Image),
-			Username: docker.RegistryUsername,
-			Password: docker.RegistryPassword,
-		}
-	}
-	return task, nil
+		PrivateRegistry:    registry,
+	}, nil
 }
 
 var memoryLimitPattern = regexp.MustCompile(`^([0-9]+)\s*([kKmMgGtT]?)[bB]?$`)

@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"math/big"
 	"net/netip"
-	"path"
 	"strings"
 
-	"github.com/opi-bridge/opi/models"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -76,7 +74,7 @@ func ConvertEgressRules(raw []json.RawMessage) ([]opi.EgressRule, error) {
 			return nil, invalid(field, "has ports, which only tcp and udp rules may have")
 		}
 		for j, p := range rule.Ports {
-			if err := checkRange(fmt.Sprintf("%s.ports[%d]", field, j), p, 1, MaxPort); err != nil {
+			if err := checkBounds(bound{field: fmt.Sprintf("%s.ports[%d]", field, j), value: p, lowest: 1, highest: MaxPort}); err != nil {
 				return nil, err
 			}
 			converted.Ports = append(converted.Ports, opi.PortRange{Start: int32(p), End: int32(p)})
@@ -149,53 +147,11 @@ func rangeCIDRs(from, to netip.Addr) []string {
 			}
 			size++
 		}
-		out = append(out, netip.PrefixFrom(addrFromInt(start, bits), bits-size).String())
+		b := make([]byte, bits/8)
+		start.FillBytes(b)
+		addr, _ := netip.AddrFromSlice(b) // b has 4 or 16 bytes
+		out = append(out, netip.PrefixFrom(addr, bits-size).String())
 		start.Add(start, new(big.Int).Lsh(one, uint(size)))
 	}
 	return out
-}
-
-func addrFromInt(v *big.Int, bits int) netip.Addr {
-	b := make([]byte, bits/8)
-	v.FillBytes(b)
-	addr, _ := netip.AddrFromSlice(b) // b has 4 or 16 bytes
-	return addr
-}
-
-// convertVolumeMounts checks that every mount names a volume and an absolute, distinct
-// directory. Whether the orchestrator can serve the volume is the backend's to say.
-func convertVolumeMounts(mounts []models.VolumeMount) ([]opi.VolumeMount, error) {
-	out := make([]opi.VolumeMount, 0, len(mounts))
-	seen := map[string]bool{}
-	for i, m := range mounts {
-		field := fmt.Sprintf("volume_mounts[%d]", i)
-		if m.VolumeID == "" {
-			return nil, invalid(field+".volume_id", "is required")
-		}
-		if !path.IsAbs(m.MountDir) {
-			return nil, invalid(field+".mount_dir", "%q must be an absolute path", m.MountDir)
-		}
-		dir := path.Clean(m.MountDir)
-		if dir == "/" {
-			return nil, invalid(field+".mount_dir", "must not be the root directory")
-		}
-		if seen[dir] {
-			return nil, invalid(field+".mount_dir", "%q is mounted twice", dir)
-		}
-		seen[dir] = true
-		out = append(out, opi.VolumeMount{VolumeID: m.VolumeID, MountDir: dir})
-	}
-	return out, nil
-}
-
-// convertPlacementTags keeps the tags, without empty ones.
-func convertPlacementTags(tags []string) ([]string, error) {
-	var out []string
-	for i, t := range tags {
-		if strings.TrimSpace(t) == "" {
-			return nil, invalid(fmt.Sprintf("placement_tags[%d]", i), "must not be empty")
-		}
-		out = append(out, t)
-	}
-	return out, nil
 }
