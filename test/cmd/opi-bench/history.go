@@ -389,7 +389,7 @@ func generatedTables(runs []recordedRun) string {
 	}
 	b.WriteString(agentTables(ordered))
 	b.WriteString(boundsTables(ordered))
-	b.WriteString("\n" + strings.TrimPrefix(oldBench, " ") + " Measured by the bench before issue 12's: one floor making opi's objects, in batches of N/10 alternating with opi's, without the quiet wait before each side.\n\n")
+	b.WriteString("\n" + strings.TrimPrefix(oldBench, " ") + " Measured by the earlier bench: one floor making opi's objects, in batches of N/10 alternating with opi's, without the quiet wait before each side.\n\n")
 	b.WriteString(generatedEnd + "\n")
 	return b.String()
 }

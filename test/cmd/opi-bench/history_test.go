@@ -48,7 +48,7 @@ var _ = Describe("the recorded runs and docs/benchmarks.md's tables", func() {
 			"| N | latest | date | runs |\n| ---: | --- | --- | ---: |\n" +
 			"| 300 (statefulsets) | 22.9 apps/s (p50 1747 ms, p99 3829 ms) | 2026-11-30 17:35 UTC | 1 |\n" +
 			"| 1000 | 53.1 apps/s (p50 888 ms, p99 1728 ms) | 2026-12-01 01:28 UTC | 3 |\n" +
-			"\n† Measured by the bench before issue 12's: one floor making opi's objects, in batches of N/10 alternating with opi's, without the quiet wait before each side.\n\n" +
+			"\n† Measured by the earlier bench: one floor making opi's objects, in batches of N/10 alternating with opi's, without the quiet wait before each side.\n\n" +
 			generatedEnd + "\n"))
 		Expect(out).To(ContainSubstring("4 recorded runs (4 of LRPs, 0 of tasks), 2026-11-30 17:35 UTC to 2026-12-01 01:28 UTC."))
 	})
