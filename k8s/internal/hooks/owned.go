@@ -94,17 +94,6 @@ func OwnerMeta(owner metav1.OwnerReference) metav1.Object {
 	return &metav1.ObjectMeta{UID: owner.UID}
 }
 
-// DeleteAsListed deletes obj if it is unchanged since it was listed; gone or changed
-// meanwhile is fine (another writer acted on it).
-func DeleteAsListed(ctx context.Context, del func(context.Context, string, metav1.DeleteOptions) error, obj metav1.Object) error {
-	if err := del(ctx, obj.GetName(), kube.Unchanged(obj)); err != nil {
-		if k := kube.Classify(err); k != kube.KindNotFound && k != kube.KindConflict {
-			return err
-		}
-	}
-	return nil
-}
-
 // DeepCopy copies an API object (create calls may modify what they are given in fakes).
 func DeepCopy[T any](obj T) T {
 	if c, ok := any(obj).(interface{ DeepCopyObject() runtime.Object }); ok {

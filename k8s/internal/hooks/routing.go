@@ -252,7 +252,7 @@ func (h *routingHook) Updated(ctx context.Context, t Target, _ *opi.LRP, update 
 	for i := range list.Items {
 		r := &list.Items[i]
 		if !keep[r.Name] && metav1.IsControlledBy(r, OwnerMeta(t.Owner)) {
-			if err := DeleteAsListed(ctx, routes.Delete, r); err != nil {
+			if err := kube.DeleteAsListed(ctx, routes.Delete, r); err != nil {
 				return WrapErr(err, "delete httproute")
 			}
 		}

@@ -179,7 +179,7 @@ func (j *Janitor) Sweep(ctx context.Context) {
 			if _, stale := j.leftover(ctx, logger, s, cutoff); !stale {
 				continue
 			}
-			if kube.DeleteAsListed(ctx, logger, services.Delete, s, "delete-service") {
+			if deleteAsListed(ctx, logger, services.Delete, s, "delete-service") {
 				logger.Info("deleted-leftover-service", lager.Data{"service": s.Name})
 			}
 		}
@@ -255,7 +255,7 @@ func (j *Janitor) sweepSecret(ctx context.Context, logger lager.Logger, s *metav
 		}
 		logger.Info("adopted-secret", lager.Data{"secret": s.Name, "deployment": deployment.Name})
 	case stale:
-		if kube.DeleteAsListed(ctx, logger, secrets.Delete, s, "delete-secret") {
+		if deleteAsListed(ctx, logger, secrets.Delete, s, "delete-secret") {
 			logger.Info("deleted-leftover-secret", lager.Data{"secret": s.Name})
 		}
 	}
@@ -356,7 +356,7 @@ func (j *Janitor) sweepOtherModes(ctx context.Context, logger lager.Logger, sele
 				if o.DeletionTimestamp != nil {
 					continue
 				}
-				if kube.DeleteAsListed(ctx, logger, kind.del, o, "delete-other-mode-"+name) {
+				if deleteAsListed(ctx, logger, kind.del, o, "delete-other-mode-"+name) {
 					logger.Info("deleted-other-mode-"+name, lager.Data{"object": o.Name, "routing": j.routing})
 				}
 			}
@@ -377,4 +377,14 @@ func (j *Janitor) target(d *store.WorkloadRecord) hooks.Target {
 		Owner:     j.kind.ControllerRef(d),
 		Live:      workload.LiveCheck(j.kind, d),
 	}
+}
+
+// deleteAsListed is kube.DeleteAsListed for a sweep, which goes on past a failure: the failure
+// is logged as action, and the result says whether obj is gone.
+func deleteAsListed(ctx context.Context, logger lager.Logger, del func(context.Context, string, metav1.DeleteOptions) error, obj metav1.Object, action string) bool {
+	if err := kube.DeleteAsListed(ctx, del, obj); err != nil {
+		logger.Error(action, err, lager.Data{"object": obj.GetName()})
+		return false
+	}
+	return true
 }

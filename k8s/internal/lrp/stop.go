@@ -70,7 +70,9 @@ func (s *Service) deleteUnowned(ctx context.Context, logger lager.Logger, id opi
 		}
 		for i := range list.Items {
 			if metav1.GetControllerOf(&list.Items[i]) == nil {
-				kube.DeleteAsListed(ctx, logger, kind.del, &list.Items[i], "delete-unowned-"+strings.TrimSuffix(kind.resource.Resource, "s"))
+				if err := kube.DeleteAsListed(ctx, kind.del, &list.Items[i]); err != nil {
+					logger.Error("delete-unowned-"+strings.TrimSuffix(kind.resource.Resource, "s"), err, lager.Data{"object": list.Items[i].Name})
+				}
 			}
 		}
 	}
