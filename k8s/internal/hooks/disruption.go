@@ -50,7 +50,7 @@ func (h *disruptionHook) Desired(ctx context.Context, t Target) error {
 	if t.LRP.Instances < minBudgetInstances {
 		return nil
 	}
-	_, err := EnsureOwned(ctx, h.client.PolicyV1().PodDisruptionBudgets(h.namespace), toDisruptionBudget(t), t)
+	_, _, err := kube.EnsureOwned(ctx, h.client.PolicyV1().PodDisruptionBudgets(h.namespace), toDisruptionBudget(t), t.Owner, t.Live)
 	return WrapErr(err, "create pod disruption budget")
 }
 

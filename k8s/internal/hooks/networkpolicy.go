@@ -253,7 +253,7 @@ func (h *NetworkPolicyHook) Desired(ctx context.Context, t Target) error {
 	if !h.opts.Enabled || len(t.LRP.EgressRules) == 0 {
 		return nil
 	}
-	_, err := EnsureOwned(ctx, h.client.NetworkingV1().NetworkPolicies(h.namespace), toEgressPolicy(t), t)
+	_, _, err := kube.EnsureOwned(ctx, h.client.NetworkingV1().NetworkPolicies(h.namespace), toEgressPolicy(t), t.Owner, t.Live)
 	return WrapErr(err, "create network policy")
 }
 
@@ -341,6 +341,6 @@ func (h *NetworkPolicyHook) TaskPolicy(ctx context.Context, task *opi.Task, name
 	}}
 	p.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
 	p.Spec.Egress = egress
-	_, err := EnsureOwned(ctx, h.client.NetworkingV1().NetworkPolicies(h.namespace), p, Target{Name: name, Namespace: h.namespace, Owner: owner, Live: live})
+	_, _, err := kube.EnsureOwned(ctx, h.client.NetworkingV1().NetworkPolicies(h.namespace), p, owner, live)
 	return from, err
 }

@@ -7,7 +7,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/retry"
 
@@ -15,20 +14,6 @@ import (
 	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
-
-// EnsureOwned makes want exist controlled by t's workload: one create when it is absent (a
-// first desire), else kube.EnsureControlled. An existing object's content is left as it is.
-func EnsureOwned[T interface {
-	metav1.Object
-	comparable
-}](ctx context.Context, c kube.Client[T], want T, t Target) (created bool, err error) {
-	var zero T
-	want.SetOwnerReferences([]metav1.OwnerReference{t.Owner})
-	if _, created, err = kube.CreateIfAbsent(ctx, c, DeepCopy(want)); err != nil || created {
-		return created, err
-	}
-	return false, kube.EnsureControlled(ctx, c, want, zero, t.Owner, t.Live)
-}
 
 // updater is the update call of a typed client-go client.
 type updater[T any] interface {
@@ -53,7 +38,7 @@ func SyncOwned[T interface {
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		current, err := c.Get(ctx, name, metav1.GetOptions{})
 		if kube.Classify(err) == kube.KindNotFound {
-			_, err = c.Create(ctx, DeepCopy(want), metav1.CreateOptions{})
+			_, err = c.Create(ctx, kube.DeepCopy(want), metav1.CreateOptions{})
 			if kube.Classify(err) == kube.KindAlreadyExists {
 				return again
 			}
@@ -63,7 +48,7 @@ func SyncOwned[T interface {
 			return err
 		}
 		if ctrl := metav1.GetControllerOf(current); ctrl == nil || ctrl.UID != t.Owner.UID {
-			if err := kube.EnsureControlled(ctx, c, DeepCopy(want), current, t.Owner, t.Live); err != nil {
+			if err := kube.EnsureControlled(ctx, c, kube.DeepCopy(want), current, t.Owner, t.Live); err != nil {
 				return err
 			}
 			return again
@@ -92,14 +77,6 @@ func DeleteIfPresent(ctx context.Context, del func(context.Context, string, meta
 // OwnerMeta is an object with owner's uid, for metav1.IsControlledBy.
 func OwnerMeta(owner metav1.OwnerReference) metav1.Object {
 	return &metav1.ObjectMeta{UID: owner.UID}
-}
-
-// DeepCopy copies an API object (create calls may modify what they are given in fakes).
-func DeepCopy[T any](obj T) T {
-	if c, ok := any(obj).(interface{ DeepCopyObject() runtime.Object }); ok {
-		return c.DeepCopyObject().(T)
-	}
-	return obj
 }
 
 // WrapErr says what a hook was doing; the caller maps the error (as a refusal of what).

@@ -198,12 +198,12 @@ func (h *routingHook) Desired(ctx context.Context, t Target) error {
 		return nil
 	}
 	if h.opts.Mode == RoutingIngress {
-		_, err := EnsureOwned(ctx, h.client.NetworkingV1().Ingresses(h.namespace), h.toIngress(t), t)
+		_, _, err := kube.EnsureOwned(ctx, h.client.NetworkingV1().Ingresses(h.namespace), h.toIngress(t), t.Owner, t.Live)
 		return WrapErr(err, "create ingress")
 	}
 	routes := h.gateway.GatewayV1().HTTPRoutes(h.namespace)
 	for _, r := range h.toHTTPRoutes(t) {
-		if _, err := EnsureOwned(ctx, routes, r, t); err != nil {
+		if _, _, err := kube.EnsureOwned(ctx, routes, r, t.Owner, t.Live); err != nil {
 			return WrapErr(err, "create httproute")
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/opi-bridge/opi/k8s/apiclient"
+	"github.com/opi-bridge/opi/k8s/internal/kube"
 	"github.com/opi-bridge/opi/k8s/internal/objects"
 )
 
@@ -40,7 +41,7 @@ func (h *serviceHook) Desired(ctx context.Context, t Target) error {
 	if h.headless {
 		service.Spec.ClusterIP = corev1.ClusterIPNone
 	}
-	if _, err := EnsureOwned(ctx, h.client.CoreV1().Services(h.namespace), service, t); err != nil {
+	if _, _, err := kube.EnsureOwned(ctx, h.client.CoreV1().Services(h.namespace), service, t.Owner, t.Live); err != nil {
 		return WrapErr(err, "create service")
 	}
 	return nil
