@@ -221,9 +221,7 @@ func (j *Janitor) deleteIncomplete(ctx context.Context, logger lager.Logger, d *
 	default:
 		return false
 	}
-	background := metav1.DeletePropagationBackground
-	opts := kube.PreconditionUID(d)
-	opts.PropagationPolicy = &background
+	opts := kube.InBackground(kube.PreconditionUID(d))
 	data := lager.Data{j.kindName(): d.Name, "missing-secret": missing}
 	if err := j.kind.Delete(ctx, d.Name, opts); err != nil {
 		if !kube.GoneOrChanged(err) {

@@ -33,10 +33,7 @@ func (s *Service) StopLRP(ctx context.Context, id opi.LRPIdentifier) error {
 		return err
 	}
 	if deployment != nil {
-		background := metav1.DeletePropagationBackground
-		err := s.kind.Delete(ctx, deployment.Name, metav1.DeleteOptions{
-			PropagationPolicy: &background,
-		})
+		err := s.kind.Delete(ctx, deployment.Name, kube.InBackground(metav1.DeleteOptions{}))
 		if err != nil && kube.Classify(err) != kube.KindNotFound {
 			return kube.APIError(err, "delete "+s.kindName())
 		}

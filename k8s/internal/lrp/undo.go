@@ -68,9 +68,7 @@ func (s *Service) undoDesire(ctx context.Context, logger lager.Logger, w *desire
 	var removed []string
 	var errs []error
 	if d := w.workload; d != nil {
-		background := metav1.DeletePropagationBackground
-		opts := kube.PreconditionUID(d)
-		opts.PropagationPolicy = &background
+		opts := kube.InBackground(kube.PreconditionUID(d))
 		switch err := s.kind.Delete(ctx, d.GetName(), opts); {
 		case err == nil:
 			removed = append(removed, s.kindName()+" "+d.GetName())
