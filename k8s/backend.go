@@ -306,14 +306,14 @@ func (b *Backend) newInformers() {
 	b.factory = informers.NewSharedInformerFactoryWithOptions(b.client, 0,
 		informers.WithNamespace(b.namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.LabelSelector = names.LabelSourceType + "=" + names.SourceTypeApp
+			o.LabelSelector = names.AppSelector
 		}),
 	)
 	b.workloads = b.kind.Informer(b.factory)
 	b.pods = b.factory.Core().V1().Pods().Informer()
 	b.jobs = b.factory.InformerFor(&batchv1.Job{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 		return batchinformers.NewFilteredJobInformer(client, b.namespace, resync, cache.Indexers{},
-			func(o *metav1.ListOptions) { o.LabelSelector = names.LabelSourceType + "=" + names.SourceTypeTask })
+			func(o *metav1.ListOptions) { o.LabelSelector = names.TaskSelector })
 	})
 }
 

@@ -105,8 +105,8 @@ type cachedKind struct {
 }
 
 func (b *Backend) cachedKinds() []cachedKind {
-	apps := metav1.ListOptions{LabelSelector: names.LabelSourceType + "=" + names.SourceTypeApp, Limit: 1}
-	tasks := metav1.ListOptions{LabelSelector: names.LabelSourceType + "=" + names.SourceTypeTask, Limit: 1}
+	apps := metav1.ListOptions{LabelSelector: names.AppSelector, Limit: 1}
+	tasks := metav1.ListOptions{LabelSelector: names.TaskSelector, Limit: 1}
 	return []cachedKind{
 		{b.cached[0], b.workloads, func(ctx context.Context) error {
 			_, err := b.listWorkloads(ctx, apps)

@@ -75,7 +75,7 @@ func (h *disruptionHook) Updated(ctx context.Context, t Target, before *opi.LRP,
 }
 
 func (h *disruptionHook) Missing(ctx context.Context, deployments []Workload) ([]Workload, error) {
-	have, err := apiclient.ListNames(ctx, AppSelector(), h.list(DisruptionBudgetsResource))
+	have, err := apiclient.ListNames(ctx, metav1.ListOptions{LabelSelector: names.AppSelector}, h.list(DisruptionBudgetsResource))
 	if err != nil {
 		return nil, err
 	}

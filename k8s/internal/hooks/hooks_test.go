@@ -148,4 +148,3 @@ func (r record) HasPorts() bool     { return false }
 func (r record) EgressJSON() string { return "" }
 func (r record) RoutesJSON() string { return "" }
 func (r record) LRP() *opi.LRP      { return &opi.LRP{} }
-

@@ -261,7 +261,7 @@ func (h *NetworkPolicyHook) Missing(ctx context.Context, deployments []Workload)
 	if !h.opts.Enabled {
 		return nil, nil
 	}
-	have, err := apiclient.ListNames(ctx, AppSelector(), h.list(NetworkPoliciesResource))
+	have, err := apiclient.ListNames(ctx, metav1.ListOptions{LabelSelector: names.AppSelector}, h.list(NetworkPoliciesResource))
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,6 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/opi-bridge/opi/k8s/internal/kube"
-	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -95,11 +94,6 @@ type StepError struct {
 
 func (e *StepError) Error() string { return e.What + ": " + e.Err.Error() }
 func (e *StepError) Unwrap() error { return e.Err }
-
-// AppSelector lists opi's app objects of the namespace.
-func AppSelector() metav1.ListOptions {
-	return metav1.ListOptions{LabelSelector: names.LabelSourceType + "=" + names.SourceTypeApp}
-}
 
 // Without is the workloads for which complete is false.
 func Without(workloads []Workload, complete func(Workload) bool) []Workload {

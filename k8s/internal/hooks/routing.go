@@ -264,9 +264,9 @@ func (h *routingHook) Missing(ctx context.Context, deployments []Workload) ([]Wo
 	var have map[string]bool
 	var err error
 	if h.opts.Mode == RoutingIngress {
-		have, err = apiclient.ListNames(ctx, AppSelector(), h.list(IngressesResource))
+		have, err = apiclient.ListNames(ctx, metav1.ListOptions{LabelSelector: names.AppSelector}, h.list(IngressesResource))
 	} else {
-		have, err = apiclient.ListNames(ctx, AppSelector(), h.list(HTTPRoutesResource))
+		have, err = apiclient.ListNames(ctx, metav1.ListOptions{LabelSelector: names.AppSelector}, h.list(HTTPRoutesResource))
 	}
 	if err != nil {
 		return nil, err

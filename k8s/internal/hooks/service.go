@@ -4,11 +4,13 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/opi-bridge/opi/k8s/apiclient"
 	"github.com/opi-bridge/opi/k8s/internal/kube"
 	"github.com/opi-bridge/opi/k8s/internal/objects"
+	"github.com/opi-bridge/opi/k8s/names"
 )
 
 // serviceHook gives an LRP with ports a Service named like its Deployment, one port per LRP
@@ -48,7 +50,7 @@ func (h *serviceHook) Desired(ctx context.Context, t Target) error {
 }
 
 func (h *serviceHook) Missing(ctx context.Context, deployments []Workload) ([]Workload, error) {
-	have, err := apiclient.ListNames(ctx, AppSelector(), h.list(ServicesResource))
+	have, err := apiclient.ListNames(ctx, metav1.ListOptions{LabelSelector: names.AppSelector}, h.list(ServicesResource))
 	if err != nil {
 		return nil, err
 	}

@@ -154,7 +154,7 @@ func (j *Janitor) Sweep(ctx context.Context) {
 	if j.cache.CheckWatching() != nil {
 		return
 	}
-	selector := metav1.ListOptions{LabelSelector: names.LabelSourceType + "=" + names.SourceTypeApp}
+	selector := metav1.ListOptions{LabelSelector: names.AppSelector}
 	cutoff := time.Now().Add(-j.grace)
 
 	// Metadata only (see hooks.MetadataLists), page by page: no Secret's value passes through
