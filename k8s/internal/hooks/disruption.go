@@ -74,12 +74,12 @@ func (h *disruptionHook) Updated(ctx context.Context, t Target, before *opi.LRP,
 	return nil
 }
 
-func (h *disruptionHook) Missing(ctx context.Context, deployments []Workload) ([]Workload, error) {
+func (h *disruptionHook) Missing(ctx context.Context, workloads []Workload) ([]Workload, error) {
 	have, err := apiclient.ListNames(ctx, metav1.ListOptions{LabelSelector: names.AppSelector}, h.list(DisruptionBudgetsResource))
 	if err != nil {
 		return nil, err
 	}
-	return Without(deployments, func(d Workload) bool {
+	return Without(workloads, func(d Workload) bool {
 		return d.Replicas() < minBudgetInstances || have[d.GetName()]
 	}), nil
 }

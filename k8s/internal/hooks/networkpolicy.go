@@ -257,7 +257,7 @@ func (h *NetworkPolicyHook) Desired(ctx context.Context, t Target) error {
 	return WrapErr(err, "create network policy")
 }
 
-func (h *NetworkPolicyHook) Missing(ctx context.Context, deployments []Workload) ([]Workload, error) {
+func (h *NetworkPolicyHook) Missing(ctx context.Context, workloads []Workload) ([]Workload, error) {
 	if !h.opts.Enabled {
 		return nil, nil
 	}
@@ -265,7 +265,7 @@ func (h *NetworkPolicyHook) Missing(ctx context.Context, deployments []Workload)
 	if err != nil {
 		return nil, err
 	}
-	return Without(deployments, func(d Workload) bool {
+	return Without(workloads, func(d Workload) bool {
 		return d.EgressJSON() == "" || have[d.GetName()]
 	}), nil
 }

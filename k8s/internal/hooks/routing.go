@@ -260,7 +260,7 @@ func (h *routingHook) Updated(ctx context.Context, t Target, _ *opi.LRP, update 
 	return nil
 }
 
-func (h *routingHook) Missing(ctx context.Context, deployments []Workload) ([]Workload, error) {
+func (h *routingHook) Missing(ctx context.Context, workloads []Workload) ([]Workload, error) {
 	var have map[string]bool
 	var err error
 	if h.opts.Mode == RoutingIngress {
@@ -271,7 +271,7 @@ func (h *routingHook) Missing(ctx context.Context, deployments []Workload) ([]Wo
 	if err != nil {
 		return nil, err
 	}
-	return Without(deployments, func(d Workload) bool {
+	return Without(workloads, func(d Workload) bool {
 		if d.RoutesJSON() == "" || d.RoutesJSON() == "[]" {
 			return true
 		}
@@ -334,9 +334,9 @@ func (h *routingHook) toIngress(t Target) *networkingv1.Ingress {
 }
 
 // httpRouteName names the HTTPRoute of one hostname of an LRP.
-func httpRouteName(deployment, host string) string {
+func httpRouteName(workload, host string) string {
 	sum := sha256.Sum256([]byte(host))
-	return deployment + "-" + hex.EncodeToString(sum[:])[:8]
+	return workload + "-" + hex.EncodeToString(sum[:])[:8]
 }
 
 func (h *routingHook) toHTTPRoutes(t Target) []*gatewayv1.HTTPRoute {

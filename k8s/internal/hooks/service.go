@@ -49,12 +49,12 @@ func (h *serviceHook) Desired(ctx context.Context, t Target) error {
 	return nil
 }
 
-func (h *serviceHook) Missing(ctx context.Context, deployments []Workload) ([]Workload, error) {
+func (h *serviceHook) Missing(ctx context.Context, workloads []Workload) ([]Workload, error) {
 	have, err := apiclient.ListNames(ctx, metav1.ListOptions{LabelSelector: names.AppSelector}, h.list(ServicesResource))
 	if err != nil {
 		return nil, err
 	}
-	return Without(deployments, func(d Workload) bool {
+	return Without(workloads, func(d Workload) bool {
 		return !d.HasPorts() || have[d.GetName()]
 	}), nil
 }

@@ -237,21 +237,21 @@ func (j *Janitor) deleteIncomplete(ctx context.Context, logger lager.Logger, d *
 // s is the Secret's metadata as listed.
 func (j *Janitor) sweepSecret(ctx context.Context, logger lager.Logger, s *metav1.PartialObjectMetadata, cutoff time.Time) {
 	secrets := j.client.CoreV1().Secrets(j.namespace)
-	deployment, stale := j.leftover(ctx, logger, s, cutoff)
+	w, stale := j.leftover(ctx, logger, s, cutoff)
 	switch {
-	case deployment != nil && s.CreationTimestamp.Time.Before(cutoff) &&
-		(s.Name == names.EnvSecretName(deployment.Name) || s.Name == names.RegistrySecretName(deployment.Name)):
+	case w != nil && s.CreationTimestamp.Time.Before(cutoff) &&
+		(s.Name == names.EnvSecretName(w.Name) || s.Name == names.RegistrySecretName(w.Name)):
 		// Only past the grace: a younger one is a desire's in flight, which owns it itself.
 		// Adopted only if the Deployment is still live and the Secret unchanged since the
 		// list: a desire in flight may be owning it meanwhile.
-		if live, err := workload.LiveCheck(j.kind, deployment)(ctx); err != nil || !live {
+		if live, err := workload.LiveCheck(j.kind, w)(ctx); err != nil || !live {
 			return
 		}
-		if _, err := kube.SetOwner(ctx, secrets, s.Name, s.ResourceVersion, j.kind.ControllerRef(deployment)); err != nil {
+		if _, err := kube.SetOwner(ctx, secrets, s.Name, s.ResourceVersion, j.kind.ControllerRef(w)); err != nil {
 			logger.Error("adopt-secret", err, lager.Data{"secret": s.Name})
 			return
 		}
-		logger.Info("adopted-secret", lager.Data{"secret": s.Name, "deployment": deployment.Name})
+		logger.Info("adopted-secret", lager.Data{"secret": s.Name, "deployment": w.Name})
 	case stale:
 		if deleteAsListed(ctx, logger, secrets.Delete, s, "delete-secret") {
 			logger.Info("deleted-leftover-secret", lager.Data{"secret": s.Name})
@@ -273,9 +273,9 @@ func (j *Janitor) leftover(ctx context.Context, logger lager.Logger, obj metav1.
 	}
 	// The cache first; an object the cache does not have is confirmed absent by the API, since
 	// a desire in flight may have just created it.
-	deployment, err := j.cache.FindWorkload(ctx, id)
+	w, err := j.cache.FindWorkload(ctx, id)
 	if err == nil {
-		return deployment, false
+		return w, false
 	}
 	if !errors.Is(err, opi.ErrNotFound) {
 		logger.Error("find-deployment", err, lager.Data{"object": obj.GetName()})

@@ -13,11 +13,11 @@ func (s *Service) GetInstances(_ context.Context, id opi.LRPIdentifier) ([]*opi.
 	if err := s.cache.CheckSynced(); err != nil {
 		return nil, err
 	}
-	deployment := s.cache.Workload(id)
-	if deployment == nil {
+	w := s.cache.Workload(id)
+	if w == nil {
 		return nil, store.NotFound(id)
 	}
-	pods := s.cache.Instances(deployment)
+	pods := s.cache.Instances(w)
 	instances := make([]*opi.Instance, 0, len(pods))
 	for i, pod := range pods {
 		if pod != nil {

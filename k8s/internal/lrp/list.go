@@ -35,9 +35,9 @@ func (s *Service) ListLRPsVersioned(_ context.Context) ([]*opi.LRP, uint64, erro
 		return nil, 0, err
 	}
 	version := s.cache.WorkloadChanges()
-	deployments := s.cache.Workloads()
-	lrps := make([]*opi.LRP, 0, len(deployments))
-	for _, d := range deployments {
+	workloads := s.cache.Workloads()
+	lrps := make([]*opi.LRP, 0, len(workloads))
+	for _, d := range workloads {
 		if d.DeletionTimestamp == nil && d.GUID != "" && d.Version != "" {
 			lrps = append(lrps, d.SchedulingLRP())
 		}

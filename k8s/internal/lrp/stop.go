@@ -28,16 +28,16 @@ func (s *Service) StopLRP(ctx context.Context, id opi.LRPIdentifier) error {
 	if err := s.cache.CheckWritable(ctx); err != nil {
 		return err
 	}
-	deployment, err := s.cache.FindWorkload(ctx, id)
+	w, err := s.cache.FindWorkload(ctx, id)
 	if err != nil && !errors.Is(err, opi.ErrNotFound) {
 		return err
 	}
-	if deployment != nil {
-		err := s.kind.Delete(ctx, deployment.Name, kube.InBackground(metav1.DeleteOptions{}))
+	if w != nil {
+		err := s.kind.Delete(ctx, w.Name, kube.InBackground(metav1.DeleteOptions{}))
 		if err != nil && kube.Classify(err) != kube.KindNotFound {
 			return kube.APIError(err, "delete "+s.kindName())
 		}
-		if err := s.cache.WaitForWorkloadGone(ctx, logger, deployment.Name, deployment.UID); err != nil {
+		if err := s.cache.WaitForWorkloadGone(ctx, logger, w.Name, w.UID); err != nil {
 			return err
 		}
 	} else {
@@ -83,18 +83,18 @@ func (s *Service) StopInstance(ctx context.Context, id opi.LRPIdentifier, index 
 	if err := s.cache.CheckWritable(ctx); err != nil {
 		return err
 	}
-	deployment := s.cache.Workload(id)
-	if deployment == nil {
+	w := s.cache.Workload(id)
+	if w == nil {
 		return store.NotFound(id)
 	}
-	replicas := deployment.ReplicaCount
+	replicas := w.ReplicaCount
 	if index < 0 || index >= replicas {
 		if replicas == 0 {
 			return fmt.Errorf("%w: instance index %d out of range: lrp has no instances", opi.ErrInvalid, index)
 		}
 		return fmt.Errorf("%w: instance index %d out of range 0..%d", opi.ErrInvalid, index, replicas-1)
 	}
-	pods := s.cache.Instances(deployment)
+	pods := s.cache.Instances(w)
 	if int(index) >= len(pods) || pods[index] == nil {
 		logger.Info("no-pod-at-index")
 		return nil

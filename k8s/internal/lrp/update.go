@@ -61,9 +61,9 @@ func (s *Service) UpdateLRP(ctx context.Context, id opi.LRPIdentifier, update op
 	return nil
 }
 
-// deploymentPatch is the part of a workload (Deployment or StatefulSet: the same fields) an
+// workloadPatch is the part of a workload (Deployment or StatefulSet: the same fields) an
 // update may change.
-type deploymentPatch struct {
+type workloadPatch struct {
 	Metadata *patchMetadata `json:"metadata,omitempty"`
 	Spec     *patchSpec     `json:"spec,omitempty"`
 }
@@ -109,7 +109,7 @@ func updateAnnotations(update opi.LRPUpdate) map[string]string {
 // (instances and annotation from the same request), never mixed with another. Only an update
 // that changes nothing at all is skipped.
 func updatePatch(d *store.WorkloadRecord, update opi.LRPUpdate) ([]byte, bool) {
-	var p deploymentPatch
+	var p workloadPatch
 	changed := false
 	if update.Instances != nil {
 		p.Spec = &patchSpec{Replicas: ptr.To(*update.Instances)}
