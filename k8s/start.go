@@ -46,7 +46,7 @@ type syncPatience struct {
 // served from these caches only; until Start has finished every call answers ErrUnavailable.
 //
 // A slow sync is not an error: at Options.CacheSyncTimeout, and every cacheSyncRecheck after,
-// Start logs cache-sync-slow and goes on waiting (a LIST of 10,000 Deployments on a loaded API
+// Start logs cache-sync-slow and goes on waiting (a LIST of 10,000 workloads on a loaded API
 // server can take minutes, and giving up would restart it from nothing). It returns an error
 // only when ctx ends or for what waiting cannot mend: opi may not list what it caches (RBAC), or
 // a hook's start-up failed for a reason other than an unavailable API server.

@@ -22,15 +22,15 @@ import (
 const minBudgetInstances = 2
 
 // disruptionHook gives an LRP of 2 or more instances a PodDisruptionBudget named like its
-// Deployment, so that voluntary disruptions (node drains, evictions through the API) take at
+// workload, so that voluntary disruptions (node drains, evictions through the API) take at
 // most one of its instances at a time:
 //
-//   - desired: create it for 2+ instances (exists: made controlled by the Deployment);
+//   - desired: create it for 2+ instances (exists: made controlled by the workload);
 //   - updated (instances given): 2+ → create it when absent (one call, so that a budget an
 //     earlier call failed to create is made by the next one); below 2 from 2 or more → delete
 //     it (a failure is logged: a budget left behind allows one disruption of a 1-instance app,
 //     which is no budget at all, and failing the update for it would be worse);
-//   - missing: Deployments of 2+ replicas without a budget.
+//   - missing: workloads of 2+ replicas without a budget.
 type disruptionHook struct {
 	client    kubernetes.Interface
 	list      MetadataLists

@@ -85,15 +85,15 @@ func (p PolicyPeer) Validate() error {
 //     created, or rewritten when the configuration changed (the routers' first, so that an
 //     upgrade from a baseline that carried the routers never cuts them off). They belong to no
 //     LRP: they stay as long as the namespace.
-//   - shape: the Deployment carries the rules (names.AnnotationEgressRules), whether or not policies
+//   - shape: the workload carries the rules (names.AnnotationEgressRules), whether or not policies
 //     are on, so that turning them on later gives older apps theirs through the janitor;
 //   - check: an icmp rule is refused (NetworkPolicy filters tcp, udp and sctp only; a rule of
 //     protocol all allows icmp too);
-//   - desired: an LRP with egress rules gets a policy named like its Deployment, selecting its
-//     pods, allowing egress to its rules' destinations and ports; controlled by the Deployment.
+//   - desired: an LRP with egress rules gets a policy named like its workload, selecting its
+//     pods, allowing egress to its rules' destinations and ports; controlled by the workload.
 //     Policies add up, so the baseline's DNS and this are both allowed. An LRP without rules
 //     has no policy of its own (and no egress beyond DNS);
-//   - missing: Deployments with rules and no policy.
+//   - missing: workloads with rules and no policy.
 //
 // Tasks (TaskPolicy, called by DesireTask): CC's task requests carry no egress rules, so a task
 // gets those of its app's LRP (the newest workload in the cache with the task's app guid, its

@@ -30,7 +30,7 @@ const (
 	RoutingIngress = "ingress"
 	// RoutingGateway makes Gateway API HTTPRoutes attached to an operator-named Gateway.
 	RoutingGateway = "gateway"
-	// RoutingNone makes no routing objects (routes are only recorded on the Deployment).
+	// RoutingNone makes no routing objects (routes are only recorded on the workload).
 	RoutingNone = "none"
 	// RoutingNATS makes no routing objects and no Services: a classic Cloud Foundry's gorouters
 	// are told of each Ready instance's pod IP over NATS (package k8s/routes), and reach the
@@ -57,13 +57,13 @@ type RoutingOptions struct {
 // routingHook turns an LRP's routes into routing objects that send each hostname (and path)
 // to the LRP's Service port the route names.
 //
-//   - ingress mode: one Ingress named like the Deployment, one rule per hostname, one Prefix
+//   - ingress mode: one Ingress named like the workload, one rule per hostname, one Prefix
 //     path per route of that hostname (a route "example.com/docs" is host example.com, path
 //     /docs; without a path, /), each to the Service port of the route;
 //   - gateway mode: one HTTPRoute per hostname, named <deployment>-<first 8 hex digits of the
 //     hostname's sha256>, with one PathPrefix rule per path of that hostname;
 //
-// Either is controlled by the Deployment. In gateway mode, Start checks that the cluster serves
+// Either is controlled by the workload. In gateway mode, Start checks that the cluster serves
 // HTTPRoutes. Two LRPs (the old and the new version during a
 // rolling deploy) may share a hostname: each has its own objects, and the ingress controller
 // or Gateway balances across both. Events:
@@ -74,7 +74,7 @@ type RoutingOptions struct {
 //   - updated (routes changed): objects for the new routes are created or rewritten, those of
 //     hostnames no longer routed deleted (the Ingress when no route is left; HTTPRoutes of the
 //     LRP listed by its labels, one LIST); the objects of other LRPs are never touched;
-//   - missing: Deployments with routes whose objects are absent.
+//   - missing: workloads with routes whose objects are absent.
 //
 // tcp-router and other routers' routes never reach the backend (bifrost reads cf-router only,
 // as the contract says unknown routers are ignored).

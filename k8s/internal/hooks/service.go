@@ -13,12 +13,12 @@ import (
 	"github.com/opi-bridge/opi/k8s/names"
 )
 
-// serviceHook gives an LRP with ports a Service named like its Deployment, one port per LRP
-// port, controlled by the Deployment. Routing objects point at it.
+// serviceHook gives an LRP with ports a Service named like its workload, one port per LRP
+// port, controlled by the workload. Routing objects point at it.
 //
-//   - desired: create the Service (exists: made controlled by the Deployment if it is not);
+//   - desired: create the Service (exists: made controlled by the workload if it is not);
 //   - updated: nothing (ports only change with a new version);
-//   - missing: Deployments with ports and no Service.
+//   - missing: workloads with ports and no Service.
 type serviceHook struct {
 	client    kubernetes.Interface
 	list      MetadataLists

@@ -137,13 +137,13 @@ func (j *Janitor) Run(ctx context.Context) {
 }
 
 // Sweep cleans up what desires that never completed left behind (opi killed between creating
-// an LRP's Secret and its Deployment, and CC never desiring that LRP again): opi's Secrets and
-// Services that no object controls, older than the grace period, whose LRP has no Deployment,
-// are deleted. An unowned Secret whose LRP's Deployment does exist (opi killed before it set
+// an LRP's Secret and its workload, and CC never desiring that LRP again): opi's Secrets and
+// Services that no object controls, older than the grace period, whose LRP has no workload,
+// are deleted. An unowned Secret whose LRP's workload does exist (opi killed before it set
 // the owner) is given that owner instead, so that stopping the LRP removes it, and a
-// Deployment older than the grace that lacks a hook's object (its Service, routing objects,
+// workload older than the grace that lacks a hook's object (its Service, routing objects,
 // egress policy: opi killed before the last step) gets it (each hook lists its objects once
-// per sweep, see hooks.Janitor). A Deployment older than the grace whose Secret is missing (opi
+// per sweep, see hooks.Janitor). A workload older than the grace whose Secret is missing (opi
 // killed between the two rounds of a desire) is deleted, so that CC desires it again (see
 // deleteIncomplete). Failures are logged; the next sweep tries again. Only object names are logged,
 // never their content. Its LISTs ask for metadata only (Deps.Lists): the Secrets' values
@@ -233,7 +233,7 @@ func (j *Janitor) deleteIncomplete(ctx context.Context, logger lager.Logger, d *
 	return true
 }
 
-// sweepSecret gives an unowned Secret of a running LRP its Deployment, or deletes a leftover;
+// sweepSecret gives an unowned Secret of a running LRP its workload, or deletes a leftover;
 // s is the Secret's metadata as listed.
 func (j *Janitor) sweepSecret(ctx context.Context, logger lager.Logger, s *metav1.PartialObjectMetadata, cutoff time.Time) {
 	secrets := j.client.CoreV1().Secrets(j.namespace)
@@ -242,7 +242,7 @@ func (j *Janitor) sweepSecret(ctx context.Context, logger lager.Logger, s *metav
 	case w != nil && s.CreationTimestamp.Time.Before(cutoff) &&
 		(s.Name == names.EnvSecretName(w.Name) || s.Name == names.RegistrySecretName(w.Name)):
 		// Only past the grace: a younger one is a desire's in flight, which owns it itself.
-		// Adopted only if the Deployment is still live and the Secret unchanged since the
+		// Adopted only if the workload is still live and the Secret unchanged since the
 		// list: a desire in flight may be owning it meanwhile.
 		if live, err := workload.LiveCheck(j.kind, w)(ctx); err != nil || !live {
 			return
@@ -260,7 +260,7 @@ func (j *Janitor) sweepSecret(ctx context.Context, logger lager.Logger, s *metav
 }
 
 // leftover looks at an object of an LRP that no object controls: it returns the LRP's live
-// Deployment when there is one, else whether the object is older than cutoff (and so a
+// workload when there is one, else whether the object is older than cutoff (and so a
 // leftover to delete). Controlled objects, and objects whose LRP cannot be checked, are
 // neither.
 func (j *Janitor) leftover(ctx context.Context, logger lager.Logger, obj metav1.Object, cutoff time.Time) (*store.WorkloadRecord, bool) {
@@ -284,7 +284,7 @@ func (j *Janitor) leftover(ctx context.Context, logger lager.Logger, obj metav1.
 	return nil, obj.GetCreationTimestamp().Time.Before(cutoff)
 }
 
-// completeHooks is the janitor's part for hooks: each hook names the Deployments (older than
+// completeHooks is the janitor's part for hooks: each hook names the workloads (older than
 // cutoff) whose objects it misses, and creates them. Failures are logged.
 func (j *Janitor) completeHooks(ctx context.Context, logger lager.Logger, old []*store.WorkloadRecord) {
 	if len(old) == 0 {

@@ -19,9 +19,9 @@ import (
 
 // StopLRP deletes the LRP's workload (Deployment or StatefulSet) with background propagation: the garbage collector then
 // removes its ReplicaSets and pods and the Secrets and Service it owns; one API call. When there
-// is no Deployment, Secrets and a Service of the LRP that nothing owns (left by a desire
-// interrupted before its Deployment) are looked for and deleted, best effort; leftovers beside a
-// Deployment (a desire interrupted before it set owners) are the janitor's. Stopping an absent
+// is no workload, Secrets and a Service of the LRP that nothing owns (left by a desire
+// interrupted before its workload) are looked for and deleted, best effort; leftovers beside a
+// workload (a desire interrupted before it set owners) are the janitor's. Stopping an absent
 // LRP succeeds.
 func (s *Service) StopLRP(ctx context.Context, id opi.LRPIdentifier) error {
 	logger := s.logger.Session("stop-lrp", lager.Data{"process-guid": id.ProcessGUID()})
@@ -48,7 +48,7 @@ func (s *Service) StopLRP(ctx context.Context, id opi.LRPIdentifier) error {
 }
 
 // deleteUnowned deletes the LRP's Secrets and Service that have no controller. The names are
-// not known without the Deployment, so they are found by their labels, listing their metadata
+// not known without the workload, so they are found by their labels, listing their metadata
 // only (no Secret's value passes through opi). Failures are logged: they leave garbage behind,
 // not a running app.
 func (s *Service) deleteUnowned(ctx context.Context, logger lager.Logger, id opi.LRPIdentifier) {
