@@ -54,18 +54,18 @@ type Options struct {
 	// not a deadline: Start keeps waiting, see start.go.
 	CacheSyncTimeout time.Duration
 
-	// Store: how long a write waits for the caches to show it (package k8s/store).
+	// Store: how long a write waits for the caches to show it (package k8s/internal/store).
 	Store store.Options
-	// Pods: the settings of every app pod (probes, rollouts, Pod Security; package k8s/spec).
+	// Pods: the settings of every app pod (probes, rollouts, Pod Security; package k8s/internal/objects).
 	Pods objects.PodOptions
-	// Hooks: routing, network policies, placement, Services (package k8s/hooks).
+	// Hooks: routing, network policies, placement, Services (package k8s/internal/hooks).
 	Hooks hooks.Options
-	// Janitor: how often it sweeps and the age of a leftover (package k8s/janitor; a zero
+	// Janitor: how often it sweeps and the age of a leftover (package k8s/internal/janitor; a zero
 	// period runs no janitor).
 	Janitor janitor.Options
-	// Tasks: how long an ended task's Job is kept (package k8s/task).
+	// Tasks: how long an ended task's Job is kept (package k8s/internal/task).
 	Tasks task.Options
-	// Staging: the staging workers and their bounds (package k8s/staging).
+	// Staging: the staging workers and their bounds (package k8s/internal/staging).
 	Staging staging.Options
 
 	// Clients are the API clients beside the clientset NewBackend is given.
@@ -92,27 +92,27 @@ type Clients struct {
 	Watches *apiclient.Watches
 	// Routes is the table of gorouter registrations (package gorouter's *Emitter): needed in
 	// routing mode hooks.RoutingNATS, and refused in the others. The leader work "routes"
-	// (package k8s/routes) fills it and runs its sending.
+	// (package k8s/internal/routes) fills it and runs its sending.
 	Routes routes.Table
 	// Zone gives a node's availability zone ("" when unknown), for the registrations'
 	// availability_zone (routing mode nats); nil leaves the field out.
 	Zone func(node string) string
 	// Lifecycle takes the leader's CELL lines and the stagings' STG lines (package
-	// loggregator's Sender); nil: no lines (the leader work "lifecycle", package k8s/lifecycle,
+	// loggregator's Sender); nil: no lines (the leader work "lifecycle", package k8s/internal/lifecycle,
 	// runs only with it).
 	Lifecycle lifecycle.Emitter
 }
 
 // Notifiers tell Cloud Controller what happened. Each that is set switches on its leader work.
 type Notifiers struct {
-	// Crash is told about every crash of an LRP instance, once (package k8s/crash); nil
+	// Crash is told about every crash of an LRP instance, once (package k8s/internal/crash); nil
 	// reports no crashes.
 	Crash opi.CrashNotifier
-	// Task is told when a task ends (package k8s/task's reporter); without it no task end is
+	// Task is told when a task ends (package k8s/internal/task's reporter); without it no task end is
 	// reported and no task's Job is deleted.
 	Task opi.TaskNotifier
 	// ImageReader and Staging, both set, make the leader work off staging records (package
-	// k8s/staging); one without the other is refused.
+	// k8s/internal/staging); one without the other is refused.
 	ImageReader opi.ImageReader
 	Staging     opi.StagingNotifier
 }
@@ -157,14 +157,14 @@ type Backend struct {
 	workloads cache.SharedIndexInformer
 	pods      cache.SharedIndexInformer
 	jobs      cache.SharedIndexInformer
-	// store serves every read from the informers' caches (package k8s/store).
+	// store serves every read from the informers' caches (package k8s/internal/store).
 	store *store.Store
 	// cached are the resources of the caches above, as apiclient.Watches names them.
 	cached [3]string
 
 	started atomic.Bool
 
-	// hooks are the concerns that react to an LRP's events (package k8s/hooks, registered in
+	// hooks are the concerns that react to an LRP's events (package k8s/internal/hooks, registered in
 	// hooks.go); policies is the network policy hook, which keeps the tasks' policies too.
 	hooks    hooks.Set
 	policies *hooks.NetworkPolicyHook

@@ -5,7 +5,7 @@ import (
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 )
 
-// The backend's hooks are package k8s/hooks's: the base interface, the optional event
+// The backend's hooks are package k8s/internal/hooks's: the base interface, the optional event
 // interfaces, the Set that runs them in registration order, and one file per concern there.
 // They are registered in registerHooks: adding a concern is its file there plus one line here.
 

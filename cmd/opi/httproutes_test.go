@@ -18,7 +18,7 @@ import (
 )
 
 // The Gateway API client is made whenever the cluster serves HTTPRoutes, so that the janitor
-// of the other modes removes the HTTPRoutes a gateway mode left (k8s/janitor's modes specs).
+// of the other modes removes the HTTPRoutes a gateway mode left (k8s/internal/janitor's modes specs).
 var _ = Describe("The Gateway API client", func() {
 	var (
 		client *fake.Clientset

@@ -13,7 +13,7 @@ import (
 )
 
 // LoggregatorConfig is the `loggregator` section: where opi's leader sends the CELL lines of
-// the apps' instances (package k8s/lifecycle). Absent: no lifecycle lines.
+// the apps' instances (package k8s/internal/lifecycle). Absent: no lifecycle lines.
 type LoggregatorConfig struct {
 	// Addr is Loggregator's v2 ingress, host:port (a Doppler's, or a Loggregator agent
 	// reachable from the cluster).

@@ -33,7 +33,7 @@ const (
 	// RoutingNone makes no routing objects (routes are only recorded on the workload).
 	RoutingNone = "none"
 	// RoutingNATS makes no routing objects and no Services: a classic Cloud Foundry's gorouters
-	// are told of each Ready instance's pod IP over NATS (package k8s/routes), and reach the
+	// are told of each Ready instance's pod IP over NATS (package k8s/internal/routes), and reach the
 	// pods directly. The routes are checked as in the other modes.
 	RoutingNATS = "nats"
 )

@@ -14,7 +14,7 @@ import (
 	"github.com/opi-bridge/opi/opi"
 )
 
-// How the LRP's verbs run the hooks (package k8s/hooks): the hooks' checks before anything is
+// How the LRP's verbs run the hooks (package k8s/internal/hooks): the hooks' checks before anything is
 // written, their shaping of the workload, their events, and what their errors answer.
 
 // checkHooks runs every hook's check.
@@ -37,7 +37,7 @@ func (s *Service) runUpdatedHooks(ctx context.Context, logger lager.Logger, t ho
 }
 
 // hookError maps what a hook's desired or updated returned: a stop that deleted the workload
-// meanwhile (kube.ErrSuperseded) is success, as for the Secrets (ownershipError); Kubernetes
+// meanwhile (kube.ErrSuperseded) is success, as for the Secrets (kube.OwnershipError); Kubernetes
 // refusing the object (422, 403) is opi.ErrInvalid (refusal).
 func (s *Service) hookError(logger lager.Logger, err error, hook string) error {
 	var status apierrors.APIStatus

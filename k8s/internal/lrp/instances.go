@@ -7,7 +7,7 @@ import (
 	"github.com/opi-bridge/opi/opi"
 )
 
-// GetInstances reports the LRP's instances from the pod cache (no API call): see instancePods
+// GetInstances reports the LRP's instances from the pod cache (no API call): see store.InstancePods
 // for which pods are instances and at which index. ErrNotFound when the LRP is absent.
 func (s *Service) GetInstances(_ context.Context, id opi.LRPIdentifier) ([]*opi.Instance, error) {
 	if err := s.cache.CheckSynced(); err != nil {

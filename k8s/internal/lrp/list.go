@@ -8,14 +8,14 @@ import (
 )
 
 // ListLRPs returns every LRP whose workload the cache holds and which is not being deleted,
-// ordered by guid and version, with its scheduling fields only (see schedulingLRP). It makes
+// ordered by guid and version, with its scheduling fields only (see store.WorkloadRecord.SchedulingLRP). It makes
 // no API call.
 func (s *Service) ListLRPs(ctx context.Context) ([]*opi.LRP, error) {
 	lrps, _, err := s.ListLRPsVersioned(ctx)
 	return lrps, err
 }
 
-// LRPListVersion is the number of changes the workload cache has seen (see changeCounter).
+// LRPListVersion is the number of changes the workload cache has seen (see store.Store.WorkloadChanges).
 func (s *Service) LRPListVersion(_ context.Context) (uint64, error) {
 	if err := s.cache.CheckSynced(); err != nil {
 		return 0, err

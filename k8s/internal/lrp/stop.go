@@ -75,7 +75,7 @@ func (s *Service) deleteUnowned(ctx context.Context, logger lager.Logger, id opi
 	}
 }
 
-// StopInstance deletes the pod reported at index (instancePods at this moment); the workload
+// StopInstance deletes the pod reported at index (store.InstancePods at this moment); the workload
 // replaces it (a StatefulSet under the same name). ErrNotFound when the cache has no such LRP,
 // ErrInvalid for an index outside 0..instances-1; no pod at a valid index is success.
 func (s *Service) StopInstance(ctx context.Context, id opi.LRPIdentifier, index int32) error {

@@ -6,7 +6,7 @@
 // It is handed the informers of the one shared factory the root builds (workloads, pods, Jobs)
 // and adds its indexers and transforms to them before they start, so that the change counter is
 // registered before the informers start. It imports no hook: what the read path decodes lives
-// here or in package k8s/spec.
+// here or in package k8s/internal/objects.
 package store
 
 import (
