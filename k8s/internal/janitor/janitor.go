@@ -88,9 +88,16 @@ type Janitor struct {
 	lists     hooks.MetadataLists
 }
 
-// New makes the janitor of namespace; it refuses deps with a needed one missing. It logs in
-// logger's sessions janitor (Run) and sweep (Sweep).
-func New(namespace string, logger lager.Logger, opts Options, deps Deps) (*Janitor, error) {
+// Config is what the janitor is set up with: its namespace and the operator's options.
+type Config struct {
+	Namespace string
+	Options
+}
+
+// New makes the janitor of cfg's namespace; it refuses deps with a needed one missing. It
+// logs in logger's sessions janitor (Run) and sweep (Sweep).
+func New(logger lager.Logger, cfg Config, deps Deps) (*Janitor, error) {
+	opts := cfg.Options
 	switch {
 	case deps.Client == nil:
 		return nil, errors.New("janitor needs a kubernetes client")
@@ -105,7 +112,7 @@ func New(namespace string, logger lager.Logger, opts Options, deps Deps) (*Janit
 		opts.Grace = DefaultGrace
 	}
 	return &Janitor{
-		namespace: namespace,
+		namespace: cfg.Namespace,
 		logger:    logger,
 		period:    opts.Period,
 		grace:     opts.Grace,
