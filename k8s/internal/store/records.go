@@ -285,12 +285,16 @@ type PodRecord struct {
 }
 
 // RecordPod is the pod informer's transform.
-func RecordPod(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
+func RecordPod(obj any) (any, error) { return recordAs(obj, PodRecordOf) }
+
+// recordAs is an informer's transform for objects of type T: their record; anything else (a
+// record already, a tombstone) passes unchanged.
+func recordAs[T, R any](obj any, of func(T) R) (any, error) {
+	o, ok := obj.(T)
 	if !ok {
 		return obj, nil
 	}
-	return PodRecordOf(p), nil
+	return of(o), nil
 }
 
 // PodRecordOf is the record of a pod.
