@@ -15,7 +15,8 @@ func (s *Service) ListLRPs(ctx context.Context) ([]*opi.LRP, error) {
 	return lrps, err
 }
 
-// LRPListVersion is the number of changes the workload cache has seen (see store.Store.WorkloadChanges).
+// LRPListVersion is the number of changes the workload cache has seen (the store's
+// WorkloadChanges).
 func (s *Service) LRPListVersion(_ context.Context) (uint64, error) {
 	if err := s.cache.CheckSynced(); err != nil {
 		return 0, err
