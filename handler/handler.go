@@ -138,9 +138,6 @@ func (r *Router) PUT(path string, h httprouter.Handle) { r.Handle(http.MethodPut
 // DELETE registers and records a DELETE route.
 func (r *Router) DELETE(path string, h httprouter.Handle) { r.Handle(http.MethodDelete, path, h) }
 
-// PATCH registers and records a PATCH route.
-func (r *Router) PATCH(path string, h httprouter.Handle) { r.Handle(http.MethodPatch, path, h) }
-
 // newRouter is a recording httprouter with the contract's 404/405/panic answers.
 func newRouter(logger lager.Logger) *Router {
 	r := &Router{Router: httprouter.New()}

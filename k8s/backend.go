@@ -249,7 +249,7 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 		lrp.Deps{Client: client, Kind: b.kind, Cache: b.store, Hooks: b.hooks, Lists: lists}); err != nil {
 		return nil, err
 	}
-	if b.tasks, err = task.New(opts.Namespace, b.logger, pods, opts.Tasks,
+	if b.tasks, err = task.New(b.logger, task.Config{Namespace: opts.Namespace, Pods: pods, Options: opts.Tasks},
 		task.Deps{Client: client, Cache: b.store, Policies: b.policies, Notifier: opts.Notifiers.Task}); err != nil {
 		return nil, err
 	}
@@ -258,7 +258,7 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 	}
 	janitorOpts := opts.Janitor
 	janitorOpts.Routing = opts.Hooks.Routing.Mode
-	if b.janitor, err = janitor.New(opts.Namespace, b.logger, janitorOpts,
+	if b.janitor, err = janitor.New(b.logger, janitor.Config{Namespace: opts.Namespace, Options: janitorOpts},
 		janitor.Deps{Client: client, Gateway: opts.Clients.Gateway, Kind: b.kind, Cache: b.store, Hooks: b.hooks, Lists: lists}); err != nil {
 		return nil, err
 	}
@@ -288,7 +288,7 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 		}
 		b.addLeaderWork("lifecycle", lines.Run)
 	}
-	if b.staging, err = staging.New(opts.Namespace, b.logger, opts.Staging,
+	if b.staging, err = staging.New(b.logger, staging.Config{Namespace: opts.Namespace, Options: opts.Staging},
 		staging.Deps{Client: client, ImageReader: opts.Notifiers.ImageReader, Notifier: opts.Notifiers.Staging,
 			Lines: opts.Clients.Lifecycle}); err != nil {
 		return nil, err
@@ -306,14 +306,14 @@ func (b *Backend) newInformers() {
 	b.factory = informers.NewSharedInformerFactoryWithOptions(b.client, 0,
 		informers.WithNamespace(b.namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.LabelSelector = names.LabelSourceType + "=" + names.SourceTypeApp
+			o.LabelSelector = names.AppSelector
 		}),
 	)
 	b.workloads = b.kind.Informer(b.factory)
 	b.pods = b.factory.Core().V1().Pods().Informer()
 	b.jobs = b.factory.InformerFor(&batchv1.Job{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 		return batchinformers.NewFilteredJobInformer(client, b.namespace, resync, cache.Indexers{},
-			func(o *metav1.ListOptions) { o.LabelSelector = names.LabelSourceType + "=" + names.SourceTypeTask })
+			func(o *metav1.ListOptions) { o.LabelSelector = names.TaskSelector })
 	})
 }
 

@@ -46,7 +46,7 @@ type syncPatience struct {
 // served from these caches only; until Start has finished every call answers ErrUnavailable.
 //
 // A slow sync is not an error: at Options.CacheSyncTimeout, and every cacheSyncRecheck after,
-// Start logs cache-sync-slow and goes on waiting (a LIST of 10,000 Deployments on a loaded API
+// Start logs cache-sync-slow and goes on waiting (a LIST of 10,000 workloads on a loaded API
 // server can take minutes, and giving up would restart it from nothing). It returns an error
 // only when ctx ends or for what waiting cannot mend: opi may not list what it caches (RBAC), or
 // a hook's start-up failed for a reason other than an unavailable API server.
@@ -105,8 +105,8 @@ type cachedKind struct {
 }
 
 func (b *Backend) cachedKinds() []cachedKind {
-	apps := metav1.ListOptions{LabelSelector: names.LabelSourceType + "=" + names.SourceTypeApp, Limit: 1}
-	tasks := metav1.ListOptions{LabelSelector: names.LabelSourceType + "=" + names.SourceTypeTask, Limit: 1}
+	apps := metav1.ListOptions{LabelSelector: names.AppSelector, Limit: 1}
+	tasks := metav1.ListOptions{LabelSelector: names.TaskSelector, Limit: 1}
 	return []cachedKind{
 		{b.cached[0], b.workloads, func(ctx context.Context) error {
 			_, err := b.listWorkloads(ctx, apps)

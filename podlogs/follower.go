@@ -2,7 +2,6 @@ package podlogs
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -137,24 +136,6 @@ func (f *Follower) Close() error {
 	err := f.file.Close()
 	f.file = nil
 	return err
-}
-
-// Follow calls Next every interval until ctx is done, then closes the follower. It returns
-// ctx's error, or Next's first error.
-func (f *Follower) Follow(ctx context.Context, interval time.Duration, emit func(Line, Position)) error {
-	defer f.Close()
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		if err := f.Next(emit); err != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
 }
 
 // Next reads every complete line the folder holds now and calls emit for each, in order, with

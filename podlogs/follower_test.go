@@ -2,7 +2,6 @@ package podlogs_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -402,19 +401,6 @@ var _ = Describe("Follower", func() {
 
 		write("0.log", cri(3, "stdout", "F", "three"))
 		Expect(texts(follow(cp.Get("ns_pod_uid/opi"), podlogs.Options{}).next())).To(Equal([]string{"stdout:three"}))
-	})
-
-	It("returns from Follow when its context ends", func() {
-		write("0.log", cri(1, "stdout", "F", "one"))
-		ctx, cancel := context.WithCancel(context.Background())
-		lines := make(chan podlogs.Line, 1)
-		done := make(chan error, 1)
-		go func() {
-			done <- r.f.Follow(ctx, time.Millisecond, func(l podlogs.Line, _ podlogs.Position) { lines <- l })
-		}()
-		Eventually(lines).Should(Receive(Equal(podlogs.Line{Time: ms(1), Stream: podlogs.Stdout, Text: "one"})))
-		cancel()
-		Eventually(done).Should(Receive(MatchError(context.Canceled)))
 	})
 })
 

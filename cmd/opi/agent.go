@@ -192,7 +192,7 @@ func runAgent(ctx context.Context, cfg AgentConfig) error {
 	return a.Run(ctx)
 }
 
-// mainAgent is `opi agent`: the node agent.
+// mainAgent is `opi agent`: the node agent, which ships the logs of its node's app pods.
 func mainAgent(args []string) {
 	cfg, err := parseAgentFlags(args)
 	if errors.Is(err, flag.ErrHelp) {

@@ -382,7 +382,7 @@ func (f *float32Value) Set(s string) error {
 	return err
 }
 
-// stringList is a comma-separated list flag; each use replaces the list.
+// stringList is a comma-separated list flag; a flag given replaces the list (the file's too).
 type stringList []string
 
 func (l *stringList) String() string { return strings.Join(*l, ",") }

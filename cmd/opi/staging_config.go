@@ -3,7 +3,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"strings"
 
 	"github.com/opi-bridge/opi/imageconfig"
 	"github.com/opi-bridge/opi/k8s"
@@ -45,23 +44,8 @@ func (c *StagingConfig) bindFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.MaxConfigBytes, "staging-max-config-bytes", c.MaxConfigBytes, "largest image config read")
 	fs.IntVar(&c.MaxAttempts, "staging-max-attempts", c.MaxAttempts, "reads of an image before its staging fails")
 	fs.Var(&c.MaxAge, "staging-max-age", "age after which a staging not completed fails")
-	fs.Var((*cidrList)(&c.AllowedCIDRs), "staging-allowed-cidrs", "comma-separated ranges registries may be in despite the refused ones (e.g. 127.0.0.0/8 for a local registry)")
-	fs.Var((*cidrList)(&c.RefusedCIDRs), "staging-refused-cidrs", "comma-separated ranges registries must not be in, besides loopback, link-local and private ones (the cluster's pod and service ranges)")
-}
-
-// cidrList is a comma-separated flag; a flag given replaces the file's list.
-type cidrList []string
-
-func (l *cidrList) String() string { return strings.Join(*l, ",") }
-
-func (l *cidrList) Set(s string) error {
-	*l = nil
-	for _, c := range strings.Split(s, ",") {
-		if c = strings.TrimSpace(c); c != "" {
-			*l = append(*l, c)
-		}
-	}
-	return nil
+	fs.Var((*stringList)(&c.AllowedCIDRs), "staging-allowed-cidrs", "comma-separated ranges registries may be in despite the refused ones (e.g. 127.0.0.0/8 for a local registry)")
+	fs.Var((*stringList)(&c.RefusedCIDRs), "staging-refused-cidrs", "comma-separated ranges registries must not be in, besides loopback, link-local and private ones (the cluster's pod and service ranges)")
 }
 
 func (c StagingConfig) validate() error {

@@ -61,7 +61,7 @@ type Reader struct {
 // New builds a Reader on its own informers (not started). Its pod cache keeps of each pod only
 // what the ranking reads (Pod), so a node's reader stays small.
 func New(client kubernetes.Interface, o Options) *Reader {
-	appsOnly := func(lo *metav1.ListOptions) { lo.LabelSelector = names.LabelSourceType + "=" + names.SourceTypeApp }
+	appsOnly := func(lo *metav1.ListOptions) { lo.LabelSelector = names.AppSelector }
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithNamespace(o.Namespace), informers.WithTweakListOptions(appsOnly))
 	var workloads cache.SharedIndexInformer
@@ -75,7 +75,7 @@ func New(client kubernetes.Interface, o Options) *Reader {
 	pods := factory.Core().V1().Pods().Informer()
 	jobs := factory.InformerFor(&batchv1.Job{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 		return batchinformers.NewFilteredJobInformer(client, o.Namespace, resync, cache.Indexers{},
-			func(lo *metav1.ListOptions) { lo.LabelSelector = names.LabelSourceType + "=" + names.SourceTypeTask })
+			func(lo *metav1.ListOptions) { lo.LabelSelector = names.TaskSelector })
 	})
 	s := store.New(store.Config{
 		Namespace: o.Namespace, Workloads: workloads, Pods: pods, Jobs: jobs,

@@ -22,15 +22,15 @@ import (
 const minBudgetInstances = 2
 
 // disruptionHook gives an LRP of 2 or more instances a PodDisruptionBudget named like its
-// Deployment, so that voluntary disruptions (node drains, evictions through the API) take at
+// workload, so that voluntary disruptions (node drains, evictions through the API) take at
 // most one of its instances at a time:
 //
-//   - desired: create it for 2+ instances (exists: made controlled by the Deployment);
+//   - desired: create it for 2+ instances (exists: made controlled by the workload);
 //   - updated (instances given): 2+ → create it when absent (one call, so that a budget an
 //     earlier call failed to create is made by the next one); below 2 from 2 or more → delete
 //     it (a failure is logged: a budget left behind allows one disruption of a 1-instance app,
 //     which is no budget at all, and failing the update for it would be worse);
-//   - missing: Deployments of 2+ replicas without a budget.
+//   - missing: workloads of 2+ replicas without a budget.
 type disruptionHook struct {
 	client    kubernetes.Interface
 	list      MetadataLists
@@ -50,7 +50,7 @@ func (h *disruptionHook) Desired(ctx context.Context, t Target) error {
 	if t.LRP.Instances < minBudgetInstances {
 		return nil
 	}
-	_, err := EnsureOwned(ctx, h.client.PolicyV1().PodDisruptionBudgets(h.namespace), toDisruptionBudget(t), t)
+	_, _, err := kube.EnsureOwned(ctx, h.client.PolicyV1().PodDisruptionBudgets(h.namespace), toDisruptionBudget(t), t.Owner, t.Live)
 	return WrapErr(err, "create pod disruption budget")
 }
 
@@ -74,12 +74,12 @@ func (h *disruptionHook) Updated(ctx context.Context, t Target, before *opi.LRP,
 	return nil
 }
 
-func (h *disruptionHook) Missing(ctx context.Context, deployments []Workload) ([]Workload, error) {
-	have, err := apiclient.ListNames(ctx, AppSelector(), h.list(DisruptionBudgetsResource))
+func (h *disruptionHook) Missing(ctx context.Context, workloads []Workload) ([]Workload, error) {
+	have, err := apiclient.ListNames(ctx, metav1.ListOptions{LabelSelector: names.AppSelector}, h.list(DisruptionBudgetsResource))
 	if err != nil {
 		return nil, err
 	}
-	return Without(deployments, func(d Workload) bool {
+	return Without(workloads, func(d Workload) bool {
 		return d.Replicas() < minBudgetInstances || have[d.GetName()]
 	}), nil
 }

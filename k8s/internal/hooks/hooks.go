@@ -13,7 +13,7 @@
 //     spec fields: node selector, volumes);
 //   - Desired (desire, after the workload exists, and the janitor): create the concern's
 //     objects, each controlled by the workload (Target.Owner). It must be idempotent: an object
-//     that exists is left as it is (or made controlled by Target.Owner, see EnsureOwned), since
+//     that exists is left as it is (or made controlled by Target.Owner, see kube.EnsureOwned), since
 //     the next desire of the LRP and the janitor call it again to finish an interrupted desire;
 //   - Updated (update, before the workload is patched): make the objects match the LRP as it
 //     will be. The workload's patch (with CC's last_updated token) comes last, so an update

@@ -8,8 +8,6 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/opi-bridge/opi/k8s/internal/hooks"
 	"github.com/opi-bridge/opi/opi"
@@ -130,37 +128,6 @@ var _ = Describe("a hook set", func() {
 	})
 })
 
-var _ = Describe("EnsureOwned", func() {
-	owner := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "app", UID: types.UID("deployment-uid"), Controller: ptrTrue()}
-	target := hooks.Target{Name: "app", Namespace: namespace, Owner: owner, Live: func(context.Context) (bool, error) { return true, nil }}
-	service := func() *corev1.Service {
-		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: namespace}}
-	}
-
-	It("creates an absent object controlled by the target's workload", func() {
-		client := fake.NewClientset()
-		created, err := hooks.EnsureOwned(context.Background(), client.CoreV1().Services(namespace), service(), target)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(created).To(BeTrue())
-		got, err := client.CoreV1().Services(namespace).Get(context.Background(), "app", metav1.GetOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		Expect(got.OwnerReferences).To(Equal([]metav1.OwnerReference{owner}))
-	})
-
-	It("makes an existing object without a controller controlled, its content left", func() {
-		existing := service()
-		existing.Spec.ClusterIP = "10.0.0.7"
-		client := fake.NewClientset(existing)
-		created, err := hooks.EnsureOwned(context.Background(), client.CoreV1().Services(namespace), service(), target)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(created).To(BeFalse())
-		got, err := client.CoreV1().Services(namespace).Get(context.Background(), "app", metav1.GetOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		Expect(got.OwnerReferences).To(Equal([]metav1.OwnerReference{owner}))
-		Expect(got.Spec.ClusterIP).To(Equal("10.0.0.7"))
-	})
-})
-
 var _ = Describe("Without", func() {
 	It("keeps the workloads that are not complete, in order", func() {
 		ws := []hooks.Workload{record{"a", 1}, record{"b", 2}, record{"c", 3}}
@@ -181,5 +148,3 @@ func (r record) HasPorts() bool     { return false }
 func (r record) EgressJSON() string { return "" }
 func (r record) RoutesJSON() string { return "" }
 func (r record) LRP() *opi.LRP      { return &opi.LRP{} }
-
-func ptrTrue() *bool { t := true; return &t }

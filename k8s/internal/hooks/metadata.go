@@ -29,7 +29,7 @@ var (
 )
 
 // MetadataList is a LIST of one resource in the backend's namespace that returns the objects'
-// metadata only (PartialObjectMetadata), what kube.ListPages and kube.ListNames page through.
+// metadata only (PartialObjectMetadata), what apiclient.ListPages and apiclient.ListNames page through.
 type MetadataList func(ctx context.Context, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error)
 
 // MetadataLists gives the metadata LIST of a resource in the backend's namespace.

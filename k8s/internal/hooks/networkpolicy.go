@@ -85,15 +85,15 @@ func (p PolicyPeer) Validate() error {
 //     created, or rewritten when the configuration changed (the routers' first, so that an
 //     upgrade from a baseline that carried the routers never cuts them off). They belong to no
 //     LRP: they stay as long as the namespace.
-//   - shape: the Deployment carries the rules (names.AnnotationEgressRules), whether or not policies
+//   - shape: the workload carries the rules (names.AnnotationEgressRules), whether or not policies
 //     are on, so that turning them on later gives older apps theirs through the janitor;
 //   - check: an icmp rule is refused (NetworkPolicy filters tcp, udp and sctp only; a rule of
 //     protocol all allows icmp too);
-//   - desired: an LRP with egress rules gets a policy named like its Deployment, selecting its
-//     pods, allowing egress to its rules' destinations and ports; controlled by the Deployment.
+//   - desired: an LRP with egress rules gets a policy named like its workload, selecting its
+//     pods, allowing egress to its rules' destinations and ports; controlled by the workload.
 //     Policies add up, so the baseline's DNS and this are both allowed. An LRP without rules
 //     has no policy of its own (and no egress beyond DNS);
-//   - missing: Deployments with rules and no policy.
+//   - missing: workloads with rules and no policy.
 //
 // Tasks (TaskPolicy, called by DesireTask): CC's task requests carry no egress rules, so a task
 // gets those of its app's LRP (the newest workload in the cache with the task's app guid, its
@@ -253,19 +253,19 @@ func (h *NetworkPolicyHook) Desired(ctx context.Context, t Target) error {
 	if !h.opts.Enabled || len(t.LRP.EgressRules) == 0 {
 		return nil
 	}
-	_, err := EnsureOwned(ctx, h.client.NetworkingV1().NetworkPolicies(h.namespace), toEgressPolicy(t), t)
+	_, _, err := kube.EnsureOwned(ctx, h.client.NetworkingV1().NetworkPolicies(h.namespace), toEgressPolicy(t), t.Owner, t.Live)
 	return WrapErr(err, "create network policy")
 }
 
-func (h *NetworkPolicyHook) Missing(ctx context.Context, deployments []Workload) ([]Workload, error) {
+func (h *NetworkPolicyHook) Missing(ctx context.Context, workloads []Workload) ([]Workload, error) {
 	if !h.opts.Enabled {
 		return nil, nil
 	}
-	have, err := apiclient.ListNames(ctx, AppSelector(), h.list(NetworkPoliciesResource))
+	have, err := apiclient.ListNames(ctx, metav1.ListOptions{LabelSelector: names.AppSelector}, h.list(NetworkPoliciesResource))
 	if err != nil {
 		return nil, err
 	}
-	return Without(deployments, func(d Workload) bool {
+	return Without(workloads, func(d Workload) bool {
 		return d.EgressJSON() == "" || have[d.GetName()]
 	}), nil
 }
@@ -341,6 +341,6 @@ func (h *NetworkPolicyHook) TaskPolicy(ctx context.Context, task *opi.Task, name
 	}}
 	p.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
 	p.Spec.Egress = egress
-	_, err := EnsureOwned(ctx, h.client.NetworkingV1().NetworkPolicies(h.namespace), p, Target{Name: name, Namespace: h.namespace, Owner: owner, Live: live})
+	_, _, err := kube.EnsureOwned(ctx, h.client.NetworkingV1().NetworkPolicies(h.namespace), p, owner, live)
 	return from, err
 }

@@ -7,28 +7,12 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/opi-bridge/opi/k8s/internal/kube"
-	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
-
-// EnsureOwned makes want exist controlled by t's workload: one create when it is absent (a
-// first desire), else kube.EnsureControlled. An existing object's content is left as it is.
-func EnsureOwned[T interface {
-	metav1.Object
-	comparable
-}](ctx context.Context, c kube.Client[T], want T, t Target) (created bool, err error) {
-	var zero T
-	want.SetOwnerReferences([]metav1.OwnerReference{t.Owner})
-	if _, created, err = kube.CreateIfAbsent(ctx, c, DeepCopy(want)); err != nil || created {
-		return created, err
-	}
-	return false, kube.EnsureControlled(ctx, c, want, zero, t.Owner, t.Live)
-}
 
 // updater is the update call of a typed client-go client.
 type updater[T any] interface {
@@ -53,7 +37,7 @@ func SyncOwned[T interface {
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		current, err := c.Get(ctx, name, metav1.GetOptions{})
 		if kube.Classify(err) == kube.KindNotFound {
-			_, err = c.Create(ctx, DeepCopy(want), metav1.CreateOptions{})
+			_, err = c.Create(ctx, kube.DeepCopy(want), metav1.CreateOptions{})
 			if kube.Classify(err) == kube.KindAlreadyExists {
 				return again
 			}
@@ -63,7 +47,7 @@ func SyncOwned[T interface {
 			return err
 		}
 		if ctrl := metav1.GetControllerOf(current); ctrl == nil || ctrl.UID != t.Owner.UID {
-			if err := kube.EnsureControlled(ctx, c, DeepCopy(want), current, t.Owner, t.Live); err != nil {
+			if err := kube.EnsureControlled(ctx, c, kube.DeepCopy(want), current, t.Owner, t.Live); err != nil {
 				return err
 			}
 			return again
@@ -94,25 +78,6 @@ func OwnerMeta(owner metav1.OwnerReference) metav1.Object {
 	return &metav1.ObjectMeta{UID: owner.UID}
 }
 
-// DeleteAsListed deletes obj if it is unchanged since it was listed; gone or changed
-// meanwhile is fine (another writer acted on it).
-func DeleteAsListed(ctx context.Context, del func(context.Context, string, metav1.DeleteOptions) error, obj metav1.Object) error {
-	if err := del(ctx, obj.GetName(), kube.Unchanged(obj)); err != nil {
-		if k := kube.Classify(err); k != kube.KindNotFound && k != kube.KindConflict {
-			return err
-		}
-	}
-	return nil
-}
-
-// DeepCopy copies an API object (create calls may modify what they are given in fakes).
-func DeepCopy[T any](obj T) T {
-	if c, ok := any(obj).(interface{ DeepCopyObject() runtime.Object }); ok {
-		return c.DeepCopyObject().(T)
-	}
-	return obj
-}
-
 // WrapErr says what a hook was doing; the caller maps the error (as a refusal of what).
 func WrapErr(err error, what string) error {
 	if err == nil {
@@ -129,11 +94,6 @@ type StepError struct {
 
 func (e *StepError) Error() string { return e.What + ": " + e.Err.Error() }
 func (e *StepError) Unwrap() error { return e.Err }
-
-// AppSelector lists opi's app objects of the namespace.
-func AppSelector() metav1.ListOptions {
-	return metav1.ListOptions{LabelSelector: names.LabelSourceType + "=" + names.SourceTypeApp}
-}
 
 // Without is the workloads for which complete is false.
 func Without(workloads []Workload, complete func(Workload) bool) []Workload {

@@ -73,7 +73,7 @@ func (h *placementHook) Shape(lrp *opi.LRP, meta *metav1.ObjectMeta, template *c
 	if label == "" {
 		label = DefaultPlacementKey
 	}
-	// A copy: the template may share its labels map with the Deployment.
+	// A copy: the template may share its labels map with the workload.
 	labels := make(map[string]string, len(template.Labels)+1)
 	for k, v := range template.Labels {
 		labels[k] = v

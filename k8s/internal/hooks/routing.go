@@ -30,10 +30,10 @@ const (
 	RoutingIngress = "ingress"
 	// RoutingGateway makes Gateway API HTTPRoutes attached to an operator-named Gateway.
 	RoutingGateway = "gateway"
-	// RoutingNone makes no routing objects (routes are only recorded on the Deployment).
+	// RoutingNone makes no routing objects (routes are only recorded on the workload).
 	RoutingNone = "none"
 	// RoutingNATS makes no routing objects and no Services: a classic Cloud Foundry's gorouters
-	// are told of each Ready instance's pod IP over NATS (package k8s/routes), and reach the
+	// are told of each Ready instance's pod IP over NATS (package k8s/internal/routes), and reach the
 	// pods directly. The routes are checked as in the other modes.
 	RoutingNATS = "nats"
 )
@@ -57,13 +57,13 @@ type RoutingOptions struct {
 // routingHook turns an LRP's routes into routing objects that send each hostname (and path)
 // to the LRP's Service port the route names.
 //
-//   - ingress mode: one Ingress named like the Deployment, one rule per hostname, one Prefix
+//   - ingress mode: one Ingress named like the workload, one rule per hostname, one Prefix
 //     path per route of that hostname (a route "example.com/docs" is host example.com, path
 //     /docs; without a path, /), each to the Service port of the route;
 //   - gateway mode: one HTTPRoute per hostname, named <deployment>-<first 8 hex digits of the
 //     hostname's sha256>, with one PathPrefix rule per path of that hostname;
 //
-// Either is controlled by the Deployment. In gateway mode, Start checks that the cluster serves
+// Either is controlled by the workload. In gateway mode, Start checks that the cluster serves
 // HTTPRoutes. Two LRPs (the old and the new version during a
 // rolling deploy) may share a hostname: each has its own objects, and the ingress controller
 // or Gateway balances across both. Events:
@@ -74,7 +74,7 @@ type RoutingOptions struct {
 //   - updated (routes changed): objects for the new routes are created or rewritten, those of
 //     hostnames no longer routed deleted (the Ingress when no route is left; HTTPRoutes of the
 //     LRP listed by its labels, one LIST); the objects of other LRPs are never touched;
-//   - missing: Deployments with routes whose objects are absent.
+//   - missing: workloads with routes whose objects are absent.
 //
 // tcp-router and other routers' routes never reach the backend (bifrost reads cf-router only,
 // as the contract says unknown routers are ignored).
@@ -198,12 +198,12 @@ func (h *routingHook) Desired(ctx context.Context, t Target) error {
 		return nil
 	}
 	if h.opts.Mode == RoutingIngress {
-		_, err := EnsureOwned(ctx, h.client.NetworkingV1().Ingresses(h.namespace), h.toIngress(t), t)
+		_, _, err := kube.EnsureOwned(ctx, h.client.NetworkingV1().Ingresses(h.namespace), h.toIngress(t), t.Owner, t.Live)
 		return WrapErr(err, "create ingress")
 	}
 	routes := h.gateway.GatewayV1().HTTPRoutes(h.namespace)
 	for _, r := range h.toHTTPRoutes(t) {
-		if _, err := EnsureOwned(ctx, routes, r, t); err != nil {
+		if _, _, err := kube.EnsureOwned(ctx, routes, r, t.Owner, t.Live); err != nil {
 			return WrapErr(err, "create httproute")
 		}
 	}
@@ -252,7 +252,7 @@ func (h *routingHook) Updated(ctx context.Context, t Target, _ *opi.LRP, update 
 	for i := range list.Items {
 		r := &list.Items[i]
 		if !keep[r.Name] && metav1.IsControlledBy(r, OwnerMeta(t.Owner)) {
-			if err := DeleteAsListed(ctx, routes.Delete, r); err != nil {
+			if err := kube.DeleteAsListed(ctx, routes.Delete, r); err != nil {
 				return WrapErr(err, "delete httproute")
 			}
 		}
@@ -260,18 +260,18 @@ func (h *routingHook) Updated(ctx context.Context, t Target, _ *opi.LRP, update 
 	return nil
 }
 
-func (h *routingHook) Missing(ctx context.Context, deployments []Workload) ([]Workload, error) {
+func (h *routingHook) Missing(ctx context.Context, workloads []Workload) ([]Workload, error) {
 	var have map[string]bool
 	var err error
 	if h.opts.Mode == RoutingIngress {
-		have, err = apiclient.ListNames(ctx, AppSelector(), h.list(IngressesResource))
+		have, err = apiclient.ListNames(ctx, metav1.ListOptions{LabelSelector: names.AppSelector}, h.list(IngressesResource))
 	} else {
-		have, err = apiclient.ListNames(ctx, AppSelector(), h.list(HTTPRoutesResource))
+		have, err = apiclient.ListNames(ctx, metav1.ListOptions{LabelSelector: names.AppSelector}, h.list(HTTPRoutesResource))
 	}
 	if err != nil {
 		return nil, err
 	}
-	return Without(deployments, func(d Workload) bool {
+	return Without(workloads, func(d Workload) bool {
 		if d.RoutesJSON() == "" || d.RoutesJSON() == "[]" {
 			return true
 		}
@@ -334,9 +334,9 @@ func (h *routingHook) toIngress(t Target) *networkingv1.Ingress {
 }
 
 // httpRouteName names the HTTPRoute of one hostname of an LRP.
-func httpRouteName(deployment, host string) string {
+func httpRouteName(workload, host string) string {
 	sum := sha256.Sum256([]byte(host))
-	return deployment + "-" + hex.EncodeToString(sum[:])[:8]
+	return workload + "-" + hex.EncodeToString(sum[:])[:8]
 }
 
 func (h *routingHook) toHTTPRoutes(t Target) []*gatewayv1.HTTPRoute {

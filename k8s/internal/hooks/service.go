@@ -4,18 +4,21 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/opi-bridge/opi/k8s/apiclient"
+	"github.com/opi-bridge/opi/k8s/internal/kube"
 	"github.com/opi-bridge/opi/k8s/internal/objects"
+	"github.com/opi-bridge/opi/k8s/names"
 )
 
-// serviceHook gives an LRP with ports a Service named like its Deployment, one port per LRP
-// port, controlled by the Deployment. Routing objects point at it.
+// serviceHook gives an LRP with ports a Service named like its workload, one port per LRP
+// port, controlled by the workload. Routing objects point at it.
 //
-//   - desired: create the Service (exists: made controlled by the Deployment if it is not);
+//   - desired: create the Service (exists: made controlled by the workload if it is not);
 //   - updated: nothing (ports only change with a new version);
-//   - missing: Deployments with ports and no Service.
+//   - missing: workloads with ports and no Service.
 type serviceHook struct {
 	client    kubernetes.Interface
 	list      MetadataLists
@@ -40,18 +43,18 @@ func (h *serviceHook) Desired(ctx context.Context, t Target) error {
 	if h.headless {
 		service.Spec.ClusterIP = corev1.ClusterIPNone
 	}
-	if _, err := EnsureOwned(ctx, h.client.CoreV1().Services(h.namespace), service, t); err != nil {
+	if _, _, err := kube.EnsureOwned(ctx, h.client.CoreV1().Services(h.namespace), service, t.Owner, t.Live); err != nil {
 		return WrapErr(err, "create service")
 	}
 	return nil
 }
 
-func (h *serviceHook) Missing(ctx context.Context, deployments []Workload) ([]Workload, error) {
-	have, err := apiclient.ListNames(ctx, AppSelector(), h.list(ServicesResource))
+func (h *serviceHook) Missing(ctx context.Context, workloads []Workload) ([]Workload, error) {
+	have, err := apiclient.ListNames(ctx, metav1.ListOptions{LabelSelector: names.AppSelector}, h.list(ServicesResource))
 	if err != nil {
 		return nil, err
 	}
-	return Without(deployments, func(d Workload) bool {
+	return Without(workloads, func(d Workload) bool {
 		return !d.HasPorts() || have[d.GetName()]
 	}), nil
 }

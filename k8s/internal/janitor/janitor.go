@@ -88,9 +88,16 @@ type Janitor struct {
 	lists     hooks.MetadataLists
 }
 
-// New makes the janitor of namespace; it refuses deps with a needed one missing. It logs in
-// logger's sessions janitor (Run) and sweep (Sweep).
-func New(namespace string, logger lager.Logger, opts Options, deps Deps) (*Janitor, error) {
+// Config is what the janitor is set up with: its namespace and the operator's options.
+type Config struct {
+	Namespace string
+	Options
+}
+
+// New makes the janitor of cfg's namespace; it refuses deps with a needed one missing. It
+// logs in logger's sessions janitor (Run) and sweep (Sweep).
+func New(logger lager.Logger, cfg Config, deps Deps) (*Janitor, error) {
+	opts := cfg.Options
 	switch {
 	case deps.Client == nil:
 		return nil, errors.New("janitor needs a kubernetes client")
@@ -105,7 +112,7 @@ func New(namespace string, logger lager.Logger, opts Options, deps Deps) (*Janit
 		opts.Grace = DefaultGrace
 	}
 	return &Janitor{
-		namespace: namespace,
+		namespace: cfg.Namespace,
 		logger:    logger,
 		period:    opts.Period,
 		grace:     opts.Grace,
@@ -137,13 +144,13 @@ func (j *Janitor) Run(ctx context.Context) {
 }
 
 // Sweep cleans up what desires that never completed left behind (opi killed between creating
-// an LRP's Secret and its Deployment, and CC never desiring that LRP again): opi's Secrets and
-// Services that no object controls, older than the grace period, whose LRP has no Deployment,
-// are deleted. An unowned Secret whose LRP's Deployment does exist (opi killed before it set
+// an LRP's Secret and its workload, and CC never desiring that LRP again): opi's Secrets and
+// Services that no object controls, older than the grace period, whose LRP has no workload,
+// are deleted. An unowned Secret whose LRP's workload does exist (opi killed before it set
 // the owner) is given that owner instead, so that stopping the LRP removes it, and a
-// Deployment older than the grace that lacks a hook's object (its Service, routing objects,
+// workload older than the grace that lacks a hook's object (its Service, routing objects,
 // egress policy: opi killed before the last step) gets it (each hook lists its objects once
-// per sweep, see hooks.Janitor). A Deployment older than the grace whose Secret is missing (opi
+// per sweep, see hooks.Janitor). A workload older than the grace whose Secret is missing (opi
 // killed between the two rounds of a desire) is deleted, so that CC desires it again (see
 // deleteIncomplete). Failures are logged; the next sweep tries again. Only object names are logged,
 // never their content. Its LISTs ask for metadata only (Deps.Lists): the Secrets' values
@@ -154,7 +161,7 @@ func (j *Janitor) Sweep(ctx context.Context) {
 	if j.cache.CheckWatching() != nil {
 		return
 	}
-	selector := metav1.ListOptions{LabelSelector: names.LabelSourceType + "=" + names.SourceTypeApp}
+	selector := metav1.ListOptions{LabelSelector: names.AppSelector}
 	cutoff := time.Now().Add(-j.grace)
 
 	// Metadata only (see hooks.MetadataLists), page by page: no Secret's value passes through
@@ -179,7 +186,7 @@ func (j *Janitor) Sweep(ctx context.Context) {
 			if _, stale := j.leftover(ctx, logger, s, cutoff); !stale {
 				continue
 			}
-			if kube.DeleteAsListed(ctx, logger, services.Delete, s, "delete-service") {
+			if deleteAsListed(ctx, logger, services.Delete, s, "delete-service") {
 				logger.Info("deleted-leftover-service", lager.Data{"service": s.Name})
 			}
 		}
@@ -221,9 +228,7 @@ func (j *Janitor) deleteIncomplete(ctx context.Context, logger lager.Logger, d *
 	default:
 		return false
 	}
-	background := metav1.DeletePropagationBackground
-	opts := kube.PreconditionUID(d)
-	opts.PropagationPolicy = &background
+	opts := kube.InBackground(kube.PreconditionUID(d))
 	data := lager.Data{j.kindName(): d.Name, "missing-secret": missing}
 	if err := j.kind.Delete(ctx, d.Name, opts); err != nil {
 		if !kube.GoneOrChanged(err) {
@@ -235,34 +240,34 @@ func (j *Janitor) deleteIncomplete(ctx context.Context, logger lager.Logger, d *
 	return true
 }
 
-// sweepSecret gives an unowned Secret of a running LRP its Deployment, or deletes a leftover;
+// sweepSecret gives an unowned Secret of a running LRP its workload, or deletes a leftover;
 // s is the Secret's metadata as listed.
 func (j *Janitor) sweepSecret(ctx context.Context, logger lager.Logger, s *metav1.PartialObjectMetadata, cutoff time.Time) {
 	secrets := j.client.CoreV1().Secrets(j.namespace)
-	deployment, stale := j.leftover(ctx, logger, s, cutoff)
+	w, stale := j.leftover(ctx, logger, s, cutoff)
 	switch {
-	case deployment != nil && s.CreationTimestamp.Time.Before(cutoff) &&
-		(s.Name == names.EnvSecretName(deployment.Name) || s.Name == names.RegistrySecretName(deployment.Name)):
+	case w != nil && s.CreationTimestamp.Time.Before(cutoff) &&
+		(s.Name == names.EnvSecretName(w.Name) || s.Name == names.RegistrySecretName(w.Name)):
 		// Only past the grace: a younger one is a desire's in flight, which owns it itself.
-		// Adopted only if the Deployment is still live and the Secret unchanged since the
+		// Adopted only if the workload is still live and the Secret unchanged since the
 		// list: a desire in flight may be owning it meanwhile.
-		if live, err := workload.LiveCheck(j.kind, deployment)(ctx); err != nil || !live {
+		if live, err := workload.LiveCheck(j.kind, w)(ctx); err != nil || !live {
 			return
 		}
-		if _, err := kube.SetOwner(ctx, secrets, s.Name, s.ResourceVersion, j.kind.ControllerRef(deployment)); err != nil {
+		if _, err := kube.SetOwner(ctx, secrets, s.Name, s.ResourceVersion, j.kind.ControllerRef(w)); err != nil {
 			logger.Error("adopt-secret", err, lager.Data{"secret": s.Name})
 			return
 		}
-		logger.Info("adopted-secret", lager.Data{"secret": s.Name, "deployment": deployment.Name})
+		logger.Info("adopted-secret", lager.Data{"secret": s.Name, "deployment": w.Name})
 	case stale:
-		if kube.DeleteAsListed(ctx, logger, secrets.Delete, s, "delete-secret") {
+		if deleteAsListed(ctx, logger, secrets.Delete, s, "delete-secret") {
 			logger.Info("deleted-leftover-secret", lager.Data{"secret": s.Name})
 		}
 	}
 }
 
 // leftover looks at an object of an LRP that no object controls: it returns the LRP's live
-// Deployment when there is one, else whether the object is older than cutoff (and so a
+// workload when there is one, else whether the object is older than cutoff (and so a
 // leftover to delete). Controlled objects, and objects whose LRP cannot be checked, are
 // neither.
 func (j *Janitor) leftover(ctx context.Context, logger lager.Logger, obj metav1.Object, cutoff time.Time) (*store.WorkloadRecord, bool) {
@@ -275,9 +280,9 @@ func (j *Janitor) leftover(ctx context.Context, logger lager.Logger, obj metav1.
 	}
 	// The cache first; an object the cache does not have is confirmed absent by the API, since
 	// a desire in flight may have just created it.
-	deployment, err := j.cache.FindWorkload(ctx, id)
+	w, err := j.cache.FindWorkload(ctx, id)
 	if err == nil {
-		return deployment, false
+		return w, false
 	}
 	if !errors.Is(err, opi.ErrNotFound) {
 		logger.Error("find-deployment", err, lager.Data{"object": obj.GetName()})
@@ -286,7 +291,7 @@ func (j *Janitor) leftover(ctx context.Context, logger lager.Logger, obj metav1.
 	return nil, obj.GetCreationTimestamp().Time.Before(cutoff)
 }
 
-// completeHooks is the janitor's part for hooks: each hook names the Deployments (older than
+// completeHooks is the janitor's part for hooks: each hook names the workloads (older than
 // cutoff) whose objects it misses, and creates them. Failures are logged.
 func (j *Janitor) completeHooks(ctx context.Context, logger lager.Logger, old []*store.WorkloadRecord) {
 	if len(old) == 0 {
@@ -356,7 +361,7 @@ func (j *Janitor) sweepOtherModes(ctx context.Context, logger lager.Logger, sele
 				if o.DeletionTimestamp != nil {
 					continue
 				}
-				if kube.DeleteAsListed(ctx, logger, kind.del, o, "delete-other-mode-"+name) {
+				if deleteAsListed(ctx, logger, kind.del, o, "delete-other-mode-"+name) {
 					logger.Info("deleted-other-mode-"+name, lager.Data{"object": o.Name, "routing": j.routing})
 				}
 			}
@@ -377,4 +382,14 @@ func (j *Janitor) target(d *store.WorkloadRecord) hooks.Target {
 		Owner:     j.kind.ControllerRef(d),
 		Live:      workload.LiveCheck(j.kind, d),
 	}
+}
+
+// deleteAsListed is kube.DeleteAsListed for a sweep, which goes on past a failure: the failure
+// is logged as action, and the result says whether obj is gone.
+func deleteAsListed(ctx context.Context, logger lager.Logger, del func(context.Context, string, metav1.DeleteOptions) error, obj metav1.Object, action string) bool {
+	if err := kube.DeleteAsListed(ctx, del, obj); err != nil {
+		logger.Error(action, err, lager.Data{"object": obj.GetName()})
+		return false
+	}
+	return true
 }

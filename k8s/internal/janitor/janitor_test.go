@@ -59,7 +59,7 @@ var _ = Describe("Janitor", func() {
 		return hooks.NewMetadataLists(nil, client, nil, namespace)(resource)
 	}
 	newJanitor := func() *janitor.Janitor {
-		j, err := janitor.New(namespace, lagertest.NewTestLogger("janitor"), janitor.Options{Grace: time.Minute}, deps)
+		j, err := janitor.New(lagertest.NewTestLogger("janitor"), janitor.Config{Namespace: namespace, Options: janitor.Options{Grace: time.Minute}}, deps)
 		Expect(err).NotTo(HaveOccurred())
 		return j
 	}
@@ -165,7 +165,7 @@ var _ = Describe("Janitor", func() {
 
 	It("runs only with a period", func() {
 		Expect(newJanitor().Runs()).To(BeFalse())
-		j, err := janitor.New(namespace, lagertest.NewTestLogger("janitor"), janitor.Options{Period: time.Minute}, deps)
+		j, err := janitor.New(lagertest.NewTestLogger("janitor"), janitor.Config{Namespace: namespace, Options: janitor.Options{Period: time.Minute}}, deps)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(j.Runs()).To(BeTrue())
 	})
@@ -173,7 +173,7 @@ var _ = Describe("Janitor", func() {
 	DescribeTable("New refuses a janitor missing a dependency",
 		func(change func(*janitor.Deps), want string) {
 			change(&deps)
-			j, err := janitor.New(namespace, lagertest.NewTestLogger("janitor"), janitor.Options{}, deps)
+			j, err := janitor.New(lagertest.NewTestLogger("janitor"), janitor.Config{Namespace: namespace, Options: janitor.Options{}}, deps)
 			Expect(err).To(MatchError(want))
 			Expect(j).To(BeNil())
 		},

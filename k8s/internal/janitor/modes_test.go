@@ -52,7 +52,7 @@ var _ = Describe("Janitor after a switch of routing mode", func() {
 			gwClient = gw
 		}
 		cache := new(janitorfakes.FakeCache)
-		j, err := janitor.New(namespace, lagertest.NewTestLogger("janitor"), janitor.Options{Routing: routing}, janitor.Deps{
+		j, err := janitor.New(lagertest.NewTestLogger("janitor"), janitor.Config{Namespace: namespace, Options: janitor.Options{Routing: routing}}, janitor.Deps{
 			Client:  client,
 			Gateway: gwClient,
 			Kind:    workload.New(workload.Deployments, workload.Config{Apps: client.AppsV1(), Namespace: namespace}),

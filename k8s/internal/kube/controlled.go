@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // ErrSuperseded says the owner an object was to be given is no longer the live object of its
@@ -106,6 +107,30 @@ func EnsureControlled[T interface {
 		}
 	}
 	return fmt.Errorf("%s kept changing under %d attempts to own it", name, maxEnsureAttempts)
+}
+
+// EnsureOwned makes want exist controlled by owner: one create when it is absent (a first
+// desire), else EnsureControlled on what exists, whose content is left as it is. created says
+// whether this call made it; result is the created object (the zero value when it existed).
+// want is modified (its owner references are set).
+func EnsureOwned[T interface {
+	metav1.Object
+	comparable
+}](ctx context.Context, c Client[T], want T, owner metav1.OwnerReference, live func(context.Context) (bool, error)) (result T, created bool, err error) {
+	var zero T
+	want.SetOwnerReferences([]metav1.OwnerReference{owner})
+	if result, created, err = CreateIfAbsent(ctx, c, DeepCopy(want)); err != nil || created {
+		return result, created, err
+	}
+	return zero, false, EnsureControlled(ctx, c, want, zero, owner, live)
+}
+
+// DeepCopy copies an API object (create calls may modify what they are given in fakes).
+func DeepCopy[T any](obj T) T {
+	if c, ok := any(obj).(interface{ DeepCopyObject() runtime.Object }); ok {
+		return c.DeepCopyObject().(T)
+	}
+	return obj
 }
 
 // Unchanged is the options of a delete that happens only if obj is still as it was read: the

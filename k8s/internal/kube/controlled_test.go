@@ -9,8 +9,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s/internal/kube"
 )
@@ -115,5 +117,37 @@ var _ = Describe("EnsureControlled", func() {
 		err := kube.EnsureControlled(ctx, client.CoreV1().Secrets("ns"), want(), nil, owner,
 			func(context.Context) (bool, error) { return false, boom })
 		Expect(err).To(MatchError(boom))
+	})
+})
+
+var _ = Describe("EnsureOwned", func() {
+	const namespace = "cf-workloads"
+	owner := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "app", UID: types.UID("deployment-uid"), Controller: ptr.To(true)}
+	live := func(context.Context) (bool, error) { return true, nil }
+	service := func() *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: namespace}}
+	}
+
+	It("creates an absent object controlled by owner", func() {
+		client := fake.NewClientset()
+		_, created, err := kube.EnsureOwned(context.Background(), client.CoreV1().Services(namespace), service(), owner, live)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(created).To(BeTrue())
+		got, err := client.CoreV1().Services(namespace).Get(context.Background(), "app", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(got.OwnerReferences).To(Equal([]metav1.OwnerReference{owner}))
+	})
+
+	It("makes an existing object without a controller controlled, its content left", func() {
+		existing := service()
+		existing.Spec.ClusterIP = "10.0.0.7"
+		client := fake.NewClientset(existing)
+		_, created, err := kube.EnsureOwned(context.Background(), client.CoreV1().Services(namespace), service(), owner, live)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(created).To(BeFalse())
+		got, err := client.CoreV1().Services(namespace).Get(context.Background(), "app", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(got.OwnerReferences).To(Equal([]metav1.OwnerReference{owner}))
+		Expect(got.Spec.ClusterIP).To(Equal("10.0.0.7"))
 	})
 })

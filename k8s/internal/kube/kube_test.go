@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"syscall"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -75,22 +74,6 @@ var _ = Describe("Observed", func() {
 		Entry("opaque and different", "abc", "abd", false),
 		Entry("opaque and same", "abc", "abc", true),
 	)
-})
-
-var _ = Describe("WaitUntil", func() {
-	It("returns as soon as the condition holds", func() {
-		n := 0
-		Expect(kube.WaitUntil(context.Background(), time.Millisecond, time.Second, func() bool {
-			n++
-			return n == 3
-		})).To(BeTrue())
-	})
-
-	It("gives up after the timeout", func() {
-		start := time.Now()
-		Expect(kube.WaitUntil(context.Background(), time.Millisecond, 50*time.Millisecond, func() bool { return false })).To(BeFalse())
-		Expect(time.Since(start)).To(BeNumerically("<", time.Second))
-	})
 })
 
 var _ = Describe("creating", func() {

@@ -62,14 +62,19 @@ func PreconditionUID(obj metav1.Object) metav1.DeleteOptions {
 	return metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
 }
 
+// InBackground is opts with background propagation: the delete returns at once and the
+// garbage collector removes what the object controls (a workload's pods, a Job's pod) after.
+func InBackground(opts metav1.DeleteOptions) metav1.DeleteOptions {
+	background := metav1.DeletePropagationBackground
+	opts.PropagationPolicy = &background
+	return opts
+}
+
 // DeleteAsListed deletes obj only if it is unchanged since it was listed (a desire may have
-// given it an owner since), and says whether it is gone. A failure other than "gone or changed
-// meanwhile" is logged as action.
-func DeleteAsListed(ctx context.Context, logger lager.Logger, del func(context.Context, string, metav1.DeleteOptions) error, obj metav1.Object, action string) bool {
-	err := del(ctx, obj.GetName(), Unchanged(obj))
-	if err != nil && !GoneOrChanged(err) {
-		logger.Error(action, err, lager.Data{"object": obj.GetName()})
-		return false
+// given it an owner since). Gone or changed meanwhile is success: another writer acted on it.
+func DeleteAsListed(ctx context.Context, del func(context.Context, string, metav1.DeleteOptions) error, obj metav1.Object) error {
+	if err := del(ctx, obj.GetName(), Unchanged(obj)); err != nil && !GoneOrChanged(err) {
+		return err
 	}
-	return true
+	return nil
 }

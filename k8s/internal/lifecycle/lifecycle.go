@@ -37,7 +37,7 @@ import (
 // SourceType is the source_type of the lines: Diego's cell's.
 const SourceType = "CELL"
 
-// Cache is what the reporter reads of the store (package k8s/store's *Store).
+// Cache is what the reporter reads of the store (package k8s/internal/store's *Store).
 type Cache interface {
 	Workload(id opi.LRPIdentifier) *store.WorkloadRecord
 	Pods(id opi.LRPIdentifier) []*store.PodRecord

@@ -14,7 +14,7 @@ import (
 	"github.com/opi-bridge/opi/opi"
 )
 
-// How the LRP's verbs run the hooks (package k8s/hooks): the hooks' checks before anything is
+// How the LRP's verbs run the hooks (package k8s/internal/hooks): the hooks' checks before anything is
 // written, their shaping of the workload, their events, and what their errors answer.
 
 // checkHooks runs every hook's check.
@@ -28,7 +28,7 @@ func (s *Service) shapeWorkload(lrp *opi.LRP, w workload.Object) {
 	s.hooks.Shape(lrp, w.Meta, w.Template)
 }
 
-// runUpdatedHooks tells every hook about an update, before the Deployment is patched.
+// runUpdatedHooks tells every hook about an update, before the workload is patched.
 func (s *Service) runUpdatedHooks(ctx context.Context, logger lager.Logger, t hooks.Target, before *opi.LRP, update opi.LRPUpdate) error {
 	if name, err := s.hooks.Updated(ctx, t, before, update); err != nil {
 		return s.hookError(logger, err, name)
@@ -36,8 +36,8 @@ func (s *Service) runUpdatedHooks(ctx context.Context, logger lager.Logger, t ho
 	return nil
 }
 
-// hookError maps what a hook's desired or updated returned: a stop that deleted the Deployment
-// meanwhile (kube.ErrSuperseded) is success, as for the Secrets (ownershipError); Kubernetes
+// hookError maps what a hook's desired or updated returned: a stop that deleted the workload
+// meanwhile (kube.ErrSuperseded) is success, as for the Secrets (kube.OwnershipError); Kubernetes
 // refusing the object (422, 403) is opi.ErrInvalid (refusal).
 func (s *Service) hookError(logger lager.Logger, err error, hook string) error {
 	var status apierrors.APIStatus
@@ -51,7 +51,7 @@ func (s *Service) hookError(logger lager.Logger, err error, hook string) error {
 	return kube.Refusal(err, hook)
 }
 
-// targetOf is the hook target of a cached Deployment, for updates and the janitor.
+// targetOf is the hook target of a cached workload, for updates and the janitor.
 func (s *Service) targetOf(d *store.WorkloadRecord, lrp *opi.LRP) hooks.Target {
 	return hooks.Target{
 		LRP:       lrp,

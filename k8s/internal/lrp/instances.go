@@ -7,17 +7,17 @@ import (
 	"github.com/opi-bridge/opi/opi"
 )
 
-// GetInstances reports the LRP's instances from the pod cache (no API call): see instancePods
+// GetInstances reports the LRP's instances from the pod cache (no API call): see store.InstancePods
 // for which pods are instances and at which index. ErrNotFound when the LRP is absent.
 func (s *Service) GetInstances(_ context.Context, id opi.LRPIdentifier) ([]*opi.Instance, error) {
 	if err := s.cache.CheckSynced(); err != nil {
 		return nil, err
 	}
-	deployment := s.cache.Workload(id)
-	if deployment == nil {
+	w := s.cache.Workload(id)
+	if w == nil {
 		return nil, store.NotFound(id)
 	}
-	pods := s.cache.Instances(deployment)
+	pods := s.cache.Instances(w)
 	instances := make([]*opi.Instance, 0, len(pods))
 	for i, pod := range pods {
 		if pod != nil {

@@ -8,14 +8,15 @@ import (
 )
 
 // ListLRPs returns every LRP whose workload the cache holds and which is not being deleted,
-// ordered by guid and version, with its scheduling fields only (see schedulingLRP). It makes
+// ordered by guid and version, with its scheduling fields only (see store.WorkloadRecord.SchedulingLRP). It makes
 // no API call.
 func (s *Service) ListLRPs(ctx context.Context) ([]*opi.LRP, error) {
 	lrps, _, err := s.ListLRPsVersioned(ctx)
 	return lrps, err
 }
 
-// LRPListVersion is the number of changes the workload cache has seen (see changeCounter).
+// LRPListVersion is the number of changes the workload cache has seen (the store's
+// WorkloadChanges).
 func (s *Service) LRPListVersion(_ context.Context) (uint64, error) {
 	if err := s.cache.CheckSynced(); err != nil {
 		return 0, err
@@ -35,9 +36,9 @@ func (s *Service) ListLRPsVersioned(_ context.Context) ([]*opi.LRP, uint64, erro
 		return nil, 0, err
 	}
 	version := s.cache.WorkloadChanges()
-	deployments := s.cache.Workloads()
-	lrps := make([]*opi.LRP, 0, len(deployments))
-	for _, d := range deployments {
+	workloads := s.cache.Workloads()
+	lrps := make([]*opi.LRP, 0, len(workloads))
+	for _, d := range workloads {
 		if d.DeletionTimestamp == nil && d.GUID != "" && d.Version != "" {
 			lrps = append(lrps, d.SchedulingLRP())
 		}

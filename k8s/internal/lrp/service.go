@@ -23,7 +23,7 @@ import (
 //go:generate go tool counterfeiter -generate
 //counterfeiter:generate . Cache
 
-// Cache is what the service reads of the store (package k8s/store's *Store).
+// Cache is what the service reads of the store (package k8s/internal/store's *Store).
 type Cache interface {
 	CheckSynced() error
 	CheckWritable(ctx context.Context) error

@@ -19,28 +19,25 @@ import (
 
 // StopLRP deletes the LRP's workload (Deployment or StatefulSet) with background propagation: the garbage collector then
 // removes its ReplicaSets and pods and the Secrets and Service it owns; one API call. When there
-// is no Deployment, Secrets and a Service of the LRP that nothing owns (left by a desire
-// interrupted before its Deployment) are looked for and deleted, best effort; leftovers beside a
-// Deployment (a desire interrupted before it set owners) are the janitor's. Stopping an absent
+// is no workload, Secrets and a Service of the LRP that nothing owns (left by a desire
+// interrupted before its workload) are looked for and deleted, best effort; leftovers beside a
+// workload (a desire interrupted before it set owners) are the janitor's. Stopping an absent
 // LRP succeeds.
 func (s *Service) StopLRP(ctx context.Context, id opi.LRPIdentifier) error {
 	logger := s.logger.Session("stop-lrp", lager.Data{"process-guid": id.ProcessGUID()})
 	if err := s.cache.CheckWritable(ctx); err != nil {
 		return err
 	}
-	deployment, err := s.cache.FindWorkload(ctx, id)
+	w, err := s.cache.FindWorkload(ctx, id)
 	if err != nil && !errors.Is(err, opi.ErrNotFound) {
 		return err
 	}
-	if deployment != nil {
-		background := metav1.DeletePropagationBackground
-		err := s.kind.Delete(ctx, deployment.Name, metav1.DeleteOptions{
-			PropagationPolicy: &background,
-		})
+	if w != nil {
+		err := s.kind.Delete(ctx, w.Name, kube.InBackground(metav1.DeleteOptions{}))
 		if err != nil && kube.Classify(err) != kube.KindNotFound {
 			return kube.APIError(err, "delete "+s.kindName())
 		}
-		if err := s.cache.WaitForWorkloadGone(ctx, logger, deployment.Name, deployment.UID); err != nil {
+		if err := s.cache.WaitForWorkloadGone(ctx, logger, w.Name, w.UID); err != nil {
 			return err
 		}
 	} else {
@@ -51,7 +48,7 @@ func (s *Service) StopLRP(ctx context.Context, id opi.LRPIdentifier) error {
 }
 
 // deleteUnowned deletes the LRP's Secrets and Service that have no controller. The names are
-// not known without the Deployment, so they are found by their labels, listing their metadata
+// not known without the workload, so they are found by their labels, listing their metadata
 // only (no Secret's value passes through opi). Failures are logged: they leave garbage behind,
 // not a running app.
 func (s *Service) deleteUnowned(ctx context.Context, logger lager.Logger, id opi.LRPIdentifier) {
@@ -70,13 +67,15 @@ func (s *Service) deleteUnowned(ctx context.Context, logger lager.Logger, id opi
 		}
 		for i := range list.Items {
 			if metav1.GetControllerOf(&list.Items[i]) == nil {
-				kube.DeleteAsListed(ctx, logger, kind.del, &list.Items[i], "delete-unowned-"+strings.TrimSuffix(kind.resource.Resource, "s"))
+				if err := kube.DeleteAsListed(ctx, kind.del, &list.Items[i]); err != nil {
+					logger.Error("delete-unowned-"+strings.TrimSuffix(kind.resource.Resource, "s"), err, lager.Data{"object": list.Items[i].Name})
+				}
 			}
 		}
 	}
 }
 
-// StopInstance deletes the pod reported at index (instancePods at this moment); the workload
+// StopInstance deletes the pod reported at index (store.InstancePods at this moment); the workload
 // replaces it (a StatefulSet under the same name). ErrNotFound when the cache has no such LRP,
 // ErrInvalid for an index outside 0..instances-1; no pod at a valid index is success.
 func (s *Service) StopInstance(ctx context.Context, id opi.LRPIdentifier, index int32) error {
@@ -84,18 +83,18 @@ func (s *Service) StopInstance(ctx context.Context, id opi.LRPIdentifier, index 
 	if err := s.cache.CheckWritable(ctx); err != nil {
 		return err
 	}
-	deployment := s.cache.Workload(id)
-	if deployment == nil {
+	w := s.cache.Workload(id)
+	if w == nil {
 		return store.NotFound(id)
 	}
-	replicas := deployment.ReplicaCount
+	replicas := w.ReplicaCount
 	if index < 0 || index >= replicas {
 		if replicas == 0 {
 			return fmt.Errorf("%w: instance index %d out of range: lrp has no instances", opi.ErrInvalid, index)
 		}
 		return fmt.Errorf("%w: instance index %d out of range 0..%d", opi.ErrInvalid, index, replicas-1)
 	}
-	pods := s.cache.Instances(deployment)
+	pods := s.cache.Instances(w)
 	if int(index) >= len(pods) || pods[index] == nil {
 		logger.Info("no-pod-at-index")
 		return nil

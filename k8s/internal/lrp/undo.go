@@ -61,16 +61,14 @@ func (s *Service) refused(ctx context.Context, logger lager.Logger, w *desireWri
 // garbage collector would remove the Secrets with the workload; deleting them here means no
 // credential of a refused desire outlives the answer. The hooks' objects made in the same
 // round are controlled by the workload and go with it (the garbage collector's work). It returns what it removed, and waits
-// until the cache no longer holds the Deployment, so that reads after the answer do not list it.
+// until the cache no longer holds the workload, so that reads after the answer do not list it.
 func (s *Service) undoDesire(ctx context.Context, logger lager.Logger, w *desireWrites) ([]string, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
 	defer cancel()
 	var removed []string
 	var errs []error
 	if d := w.workload; d != nil {
-		background := metav1.DeletePropagationBackground
-		opts := kube.PreconditionUID(d)
-		opts.PropagationPolicy = &background
+		opts := kube.InBackground(kube.PreconditionUID(d))
 		switch err := s.kind.Delete(ctx, d.GetName(), opts); {
 		case err == nil:
 			removed = append(removed, s.kindName()+" "+d.GetName())

@@ -19,8 +19,8 @@ import (
 // PodDisruptionBudget for a new instance count) and the patch, which carries CC's last_updated
 // token, last: an update interrupted between them leaves the old token, so CC's sync sends it
 // again and it completes. A patch carries no resourceVersion and sets absolute values,
-// so concurrent writers (CC's workers, the Deployment controller writing status) cannot make
-// it conflict, and the cache, which keeps only what reads need of a Deployment, is enough to
+// so concurrent writers (CC's workers, the workload controller writing status) cannot make
+// it conflict, and the cache, which keeps only what reads need of a workload, is enough to
 // decide what changed. An update that changes nothing makes no write.
 func (s *Service) UpdateLRP(ctx context.Context, id opi.LRPIdentifier, update opi.LRPUpdate) error {
 	logger := s.logger.Session("update-lrp", lager.Data{"process-guid": id.ProcessGUID()})
@@ -61,9 +61,9 @@ func (s *Service) UpdateLRP(ctx context.Context, id opi.LRPIdentifier, update op
 	return nil
 }
 
-// deploymentPatch is the part of a workload (Deployment or StatefulSet: the same fields) an
+// workloadPatch is the part of a workload (Deployment or StatefulSet: the same fields) an
 // update may change.
-type deploymentPatch struct {
+type workloadPatch struct {
 	Metadata *patchMetadata `json:"metadata,omitempty"`
 	Spec     *patchSpec     `json:"spec,omitempty"`
 }
@@ -91,7 +91,7 @@ type patchContainer struct {
 	Image string `json:"image"`
 }
 
-// updateAnnotations are the Deployment annotations update sets.
+// updateAnnotations are the workload annotations update sets.
 func updateAnnotations(update opi.LRPUpdate) map[string]string {
 	out := map[string]string{}
 	if update.Annotation != nil {
@@ -109,7 +109,7 @@ func updateAnnotations(update opi.LRPUpdate) map[string]string {
 // (instances and annotation from the same request), never mixed with another. Only an update
 // that changes nothing at all is skipped.
 func updatePatch(d *store.WorkloadRecord, update opi.LRPUpdate) ([]byte, bool) {
-	var p deploymentPatch
+	var p workloadPatch
 	changed := false
 	if update.Instances != nil {
 		p.Spec = &patchSpec{Replicas: ptr.To(*update.Instances)}

@@ -35,7 +35,7 @@ import (
 //counterfeiter:generate . Table
 //counterfeiter:generate . Records
 
-// Cache is what the registrar reads of the store (package k8s/store's *Store).
+// Cache is what the registrar reads of the store (package k8s/internal/store's *Store).
 type Cache interface {
 	Workload(id opi.LRPIdentifier) *store.WorkloadRecord
 	Workloads() []*store.WorkloadRecord

@@ -34,7 +34,7 @@ var _ = Describe("The STG lines of a docker staging", func() {
 		lines = new(stagingfakes.FakeEmitter)
 		lines.EmitReturns(true)
 		var err error
-		service, err = staging.New(namespace, lagertest.NewTestLogger("staging"), staging.Options{},
+		service, err = staging.New(lagertest.NewTestLogger("staging"), staging.Config{Namespace: namespace},
 			staging.Deps{Client: client, ImageReader: reader, Notifier: notifier, Lines: lines})
 		Expect(err).NotTo(HaveOccurred())
 		ctx, cancel := context.WithCancel(context.Background())

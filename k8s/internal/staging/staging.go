@@ -108,9 +108,16 @@ type Service struct {
 
 var _ opi.Stager = (*Service)(nil)
 
-// New makes the staging service of namespace. It refuses dependencies Check refuses, and a
-// missing client. It makes no API calls.
-func New(namespace string, logger lager.Logger, opts Options, deps Deps) (*Service, error) {
+// Config is what the staging service is set up with: its namespace and the operator's options.
+type Config struct {
+	Namespace string
+	Options
+}
+
+// New makes the staging service of cfg's namespace. It refuses dependencies Check refuses, and
+// a missing client. It makes no API calls.
+func New(logger lager.Logger, cfg Config, deps Deps) (*Service, error) {
+	opts := cfg.Options
 	if deps.Client == nil {
 		return nil, errors.New("staging needs a Kubernetes client")
 	}
@@ -127,7 +134,7 @@ func New(namespace string, logger lager.Logger, opts Options, deps Deps) (*Servi
 		opts.MaxAge = DefaultMaxAge
 	}
 	return &Service{
-		namespace: namespace,
+		namespace: cfg.Namespace,
 		logger:    logger,
 		client:    deps.Client,
 		reader:    deps.ImageReader,

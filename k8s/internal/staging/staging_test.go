@@ -44,7 +44,7 @@ var _ = Describe("Staging", func() {
 	)
 
 	newServiceWith := func(opts staging.Options) *staging.Service {
-		s, err := staging.New(namespace, logger, opts, staging.Deps{Client: client, ImageReader: reader, Notifier: notifier})
+		s, err := staging.New(logger, staging.Config{Namespace: namespace, Options: opts}, staging.Deps{Client: client, ImageReader: reader, Notifier: notifier})
 		Expect(err).NotTo(HaveOccurred())
 		return s
 	}
@@ -349,7 +349,7 @@ var _ = Describe("Staging", func() {
 				if withNotifier {
 					deps.Notifier = notifier
 				}
-				s, err := staging.New(namespace, logger, staging.Options{}, deps)
+				s, err := staging.New(logger, staging.Config{Namespace: namespace, Options: staging.Options{}}, deps)
 				if ok {
 					Expect(deps.Check()).To(Succeed())
 					Expect(err).NotTo(HaveOccurred())
@@ -367,12 +367,12 @@ var _ = Describe("Staging", func() {
 		)
 
 		It("refuses a missing client", func() {
-			_, err := staging.New(namespace, logger, staging.Options{}, staging.Deps{ImageReader: reader, Notifier: notifier})
+			_, err := staging.New(logger, staging.Config{Namespace: namespace, Options: staging.Options{}}, staging.Deps{ImageReader: reader, Notifier: notifier})
 			Expect(err).To(MatchError("staging needs a Kubernetes client"))
 		})
 
 		It("records stagings without an image reader and a notifier, and is not enabled", func() {
-			plain, err := staging.New(namespace, logger, staging.Options{}, staging.Deps{Client: client})
+			plain, err := staging.New(logger, staging.Config{Namespace: namespace, Options: staging.Options{}}, staging.Deps{Client: client})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(plain.Enabled()).To(BeFalse())
 			Expect(plain.Stage(ctx, sampleStaging())).To(Succeed())

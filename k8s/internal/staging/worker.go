@@ -130,7 +130,7 @@ func attemptsOf(obj any) string {
 // process settles one staging: read the image's configuration, tell CC, delete the record. An
 // error means the staging is still owed (the record stays and the key comes back).
 //
-// A key still queued when the leadership ends is the next leader's: the queue (k8s/queue) hands
+// A key still queued when the leadership ends is the next leader's: the queue (k8s/internal/queue) hands
 // none to an ended ctx.
 func (w *worker) process(ctx context.Context, key string) error {
 	obj, exists, err := w.informer.GetIndexer().GetByKey(key)

@@ -32,13 +32,7 @@ type JobRecord struct {
 }
 
 // RecordJob is the Job informer's transform.
-func RecordJob(obj any) (any, error) {
-	j, ok := obj.(*batchv1.Job)
-	if !ok {
-		return obj, nil
-	}
-	return JobRecordOf(j), nil
-}
+func RecordJob(obj any) (any, error) { return recordAs(obj, JobRecordOf) }
 
 // JobRecordOf is the record of a Job.
 func JobRecordOf(j *batchv1.Job) *JobRecord {

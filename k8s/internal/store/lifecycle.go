@@ -7,7 +7,7 @@ import (
 	"github.com/opi-bridge/opi/k8s/names"
 )
 
-// PodSteps are the steps of a pod's life its lifecycle lines (package k8s/lifecycle, the CELL
+// PodSteps are the steps of a pod's life its lifecycle lines (package k8s/internal/lifecycle, the CELL
 // lines of opi's leader) are made of, as the pod's status shows them; the times are Unix
 // seconds (what the API server keeps), 0 when the step has not happened (or was undone).
 type PodSteps struct {

@@ -22,7 +22,7 @@ func InstancePods(pods []*PodRecord, w *WorkloadRecord, byOrdinal bool) []*PodRe
 	return RankedPods(pods, w)
 }
 
-// RankedPods are the pods that report a Deployment's instances, at most its desired count, in
+// RankedPods are the pods that report a workload's instances, at most its desired count, in
 // index order (ADR 0002). A pod that cannot serve never hides or displaces one that can:
 //   - terminating pods are left out;
 //   - failed pods (evicted, shut down: the ReplicaSet leaves them and starts a replacement) are

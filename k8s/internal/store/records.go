@@ -16,7 +16,7 @@ import (
 
 // The informer caches hold records, not Kubernetes objects: a record keeps only what reads and
 // writes take from the cache, in plain fields rather than the maps, quantities and nested
-// structs of a Deployment or pod. A decoded Deployment or pod is several kilobytes; its record
+// structs of a workload or pod. A decoded workload or pod is several kilobytes; its record
 // a few hundred bytes, which at thousands of apps is most of opi's memory. Records embed an
 // ObjectMeta with identity, version and timestamps only (no labels or annotations), so the
 // informer's key functions work on them. Records are shared by every reader: never modify one.
@@ -269,7 +269,7 @@ type PodRecord struct {
 	CrashReason string
 	// Terminal: the pod failed (or succeeded) for good; its ReplicaSet has replaced it.
 	Terminal bool
-	// Image is the app container's image: a pod whose image is not its Deployment's is of an
+	// Image is the app container's image: a pod whose image is not its workload's is of an
 	// older template (see Superseded).
 	Image string
 	// Ordinal is a StatefulSet pod's ordinal (its pod-index label), -1 for other pods.
@@ -285,12 +285,16 @@ type PodRecord struct {
 }
 
 // RecordPod is the pod informer's transform.
-func RecordPod(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
+func RecordPod(obj any) (any, error) { return recordAs(obj, PodRecordOf) }
+
+// recordAs is an informer's transform for objects of type T: their record; anything else (a
+// record already, a tombstone) passes unchanged.
+func recordAs[T, R any](obj any, of func(T) R) (any, error) {
+	o, ok := obj.(T)
 	if !ok {
 		return obj, nil
 	}
-	return PodRecordOf(p), nil
+	return of(o), nil
 }
 
 // PodRecordOf is the record of a pod.
@@ -332,7 +336,7 @@ func podOrdinal(labels map[string]string) int32 {
 	return int32(n)
 }
 
-// Superseded says the pod is of an older pod template than its Deployment's, as during a
+// Superseded says the pod is of an older pod template than its workload's, as during a
 // rollout: the image is the only template field opi changes after a desire (UpdateLRP), so it
 // tells the templates apart without caching ReplicaSets for their pod-template-hash.
 func (r *PodRecord) Superseded(d *WorkloadRecord) bool {

@@ -6,7 +6,7 @@
 // It is handed the informers of the one shared factory the root builds (workloads, pods, Jobs)
 // and adds its indexers and transforms to them before they start, so that the change counter is
 // registered before the informers start. It imports no hook: what the read path decodes lives
-// here or in package k8s/spec.
+// here or in package k8s/internal/objects.
 package store
 
 import (
@@ -303,12 +303,7 @@ func (s *Store) AppEgressRules(appGUID string) (rules []opi.EgressRule, found bo
 
 // WorkloadByName is the named workload as the cache holds it.
 func (s *Store) WorkloadByName(name string) (*WorkloadRecord, bool) {
-	obj, exists, err := s.cfg.Workloads.GetIndexer().GetByKey(s.cfg.Namespace + "/" + name)
-	if err != nil || !exists {
-		return nil, false
-	}
-	d, ok := obj.(*WorkloadRecord)
-	return d, ok
+	return recordByKey[*WorkloadRecord](s.cfg.Workloads, s.cfg.Namespace+"/"+name)
 }
 
 // Workloads are every workload the cache holds.
@@ -327,12 +322,7 @@ func (s *Store) Pods(id opi.LRPIdentifier) []*PodRecord {
 
 // PodByKey is the pod of the cache key ("namespace/name").
 func (s *Store) PodByKey(key string) (*PodRecord, bool) {
-	obj, exists, err := s.cfg.Pods.GetIndexer().GetByKey(key)
-	if err != nil || !exists {
-		return nil, false
-	}
-	p, ok := obj.(*PodRecord)
-	return p, ok
+	return recordByKey[*PodRecord](s.cfg.Pods, key)
 }
 
 // Instances are the pods that report w's instances (InstancePods over the LRP's cached pods).
@@ -353,17 +343,23 @@ func (s *Store) InstanceIndexer(pods []*PodRecord, w *WorkloadRecord) func(pod *
 
 // Job is the named Job as the cache holds it.
 func (s *Store) Job(name string) (*JobRecord, bool) {
-	obj, exists, err := s.cfg.Jobs.GetIndexer().GetByKey(s.cfg.Namespace + "/" + name)
-	if err != nil || !exists {
-		return nil, false
-	}
-	j, ok := obj.(*JobRecord)
-	return j, ok
+	return recordByKey[*JobRecord](s.cfg.Jobs, s.cfg.Namespace+"/"+name)
 }
 
 // Jobs are every Job the cache holds.
 func (s *Store) Jobs() []*JobRecord {
 	return recordsOf[*JobRecord](s.cfg.Jobs.GetIndexer().List())
+}
+
+// recordByKey is the record of the cache key ("namespace/name") in informer's cache.
+func recordByKey[R any](informer cache.SharedIndexInformer, key string) (R, bool) {
+	obj, exists, err := informer.GetIndexer().GetByKey(key)
+	if err != nil || !exists {
+		var zero R
+		return zero, false
+	}
+	r, ok := obj.(R)
+	return r, ok
 }
 
 func recordsOf[R any](objs []any) []R {

@@ -74,18 +74,9 @@ func (s *Store) Settle(ctx context.Context, logger lager.Logger, live LiveCheck,
 // with goneOK, also until it is gone (deleted meanwhile). live tells an overtaken write.
 func (s *Store) WaitForWorkload(ctx context.Context, logger lager.Logger, w metav1.Object, goneOK bool, live LiveCheck) error {
 	name, rv := w.GetName(), w.GetResourceVersion()
-	ok := s.WaitFor(ctx, func() bool {
-		d, exists := s.WorkloadByName(name)
-		if !exists {
-			return goneOK
-		}
-		return kube.Observed(d.ResourceVersion, rv)
-	})
-	if !ok {
-		kind := s.cfg.KindName
-		return s.Settle(ctx, logger, live, kind+" "+name+" written", lager.Data{kind: name, "resource-version": rv})
-	}
-	return nil
+	kind := s.cfg.KindName
+	return waitWritten(ctx, logger, s, func() (*WorkloadRecord, bool) { return s.WorkloadByName(name) }, rv, goneOK, live,
+		kind+" "+name+" written", lager.Data{kind: name, "resource-version": rv})
 }
 
 // WaitForWorkloadGone waits until the cache no longer holds workload name of uid as live: a
@@ -121,15 +112,23 @@ func (s *Store) WaitForPodGone(ctx context.Context, logger lager.Logger, id opi.
 // WaitForJob waits until the cache holds Job name at resourceVersion rv or newer (or, with
 // goneOK, no longer holds it). live, when not nil, tells an overtaken write (see Settle).
 func (s *Store) WaitForJob(ctx context.Context, logger lager.Logger, name, rv string, goneOK bool, live LiveCheck) error {
+	return waitWritten(ctx, logger, s, func() (*JobRecord, bool) { return s.Job(name) }, rv, goneOK, live,
+		"job "+name+" written", lager.Data{"job": name, "resource-version": rv})
+}
+
+// waitWritten waits until lookup finds its object at resource version rv or newer (with goneOK,
+// or finds it gone); else it settles (see Settle) what, logged with data.
+func waitWritten[R interface{ GetResourceVersion() string }](ctx context.Context, logger lager.Logger, s *Store,
+	lookup func() (R, bool), rv string, goneOK bool, live LiveCheck, what string, data lager.Data) error {
 	ok := s.WaitFor(ctx, func() bool {
-		j, exists := s.Job(name)
+		r, exists := lookup()
 		if !exists {
 			return goneOK
 		}
-		return kube.Observed(j.ResourceVersion, rv)
+		return kube.Observed(r.GetResourceVersion(), rv)
 	})
 	if !ok {
-		return s.Settle(ctx, logger, live, "job "+name+" written", lager.Data{"job": name, "resource-version": rv})
+		return s.Settle(ctx, logger, live, what, data)
 	}
 	return nil
 }

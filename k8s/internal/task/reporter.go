@@ -129,9 +129,7 @@ func (s *Service) reportTask(ctx context.Context, logger lager.Logger, name stri
 	if left := time.Until(reportedAt.Add(s.retention)); left > 0 {
 		return left, nil
 	}
-	background := metav1.DeletePropagationBackground
-	opts := kube.PreconditionUID(j)
-	opts.PropagationPolicy = &background
+	opts := kube.InBackground(kube.PreconditionUID(j))
 	err = s.client.BatchV1().Jobs(s.namespace).Delete(ctx, name, opts)
 	if err != nil && !kube.GoneOrChanged(err) {
 		return 0, kube.APIError(err, "delete job")

@@ -84,10 +84,18 @@ var (
 	_ opi.TaskListVersioner = (*Service)(nil)
 )
 
-// New makes the task service of namespace, logging through logger, its pods shaped by pods (the
-// settings LRP instances have too). It refuses a missing client, cache or policies. It makes no
-// API calls.
-func New(namespace string, logger lager.Logger, pods objects.Workload, opts Options, deps Deps) (*Service, error) {
+// Config is what the task service is set up with.
+type Config struct {
+	// Namespace is where the tasks run.
+	Namespace string
+	// Pods are the settings of every task's pod (those LRP instances have too).
+	Pods objects.Workload
+	Options
+}
+
+// New makes the task service of cfg's namespace, logging through logger. It refuses a missing
+// client, cache or policies. It makes no API calls.
+func New(logger lager.Logger, cfg Config, deps Deps) (*Service, error) {
 	switch {
 	case deps.Client == nil:
 		return nil, errors.New("tasks need a Kubernetes client")
@@ -97,14 +105,14 @@ func New(namespace string, logger lager.Logger, pods objects.Workload, opts Opti
 		return nil, errors.New("tasks need the network policies")
 	}
 	return &Service{
-		namespace: namespace,
+		namespace: cfg.Namespace,
 		logger:    logger,
-		pods:      pods,
+		pods:      cfg.Pods,
 		client:    deps.Client,
 		cache:     deps.Cache,
 		policies:  deps.Policies,
 		notifier:  deps.Notifier,
-		retention: opts.Retention,
+		retention: cfg.Retention,
 	}, nil
 }
 

@@ -82,7 +82,7 @@ var _ = Describe("the task service", func() {
 	)
 
 	newService := func(opts task.Options, n opi.TaskNotifier) *task.Service {
-		s, err := task.New(namespace, logger, objects.Workload{PodSecurity: objects.PodSecurityBaseline}, opts,
+		s, err := task.New(logger, task.Config{Namespace: namespace, Pods: objects.Workload{PodSecurity: objects.PodSecurityBaseline}, Options: opts},
 			task.Deps{Client: client, Cache: cached, Policies: policies, Notifier: n})
 		Expect(err).NotTo(HaveOccurred())
 		return s
@@ -107,7 +107,7 @@ var _ = Describe("the task service", func() {
 	Describe("New", func() {
 		DescribeTable("refuses a service without what it works with",
 			func(deps func() task.Deps, want string) {
-				_, err := task.New(namespace, logger, objects.Workload{}, task.Options{}, deps())
+				_, err := task.New(logger, task.Config{Namespace: namespace, Pods: objects.Workload{}, Options: task.Options{}}, deps())
 				Expect(err).To(MatchError(ContainSubstring(want)))
 			},
 			Entry("no client", func() task.Deps { return task.Deps{Cache: cached, Policies: policies} }, "Kubernetes client"),

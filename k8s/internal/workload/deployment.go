@@ -1,71 +1,40 @@
 package workload
 
 import (
-	"context"
-
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/opi-bridge/opi/k8s/internal/kube"
 	"github.com/opi-bridge/opi/k8s/internal/objects"
 	"github.com/opi-bridge/opi/opi"
 )
 
 // deploymentKind runs LRPs as Deployments.
-type deploymentKind struct{ cfg Config }
-
-func (deploymentKind) Name() string { return "Deployment" }
-
-func (deploymentKind) Informer(f informers.SharedInformerFactory) cache.SharedIndexInformer {
-	return f.Apps().V1().Deployments().Informer()
-}
-
-func (k deploymentKind) Build(lrp *opi.LRP, name string, w objects.Workload) Object {
-	d := objects.Deployment(lrp, name, k.cfg.Namespace, w)
-	return Object{Obj: d, Kind: "deployment", Meta: &d.ObjectMeta, Template: &d.Spec.Template, Size: d.Size}
-}
-
-func (k deploymentKind) Create(ctx context.Context, w Object) (metav1.Object, bool, error) {
-	return kube.CreateOrGet(ctx, k.cfg.Apps.Deployments(k.cfg.Namespace), w.Obj.(*appsv1.Deployment),
-		func(name string) (*appsv1.Deployment, bool) {
-			meta, replicas, ok := k.cfg.Cached(name)
-			if !ok {
-				return nil, false
+func deploymentKind(cfg Config) Kind {
+	return typedKind[*appsv1.Deployment, *appsv1.DeploymentList]{
+		name: "Deployment",
+		informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+			return f.Apps().V1().Deployments().Informer()
+		},
+		client: func() appsClient[*appsv1.Deployment, *appsv1.DeploymentList] {
+			return cfg.Apps.Deployments(cfg.Namespace)
+		},
+		cached: cfg.Cached,
+		build: func(lrp *opi.LRP, name string, w objects.Workload) Object {
+			d := objects.Deployment(lrp, name, cfg.Namespace, w)
+			return Object{Obj: d, Kind: "deployment", Meta: &d.ObjectMeta, Template: &d.Spec.Template, Size: d.Size}
+		},
+		stub: func(meta metav1.ObjectMeta, replicas int32) *appsv1.Deployment {
+			return &appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Replicas: &replicas}}
+		},
+		items: func(list *appsv1.DeploymentList) []Listed {
+			out := make([]Listed, 0, len(list.Items))
+			for i := range list.Items {
+				d := &list.Items[i]
+				out = append(out, Listed{Meta: &d.ObjectMeta, Replicas: d.Spec.Replicas, Template: &d.Spec.Template})
 			}
-			return &appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Replicas: &replicas}}, true
-		})
-}
-
-func (k deploymentKind) Get(ctx context.Context, name string) (metav1.Object, error) {
-	return k.cfg.Apps.Deployments(k.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
-}
-
-func (k deploymentKind) List(ctx context.Context, opts metav1.ListOptions) ([]Listed, error) {
-	list, err := k.cfg.Apps.Deployments(k.cfg.Namespace).List(ctx, opts)
-	if err != nil {
-		return nil, err
+			return out
+		},
 	}
-	out := make([]Listed, 0, len(list.Items))
-	for i := range list.Items {
-		d := &list.Items[i]
-		out = append(out, Listed{Meta: &d.ObjectMeta, Replicas: d.Spec.Replicas, Template: &d.Spec.Template})
-	}
-	return out, nil
 }
-
-func (k deploymentKind) Patch(ctx context.Context, name string, body []byte) (metav1.Object, error) {
-	return k.cfg.Apps.Deployments(k.cfg.Namespace).Patch(ctx, name, types.StrategicMergePatchType, body, metav1.PatchOptions{})
-}
-
-func (k deploymentKind) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
-	return k.cfg.Apps.Deployments(k.cfg.Namespace).Delete(ctx, name, opts)
-}
-
-func (k deploymentKind) ControllerRef(obj metav1.Object) metav1.OwnerReference {
-	return kube.ControllerRef(obj, "apps/v1", k.Name())
-}
-
-func (deploymentKind) IndexedByOrdinal() bool { return false }

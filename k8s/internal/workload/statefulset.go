@@ -1,15 +1,11 @@
 package workload
 
 import (
-	"context"
-
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/opi-bridge/opi/k8s/internal/kube"
 	"github.com/opi-bridge/opi/k8s/internal/objects"
 	"github.com/opi-bridge/opi/opi"
 )
@@ -19,57 +15,31 @@ import (
 // takes and the app's CF_INSTANCE_INDEX. Everything else (Secrets, Service, budget, names,
 // labels, annotations, the pod template) is the Deployment kind's. docs/adr/0007 compares
 // the two.
-type statefulSetKind struct{ cfg Config }
-
-func (statefulSetKind) Name() string { return "StatefulSet" }
-
-func (statefulSetKind) Informer(f informers.SharedInformerFactory) cache.SharedIndexInformer {
-	return f.Apps().V1().StatefulSets().Informer()
-}
-
-func (k statefulSetKind) Build(lrp *opi.LRP, name string, w objects.Workload) Object {
-	s := objects.StatefulSet(lrp, name, k.cfg.Namespace, w)
-	return Object{Obj: s, Kind: "statefulset", Meta: &s.ObjectMeta, Template: &s.Spec.Template, Size: s.Size}
-}
-
-func (k statefulSetKind) Create(ctx context.Context, w Object) (metav1.Object, bool, error) {
-	return kube.CreateOrGet(ctx, k.cfg.Apps.StatefulSets(k.cfg.Namespace), w.Obj.(*appsv1.StatefulSet),
-		func(name string) (*appsv1.StatefulSet, bool) {
-			meta, replicas, ok := k.cfg.Cached(name)
-			if !ok {
-				return nil, false
+func statefulSetKind(cfg Config) Kind {
+	return typedKind[*appsv1.StatefulSet, *appsv1.StatefulSetList]{
+		name:      "StatefulSet",
+		byOrdinal: true,
+		informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+			return f.Apps().V1().StatefulSets().Informer()
+		},
+		client: func() appsClient[*appsv1.StatefulSet, *appsv1.StatefulSetList] {
+			return cfg.Apps.StatefulSets(cfg.Namespace)
+		},
+		cached: cfg.Cached,
+		build: func(lrp *opi.LRP, name string, w objects.Workload) Object {
+			s := objects.StatefulSet(lrp, name, cfg.Namespace, w)
+			return Object{Obj: s, Kind: "statefulset", Meta: &s.ObjectMeta, Template: &s.Spec.Template, Size: s.Size}
+		},
+		stub: func(meta metav1.ObjectMeta, replicas int32) *appsv1.StatefulSet {
+			return &appsv1.StatefulSet{ObjectMeta: meta, Spec: appsv1.StatefulSetSpec{Replicas: &replicas}}
+		},
+		items: func(list *appsv1.StatefulSetList) []Listed {
+			out := make([]Listed, 0, len(list.Items))
+			for i := range list.Items {
+				s := &list.Items[i]
+				out = append(out, Listed{Meta: &s.ObjectMeta, Replicas: s.Spec.Replicas, Template: &s.Spec.Template})
 			}
-			return &appsv1.StatefulSet{ObjectMeta: meta, Spec: appsv1.StatefulSetSpec{Replicas: &replicas}}, true
-		})
-}
-
-func (k statefulSetKind) Get(ctx context.Context, name string) (metav1.Object, error) {
-	return k.cfg.Apps.StatefulSets(k.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
-}
-
-func (k statefulSetKind) List(ctx context.Context, opts metav1.ListOptions) ([]Listed, error) {
-	list, err := k.cfg.Apps.StatefulSets(k.cfg.Namespace).List(ctx, opts)
-	if err != nil {
-		return nil, err
+			return out
+		},
 	}
-	out := make([]Listed, 0, len(list.Items))
-	for i := range list.Items {
-		s := &list.Items[i]
-		out = append(out, Listed{Meta: &s.ObjectMeta, Replicas: s.Spec.Replicas, Template: &s.Spec.Template})
-	}
-	return out, nil
 }
-
-func (k statefulSetKind) Patch(ctx context.Context, name string, body []byte) (metav1.Object, error) {
-	return k.cfg.Apps.StatefulSets(k.cfg.Namespace).Patch(ctx, name, types.StrategicMergePatchType, body, metav1.PatchOptions{})
-}
-
-func (k statefulSetKind) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
-	return k.cfg.Apps.StatefulSets(k.cfg.Namespace).Delete(ctx, name, opts)
-}
-
-func (k statefulSetKind) ControllerRef(obj metav1.Object) metav1.OwnerReference {
-	return kube.ControllerRef(obj, "apps/v1", k.Name())
-}
-
-func (statefulSetKind) IndexedByOrdinal() bool { return true }

@@ -32,7 +32,7 @@ const (
 // Kind is what differs between the Kubernetes objects that can run an LRP's pods. Everything
 // else (Secrets, Service, disruption budget, records and reads, crash reports, the janitor) is
 // shared and talks to the workload only through this. Implementations: deploymentKind
-// (deployment.go) and statefulSetKind (statefulset.go).
+// (deployment.go) and statefulSetKind (statefulset.go), both a typedKind (kind.go).
 type Kind interface {
 	// Name is the Kubernetes kind, for owner references and messages ("Deployment").
 	Name() string
@@ -101,9 +101,9 @@ func New(name string, cfg Config) Kind {
 		cfg.Cached = func(string) (metav1.ObjectMeta, int32, bool) { return metav1.ObjectMeta{}, 0, false }
 	}
 	if name == StatefulSets {
-		return statefulSetKind{cfg}
+		return statefulSetKind(cfg)
 	}
-	return deploymentKind{cfg}
+	return deploymentKind(cfg)
 }
 
 // LiveCheck tells, from the API server, whether obj is still the live workload of its name (not
