@@ -103,8 +103,17 @@ func sanitizeName(s string) string {
 	return strings.Trim(b.String(), "-")
 }
 
-func EnvSecretName(name string) string      { return name + "-env" }
-func RegistrySecretName(name string) string { return name + "-registry" }
+// Suffixes of the Secrets' names after their workload's (or Job's) name.
+const (
+	EnvSecretSuffix      = "-env"
+	RegistrySecretSuffix = "-registry"
+)
+
+// EnvSecretName is the name of the env Secret of the workload or Job name.
+func EnvSecretName(name string) string { return name + EnvSecretSuffix }
+
+// RegistrySecretName is the name of the registry Secret of the workload or Job name.
+func RegistrySecretName(name string) string { return name + RegistrySecretSuffix }
 
 // LabelValue returns v when it is a valid label value, else a sanitised form of it (the exact
 // value is kept in an annotation where it matters).
@@ -127,23 +136,6 @@ func LabelValue(v string) string {
 	return strings.TrimFunc(s, func(r rune) bool {
 		return !((r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9'))
 	})
-}
-
-// LRPLabels are the labels of every object of the LRP.
-func LRPLabels(lrp *opi.LRP) map[string]string {
-	return map[string]string{
-		LabelGUID:        lrp.GUID,
-		LabelVersion:     lrp.Version,
-		LabelAppGUID:     LabelValue(lrp.AppGUID),
-		LabelProcessType: LabelValue(lrp.ProcessType),
-		LabelSourceType:  SourceTypeApp,
-		LabelManagedBy:   ManagedByOPI,
-	}
-}
-
-// SelectorLabels select the LRP's pods (Deployment selector, Service selector).
-func SelectorLabels(id opi.LRPIdentifier) map[string]string {
-	return map[string]string{LabelGUID: id.GUID, LabelVersion: id.Version}
 }
 
 // LRPSelector is a label selector matching every object opi made for the LRP.

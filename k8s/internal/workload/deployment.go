@@ -6,12 +6,13 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s/internal/kube"
 	"github.com/opi-bridge/opi/k8s/internal/objects"
-	"github.com/opi-bridge/opi/opi"
 )
 
 // deploymentKind runs LRPs as Deployments.
@@ -23,9 +24,34 @@ func (deploymentKind) Informer(f informers.SharedInformerFactory) cache.SharedIn
 	return f.Apps().V1().Deployments().Informer()
 }
 
-func (k deploymentKind) Build(lrp *opi.LRP, name string, w objects.Workload) Object {
-	d := objects.Deployment(lrp, name, k.cfg.Namespace, w)
-	return Object{Obj: d, Kind: "deployment", Meta: &d.ObjectMeta, Template: &d.Spec.Template, Size: d.Size}
+// Build is the LRP's Deployment. Everything CC may read back is in labels, annotations or the
+// spec; the env is only referenced (the env Secret), never copied.
+//
+// Rollouts (an image update) and scale-ups surge one pod at a time and never take a pod away
+// before its replacement has been Ready for MinReadySeconds (maxUnavailable 0), so a 1-instance
+// app keeps serving through an update too. For "process" and "none" health checks the pod is
+// Ready once its container started: MinReadySeconds is then what stops a rollout from replacing
+// running instances with ones that crash at once.
+func (deploymentKind) Build(d *objects.Desire) Object {
+	replicas := d.Replicas
+	dep := &appsv1.Deployment{
+		ObjectMeta: d.Identity.WorkloadMeta(),
+		Spec: appsv1.DeploymentSpec{
+			Replicas:             &replicas,
+			Selector:             &metav1.LabelSelector{MatchLabels: d.Identity.SelectorLabels()},
+			RevisionHistoryLimit: ptr.To(int32(RevisionHistoryLimit)),
+			MinReadySeconds:      d.MinReadySeconds,
+			Strategy: appsv1.DeploymentStrategy{
+				Type: appsv1.RollingUpdateDeploymentStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDeployment{
+					MaxSurge:       ptr.To(intstr.FromInt32(1)),
+					MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+				},
+			},
+			Template: d.Template,
+		},
+	}
+	return Object{Obj: dep, Kind: "deployment", Meta: &dep.ObjectMeta, Template: &dep.Spec.Template, Size: dep.Size}
 }
 
 func (k deploymentKind) Create(ctx context.Context, w Object) (metav1.Object, bool, error) {

@@ -16,8 +16,11 @@ import (
 
 	"github.com/opi-bridge/opi/k8s/internal/kube"
 	"github.com/opi-bridge/opi/k8s/internal/objects"
-	"github.com/opi-bridge/opi/opi"
 )
+
+// RevisionHistoryLimit is how many old revisions a workload keeps (ReplicaSets or
+// ControllerRevisions).
+const RevisionHistoryLimit = 2
 
 // The kinds an operator chooses between (k8s.Options.Workload).
 const (
@@ -38,8 +41,10 @@ type Kind interface {
 	Name() string
 	// Informer is the kind's informer from the backend's factory.
 	Informer(f informers.SharedInformerFactory) cache.SharedIndexInformer
-	// Build is the LRP's workload named name, as a desire would create it.
-	Build(lrp *opi.LRP, name string, w objects.Workload) Object
+	// Build is the LRP's workload of the desire d, from its identity, replicas and pod
+	// template, as the desire creates it. The workload takes d's template over: d.Template
+	// is not to be used after.
+	Build(d *objects.Desire) Object
 	// Create makes the workload built, or returns the existing one of that name (from the
 	// cache when it has it, see Config.Cached) with created false.
 	Create(ctx context.Context, w Object) (obj metav1.Object, created bool, err error)
