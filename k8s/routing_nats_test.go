@@ -20,7 +20,6 @@ import (
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/k8s/internal/hooks"
 	"github.com/opi-bridge/opi/k8s/internal/janitor"
-	"github.com/opi-bridge/opi/k8s/internal/objects"
 	"github.com/opi-bridge/opi/k8s/internal/routes"
 	"github.com/opi-bridge/opi/k8s/internal/routes/routesfakes"
 	"github.com/opi-bridge/opi/k8s/names"
@@ -151,7 +150,7 @@ var _ = Describe("Routing nats", func() {
 		// What ingress mode made of the LRP: its Service and Ingress, controlled by the Deployment.
 		d := getDeployment(client, name)
 		owner := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name, UID: d.UID, Controller: ptr.To(true)}
-		meta := metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: objects.LRPLabels(lrp), OwnerReferences: []metav1.OwnerReference{owner}}
+		meta := metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: names.LRPLabels(lrp), OwnerReferences: []metav1.OwnerReference{owner}}
 		_, err := client.CoreV1().Services(namespace).Create(ctx, &corev1.Service{ObjectMeta: meta}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		_, err = client.NetworkingV1().Ingresses(namespace).Create(ctx, &networkingv1.Ingress{ObjectMeta: meta}, metav1.CreateOptions{})

@@ -138,6 +138,39 @@ func LabelValue(v string) string {
 	})
 }
 
+// LRPIdentity is what the names of an LRP's objects derive from the LRP, once per desire:
+// the workload's name, the labels of every object and the selector of the pods.
+type LRPIdentity struct {
+	// Name is DeploymentName: the workload's, the Service's, the budget's.
+	Name string
+	// Labels are LRPLabels.
+	Labels map[string]string
+	// Selector is SelectorLabels.
+	Selector map[string]string
+}
+
+// IdentityOf is lrp's LRPIdentity.
+func IdentityOf(lrp *opi.LRP) LRPIdentity {
+	return LRPIdentity{Name: DeploymentName(lrp), Labels: LRPLabels(lrp), Selector: SelectorLabels(lrp.LRPIdentifier)}
+}
+
+// LRPLabels are the labels of every object of the LRP.
+func LRPLabels(lrp *opi.LRP) map[string]string {
+	return map[string]string{
+		LabelGUID:        lrp.GUID,
+		LabelVersion:     lrp.Version,
+		LabelAppGUID:     LabelValue(lrp.AppGUID),
+		LabelProcessType: LabelValue(lrp.ProcessType),
+		LabelSourceType:  SourceTypeApp,
+		LabelManagedBy:   ManagedByOPI,
+	}
+}
+
+// SelectorLabels select the LRP's pods (Deployment selector, Service selector).
+func SelectorLabels(id opi.LRPIdentifier) map[string]string {
+	return map[string]string{LabelGUID: id.GUID, LabelVersion: id.Version}
+}
+
 // LRPSelector is a label selector matching every object opi made for the LRP.
 func LRPSelector(id opi.LRPIdentifier) string {
 	return labels.Set{

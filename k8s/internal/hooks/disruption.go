@@ -12,7 +12,7 @@ import (
 
 	"github.com/opi-bridge/opi/k8s/apiclient"
 	"github.com/opi-bridge/opi/k8s/internal/kube"
-	"github.com/opi-bridge/opi/k8s/internal/objects"
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -91,10 +91,10 @@ func toDisruptionBudget(t Target) *policyv1.PodDisruptionBudget {
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      t.Name,
 			Namespace: t.Namespace,
-			Labels:    objects.LRPLabels(t.LRP),
+			Labels:    names.LRPLabels(t.LRP),
 		},
 		Spec: policyv1.PodDisruptionBudgetSpec{
-			Selector:       &metav1.LabelSelector{MatchLabels: objects.SelectorLabels(t.LRP.LRPIdentifier)},
+			Selector:       &metav1.LabelSelector{MatchLabels: names.SelectorLabels(t.LRP.LRPIdentifier)},
 			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
 		},
 	}

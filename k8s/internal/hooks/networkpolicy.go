@@ -273,8 +273,8 @@ func (h *NetworkPolicyHook) Missing(ctx context.Context, deployments []Workload)
 // toEgressPolicy is the LRP's egress policy: one egress rule per egress rule of the LRP.
 func toEgressPolicy(t Target) *networkingv1.NetworkPolicy {
 	p := &networkingv1.NetworkPolicy{}
-	p.Name, p.Namespace, p.Labels = t.Name, t.Namespace, objects.LRPLabels(t.LRP)
-	p.Spec.PodSelector = metav1.LabelSelector{MatchLabels: objects.SelectorLabels(t.LRP.LRPIdentifier)}
+	p.Name, p.Namespace, p.Labels = t.Name, t.Namespace, names.LRPLabels(t.LRP)
+	p.Spec.PodSelector = metav1.LabelSelector{MatchLabels: names.SelectorLabels(t.LRP.LRPIdentifier)}
 	p.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
 	p.Spec.Egress = egressOf(t.LRP.EgressRules)
 	return p

@@ -20,7 +20,6 @@ import (
 
 	"github.com/opi-bridge/opi/k8s/apiclient"
 	"github.com/opi-bridge/opi/k8s/internal/kube"
-	"github.com/opi-bridge/opi/k8s/internal/objects"
 	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
@@ -313,7 +312,7 @@ func pathsOf(routes []opi.Route, host string) []routeTarget {
 func (h *routingHook) toIngress(t Target) *networkingv1.Ingress {
 	prefix := networkingv1.PathTypePrefix
 	ing := &networkingv1.Ingress{}
-	ing.Name, ing.Namespace, ing.Labels = t.Name, t.Namespace, objects.LRPLabels(t.LRP)
+	ing.Name, ing.Namespace, ing.Labels = t.Name, t.Namespace, names.LRPLabels(t.LRP)
 	if h.opts.IngressClass != "" {
 		ing.Spec.IngressClassName = ptr.To(h.opts.IngressClass)
 	}
@@ -344,7 +343,7 @@ func (h *routingHook) toHTTPRoutes(t Target) []*gatewayv1.HTTPRoute {
 	var out []*gatewayv1.HTTPRoute
 	for _, host := range routeHosts(t.LRP.Routes) {
 		r := &gatewayv1.HTTPRoute{}
-		r.Name, r.Namespace, r.Labels = httpRouteName(t.Name, host), t.Namespace, objects.LRPLabels(t.LRP)
+		r.Name, r.Namespace, r.Labels = httpRouteName(t.Name, host), t.Namespace, names.LRPLabels(t.LRP)
 		r.Spec.ParentRefs = []gatewayv1.ParentReference{{
 			Group:     ptr.To(gatewayv1.Group(gatewayv1.GroupName)),
 			Kind:      ptr.To(gatewayv1.Kind("Gateway")),

@@ -13,13 +13,17 @@ import (
 
 // Desire is every object one desire of an LRP writes but the hooks' own, built from one
 // Identity, before anything is written. The workload object itself is the kind's to build
-// (workload.Kind.Build), from the identity, the replicas and the template.
+// (workload.Kind.Build) from Meta, Selector, Replicas, MinReadySeconds and Template.
 type Desire struct {
 	Identity Identity
 	// Secrets are the env Secret, then the registry Secret when the LRP has registry
 	// credentials: the order a desire writes them in.
 	Secrets []*corev1.Secret
-	// Replicas and MinReadySeconds are the workload's.
+	// Meta is the workload's name, namespace, labels and opi's annotations: everything CC may
+	// read back but the pod template (see the store's records), the same for every kind.
+	Meta metav1.ObjectMeta
+	// Selector selects the workload's pods.
+	Selector        map[string]string
 	Replicas        int32
 	MinReadySeconds int32
 	// Template is the pod template, the same for every workload kind.
@@ -30,7 +34,8 @@ type Desire struct {
 }
 
 // ForDesire builds the objects of one desire of lrp in namespace, with the operator's pod
-// settings w: the identity once, then each object from it.
+// settings w: the identity once, then each object from it. Each object gets its own copy of
+// the identity's maps, since the hooks add to the workload's before it is created.
 func ForDesire(lrp *opi.LRP, namespace string, w Workload) (Desire, error) {
 	id := IdentityOf(lrp, namespace)
 	secrets, env, err := lrpSecrets(lrp, id, w.InstanceIndexEnv)
@@ -40,82 +45,50 @@ func ForDesire(lrp *opi.LRP, namespace string, w Workload) (Desire, error) {
 	d := Desire{
 		Identity:        id,
 		Secrets:         secrets,
+		Meta:            id.objectMeta(id.Name),
+		Selector:        maps.Clone(id.Selector),
 		Replicas:        lrp.Instances,
 		MinReadySeconds: w.MinReadySeconds,
 		Template:        podTemplate(lrp, id, env, w),
 	}
+	d.Meta.Annotations = maps.Clone(id.Annotations)
 	if len(lrp.Ports) > 0 {
-		meta := id.ObjectMeta(id.Name)
+		meta := id.objectMeta(id.Name)
 		d.ServiceMeta = &meta
 	}
 	return d, nil
 }
 
-// Identity is what every object of an LRP is named and labelled by, computed once per desire.
-// Its maps are shared: builders copy them (ObjectMeta, SelectorLabels), since the hooks add to
-// the workload's labels and annotations before it is created.
+// Identity is what every object of an LRP is named and labelled by, computed once per desire:
+// names' part (the workload's name, the labels, the pod selector), the namespace, the Secrets'
+// names and the workload's annotations. Its maps are shared: a builder copies what it puts on
+// an object.
 type Identity struct {
-	// Name is the workload's (and the Service's, the budget's, ...): names.DeploymentName.
-	Name      string
+	names.LRPIdentity
 	Namespace string
 	// EnvSecretName and RegistrySecretName name the LRP's Secrets.
 	EnvSecretName      string
 	RegistrySecretName string
-	// Labels are on every object of the LRP and its pods.
-	Labels map[string]string
-	// Selector selects the LRP's pods (the workload's selector, the Service's).
-	Selector map[string]string
 	// Annotations are the workload's: what reads report back that does not fit a label.
 	Annotations map[string]string
 }
 
 // IdentityOf is the identity of lrp's objects in namespace.
 func IdentityOf(lrp *opi.LRP, namespace string) Identity {
-	name := names.DeploymentName(lrp)
+	n := names.IdentityOf(lrp)
 	return Identity{
-		Name:               name,
+		LRPIdentity:        n,
 		Namespace:          namespace,
-		EnvSecretName:      name + names.EnvSecretSuffix,
-		RegistrySecretName: name + names.RegistrySecretSuffix,
-		Labels:             LRPLabels(lrp),
-		Selector:           SelectorLabels(lrp.LRPIdentifier),
+		EnvSecretName:      n.Name + names.EnvSecretSuffix,
+		RegistrySecretName: n.Name + names.RegistrySecretSuffix,
 		Annotations:        workloadAnnotations(lrp),
 	}
 }
 
-// ObjectMeta is the metadata of the LRP's object named name: the namespace and a copy of the
+// objectMeta is the metadata of the LRP's object named name: the namespace and a copy of the
 // labels.
-func (id Identity) ObjectMeta(name string) metav1.ObjectMeta {
+func (id Identity) objectMeta(name string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: name, Namespace: id.Namespace, Labels: maps.Clone(id.Labels)}
-}
-
-// WorkloadMeta is the workload's name, labels and opi's annotations (copies): everything CC
-// may read back but the pod template (see the store's records), the same for every workload
-// kind.
-func (id Identity) WorkloadMeta() metav1.ObjectMeta {
-	meta := id.ObjectMeta(id.Name)
-	meta.Annotations = maps.Clone(id.Annotations)
-	return meta
-}
-
-// SelectorLabels is a copy of the selector, for one object.
-func (id Identity) SelectorLabels() map[string]string { return maps.Clone(id.Selector) }
-
-// LRPLabels are the labels of every object of the LRP.
-func LRPLabels(lrp *opi.LRP) map[string]string {
-	return map[string]string{
-		names.LabelGUID:        lrp.GUID,
-		names.LabelVersion:     lrp.Version,
-		names.LabelAppGUID:     names.LabelValue(lrp.AppGUID),
-		names.LabelProcessType: names.LabelValue(lrp.ProcessType),
-		names.LabelSourceType:  names.SourceTypeApp,
-		names.LabelManagedBy:   names.ManagedByOPI,
-	}
-}
-
-// SelectorLabels select the LRP's pods (the workload's selector, the Service's).
-func SelectorLabels(id opi.LRPIdentifier) map[string]string {
-	return map[string]string{names.LabelGUID: id.GUID, names.LabelVersion: id.Version}
 }
 
 // workloadAnnotations are opi's annotations on the workload.

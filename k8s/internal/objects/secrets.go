@@ -30,7 +30,7 @@ import (
 func lrpSecrets(lrp *opi.LRP, id Identity, index bool) ([]*corev1.Secret, []corev1.EnvVar, error) {
 	data, env := envFor(lrp.Env, lrp.Ports, id.EnvSecretName, index)
 	secrets := []*corev1.Secret{{
-		ObjectMeta: id.ObjectMeta(id.EnvSecretName),
+		ObjectMeta: metav1.ObjectMeta{Name: id.EnvSecretName, Namespace: id.Namespace, Labels: maps.Clone(id.Labels)},
 		Type:       corev1.SecretTypeOpaque,
 		Data:       data,
 	}}

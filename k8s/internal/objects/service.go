@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -25,12 +26,12 @@ func Service(lrp *opi.LRP, name, namespace string, owner metav1.OwnerReference) 
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            name,
 			Namespace:       namespace,
-			Labels:          LRPLabels(lrp),
+			Labels:          names.LRPLabels(lrp),
 			OwnerReferences: []metav1.OwnerReference{owner},
 		},
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
-			Selector: SelectorLabels(lrp.LRPIdentifier),
+			Selector: names.SelectorLabels(lrp.LRPIdentifier),
 			Ports:    ports,
 		},
 	}

@@ -35,10 +35,10 @@ func (deploymentKind) Informer(f informers.SharedInformerFactory) cache.SharedIn
 func (deploymentKind) Build(d *objects.Desire) Object {
 	replicas := d.Replicas
 	dep := &appsv1.Deployment{
-		ObjectMeta: d.Identity.WorkloadMeta(),
+		ObjectMeta: d.Meta,
 		Spec: appsv1.DeploymentSpec{
 			Replicas:             &replicas,
-			Selector:             &metav1.LabelSelector{MatchLabels: d.Identity.SelectorLabels()},
+			Selector:             &metav1.LabelSelector{MatchLabels: d.Selector},
 			RevisionHistoryLimit: ptr.To(int32(RevisionHistoryLimit)),
 			MinReadySeconds:      d.MinReadySeconds,
 			Strategy: appsv1.DeploymentStrategy{

@@ -45,10 +45,10 @@ func (statefulSetKind) Informer(f informers.SharedInformerFactory) cache.SharedI
 func (statefulSetKind) Build(d *objects.Desire) Object {
 	replicas := d.Replicas
 	s := &appsv1.StatefulSet{
-		ObjectMeta: d.Identity.WorkloadMeta(),
+		ObjectMeta: d.Meta,
 		Spec: appsv1.StatefulSetSpec{
 			Replicas:             &replicas,
-			Selector:             &metav1.LabelSelector{MatchLabels: d.Identity.SelectorLabels()},
+			Selector:             &metav1.LabelSelector{MatchLabels: d.Selector},
 			Template:             d.Template,
 			PodManagementPolicy:  appsv1.ParallelPodManagement,
 			RevisionHistoryLimit: ptr.To(int32(RevisionHistoryLimit)),

@@ -41,9 +41,9 @@ type Kind interface {
 	Name() string
 	// Informer is the kind's informer from the backend's factory.
 	Informer(f informers.SharedInformerFactory) cache.SharedIndexInformer
-	// Build is the LRP's workload of the desire d, from its identity, replicas and pod
-	// template, as the desire creates it. The workload takes d's template over: d.Template
-	// is not to be used after.
+	// Build is the LRP's workload of the desire d (its metadata, selector, replicas and pod
+	// template), as the desire creates it. The workload takes d's maps and template over:
+	// they are not to be used after.
 	Build(d *objects.Desire) Object
 	// Create makes the workload built, or returns the existing one of that name (from the
 	// cache when it has it, see Config.Cached) with created false.

@@ -163,7 +163,7 @@ var _ = Describe("The workload kinds", func() {
 func desire(name string, w objects.Workload) *objects.Desire {
 	d, err := objects.ForDesire(lrp(), namespace, w)
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
-	d.Identity.Name = name
+	d.Identity.Name, d.Meta.Name = name, name
 	return &d
 }
 
