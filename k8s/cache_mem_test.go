@@ -18,6 +18,7 @@ import (
 
 	"github.com/opi-bridge/opi/k8s/internal/objects"
 	"github.com/opi-bridge/opi/k8s/internal/store"
+	"github.com/opi-bridge/opi/k8s/internal/workload"
 	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
@@ -102,7 +103,11 @@ func memSampleObjects(i int) (*appsv1.Deployment, *corev1.Pod) {
 		LastUpdated:      "1600000000.2499998",
 	}
 	name := names.DeploymentName(lrp)
-	d := objects.Deployment(lrp, name, memNamespace, objects.Workload{})
+	desire, err := objects.ForDesire(lrp, memNamespace, objects.Workload{})
+	if err != nil {
+		panic(err)
+	}
+	d := workload.New(workload.Deployments, workload.Config{Namespace: memNamespace}).Build(&desire).Obj.(*appsv1.Deployment)
 	d.UID = types.UID(fmt.Sprintf("%08d-aaaa-bbbb-cccc-dddddddddddd", i))
 	d.ResourceVersion = fmt.Sprint(1000 + i)
 	managed := metav1.ManagedFieldsEntry{

@@ -103,8 +103,17 @@ func sanitizeName(s string) string {
 	return strings.Trim(b.String(), "-")
 }
 
-func EnvSecretName(name string) string      { return name + "-env" }
-func RegistrySecretName(name string) string { return name + "-registry" }
+// Suffixes of the Secrets' names after their workload's (or Job's) name.
+const (
+	EnvSecretSuffix      = "-env"
+	RegistrySecretSuffix = "-registry"
+)
+
+// EnvSecretName is the name of the env Secret of the workload or Job name.
+func EnvSecretName(name string) string { return name + EnvSecretSuffix }
+
+// RegistrySecretName is the name of the registry Secret of the workload or Job name.
+func RegistrySecretName(name string) string { return name + RegistrySecretSuffix }
 
 // LabelValue returns v when it is a valid label value, else a sanitised form of it (the exact
 // value is kept in an annotation where it matters).
@@ -127,6 +136,22 @@ func LabelValue(v string) string {
 	return strings.TrimFunc(s, func(r rune) bool {
 		return !((r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9'))
 	})
+}
+
+// LRPIdentity is what the names of an LRP's objects derive from the LRP, once per desire:
+// the workload's name, the labels of every object and the selector of the pods.
+type LRPIdentity struct {
+	// Name is DeploymentName: the workload's, the Service's, the budget's.
+	Name string
+	// Labels are LRPLabels.
+	Labels map[string]string
+	// Selector is SelectorLabels.
+	Selector map[string]string
+}
+
+// IdentityOf is lrp's LRPIdentity.
+func IdentityOf(lrp *opi.LRP) LRPIdentity {
+	return LRPIdentity{Name: DeploymentName(lrp), Labels: LRPLabels(lrp), Selector: SelectorLabels(lrp.LRPIdentifier)}
 }
 
 // LRPLabels are the labels of every object of the LRP.

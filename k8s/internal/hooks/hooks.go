@@ -139,6 +139,16 @@ func (s Set) Check(ctx context.Context, lrp *opi.LRP) error {
 	return nil
 }
 
+// Prepare is what a desire asks of the hooks before it writes: every hook's Check (the first
+// refusal wins, and nothing is shaped), then every hook's Shape of the workload.
+func (s Set) Prepare(ctx context.Context, lrp *opi.LRP, meta *metav1.ObjectMeta, template *corev1.PodTemplateSpec) error {
+	if err := s.Check(ctx, lrp); err != nil {
+		return err
+	}
+	s.Shape(lrp, meta, template)
+	return nil
+}
+
 // Shape lets every hook add to the workload before it is created.
 func (s Set) Shape(lrp *opi.LRP, meta *metav1.ObjectMeta, template *corev1.PodTemplateSpec) {
 	for _, h := range only[Shaper](s) {

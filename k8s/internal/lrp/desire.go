@@ -7,11 +7,16 @@ import (
 
 	"code.cloudfoundry.org/lager/v3"
 	corev1 "k8s.io/api/core/v1"
+	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/opi-bridge/opi/k8s/internal/hooks"
 	"github.com/opi-bridge/opi/k8s/internal/kube"
 	"github.com/opi-bridge/opi/k8s/internal/objects"
+	"github.com/opi-bridge/opi/k8s/internal/workload"
 	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
@@ -19,24 +24,25 @@ import (
 // DesireLRP creates the LRP's objects in two rounds, so that a desire costs two API round
 // trips one after the other however many objects the LRP has:
 //
-//  1. the workload, a Deployment or StatefulSet, shaped by the hooks (exists → the desire
-//     changes nothing of it); "Deployment" below stands for either;
-//  2. at once, each created controlled by the Deployment (its owner reference set at
-//     creation, so no owner patch follows): the env Secret, the image pull Secret when the LRP
-//     has registry credentials, and every hook's objects (the Service, routing objects, egress
-//     policy, PodDisruptionBudget: see k8s/hooks). An object that exists is made controlled by
-//     the Deployment (kube.EnsureControlled) and its content left.
+//  1. the workload, a Deployment or StatefulSet (the kind's), shaped by the hooks (exists →
+//     the desire changes nothing of it);
+//  2. at once, each created controlled by the workload (its owner reference set at creation,
+//     so no owner patch follows): the env Secret, the image pull Secret when the LRP has
+//     registry credentials, and every hook's objects (the Service, routing objects, egress
+//     policy, PodDisruptionBudget: see package hooks). An object that exists is made
+//     controlled by the workload (kube.EnsureControlled) and its content left.
 //
-// Nothing is read before it is created, so a first desire costs one call per object. A later
+// Every object is built first, from one identity (objects.ForDesire, the kind's Build), and
+// nothing is read before it is created, so a first desire costs one call per object. A later
 // desire finishes what an interrupted one started (opi may die between any two calls): the
-// Deployment exists, the objects of round 2 that are missing are created. A Deployment that
-// no desire completes (opi killed between the rounds and CC never desiring the LRP again)
-// cannot start without its env Secret, whose content only CC has: the janitor deletes it once
-// it is older than its grace, so that CC's next sync sees the LRP missing and desires it
-// again (see Sweep). Round 2 uses kube.EnsureControlled, so that a desire racing a stop and
-// another desire of the same LRP never leaves the live Deployment without its Secret or a
-// hook's object: one holding a Deployment that the stop deleted meanwhile gives up there, and
-// what it created with that owner is the garbage collector's.
+// workload exists, the objects of round 2 that are missing are created. A workload that no
+// desire completes (opi killed between the rounds and CC never desiring the LRP again) cannot
+// start without its env Secret, whose content only CC has: the janitor deletes it once it is
+// older than its grace, so that CC's next sync sees the LRP missing and desires it again (see
+// Sweep). Round 2 uses kube.EnsureControlled, so that a desire racing a stop and another
+// desire of the same LRP never leaves the live workload without its Secret or a hook's
+// object: one holding a workload that the stop deleted meanwhile gives up there, and what it
+// created with that owner is the garbage collector's.
 //
 // Before round 1 every hook checks the LRP (an isolation segment, volume claims, routes it
 // cannot serve) and the objects are checked against the API server's rules (preflight): a desire
@@ -48,48 +54,36 @@ func (s *Service) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 	if err := s.cache.CheckWritable(ctx); err != nil {
 		return err
 	}
-	if err := s.checkHooks(ctx, lrp); err != nil {
+	d, err := objects.ForDesire(lrp, s.namespace, s.pods)
+	if err != nil {
+		return err
+	}
+	want := s.kind.Build(&d)
+	if err := s.hooks.Prepare(ctx, lrp, want.Meta, want.Template); err != nil {
 		logger.Info("refused-before-writing", lager.Data{"reason": err.Error()})
 		return err
 	}
-	name := names.DeploymentName(lrp)
-	secrets := []*corev1.Secret{objects.EnvSecret(lrp, name, s.namespace, s.pods)}
-	secretSteps := []string{"create env secret"}
-	if lrp.PrivateRegistry != nil {
-		registrySecret, err := objects.LRPRegistrySecret(lrp, name, s.namespace)
-		if err != nil {
-			return err
-		}
-		secrets = append(secrets, registrySecret)
-		secretSteps = append(secretSteps, "create registry secret")
-	}
-	deploymentWanted := s.kind.Build(lrp, name, s.pods)
-	s.shapeWorkload(lrp, deploymentWanted)
-	var serviceMeta *metav1.ObjectMeta
-	if len(lrp.Ports) > 0 {
-		serviceMeta = &objects.Service(lrp, name, s.namespace, metav1.OwnerReference{APIVersion: "apps/v1", Kind: s.kind.Name(), Name: name, UID: "preflight"}).ObjectMeta
-	}
-	if err := preflight(secrets, deploymentWanted, serviceMeta); err != nil {
+	if err := preflight(d.Secrets, want, d.ServiceMeta); err != nil {
 		logger.Info("refused-before-writing", lager.Data{"reason": err.Error()})
 		return err
 	}
 
 	// Round 1: the workload.
 	var undo desireWrites
-	deployment, created, err := s.kind.Create(ctx, deploymentWanted)
+	w, created, err := s.kind.Create(ctx, want)
 	if err != nil {
 		return kube.Refusal(err, "create "+s.kindName())
 	}
 	if created {
-		undo.workload = deployment
-	} else if err := s.checkSameLRP(deployment, lrp.LRPIdentifier); err != nil {
+		undo.workload = w
+	} else if err := s.checkSameLRP(w, lrp.LRPIdentifier); err != nil {
 		return err
 	}
 
 	// Round 2: what the workload controls, all at once.
-	target := hooks.Target{LRP: lrp, Name: deployment.GetName(), Namespace: s.namespace, Owner: s.controllerRef(deployment), Live: s.liveCheck(deployment)}
-	steps := make([]func() (raw, answer error), 0, len(secrets)+len(s.hooks))
-	for i, secret := range secrets {
+	target := hooks.Target{LRP: lrp, Name: w.GetName(), Namespace: s.namespace, Owner: s.controllerRef(w), Live: s.liveCheck(w)}
+	steps := make([]func() (raw, answer error), 0, len(d.Secrets)+len(s.hooks))
+	for i, secret := range d.Secrets {
 		steps = append(steps, func() (error, error) {
 			createdSecret, err := s.ensureSecretOwned(ctx, secret, target)
 			if createdSecret != nil && created {
@@ -113,14 +107,18 @@ func (s *Service) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 		return s.refused(ctx, logger, &undo, raw, answer)
 	}
 
-	if err := s.cache.WaitForWorkload(ctx, logger, deployment, false, s.liveCheck(deployment)); err != nil {
+	if err := s.cache.WaitForWorkload(ctx, logger, w, false, s.liveCheck(w)); err != nil {
 		return err
 	}
-	logger.Info("desired", lager.Data{s.kindName(): deployment.GetName(), "created": created})
+	logger.Info("desired", lager.Data{s.kindName(): w.GetName(), "created": created})
 	return nil
 }
 
-// ensureSecretOwned makes the Secret exist controlled by t's Deployment: one create (owner
+// secretSteps name the writes of objects.Desire's Secrets, in their order, for what a failed
+// one answers.
+var secretSteps = []string{"create env secret", "create registry secret"}
+
+// ensureSecretOwned makes the Secret exist controlled by t's workload: one create (owner
 // set) when it is absent, else kube.EnsureControlled on what exists. It returns the Secret
 // when this call created it.
 func (s *Service) ensureSecretOwned(ctx context.Context, want *corev1.Secret, t hooks.Target) (*corev1.Secret, error) {
@@ -170,12 +168,71 @@ func inParallel(steps []func() (raw, answer error)) (raw, answer error) {
 
 // checkSameLRP guards against touching a workload of the same name that is not this LRP's,
 // or one that is going away.
-func (s *Service) checkSameLRP(d metav1.Object, id opi.LRPIdentifier) error {
-	if d.GetLabels()[names.LabelGUID] != id.GUID || d.GetLabels()[names.LabelVersion] != id.Version {
-		return fmt.Errorf("create %s: %s exists and does not belong to this lrp", s.kindName(), d.GetName())
+func (s *Service) checkSameLRP(w metav1.Object, id opi.LRPIdentifier) error {
+	if w.GetLabels()[names.LabelGUID] != id.GUID || w.GetLabels()[names.LabelVersion] != id.Version {
+		return fmt.Errorf("create %s: %s exists and does not belong to this lrp", s.kindName(), w.GetName())
 	}
-	if d.GetDeletionTimestamp() != nil {
-		return fmt.Errorf("create %s: %w: %s is being deleted, retry later", s.kindName(), opi.ErrUnavailable, d.GetName())
+	if w.GetDeletionTimestamp() != nil {
+		return fmt.Errorf("create %s: %w: %s is being deleted, retry later", s.kindName(), opi.ErrUnavailable, w.GetName())
 	}
 	return nil
+}
+
+// maxObjectBytes bounds the encoded size of an object opi creates. etcd refuses requests above
+// 1.5 MiB by default, and the stored object also carries its managed fields (about the size of
+// the spec's field names again), so 1 MiB of spec keeps a safe distance.
+const maxObjectBytes = 1 << 20
+
+// preflight runs, before a desire's first write, the checks the API server would run on what
+// opi derived from the request (names, labels, annotations, a Secret's size, an object's size),
+// with the validation functions apimachinery publishes. bifrost has checked the request's own
+// fields by the same rules; this catches what only the assembled objects show (opi's own
+// annotations, say, made too large by a long app name or many routes), so that a desire
+// Kubernetes would refuse halfway is refused whole. serviceMeta is the Service's metadata, if
+// the LRP gets one.
+func preflight(secrets []*corev1.Secret, w workload.Object, serviceMeta *metav1.ObjectMeta) error {
+	for _, s := range secrets {
+		errs := apimachineryvalidation.ValidateObjectMeta(&s.ObjectMeta, true, apimachineryvalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
+		total := 0
+		for key, value := range s.Data {
+			for _, msg := range validation.IsConfigMapKey(key) {
+				errs = append(errs, field.Invalid(field.NewPath("data"), key, msg))
+			}
+			total += len(value)
+		}
+		if total > corev1.MaxSecretSize {
+			errs = append(errs, field.TooLong(field.NewPath("data"), "", corev1.MaxSecretSize))
+		}
+		if err := refusedObject("secret", s.Name, errs); err != nil {
+			return err
+		}
+	}
+
+	errs := apimachineryvalidation.ValidateObjectMeta(w.Meta, true, apimachineryvalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
+	template := field.NewPath("spec", "template", "metadata")
+	errs = append(errs, metav1validation.ValidateLabels(w.Template.Labels, template.Child("labels"))...)
+	errs = append(errs, apimachineryvalidation.ValidateAnnotations(w.Template.Annotations, template.Child("annotations"))...)
+	if size := w.Size(); size > maxObjectBytes {
+		errs = append(errs, field.TooLong(field.NewPath("(encoded object)"), "", maxObjectBytes))
+	}
+	if err := refusedObject(w.Kind, w.Meta.Name, errs); err != nil {
+		return err
+	}
+
+	if serviceMeta != nil {
+		errs := apimachineryvalidation.ValidateObjectMeta(serviceMeta, true, apimachineryvalidation.NameIsDNS1035Label, field.NewPath("metadata"))
+		if err := refusedObject("service", serviceMeta.Name, errs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// refusedObject is nil without errors, else an opi.ErrInvalid naming the object and the first
+// rule it breaks (the others usually follow from it).
+func refusedObject(kind, name string, errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: the %s %s would break a rule of Kubernetes: %s", opi.ErrInvalid, kind, name, errs[0].Error())
 }

@@ -10,22 +10,16 @@ import (
 	"github.com/opi-bridge/opi/k8s/internal/hooks"
 	"github.com/opi-bridge/opi/k8s/internal/kube"
 	"github.com/opi-bridge/opi/k8s/internal/store"
-	"github.com/opi-bridge/opi/k8s/internal/workload"
 	"github.com/opi-bridge/opi/opi"
 )
 
 // How the LRP's verbs run the hooks (package k8s/internal/hooks): the hooks' checks before anything is
-// written, their shaping of the workload, their events, and what their errors answer.
+// written, their events, and what their errors answer. (A desire asks the hook set itself to
+// check and shape its workload: hooks.Set.Prepare.)
 
 // checkHooks runs every hook's check.
 func (s *Service) checkHooks(ctx context.Context, lrp *opi.LRP) error {
 	return s.hooks.Check(ctx, lrp)
-}
-
-// shapeWorkload lets every hook add to the workload (its metadata and pod template, the same
-// for Deployments and StatefulSets) before it is created.
-func (s *Service) shapeWorkload(lrp *opi.LRP, w workload.Object) {
-	s.hooks.Shape(lrp, w.Meta, w.Template)
 }
 
 // runUpdatedHooks tells every hook about an update, before the workload is patched.

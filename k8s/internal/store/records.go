@@ -29,7 +29,7 @@ type WorkloadRecord struct {
 	// ReplicaCount is spec.replicas (1 when unset, the API server's default).
 	ReplicaCount int32
 
-	// opi's annotations, as written by objects.Deployment.
+	// opi's annotations, as a desire writes them (objects.Desire.Meta).
 	ProcessType, AppName, SpaceGUID, SpaceName, OrgGUID, OrgName string
 	LastUpdated                                                  string
 	// RoutesAnnotation, HealthCheckAnnotation and EgressAnnotation are the JSON annotations

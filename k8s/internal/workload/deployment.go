@@ -3,16 +3,21 @@ package workload
 import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s/internal/objects"
-	"github.com/opi-bridge/opi/opi"
 )
 
 // deploymentKind runs LRPs as Deployments.
-func deploymentKind(cfg Config) Kind {
-	return typedKind[*appsv1.Deployment, *appsv1.DeploymentList]{
+type deploymentKind struct {
+	typedKind[*appsv1.Deployment, *appsv1.DeploymentList]
+}
+
+func newDeploymentKind(cfg Config) Kind {
+	return deploymentKind{typedKind[*appsv1.Deployment, *appsv1.DeploymentList]{
 		name: "Deployment",
 		informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
 			return f.Apps().V1().Deployments().Informer()
@@ -21,10 +26,6 @@ func deploymentKind(cfg Config) Kind {
 			return cfg.Apps.Deployments(cfg.Namespace)
 		},
 		cached: cfg.Cached,
-		build: func(lrp *opi.LRP, name string, w objects.Workload) Object {
-			d := objects.Deployment(lrp, name, cfg.Namespace, w)
-			return Object{Obj: d, Kind: "deployment", Meta: &d.ObjectMeta, Template: &d.Spec.Template, Size: d.Size}
-		},
 		stub: func(meta metav1.ObjectMeta, replicas int32) *appsv1.Deployment {
 			return &appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Replicas: &replicas}}
 		},
@@ -36,5 +37,35 @@ func deploymentKind(cfg Config) Kind {
 			}
 			return out
 		},
+	}}
+}
+
+// Build is the LRP's Deployment. Everything CC may read back is in labels, annotations or the
+// spec; the env is only referenced (the env Secret), never copied.
+//
+// Rollouts (an image update) and scale-ups surge one pod at a time and never take a pod away
+// before its replacement has been Ready for MinReadySeconds (maxUnavailable 0), so a 1-instance
+// app keeps serving through an update too. For "process" and "none" health checks the pod is
+// Ready once its container started: MinReadySeconds is then what stops a rollout from replacing
+// running instances with ones that crash at once.
+func (deploymentKind) Build(d *objects.Desire) Object {
+	replicas := d.Replicas
+	dep := &appsv1.Deployment{
+		ObjectMeta: d.Meta,
+		Spec: appsv1.DeploymentSpec{
+			Replicas:             &replicas,
+			Selector:             &metav1.LabelSelector{MatchLabels: d.Selector},
+			RevisionHistoryLimit: ptr.To(int32(RevisionHistoryLimit)),
+			MinReadySeconds:      d.MinReadySeconds,
+			Strategy: appsv1.DeploymentStrategy{
+				Type: appsv1.RollingUpdateDeploymentStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDeployment{
+					MaxSurge:       ptr.To(intstr.FromInt32(1)),
+					MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+				},
+			},
+			Template: d.Template,
+		},
 	}
+	return Object{Obj: dep, Kind: "deployment", Meta: &dep.ObjectMeta, Template: &dep.Spec.Template, Size: dep.Size}
 }

@@ -9,8 +9,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/opi-bridge/opi/k8s/internal/kube"
-	"github.com/opi-bridge/opi/k8s/internal/objects"
-	"github.com/opi-bridge/opi/opi"
 )
 
 // appsClient is what a kind uses of its typed client-go client (DeploymentInterface,
@@ -22,9 +20,11 @@ type appsClient[T, L any] interface {
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }
 
-// typedKind is a Kind over one typed client. The kinds differ in their types, in how their
-// object is built, stands for a cached one and is listed, and in what an instance's index is;
-// the calls they make are the same and are written once, here.
+// typedKind is a Kind over one typed client, but for Build: each kind embeds it and builds its
+// own object (deployment.go, statefulset.go), so a desire reads its workload's spec where the
+// kind is declared. The kinds differ in their types, in how their object stands for a cached
+// one and is listed, and in what an instance's index is; the calls they make are the same and
+// are written once, here.
 type typedKind[T metav1.Object, L any] struct {
 	name      string
 	byOrdinal bool
@@ -33,7 +33,6 @@ type typedKind[T metav1.Object, L any] struct {
 	// Apps client.
 	client func() appsClient[T, L]
 	cached Cached
-	build  func(lrp *opi.LRP, name string, w objects.Workload) Object
 	// stub is the object standing for a cached workload: its metadata and its replicas.
 	stub func(meta metav1.ObjectMeta, replicas int32) T
 	// items is what a List of the kind reads.
@@ -44,10 +43,6 @@ func (k typedKind[T, L]) Name() string { return k.name }
 
 func (k typedKind[T, L]) Informer(f informers.SharedInformerFactory) cache.SharedIndexInformer {
 	return k.informer(f)
-}
-
-func (k typedKind[T, L]) Build(lrp *opi.LRP, name string, w objects.Workload) Object {
-	return k.build(lrp, name, w)
 }
 
 func (k typedKind[T, L]) Create(ctx context.Context, w Object) (metav1.Object, bool, error) {

@@ -16,8 +16,11 @@ import (
 
 	"github.com/opi-bridge/opi/k8s/internal/kube"
 	"github.com/opi-bridge/opi/k8s/internal/objects"
-	"github.com/opi-bridge/opi/opi"
 )
+
+// RevisionHistoryLimit is how many old revisions a workload keeps (ReplicaSets or
+// ControllerRevisions).
+const RevisionHistoryLimit = 2
 
 // The kinds an operator chooses between (k8s.Options.Workload).
 const (
@@ -32,14 +35,16 @@ const (
 // Kind is what differs between the Kubernetes objects that can run an LRP's pods. Everything
 // else (Secrets, Service, disruption budget, records and reads, crash reports, the janitor) is
 // shared and talks to the workload only through this. Implementations: deploymentKind
-// (deployment.go) and statefulSetKind (statefulset.go), both a typedKind (kind.go).
+// (deployment.go) and statefulSetKind (statefulset.go), each a typedKind (kind.go) with its own Build.
 type Kind interface {
 	// Name is the Kubernetes kind, for owner references and messages ("Deployment").
 	Name() string
 	// Informer is the kind's informer from the backend's factory.
 	Informer(f informers.SharedInformerFactory) cache.SharedIndexInformer
-	// Build is the LRP's workload named name, as a desire would create it.
-	Build(lrp *opi.LRP, name string, w objects.Workload) Object
+	// Build is the LRP's workload of the desire d (its metadata, selector, replicas and pod
+	// template), as the desire creates it. The workload takes d's maps and template over:
+	// they are not to be used after.
+	Build(d *objects.Desire) Object
 	// Create makes the workload built, or returns the existing one of that name (from the
 	// cache when it has it, see Config.Cached) with created false.
 	Create(ctx context.Context, w Object) (obj metav1.Object, created bool, err error)
@@ -101,9 +106,9 @@ func New(name string, cfg Config) Kind {
 		cfg.Cached = func(string) (metav1.ObjectMeta, int32, bool) { return metav1.ObjectMeta{}, 0, false }
 	}
 	if name == StatefulSets {
-		return statefulSetKind(cfg)
+		return newStatefulSetKind(cfg)
 	}
-	return deploymentKind(cfg)
+	return newDeploymentKind(cfg)
 }
 
 // LiveCheck tells, from the API server, whether obj is still the live workload of its name (not

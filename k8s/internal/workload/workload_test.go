@@ -67,17 +67,17 @@ var _ = Describe("The workload kinds", func() {
 			Expect(k.Name()).To(Equal(kind))
 			Expect(k.IndexedByOrdinal()).To(Equal(indexed))
 
-			built := k.Build(lrp(), "my-app-8a3d6a870d", w)
+			built := k.Build(desire("my-app-8a3d6a870d", w))
 			Expect(built.Kind).To(Equal(resource[:len(resource)-1]))
 			Expect(built.Meta).To(BeIdenticalTo(must(meta(built.Obj))))
 			Expect(built.Meta.Namespace).To(Equal(namespace))
-			Expect(*built.Template).To(Equal(objects.PodTemplate(lrp(), "my-app-8a3d6a870d", w)))
+			Expect(*built.Template).To(Equal(desire("my-app-8a3d6a870d", w).Template))
 			Expect(built.Size()).To(BeNumerically(">", 0))
 
 			obj, created, err := k.Create(ctx, built)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(created).To(BeTrue())
-			_, created, err = k.Create(ctx, k.Build(lrp(), "my-app-8a3d6a870d", w))
+			_, created, err = k.Create(ctx, k.Build(desire("my-app-8a3d6a870d", w)))
 			Expect(err).NotTo(HaveOccurred())
 			Expect(created).To(BeFalse())
 
@@ -112,8 +112,8 @@ var _ = Describe("The workload kinds", func() {
 	)
 
 	It("builds a StatefulSet with the Deployment's metadata and pod template", func() {
-		d := workload.New(workload.Deployments, workload.Config{Namespace: namespace}).Build(lrp(), "n", w)
-		s := workload.New(workload.StatefulSets, workload.Config{Namespace: namespace}).Build(lrp(), "n", w)
+		d := workload.New(workload.Deployments, workload.Config{Namespace: namespace}).Build(desire("n", w))
+		s := workload.New(workload.StatefulSets, workload.Config{Namespace: namespace}).Build(desire("n", w))
 		Expect(s.Obj).To(BeAssignableToTypeOf(&appsv1.StatefulSet{}))
 		Expect(d.Obj).To(BeAssignableToTypeOf(&appsv1.Deployment{}))
 		Expect(*s.Meta).To(Equal(*d.Meta))
@@ -130,9 +130,9 @@ var _ = Describe("The workload kinds", func() {
 				Apps: client.AppsV1(), Namespace: namespace,
 				Cached: func(n string) (metav1.ObjectMeta, int32, bool) { return cachedMeta, 4, n == "n" },
 			})
-			_, _, err := k.Create(ctx, k.Build(lrp(), "n", w))
+			_, _, err := k.Create(ctx, k.Build(desire("n", w)))
 			Expect(err).NotTo(HaveOccurred())
-			obj, created, err := k.Create(ctx, k.Build(lrp(), "n", w))
+			obj, created, err := k.Create(ctx, k.Build(desire("n", w)))
 			Expect(err).NotTo(HaveOccurred())
 			Expect(created).To(BeFalse())
 			Expect(obj.GetUID()).To(BeEquivalentTo("cached-uid"))
@@ -158,6 +158,14 @@ var _ = Describe("The workload kinds", func() {
 		}),
 	)
 })
+
+// desire is lrp()'s desire in namespace, its workload named name.
+func desire(name string, w objects.Workload) *objects.Desire {
+	d, err := objects.ForDesire(lrp(), namespace, w)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	d.Identity.Name, d.Meta.Name = name, name
+	return &d
+}
 
 func must[T any](v T, err error) T {
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())

@@ -2,30 +2,24 @@ package objects
 
 import (
 	"cmp"
-	"encoding/base64"
-	"encoding/json"
-	"fmt"
-	"github.com/opi-bridge/opi/k8s/names"
+	"maps"
 	"math"
 	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
 
-const (
-	// dockerHubServer is the registry key Docker (and the kubelet) use for Docker Hub.
-	dockerHubServer = "https://index.docker.io/v1/"
+// The pod every workload runs (LRP instance or task): its template, its one container, the
+// probes, resources and security settings.
 
-	// RevisionHistoryLimit is how many old revisions a workload keeps (ReplicaSets or
-	// ControllerRevisions).
-	RevisionHistoryLimit          = 2
+const (
 	terminationGracePeriodSeconds = 10
 
 	// defaultStartTimeoutMs applies when CC sends no start timeout.
@@ -44,174 +38,10 @@ const (
 	minCPUMillis = 10
 )
 
-// RouteJSON is a route in names.AnnotationRoutes.
-type RouteJSON struct {
-	Hostname string `json:"hostname"`
-	Port     int32  `json:"port"`
-}
-
-// HealthCheckJSON is names.AnnotationHealthCheck.
-type HealthCheckJSON struct {
-	Type           string `json:"type"`
-	Endpoint       string `json:"endpoint,omitempty"`
-	TimeoutMs      int64  `json:"timeout_ms,omitempty"`
-	StartTimeoutMs int64  `json:"start_timeout_ms,omitempty"`
-}
-
-// EnvSecret holds the LRP's whole environment (values may carry credentials).
-func EnvSecret(lrp *opi.LRP, name, namespace string, w Workload) *corev1.Secret {
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      names.EnvSecretName(name),
-			Namespace: namespace,
-			Labels:    names.LRPLabels(lrp),
-		},
-		Type: corev1.SecretTypeOpaque,
-		Data: envSecretData(lrp, w.InstanceIndexEnv),
-	}
-}
-
-// dockerConfigJSON is the content of a kubernetes.io/dockerconfigjson Secret.
-type dockerConfigJSON struct {
-	Auths map[string]dockerAuth `json:"auths"`
-}
-
-type dockerAuth struct {
-	Username string `json:"username"`
-	Password string `json:"password"`
-	Auth     string `json:"auth"`
-}
-
-// LRPRegistrySecret holds the credentials to pull the LRP's image.
-func LRPRegistrySecret(lrp *opi.LRP, name, namespace string) (*corev1.Secret, error) {
-	return RegistrySecret(lrp.PrivateRegistry, lrp.Image, names.RegistrySecretName(name), namespace, names.LRPLabels(lrp))
-}
-
-// RegistrySecret is a kubernetes.io/dockerconfigjson Secret with reg's credentials for image.
-func RegistrySecret(reg *opi.PrivateRegistry, image, secretName, namespace string, labels map[string]string) (*corev1.Secret, error) {
-	server := reg.Server
-	if server == "" {
-		server = registryServer(image)
-	}
-	config, err := json.Marshal(dockerConfigJSON{Auths: map[string]dockerAuth{
-		server: {
-			Username: reg.Username,
-			Password: reg.Password,
-			Auth:     base64.StdEncoding.EncodeToString([]byte(reg.Username + ":" + reg.Password)),
-		},
-	}})
-	if err != nil {
-		return nil, fmt.Errorf("marshal docker config: %w", err)
-	}
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      secretName,
-			Namespace: namespace,
-			Labels:    labels,
-		},
-		Type: corev1.SecretTypeDockerConfigJson,
-		Data: map[string][]byte{corev1.DockerConfigJsonKey: config},
-	}, nil
-}
-
-// registryServer is the registry host of an image reference, or Docker Hub's key when the
-// reference names none (the first path component is a host only when it has a '.' or ':' or
-// is "localhost", as Docker decides).
-func registryServer(image string) string {
-	host, _, found := strings.Cut(image, "/")
-	if !found || (!strings.ContainsAny(host, ".:") && host != "localhost") {
-		return dockerHubServer
-	}
-	switch host {
-	case "docker.io", "index.docker.io", "registry-1.docker.io":
-		return dockerHubServer
-	}
-	return host
-}
-
-// RoutesAnnotation is the value of names.AnnotationRoutes: JSON [{"hostname","port"}].
-func RoutesAnnotation(routes []opi.Route) string {
-	out := make([]RouteJSON, 0, len(routes))
-	for _, r := range routes {
-		out = append(out, RouteJSON{Hostname: r.Hostname, Port: r.Port})
-	}
-	b, _ := json.Marshal(out) // strings and ints always marshal
-	return string(b)
-}
-
-// Workload is what the operator configures for every LRP's pods (the root's Options).
-type Workload struct {
-	// ProbeTimeoutSeconds bounds one liveness or readiness check (and one startup check).
-	ProbeTimeoutSeconds int32
-	// MinReadySeconds is how long a new pod must stay Ready before a rollout counts it.
-	MinReadySeconds int32
-	// PodSecurity is PodSecurityBaseline or PodSecurityRestricted.
-	PodSecurity string
-	// InstanceIndexEnv sets CF_INSTANCE_INDEX from the pod's ordinal (StatefulSets only: a
-	// Deployment's pod cannot know its index, ADR 0003).
-	InstanceIndexEnv bool
-}
-
-// Deployment is the LRP's workload. Everything CC may read back is in labels, annotations or
-// the spec; the env is only referenced (envSecret), never copied.
-//
-// Rollouts (an image update) and scale-ups surge one pod at a time and never take a pod away
-// before its replacement has been Ready for MinReadySeconds (maxUnavailable 0), so a 1-instance
-// app keeps serving through an update too. For "process" and "none" health checks the pod is
-// Ready once its container started: MinReadySeconds is then what stops a rollout from replacing
-// running instances with ones that crash at once.
-func Deployment(lrp *opi.LRP, name, namespace string, w Workload) *appsv1.Deployment {
-	replicas := lrp.Instances
-	return &appsv1.Deployment{
-		ObjectMeta: WorkloadMeta(lrp, name, namespace),
-		Spec: appsv1.DeploymentSpec{
-			Replicas:             &replicas,
-			Selector:             &metav1.LabelSelector{MatchLabels: names.SelectorLabels(lrp.LRPIdentifier)},
-			RevisionHistoryLimit: ptr.To(int32(RevisionHistoryLimit)),
-			MinReadySeconds:      w.MinReadySeconds,
-			Strategy: appsv1.DeploymentStrategy{
-				Type: appsv1.RollingUpdateDeploymentStrategyType,
-				RollingUpdate: &appsv1.RollingUpdateDeployment{
-					MaxSurge:       ptr.To(intstr.FromInt32(1)),
-					MaxUnavailable: ptr.To(intstr.FromInt32(0)),
-				},
-			},
-			Template: PodTemplate(lrp, name, w),
-		},
-	}
-}
-
-// WorkloadMeta is the workload's name, labels and opi's annotations: everything CC may read
-// back but the pod template (see workloadRecordOf), the same for every workload kind.
-func WorkloadMeta(lrp *opi.LRP, name, namespace string) metav1.ObjectMeta {
-	healthJSON, _ := json.Marshal(HealthCheckJSON{
-		Type:           lrp.Health.Type,
-		Endpoint:       lrp.Health.Endpoint,
-		TimeoutMs:      lrp.Health.TimeoutMs,
-		StartTimeoutMs: lrp.Health.StartTimeoutMs,
-	})
-	return metav1.ObjectMeta{
-		Name:      name,
-		Namespace: namespace,
-		Labels:    names.LRPLabels(lrp),
-		Annotations: map[string]string{
-			names.AnnotationProcessGUID: lrp.ProcessGUID(),
-			names.AnnotationLastUpdated: lrp.LastUpdated,
-			names.AnnotationProcessType: lrp.ProcessType,
-			names.AnnotationAppName:     lrp.AppName,
-			names.AnnotationSpaceName:   lrp.SpaceName,
-			names.AnnotationSpaceGUID:   lrp.SpaceGUID,
-			names.AnnotationOrgName:     lrp.OrganizationName,
-			names.AnnotationOrgGUID:     lrp.OrganizationGUID,
-			names.AnnotationRoutes:      RoutesAnnotation(lrp.Routes),
-			names.AnnotationHealthCheck: string(healthJSON),
-		},
-	}
-}
-
-// PodTemplate is the LRP's pod template, the same for every workload kind (but the
-// CF_INSTANCE_INDEX variable, see Workload.InstanceIndexEnv).
-func PodTemplate(lrp *opi.LRP, name string, w Workload) corev1.PodTemplateSpec {
+// podTemplate is the LRP's pod template, the same for every workload kind (but the
+// CF_INSTANCE_INDEX variable, see Workload.InstanceIndexEnv); env is the container's variables
+// (envFor).
+func podTemplate(lrp *opi.LRP, id Identity, env []corev1.EnvVar, w Workload) corev1.PodTemplateSpec {
 	var templateAnnotations map[string]string
 	if len(lrp.UserDefinedAnnotations) > 0 {
 		templateAnnotations = make(map[string]string, len(lrp.UserDefinedAnnotations))
@@ -222,14 +52,14 @@ func PodTemplate(lrp *opi.LRP, name string, w Workload) corev1.PodTemplateSpec {
 
 	var pullSecrets []corev1.LocalObjectReference
 	if lrp.PrivateRegistry != nil {
-		pullSecrets = []corev1.LocalObjectReference{{Name: names.RegistrySecretName(name)}}
+		pullSecrets = []corev1.LocalObjectReference{{Name: id.RegistrySecretName}}
 	}
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{
-			Labels:      names.LRPLabels(lrp),
+			Labels:      maps.Clone(id.Labels),
 			Annotations: templateAnnotations,
 		},
-		Spec: podSpec(toContainer(lrp, name, w), pullSecrets, w.PodSecurity),
+		Spec: podSpec(container(lrp, env, w), pullSecrets, w.PodSecurity),
 	}
 }
 
@@ -248,7 +78,8 @@ func podSpec(c corev1.Container, pullSecrets []corev1.LocalObjectReference, leve
 	}
 }
 
-func toContainer(lrp *opi.LRP, name string, w Workload) corev1.Container {
+// container is the LRP's app container, reading its variables env.
+func container(lrp *opi.LRP, env []corev1.EnvVar, w Workload) corev1.Container {
 	ports := make([]corev1.ContainerPort, 0, len(lrp.Ports))
 	for _, p := range lrp.Ports {
 		ports = append(ports, corev1.ContainerPort{ContainerPort: p, Protocol: corev1.ProtocolTCP})
@@ -257,7 +88,7 @@ func toContainer(lrp *opi.LRP, name string, w Workload) corev1.Container {
 	c := corev1.Container{
 		Name:           names.ContainerName,
 		Image:          lrp.Image,
-		Env:            containerEnv(lrp, names.EnvSecretName(name), w.InstanceIndexEnv),
+		Env:            env,
 		Ports:          ports,
 		Resources:      resources(lrp),
 		StartupProbe:   startup,
@@ -336,6 +167,7 @@ func escapeCommand(cmd []string) []string {
 	return out
 }
 
+// UnescapeCommand is escapeCommand undone: the command as CC sent it, for reads.
 func UnescapeCommand(cmd []string) []string {
 	if len(cmd) == 0 {
 		return nil
@@ -378,7 +210,7 @@ func resourcesFor(memoryMB, diskMB int64, cpuWeight int32) corev1.ResourceRequir
 
 // probes maps CC's health check: "port" checks a TCP connect and "http" a GET of the endpoint on
 // the first port; "process" and "none" have no probe (the process running is the check; see
-// Deployment for how rollouts stay safe without one).
+// the Deployment kind, k8s/internal/workload, for how rollouts stay safe without one).
 //
 // CC's health_check_timeout_ms is its start timeout (`cf push -t`; CC sends the same number as
 // start_timeout_ms): it bounds the startup probe, which checks every 2 s until the app answers
@@ -437,30 +269,4 @@ func ceilDiv(a, b int64) int32 {
 		return math.MaxInt32
 	}
 	return int32(q)
-}
-
-// Service gives the LRP's instances a stable in-cluster address, one port per LRP port.
-func Service(lrp *opi.LRP, name, namespace string, owner metav1.OwnerReference) *corev1.Service {
-	ports := make([]corev1.ServicePort, 0, len(lrp.Ports))
-	for _, p := range lrp.Ports {
-		ports = append(ports, corev1.ServicePort{
-			Name:       fmt.Sprintf("port-%d", p),
-			Protocol:   corev1.ProtocolTCP,
-			Port:       p,
-			TargetPort: intstr.FromInt32(p),
-		})
-	}
-	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            name,
-			Namespace:       namespace,
-			Labels:          names.LRPLabels(lrp),
-			OwnerReferences: []metav1.OwnerReference{owner},
-		},
-		Spec: corev1.ServiceSpec{
-			Type:     corev1.ServiceTypeClusterIP,
-			Selector: names.SelectorLabels(lrp.LRPIdentifier),
-			Ports:    ports,
-		},
-	}
 }

@@ -7,7 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 )
 
-func TestSpec(t *testing.T) {
+func TestObjects(t *testing.T) {
 	RegisterFailHandler(Fail)
-	RunSpecs(t, "K8s Spec Suite")
+	RunSpecs(t, "K8s Objects Suite")
 }

@@ -3,18 +3,102 @@ package objects
 import (
 	"crypto/sha256"
 	"encoding/base32"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/opi-bridge/opi/opi"
 )
+
+// The Secrets of LRPs and tasks: the env Secret, with the keys its variables get and the
+// container's variables that read them (one mapping, computed once per object), and the
+// registry Secret.
+
+// lrpSecrets are the LRP's Secrets, the env Secret and then, with registry credentials, the
+// registry Secret, and the container's variables that read the env Secret; index sets
+// CF_INSTANCE_INDEX from the pod's ordinal (StatefulSets).
+func lrpSecrets(lrp *opi.LRP, id Identity, index bool) ([]*corev1.Secret, []corev1.EnvVar, error) {
+	data, env := envFor(lrp.Env, lrp.Ports, id.EnvSecretName, index)
+	secrets := []*corev1.Secret{{
+		ObjectMeta: metav1.ObjectMeta{Name: id.EnvSecretName, Namespace: id.Namespace, Labels: maps.Clone(id.Labels)},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       data,
+	}}
+	if lrp.PrivateRegistry != nil {
+		registry, err := RegistrySecret(lrp.PrivateRegistry, lrp.Image, id.RegistrySecretName, id.Namespace, maps.Clone(id.Labels))
+		if err != nil {
+			return nil, nil, err
+		}
+		secrets = append(secrets, registry)
+	}
+	return secrets, env, nil
+}
+
+// dockerHubServer is the registry key Docker (and the kubelet) use for Docker Hub.
+const dockerHubServer = "https://index.docker.io/v1/"
+
+// dockerConfigJSON is the content of a kubernetes.io/dockerconfigjson Secret.
+type dockerConfigJSON struct {
+	Auths map[string]dockerAuth `json:"auths"`
+}
+
+type dockerAuth struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
+	Auth     string `json:"auth"`
+}
+
+// RegistrySecret is a kubernetes.io/dockerconfigjson Secret with reg's credentials for image.
+func RegistrySecret(reg *opi.PrivateRegistry, image, secretName, namespace string, labels map[string]string) (*corev1.Secret, error) {
+	server := reg.Server
+	if server == "" {
+		server = registryServer(image)
+	}
+	config, err := json.Marshal(dockerConfigJSON{Auths: map[string]dockerAuth{
+		server: {
+			Username: reg.Username,
+			Password: reg.Password,
+			Auth:     base64.StdEncoding.EncodeToString([]byte(reg.Username + ":" + reg.Password)),
+		},
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("marshal docker config: %w", err)
+	}
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      secretName,
+			Namespace: namespace,
+			Labels:    labels,
+		},
+		Type: corev1.SecretTypeDockerConfigJson,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: config},
+	}, nil
+}
+
+// registryServer is the registry host of an image reference, or Docker Hub's key when the
+// reference names none (the first path component is a host only when it has a '.' or ':' or
+// is "localhost", as Docker decides).
+func registryServer(image string) string {
+	host, _, found := strings.Cut(image, "/")
+	if !found || (!strings.ContainsAny(host, ".:") && host != "localhost") {
+		return dockerHubServer
+	}
+	switch host {
+	case "docker.io", "index.docker.io", "registry-1.docker.io":
+		return dockerHubServer
+	}
+	return host
+}
 
 // Env names Kubernetes accepts (any printable ASCII but '=') are wider than Secret keys
 // ([-._a-zA-Z0-9]+, at most 253, not "." or ".." or "..*"), and CF apps do use names with ':'
@@ -97,56 +181,35 @@ func PlatformEnv(ports []int32, index bool) []corev1.EnvVar {
 	)
 }
 
-// envNames are the names of env that reach the Secret of a workload with ports (and with
-// index, CF_INSTANCE_INDEX), sorted.
-func envNames(env map[string]string, ports []int32, index bool) []string {
-	platform := map[string]bool{}
-	for _, e := range PlatformEnv(ports, index) {
-		platform[e.Name] = true
+// envFor is an env Secret's data and the container variables that read it: one secretKeyRef
+// per app variable, by name and in name order, then the platform's variables (which override
+// the app's of the same name, so those never reach the Secret). Values read from a Secret are
+// never $(VAR)-expanded by Kubernetes, so app values reach the app unchanged.
+func envFor(values map[string]string, ports []int32, secretName string, index bool) (map[string][]byte, []corev1.EnvVar) {
+	platform := PlatformEnv(ports, index)
+	overridden := make(map[string]bool, len(platform))
+	for _, e := range platform {
+		overridden[e.Name] = true
 	}
-	names := make([]string, 0, len(env))
-	for name := range env {
-		if !platform[name] {
+	names := make([]string, 0, len(values))
+	for name := range values {
+		if !overridden[name] {
 			names = append(names, name)
 		}
 	}
 	sort.Strings(names)
-	return names
-}
 
-// containerEnv is the container's env: one secretKeyRef per app variable, by name, then the
-// platform's variables. Values read from a Secret are never $(VAR)-expanded by Kubernetes, so
-// app values reach the app unchanged.
-func containerEnv(lrp *opi.LRP, secretName string, index bool) []corev1.EnvVar {
-	return containerEnvFor(lrp.Env, lrp.Ports, secretName, index)
-}
-
-// containerEnvFor is containerEnv for any workload (LRP or task).
-func containerEnvFor(appEnv map[string]string, ports []int32, secretName string, index bool) []corev1.EnvVar {
-	names := envNames(appEnv, ports, index)
+	data := make(map[string][]byte, len(names))
 	env := make([]corev1.EnvVar, 0, len(names)+6)
 	for _, name := range names {
+		key := envKey(name)
+		data[key] = []byte(values[name])
 		env = append(env, corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{
 			SecretKeyRef: &corev1.SecretKeySelector{
 				LocalObjectReference: corev1.LocalObjectReference{Name: secretName},
-				Key:                  envKey(name),
+				Key:                  key,
 			},
 		}})
 	}
-	return append(env, PlatformEnv(ports, index)...)
-}
-
-// envSecretData is the content of the env Secret.
-func envSecretData(lrp *opi.LRP, index bool) map[string][]byte {
-	return envSecretDataFor(lrp.Env, lrp.Ports, index)
-}
-
-// envSecretDataFor is envSecretData for any workload (LRP or task).
-func envSecretDataFor(env map[string]string, ports []int32, index bool) map[string][]byte {
-	names := envNames(env, ports, index)
-	data := make(map[string][]byte, len(names))
-	for _, name := range names {
-		data[envKey(name)] = []byte(env[name])
-	}
-	return data
+	return data, append(env, platform...)
 }

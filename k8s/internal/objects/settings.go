@@ -8,6 +8,19 @@ import (
 	"time"
 )
 
+// Workload is what the operator configures for every LRP's pods (the root's Options).
+type Workload struct {
+	// ProbeTimeoutSeconds bounds one liveness or readiness check (and one startup check).
+	ProbeTimeoutSeconds int32
+	// MinReadySeconds is how long a new pod must stay Ready before a rollout counts it.
+	MinReadySeconds int32
+	// PodSecurity is PodSecurityBaseline or PodSecurityRestricted.
+	PodSecurity string
+	// InstanceIndexEnv sets CF_INSTANCE_INDEX from the pod's ordinal (StatefulSets only: a
+	// Deployment's pod cannot know its index, ADR 0003).
+	InstanceIndexEnv bool
+}
+
 // Defaults of PodOptions.
 const (
 	// DefaultProbeTimeout is Diego's per-check timeout.

@@ -1,13 +1,12 @@
 package objects
 
 import (
-	"github.com/opi-bridge/opi/k8s/names"
-
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -30,8 +29,20 @@ func TaskEnvSecret(task *opi.Task, name, namespace string) *corev1.Secret {
 			Labels:    TaskLabels(task),
 		},
 		Type: corev1.SecretTypeOpaque,
-		Data: envSecretDataFor(task.Env, nil, false),
+		Data: taskEnvData(task, name),
 	}
+}
+
+// taskEnvData is the content of the task's env Secret.
+func taskEnvData(task *opi.Task, name string) map[string][]byte {
+	data, _ := envFor(task.Env, nil, names.EnvSecretName(name), false)
+	return data
+}
+
+// taskEnv is the task container's variables, read from its env Secret.
+func taskEnv(task *opi.Task, name string) []corev1.EnvVar {
+	_, env := envFor(task.Env, nil, names.EnvSecretName(name), false)
+	return env
 }
 
 // Job is the task's workload: one pod, never restarted nor retried, with the same resources
@@ -41,7 +52,7 @@ func Job(task *opi.Task, name, namespace string, w Workload) *batchv1.Job {
 	c := corev1.Container{
 		Name:      names.ContainerName,
 		Image:     task.Image,
-		Env:       containerEnvFor(task.Env, nil, names.EnvSecretName(name), false),
+		Env:       taskEnv(task, name),
 		Resources: resourcesFor(task.MemoryMB, task.DiskMB, task.CPUWeight),
 		SecurityContext: &corev1.SecurityContext{
 			AllowPrivilegeEscalation: ptr.To(false),
