@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -212,4 +213,24 @@ func isSubsequence(want, have []string) bool {
 		}
 	}
 	return i == len(want)
+}
+
+// Lead runs run (a backend's leader work, or a service's) as the leader does, until the spec
+// ends or the returned stop is called; stop waits for run to return.
+func Lead(run func(ctx context.Context)) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		run(ctx)
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			Eventually(done).Should(BeClosed())
+		})
+	}
+	DeferCleanup(stop)
+	return stop
 }

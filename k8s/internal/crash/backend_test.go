@@ -38,20 +38,7 @@ var _ = Describe("Crash reports", func() {
 
 	// lead runs b's leader work, as the leader does, until the spec ends or the returned
 	// function is called.
-	lead := func(b *k8s.Backend) func() {
-		leaderCtx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			b.RunLeaderWork(leaderCtx)
-		}()
-		stop := func() {
-			cancel()
-			Eventually(done).Should(BeClosed())
-		}
-		DeferCleanup(stop)
-		return stop
-	}
+	lead := func(b *k8s.Backend) func() { return backendtest.Lead(b.RunLeaderWork) }
 	// workload is the backend's Options.Workload ("": Deployments).
 	var workloadKind string
 	// start makes and starts a backend reporting to notifier and leads with it; the returned

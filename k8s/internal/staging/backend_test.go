@@ -2,7 +2,6 @@ package staging_test
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"code.cloudfoundry.org/lager/v3/lagertest"
@@ -42,21 +41,7 @@ var _ = Describe("Staging wiring", func() {
 		return err == nil
 	}
 	// lead runs the backend's leader work until the test ends and waits for it to return.
-	lead := func(b *k8s.Backend) {
-		leadCtx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			b.RunLeaderWork(leadCtx)
-		}()
-		var once sync.Once
-		DeferCleanup(func() {
-			once.Do(func() {
-				cancel()
-				Eventually(done).Should(BeClosed())
-			})
-		})
-	}
+	lead := func(b *k8s.Backend) { backendtest.Lead(b.RunLeaderWork) }
 	// leaderWorks are the pieces of leader work b starts (RunLeaderWork's "starting" logs).
 	leaderWorks := func(b *k8s.Backend) []string {
 		ended, cancel := context.WithCancel(context.Background())

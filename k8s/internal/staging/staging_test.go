@@ -3,7 +3,6 @@ package staging_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"code.cloudfoundry.org/lager/v3/lagertest"
@@ -52,23 +51,7 @@ var _ = Describe("Staging", func() {
 	newService := func() *staging.Service { return newServiceWith(staging.Options{}) }
 	// lead runs the service's leader work until the test ends (or stop is called) and waits for
 	// it to return.
-	lead := func(s *staging.Service) (stop func()) {
-		leadCtx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			s.Run(leadCtx)
-		}()
-		var once sync.Once
-		stop = func() {
-			once.Do(func() {
-				cancel()
-				Eventually(done).Should(BeClosed())
-			})
-		}
-		DeferCleanup(stop)
-		return stop
-	}
+	lead := func(s *staging.Service) (stop func()) { return backendtest.Lead(s.Run) }
 	secretExists := func() bool {
 		_, err := client.CoreV1().Secrets(backendtest.Namespace).Get(ctx, name, metav1.GetOptions{})
 		return err == nil

@@ -2,11 +2,9 @@ package store_test
 
 import (
 	"context"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -22,36 +20,6 @@ import (
 	"github.com/opi-bridge/opi/opi"
 )
 
-// streamTransport answers each request with a body that stays open until the test ends it:
-// an open WATCH, as the API server keeps it.
-type streamTransport struct{}
-
-func (streamTransport) RoundTrip(*http.Request) (*http.Response, error) {
-	r, w := io.Pipe()
-	return &http.Response{StatusCode: http.StatusOK, Body: readPipe{r, w}}, nil
-}
-
-// errTransport fails every request with err, or answers it 200 when err is nil.
-type errTransport struct{ err error }
-
-func (t errTransport) RoundTrip(*http.Request) (*http.Response, error) {
-	if t.err != nil {
-		return nil, t.err
-	}
-	return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("{}"))}, nil
-}
-
-// readPipe is a response body whose Close also ends the writer's side.
-type readPipe struct {
-	*io.PipeReader
-	w *io.PipeWriter
-}
-
-func (p readPipe) Close() error {
-	_ = p.w.Close()
-	return p.PipeReader.Close()
-}
-
 var _ = Describe("Caches that are not watching the API server", func() {
 	var (
 		ctx     context.Context
@@ -65,7 +33,7 @@ var _ = Describe("Caches that are not watching the API server", func() {
 
 	// watch opens a WATCH of resource as the informer's reflector does.
 	watch := func(resource string) {
-		transport := watches.Wrap(streamTransport{})
+		transport := watches.Wrap(apiTransport{})
 		req := httptest.NewRequest("GET", "/api/v1/namespaces/"+backendtest.Namespace+"/"+resource+"?watch=true", nil)
 		resp, err := transport.RoundTrip(req)
 		Expect(err).NotTo(HaveOccurred())
@@ -107,7 +75,7 @@ var _ = Describe("Caches that are not watching the API server", func() {
 	// answered and refused pass a request through watches' transport as the API server answers
 	// it, or as a connection to it is refused (it is down).
 	contact := func(err error) {
-		transport := watches.Wrap(errTransport{err})
+		transport := watches.Wrap(apiTransport{err})
 		resp, rtErr := transport.RoundTrip(httptest.NewRequest("POST", "/apis/apps/v1/namespaces/"+backendtest.Namespace+"/deployments", nil))
 		if err != nil {
 			Expect(rtErr).To(HaveOccurred())

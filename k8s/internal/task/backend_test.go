@@ -65,18 +65,7 @@ func startTaskBackendWithout(client *fake.Clientset) *k8s.Backend {
 
 // runLeaderWork runs the backend's leader work until the spec ends (or stop is called).
 func runLeaderWork(backend *k8s.Backend) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		backend.RunLeaderWork(ctx)
-	}()
-	stop = func() {
-		cancel()
-		Eventually(done).Should(BeClosed())
-	}
-	DeferCleanup(stop)
-	return stop
+	return backendtest.Lead(backend.RunLeaderWork)
 }
 
 func getJob(client *fake.Clientset, name string) *batchv1.Job {
