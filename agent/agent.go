@@ -140,9 +140,9 @@ type Agent struct {
 	ckpts   *podlogs.Checkpoints
 	saveCh  chan struct{}
 
-	nodeFactory          informers.SharedInformerFactory
-	reader               *instances.Reader
-	nodePods             cache.SharedIndexInformer
+	nodeFactory informers.SharedInformerFactory
+	reader      *instances.Reader
+	nodePods    cache.SharedIndexInformer
 
 	counters  counters // the ops endpoint's (ops.go)
 	lostFiles atomic.Uint64
