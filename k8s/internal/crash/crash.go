@@ -33,7 +33,7 @@ import (
 )
 
 //go:generate go tool counterfeiter -generate
-//counterfeiter:generate -o ../../fakes/crash_notifier.go github.com/opi-bridge/opi/opi.CrashNotifier
+//counterfeiter:generate -o ../../../fakes/crash_notifier.go github.com/opi-bridge/opi/opi.CrashNotifier
 //counterfeiter:generate . Pods
 
 const (
