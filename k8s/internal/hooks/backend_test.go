@@ -158,17 +158,9 @@ var _ = Describe("Hooks", func() {
 
 		DescribeTable("refuses routes it cannot serve, before anything is written",
 			func(route opi.Route, message string) {
-				lrp.Routes = []opi.Route{{Hostname: "ok.example.com", Port: 8080}, route}
-				before := len(client.Actions())
-				err := backend.DesireLRP(ctx, lrp)
-				Expect(errors.Is(err, opi.ErrInvalid)).To(BeTrue(), "%v", err)
-				Expect(err.Error()).To(ContainSubstring(message))
-				Expect(backendtest.ActionsSince(client, before)).To(BeEmpty())
+				backendtest.ExpectRouteRefused(client, backend, lrp, route, message)
 			},
-			Entry("a hostname that is not a DNS name", opi.Route{Hostname: "bad_host.example.com", Port: 8080}, "is not a DNS name"),
-			Entry("a path with an empty segment", opi.Route{Hostname: "a.example.com//x", Port: 8080}, "path"),
-			Entry("a port the LRP does not have", opi.Route{Hostname: "a.example.com", Port: 7070}, "is not one of the lrp's ports"),
-			Entry("one hostname to two ports", opi.Route{Hostname: "ok.example.com", Port: 9090}, "goes to two ports"),
+			backendtest.UnservableRoutes,
 		)
 
 		It("refuses a route update it cannot serve, writing nothing", func() {
