@@ -14,7 +14,7 @@ import (
 // DefaultMaxInFlight is how many maximal requests (bodies of DefaultMaxBodyBytes) may be in
 // flight at once when none is configured; smaller ones count by their size (see inFlight).
 //
-// Derived from BenchmarkMaximalDesireHeap (k8s/desire_heap_bench_test.go; docs/reliability.md,
+// Derived from BenchmarkMaximalDesireHeap (k8s/internal/lrp/desire_heap_bench_test.go; docs/reliability.md,
 // "Request bounds"), which drives desires at every bound at once and as large as the body limit
 // allows (2,093,053 bytes: 1,000 env entries of ~1 MB, 1,000 routes, 1,000 egress rules, 10 ports)
 // through the router, bifrost and the k8s backend (ingress routing, network policies, on a

@@ -11,6 +11,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/internal/backendtest"
 	"github.com/opi-bridge/opi/k8s/internal/hooks"
 	"github.com/opi-bridge/opi/k8s/internal/objects"
 	"github.com/opi-bridge/opi/opi"
@@ -22,8 +23,8 @@ var _ = Describe("Backend", func() {
 	Describe("NewBackend", func() {
 		DescribeTable("refuses options it cannot work with, before any call",
 			func(opts k8s.Options, message string) {
-				client := newClient()
-				opts.Namespace = namespace
+				client := backendtest.NewClient()
+				opts.Namespace = backendtest.Namespace
 				backend, err := k8s.NewBackend(client, lagertest.NewTestLogger("k8s"), opts)
 				Expect(err).To(MatchError(ContainSubstring(message)))
 				Expect(backend).To(BeNil())
@@ -37,22 +38,22 @@ var _ = Describe("Backend", func() {
 		)
 
 		It("refuses to be made without a client", func() {
-			_, err := k8s.NewBackend(nil, lagertest.NewTestLogger("k8s"), k8s.Options{Namespace: namespace})
+			_, err := k8s.NewBackend(nil, lagertest.NewTestLogger("k8s"), k8s.Options{Namespace: backendtest.Namespace})
 			Expect(err).To(MatchError("backend needs a kubernetes client"))
 		})
 	})
 
 	Describe("Start", func() {
 		It("lists and watches only the namespace's deployments, pods and jobs with opi's source labels", func() {
-			client := newClient()
-			startBackend(client)
+			client := backendtest.NewClient()
+			backendtest.StartBackend(client)
 			resources := []string{}
 			for _, a := range client.Actions() {
 				if a.GetVerb() != "list" && a.GetVerb() != "watch" {
 					continue
 				}
 				resources = append(resources, a.GetVerb()+" "+a.GetResource().Resource)
-				Expect(a.GetNamespace()).To(Equal(namespace))
+				Expect(a.GetNamespace()).To(Equal(backendtest.Namespace))
 				want := "opi-bridge.io/source-type=APP"
 				if a.GetResource().Resource == "jobs" {
 					want = "opi-bridge.io/source-type=TASK"
@@ -68,25 +69,25 @@ var _ = Describe("Backend", func() {
 		})
 
 		It("refuses a second start", func() {
-			client := newClient()
-			backend := startBackend(client)
+			client := backendtest.NewClient()
+			backend := backendtest.StartBackend(client)
 			Expect(backend.Start(ctx)).To(MatchError(ContainSubstring("already started")))
 		})
 
 		It("gives up, unavailable, when its context ends before the caches sync", func() {
-			client := newClient()
+			client := backendtest.NewClient()
 			client.PrependReactor("list", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
-				return true, nil, connectionRefused
+				return true, nil, backendtest.ConnectionRefused
 			})
-			backend := mustBackend(client, lagertest.NewTestLogger("k8s"), k8s.Options{Namespace: namespace})
+			backend := backendtest.MustBackend(client, lagertest.NewTestLogger("k8s"), k8s.Options{Namespace: backendtest.Namespace})
 			short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 			defer cancel()
 			Expect(backend.Start(short)).To(MatchError(opi.ErrUnavailable))
 		})
 
 		It("makes every call answer ErrUnavailable until it has synced", func() {
-			backend := mustBackend(newClient(), lagertest.NewTestLogger("k8s"), k8s.Options{Namespace: namespace})
-			lrp := sampleLRP()
+			backend := backendtest.MustBackend(backendtest.NewClient(), lagertest.NewTestLogger("k8s"), k8s.Options{Namespace: backendtest.Namespace})
+			lrp := backendtest.SampleLRP()
 			_, err := backend.ListLRPs(ctx)
 			Expect(err).To(MatchError(opi.ErrUnavailable))
 			_, err = backend.GetLRP(ctx, lrp.LRPIdentifier)
@@ -103,16 +104,16 @@ var _ = Describe("Backend", func() {
 
 	Describe("Ready", func() {
 		It("is nil once synced and the API server answers", func() {
-			client := newClient()
-			backend := startBackend(client)
+			client := backendtest.NewClient()
+			backend := backendtest.StartBackend(client)
 			Expect(backend.Ready(ctx)).To(Succeed())
 		})
 
 		It("reports an unreachable API server as unavailable", func() {
-			client := newClient()
-			backend := startBackend(client)
+			client := backendtest.NewClient()
+			backend := backendtest.StartBackend(client)
 			client.PrependReactor("get", "version", func(k8stesting.Action) (bool, runtime.Object, error) {
-				return true, nil, connectionRefused
+				return true, nil, backendtest.ConnectionRefused
 			})
 			Expect(backend.Ready(ctx)).To(MatchError(opi.ErrUnavailable))
 		})

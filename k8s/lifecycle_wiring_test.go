@@ -11,25 +11,26 @@ import (
 
 	"github.com/opi-bridge/opi/fakes"
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/internal/backendtest"
 	"github.com/opi-bridge/opi/k8s/internal/lifecycle/lifecyclefakes"
 	"github.com/opi-bridge/opi/opi"
 )
 
-// The lifecycle lines' own specs are in k8s/lifecycle and k8s/staging; this proves the root's
+// The lifecycle lines' own specs are in k8s/internal/lifecycle and k8s/internal/staging; this proves the root's
 // wiring of Clients.Lifecycle: the leader work "lifecycle" and the staging's lines.
 var _ = Describe("Lifecycle lines wiring", func() {
 	It("sends the CELL lines of the LRPs' pods and the STG lines of the stagings to Clients.Lifecycle", func() {
 		ctx := context.Background()
-		client := newClient()
+		client := backendtest.NewClient()
 		emitter := new(lifecyclefakes.FakeEmitter)
 		emitter.EmitReturns(true)
 		reader := new(fakes.FakeImageReader)
 		reader.ReadImageConfigReturns(&opi.ImageConfig{}, nil)
-		backend := startBackendWith(client, k8s.Options{
+		backend := backendtest.StartBackendWith(client, k8s.Options{
 			Clients:   k8s.Clients{Lifecycle: emitter},
 			Notifiers: k8s.Notifiers{ImageReader: reader, Staging: new(fakes.FakeStagingNotifier)},
 		})
-		lrp := sampleLRP()
+		lrp := backendtest.SampleLRP()
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 		leaderCtx, stop := context.WithCancel(ctx)
 		var done sync.WaitGroup
@@ -37,9 +38,9 @@ var _ = Describe("Lifecycle lines wiring", func() {
 		DeferCleanup(func() { stop(); done.Wait() })
 
 		// Created after the term began (the API server stamps whole seconds): its line is new.
-		pod := newPod(lrp, "pod-a", time.Now().Add(time.Minute), corev1.PodStatus{Phase: corev1.PodPending})
+		pod := backendtest.NewPod(lrp, "pod-a", time.Now().Add(time.Minute), corev1.PodStatus{Phase: corev1.PodPending})
 		pod.UID = "pod-uid-a"
-		createPod(client, pod)
+		backendtest.CreatePod(client, pod)
 		Expect(backend.Stage(ctx, &opi.Staging{GUID: "s-1", AppGUID: "staged-app", Image: "busybox",
 			CallbackURL: "https://cc.internal:9023/staging/s-1"})).To(Succeed())
 

@@ -17,6 +17,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/internal/backendtest"
 	"github.com/opi-bridge/opi/k8s/internal/hooks"
 	"github.com/opi-bridge/opi/opi"
 )
@@ -32,10 +33,10 @@ var _ = Describe("Start past its cache-sync timeout", func() {
 		refusal  error
 	)
 	var resource string
-	opts := k8s.Options{Namespace: namespace, CacheSyncTimeout: time.Nanosecond}
+	opts := k8s.Options{Namespace: backendtest.Namespace, CacheSyncTimeout: time.Nanosecond}
 
 	BeforeEach(func() {
-		client = newClient()
+		client = backendtest.NewClient()
 		logger = lagertest.NewTestLogger("k8s")
 		refusing.Store(true)
 		resource = "deployments"
@@ -51,7 +52,7 @@ var _ = Describe("Start past its cache-sync timeout", func() {
 			}
 			return false, nil, nil
 		})
-		backend = mustBackend(client, logger, opts)
+		backend = backendtest.MustBackend(client, logger, opts)
 		backend.SetSyncPatience(10*time.Millisecond, time.Millisecond)
 		ctx, cancel := context.WithCancel(context.Background())
 		DeferCleanup(cancel)
@@ -86,7 +87,7 @@ var _ = Describe("Start past its cache-sync timeout", func() {
 		It("stops, saying which permission to grant", func() {
 			var err error
 			Eventually(started, time.Minute).Should(Receive(&err))
-			Expect(err).To(MatchError(ContainSubstring(`list pods in namespace "` + namespace + `": not allowed`)))
+			Expect(err).To(MatchError(ContainSubstring(`list pods in namespace "` + backendtest.Namespace + `": not allowed`)))
 			Expect(err).To(MatchError(ContainSubstring("list and watch on pods")))
 			Expect(apierrors.IsForbidden(err)).To(BeTrue())
 			Expect(backend.Ready(context.Background())).To(MatchError(opi.ErrUnavailable))
@@ -96,17 +97,17 @@ var _ = Describe("Start past its cache-sync timeout", func() {
 
 var _ = Describe("Start's hooks", func() {
 	It("retry their namespace-wide objects while the API server is unavailable", func() {
-		client := newClient()
+		client := backendtest.NewClient()
 		var failures atomic.Int32
 		client.PrependReactor("create", "networkpolicies", func(k8stesting.Action) (bool, runtime.Object, error) {
 			if failures.Add(1) <= 2 {
-				return true, nil, connectionRefused
+				return true, nil, backendtest.ConnectionRefused
 			}
 			return false, nil, nil
 		})
 		logger := lagertest.NewTestLogger("k8s")
-		backend := mustBackend(client, logger, k8s.Options{
-			Namespace: namespace,
+		backend := backendtest.MustBackend(client, logger, k8s.Options{
+			Namespace: backendtest.Namespace,
 			Hooks:     hooks.Options{NetworkPolicy: hooks.NetworkPolicyOptions{Enabled: true, DNSNamespace: "kube-system"}},
 		})
 		backend.SetSyncPatience(time.Millisecond, time.Millisecond)
@@ -114,17 +115,17 @@ var _ = Describe("Start's hooks", func() {
 		DeferCleanup(cancel)
 		Expect(backend.Start(ctx)).To(Succeed())
 		Expect(logger).To(gbytes.Say(`hook-start-retrying`))
-		_, err := client.NetworkingV1().NetworkPolicies(namespace).Get(ctx, hooks.BaselinePolicyName, metav1.GetOptions{})
+		_, err := client.NetworkingV1().NetworkPolicies(backendtest.Namespace).Get(ctx, hooks.BaselinePolicyName, metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 	})
 
 	It("stop start-up on an error that waiting does not mend", func() {
-		client := newClient()
+		client := backendtest.NewClient()
 		client.PrependReactor("create", "networkpolicies", func(k8stesting.Action) (bool, runtime.Object, error) {
 			return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "networking.k8s.io", Resource: "networkpolicies"}, "", nil)
 		})
-		backend := mustBackend(client, lagertest.NewTestLogger("k8s"), k8s.Options{
-			Namespace: namespace,
+		backend := backendtest.MustBackend(client, lagertest.NewTestLogger("k8s"), k8s.Options{
+			Namespace: backendtest.Namespace,
 			Hooks:     hooks.Options{NetworkPolicy: hooks.NetworkPolicyOptions{Enabled: true, DNSNamespace: "kube-system"}},
 		})
 		backend.SetSyncPatience(time.Millisecond, time.Millisecond)

@@ -24,7 +24,7 @@ import (
 )
 
 // The reporter on its own: a fake of its pod cache (crash.Pods) and client-go's fake clientset.
-// The specs through the backend (k8s/crash_test.go) prove the wiring and the informer's part.
+// The specs through the backend (backend_test.go) prove the wiring and the informer's part.
 var _ = Describe("Reporter", func() {
 	const (
 		namespace = "apps"

@@ -37,8 +37,8 @@ func (h *missingHook) Desired(_ context.Context, t hooks.Target) error {
 }
 
 // The janitor on its own: a fake of its cache (janitor.Cache), client-go's fake clientset and
-// metadata LISTs served from it. The specs through the backend (k8s/janitor_test.go,
-// k8s/janitor_incomplete_test.go, k8s/hooks_test.go) prove the wiring and every leftover.
+// metadata LISTs served from it. The specs through the backend (backend_test.go,
+// janitor_incomplete_test.go, k8s/internal/hooks/backend_test.go) prove the wiring and every leftover.
 var _ = Describe("Janitor", func() {
 	const namespace = "apps"
 	var (

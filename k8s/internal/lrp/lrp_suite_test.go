@@ -5,9 +5,14 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/opi-bridge/opi/k8s/internal/backendtest"
 )
 
 func TestLRP(t *testing.T) {
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "K8s LRP Service Suite")
 }
+
+// Some specs start a backend: its informers log through klog.
+var _ = BeforeSuite(backendtest.KlogToGinkgo)

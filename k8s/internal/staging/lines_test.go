@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/opi-bridge/opi/fakes"
+	"github.com/opi-bridge/opi/k8s/internal/backendtest"
 	"github.com/opi-bridge/opi/k8s/internal/staging"
 	"github.com/opi-bridge/opi/k8s/internal/staging/stagingfakes"
 	"github.com/opi-bridge/opi/opi"
@@ -28,13 +29,13 @@ var _ = Describe("The STG lines of a docker staging", func() {
 	)
 
 	BeforeEach(func() {
-		client := newClient()
+		client := backendtest.NewClient()
 		reader = new(fakes.FakeImageReader)
 		notifier = new(fakes.FakeStagingNotifier)
 		lines = new(stagingfakes.FakeEmitter)
 		lines.EmitReturns(true)
 		var err error
-		service, err = staging.New(lagertest.NewTestLogger("staging"), staging.Config{Namespace: namespace},
+		service, err = staging.New(lagertest.NewTestLogger("staging"), staging.Config{Namespace: backendtest.Namespace},
 			staging.Deps{Client: client, ImageReader: reader, Notifier: notifier, Lines: lines})
 		Expect(err).NotTo(HaveOccurred())
 		ctx, cancel := context.WithCancel(context.Background())
@@ -48,7 +49,7 @@ var _ = Describe("The STG lines of a docker staging", func() {
 			Eventually(done).Should(BeClosed())
 		})
 		gone = func() bool {
-			_, err := client.CoreV1().Secrets(namespace).Get(context.Background(), staging.SecretName(stagingGUID), metav1.GetOptions{})
+			_, err := client.CoreV1().Secrets(backendtest.Namespace).Get(context.Background(), staging.SecretName(stagingGUID), metav1.GetOptions{})
 			return err != nil
 		}
 	})

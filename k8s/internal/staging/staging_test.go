@@ -3,7 +3,6 @@ package staging_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"code.cloudfoundry.org/lager/v3/lagertest"
@@ -17,6 +16,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/opi-bridge/opi/fakes"
+	"github.com/opi-bridge/opi/k8s/internal/backendtest"
 	"github.com/opi-bridge/opi/k8s/internal/staging"
 	"github.com/opi-bridge/opi/opi"
 )
@@ -44,38 +44,22 @@ var _ = Describe("Staging", func() {
 	)
 
 	newServiceWith := func(opts staging.Options) *staging.Service {
-		s, err := staging.New(logger, staging.Config{Namespace: namespace, Options: opts}, staging.Deps{Client: client, ImageReader: reader, Notifier: notifier})
+		s, err := staging.New(logger, staging.Config{Namespace: backendtest.Namespace, Options: opts}, staging.Deps{Client: client, ImageReader: reader, Notifier: notifier})
 		Expect(err).NotTo(HaveOccurred())
 		return s
 	}
 	newService := func() *staging.Service { return newServiceWith(staging.Options{}) }
 	// lead runs the service's leader work until the test ends (or stop is called) and waits for
 	// it to return.
-	lead := func(s *staging.Service) (stop func()) {
-		leadCtx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			s.Run(leadCtx)
-		}()
-		var once sync.Once
-		stop = func() {
-			once.Do(func() {
-				cancel()
-				Eventually(done).Should(BeClosed())
-			})
-		}
-		DeferCleanup(stop)
-		return stop
-	}
+	lead := func(s *staging.Service) (stop func()) { return backendtest.Lead(s.Run) }
 	secretExists := func() bool {
-		_, err := client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+		_, err := client.CoreV1().Secrets(backendtest.Namespace).Get(ctx, name, metav1.GetOptions{})
 		return err == nil
 	}
 
 	BeforeEach(func() {
 		ctx = context.Background()
-		client = newClient()
+		client = backendtest.NewClient()
 		logger = lagertest.NewTestLogger("staging")
 		reader = new(fakes.FakeImageReader)
 		notifier = new(fakes.FakeStagingNotifier)
@@ -89,7 +73,7 @@ var _ = Describe("Staging", func() {
 			Expect(service.Stage(ctx, sampleStaging())).To(Succeed())
 			Expect(actionsSince(client, 0)).To(Equal([]string{"create secrets " + name}))
 
-			secret := getSecret(client, name)
+			secret := backendtest.GetSecret(client, name)
 			Expect(secret.Type).To(Equal(corev1.SecretTypeOpaque))
 			Expect(secret.Labels).To(Equal(map[string]string{
 				"opi-bridge.io/staging-guid":   stagingGUID,
@@ -115,18 +99,18 @@ var _ = Describe("Staging", func() {
 			s := sampleStaging()
 			s.PrivateRegistry = nil
 			Expect(service.Stage(ctx, s)).To(Succeed())
-			Expect(getSecret(client, name).Data).To(HaveLen(2))
+			Expect(backendtest.GetSecret(client, name).Data).To(HaveLen(2))
 		})
 
 		It("leaves a pending staging as it is when it is staged again", func() {
 			Expect(service.Stage(ctx, sampleStaging())).To(Succeed())
-			first := getSecret(client, name)
+			first := backendtest.GetSecret(client, name)
 			from := len(client.Actions())
 			again := sampleStaging()
 			again.Image = "other:v2"
 			Expect(service.Stage(ctx, again)).To(Succeed())
 			Expect(actionsSince(client, from)).To(Equal([]string{"create secrets " + name}))
-			Expect(getSecret(client, name)).To(Equal(first))
+			Expect(backendtest.GetSecret(client, name)).To(Equal(first))
 		})
 
 		It("says the orchestrator is unavailable when the API server is", func() {
@@ -148,7 +132,7 @@ var _ = Describe("Staging", func() {
 		It("reads the image with the staging's credentials, delivers the result, then deletes the record", func() {
 			lead(service)
 			Expect(service.Stage(ctx, sampleStaging())).To(Succeed())
-			accepted, err := time.Parse(time.RFC3339Nano, getSecret(client, name).Annotations["opi-bridge.io/accepted-at"])
+			accepted, err := time.Parse(time.RFC3339Nano, backendtest.GetSecret(client, name).Annotations["opi-bridge.io/accepted-at"])
 			Expect(err).NotTo(HaveOccurred())
 
 			Eventually(secretExists).Should(BeFalse())
@@ -227,21 +211,21 @@ var _ = Describe("Staging", func() {
 		It("leaves Secrets that are not staging records alone", func() {
 			lead(service)
 			other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
-				Name: "app-env", Namespace: namespace, Labels: map[string]string{"opi-bridge.io/source-type": "APP"},
+				Name: "app-env", Namespace: backendtest.Namespace, Labels: map[string]string{"opi-bridge.io/source-type": "APP"},
 			}}
-			_, err := client.CoreV1().Secrets(namespace).Create(ctx, other, metav1.CreateOptions{})
+			_, err := client.CoreV1().Secrets(backendtest.Namespace).Create(ctx, other, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(service.Stage(ctx, sampleStaging())).To(Succeed())
 			Eventually(secretExists).Should(BeFalse())
-			_, err = client.CoreV1().Secrets(namespace).Get(ctx, "app-env", metav1.GetOptions{})
+			_, err = client.CoreV1().Secrets(backendtest.Namespace).Get(ctx, "app-env", metav1.GetOptions{})
 			Expect(err).NotTo(HaveOccurred())
 		})
 
 		It("deletes a record it cannot use instead of retrying it forever", func() {
 			broken := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
-				Name: name, Namespace: namespace, Labels: map[string]string{"opi-bridge.io/source-type": "STG"},
+				Name: name, Namespace: backendtest.Namespace, Labels: map[string]string{"opi-bridge.io/source-type": "STG"},
 			}}
-			_, err := client.CoreV1().Secrets(namespace).Create(ctx, broken, metav1.CreateOptions{})
+			_, err := client.CoreV1().Secrets(backendtest.Namespace).Create(ctx, broken, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			lead(service)
 			Eventually(secretExists).Should(BeFalse())
@@ -250,16 +234,16 @@ var _ = Describe("Staging", func() {
 
 		// annotate sets an annotation of the staging record, as an earlier leader left it.
 		annotate := func(key, value string) {
-			secret := getSecret(client, name)
+			secret := backendtest.GetSecret(client, name)
 			secret.Annotations[key] = value
-			_, err := client.CoreV1().Secrets(namespace).Update(ctx, secret, metav1.UpdateOptions{})
+			_, err := client.CoreV1().Secrets(backendtest.Namespace).Update(ctx, secret, metav1.UpdateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 		}
 
 		It("counts the attempt on the record before the read starts", func() {
 			var counted []string
 			reader.ReadImageConfigStub = func(context.Context, string, *opi.PrivateRegistry) (*opi.ImageConfig, error) {
-				counted = append(counted, getSecret(client, name).Annotations["opi-bridge.io/staging-attempts"])
+				counted = append(counted, backendtest.GetSecret(client, name).Annotations["opi-bridge.io/staging-attempts"])
 				return cfg, nil
 			}
 			Expect(service.Stage(ctx, sampleStaging())).To(Succeed())
@@ -312,7 +296,7 @@ var _ = Describe("Staging", func() {
 				Eventually(reading).Should(Receive())
 				stop()
 			}
-			Expect(getSecret(client, name).Annotations["opi-bridge.io/staging-attempts"]).To(Equal("2"))
+			Expect(backendtest.GetSecret(client, name).Annotations["opi-bridge.io/staging-attempts"]).To(Equal("2"))
 
 			lead(service)
 			Eventually(secretExists).Should(BeFalse())
@@ -349,7 +333,7 @@ var _ = Describe("Staging", func() {
 				if withNotifier {
 					deps.Notifier = notifier
 				}
-				s, err := staging.New(logger, staging.Config{Namespace: namespace, Options: staging.Options{}}, deps)
+				s, err := staging.New(logger, staging.Config{Namespace: backendtest.Namespace, Options: staging.Options{}}, deps)
 				if ok {
 					Expect(deps.Check()).To(Succeed())
 					Expect(err).NotTo(HaveOccurred())
@@ -367,12 +351,12 @@ var _ = Describe("Staging", func() {
 		)
 
 		It("refuses a missing client", func() {
-			_, err := staging.New(logger, staging.Config{Namespace: namespace, Options: staging.Options{}}, staging.Deps{ImageReader: reader, Notifier: notifier})
+			_, err := staging.New(logger, staging.Config{Namespace: backendtest.Namespace, Options: staging.Options{}}, staging.Deps{ImageReader: reader, Notifier: notifier})
 			Expect(err).To(MatchError("staging needs a Kubernetes client"))
 		})
 
 		It("records stagings without an image reader and a notifier, and is not enabled", func() {
-			plain, err := staging.New(logger, staging.Config{Namespace: namespace, Options: staging.Options{}}, staging.Deps{Client: client})
+			plain, err := staging.New(logger, staging.Config{Namespace: backendtest.Namespace, Options: staging.Options{}}, staging.Deps{Client: client})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(plain.Enabled()).To(BeFalse())
 			Expect(plain.Stage(ctx, sampleStaging())).To(Succeed())

@@ -28,8 +28,8 @@ import (
 
 // The task service on its own: client-go's fake clientset for the API server and the
 // counterfeiter fakes of its narrow interfaces (Cache, Policies) for the store and the network
-// policy hook. The specs that go through k8s.NewBackend (the wiring, with a real store) stay in
-// the root's suite (k8s/task_test.go, k8s/task_networkpolicy_test.go).
+// policy hook. The specs that go through k8s.NewBackend (the wiring, with a real store) are in
+// backend_test.go and task_networkpolicy_test.go.
 
 const (
 	namespace = "cf-apps"

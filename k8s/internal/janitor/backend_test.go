@@ -1,4 +1,4 @@
-package k8s_test
+package janitor_test
 
 import (
 	"context"
@@ -24,6 +24,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/internal/backendtest"
 	"github.com/opi-bridge/opi/k8s/internal/janitor"
 	"github.com/opi-bridge/opi/k8s/internal/store"
 	"github.com/opi-bridge/opi/k8s/internal/workload"
@@ -57,52 +58,52 @@ var _ = Describe("The janitor", func() {
 	leftoverSecret := func(l *opi.LRP, age time.Duration) *corev1.Secret {
 		s := &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{
-				Name: names.DeploymentName(l) + "-env", Namespace: namespace, Labels: lrpLabels(l),
+				Name: names.DeploymentName(l) + "-env", Namespace: backendtest.Namespace, Labels: lrpLabels(l),
 				CreationTimestamp: metav1.NewTime(time.Now().Add(-age)),
 			},
 			// A value that looks like what it stands for (a service binding's password), so
 			// that a leak spec fails should it reach the log.
 			Data: map[string][]byte{"VCAP_SERVICES": []byte(`{"db":[{"credentials":{"password":"` + leftoverPassword + `"}}]}`)},
 		}
-		created, err := client.CoreV1().Secrets(namespace).Create(ctx, s, metav1.CreateOptions{})
+		created, err := client.CoreV1().Secrets(backendtest.Namespace).Create(ctx, s, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		return created
 	}
 	leftoverService := func(l *opi.LRP, age time.Duration) {
 		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{
-			Name: names.DeploymentName(l), Namespace: namespace, Labels: lrpLabels(l),
+			Name: names.DeploymentName(l), Namespace: backendtest.Namespace, Labels: lrpLabels(l),
 			CreationTimestamp: metav1.NewTime(time.Now().Add(-age)),
 		}}
-		_, err := client.CoreV1().Services(namespace).Create(ctx, s, metav1.CreateOptions{})
+		_, err := client.CoreV1().Services(backendtest.Namespace).Create(ctx, s, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 	}
 	secretExists := func(name string) bool {
-		_, err := client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+		_, err := client.CoreV1().Secrets(backendtest.Namespace).Get(ctx, name, metav1.GetOptions{})
 		return err == nil
 	}
 	serviceExists := func(name string) bool {
-		_, err := client.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
+		_, err := client.CoreV1().Services(backendtest.Namespace).Get(ctx, name, metav1.GetOptions{})
 		return err == nil
 	}
 	start := func(opts k8s.Options) *k8s.Backend {
 		startCtx, cancel := context.WithCancel(context.Background())
 		DeferCleanup(cancel)
-		opts.Namespace = namespace
+		opts.Namespace = backendtest.Namespace
 		opts.Store.ReadWaitTimeout = 2 * time.Second
 		if opts.Clients.Metadata == nil {
 			opts.Clients.Metadata = md
 		}
-		b := mustBackend(client, logger, opts)
+		b := backendtest.MustBackend(client, logger, opts)
 		Expect(b.Start(startCtx)).To(Succeed())
 		return b
 	}
 
 	BeforeEach(func() {
 		ctx = context.Background()
-		client = newClient()
-		md = newMetadataClient(client)
+		client = backendtest.NewClient()
+		md = backendtest.NewMetadataClient(client)
 		logger = lagertest.NewTestLogger("k8s")
-		lrp = sampleLRP()
+		lrp = backendtest.SampleLRP()
 		name = names.DeploymentName(lrp)
 	})
 
@@ -148,14 +149,14 @@ var _ = Describe("The janitor", func() {
 			backend.Sweep(ctx)
 			Expect(secretExists(name + "-env")).To(BeTrue())
 			Expect(serviceExists(name)).To(BeTrue())
-			deployments, secrets, services := countObjects(client)
+			deployments, secrets, services := backendtest.CountObjects(client)
 			Expect([]int{deployments, secrets, services}).To(Equal([]int{1, 1, 1}))
 		})
 
 		It("leaves objects that are not opi's alone", func() {
-			other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "someone-elses", Namespace: namespace,
+			other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "someone-elses", Namespace: backendtest.Namespace,
 				Labels: map[string]string{"opi-bridge.io/guid": "g", "opi-bridge.io/version": "v"}}}
-			_, err := client.CoreV1().Secrets(namespace).Create(ctx, other, metav1.CreateOptions{})
+			_, err := client.CoreV1().Secrets(backendtest.Namespace).Create(ctx, other, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			backend.Sweep(ctx)
 			Expect(secretExists("someone-elses")).To(BeTrue())
@@ -163,27 +164,27 @@ var _ = Describe("The janitor", func() {
 
 		It("gives an unowned Secret of a running LRP its Deployment as owner, so stopping removes it", func() {
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			secret := getSecret(client, name+"-env")
+			secret := backendtest.GetSecret(client, name+"-env")
 			secret.OwnerReferences = nil
 			secret.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Hour))
-			_, err := client.CoreV1().Secrets(namespace).Update(ctx, secret, metav1.UpdateOptions{})
+			_, err := client.CoreV1().Secrets(backendtest.Namespace).Update(ctx, secret, metav1.UpdateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 
 			backend.Sweep(ctx)
-			Expect(metav1.IsControlledBy(getSecret(client, name+"-env"), getDeployment(client, name))).To(BeTrue())
+			Expect(metav1.IsControlledBy(backendtest.GetSecret(client, name+"-env"), backendtest.GetDeployment(client, name))).To(BeTrue())
 		})
 
 		It("leaves a young unowned Secret of a running LRP to the desire in flight that owns it", func() {
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			secret := getSecret(client, name+"-env")
+			secret := backendtest.GetSecret(client, name+"-env")
 			secret.OwnerReferences = nil
 			secret.CreationTimestamp = metav1.Now()
-			_, err := client.CoreV1().Secrets(namespace).Update(ctx, secret, metav1.UpdateOptions{})
+			_, err := client.CoreV1().Secrets(backendtest.Namespace).Update(ctx, secret, metav1.UpdateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			before := len(client.Actions())
 
 			backend.Sweep(ctx)
-			Expect(getSecret(client, name+"-env").OwnerReferences).To(BeEmpty())
+			Expect(backendtest.GetSecret(client, name+"-env").OwnerReferences).To(BeEmpty())
 			for _, a := range client.Actions()[before:] {
 				Expect(a.GetVerb()).To(BeElementOf("list", "watch", "get"))
 				Expect(a.GetResource().Resource).NotTo(Equal("deployments"), "no liveness check either")
@@ -192,61 +193,61 @@ var _ = Describe("The janitor", func() {
 
 		It("creates the missing Service of a Deployment older than the grace, owned by it", func() {
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			want := getService(client, name)
-			Expect(client.CoreV1().Services(namespace).Delete(ctx, name, metav1.DeleteOptions{})).To(Succeed())
+			want := backendtest.GetService(client, name)
+			Expect(client.CoreV1().Services(backendtest.Namespace).Delete(ctx, name, metav1.DeleteOptions{})).To(Succeed())
 
 			backend.Sweep(ctx)
-			got := getService(client, name)
+			got := backendtest.GetService(client, name)
 			Expect(got.Spec).To(Equal(want.Spec))
 			Expect(got.Labels).To(Equal(want.Labels))
-			Expect(metav1.IsControlledBy(got, getDeployment(client, name))).To(BeTrue())
+			Expect(metav1.IsControlledBy(got, backendtest.GetDeployment(client, name))).To(BeTrue())
 			Expect(string(logger.Buffer().Contents())).To(ContainSubstring(`"hook":"service"`))
 		})
 
 		It("leaves a young Deployment's Service to the desire making it", func() {
-			young := sampleLRP()
+			young := backendtest.SampleLRP()
 			young.Version = "young"
 			d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{
-				Name: names.DeploymentName(young), Namespace: namespace, Labels: lrpLabels(young),
+				Name: names.DeploymentName(young), Namespace: backendtest.Namespace, Labels: lrpLabels(young),
 				CreationTimestamp: metav1.Now(),
 			}}
-			_, err := client.AppsV1().Deployments(namespace).Create(ctx, d, metav1.CreateOptions{})
+			_, err := client.AppsV1().Deployments(backendtest.Namespace).Create(ctx, d, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			Eventually(func() error { _, err := backend.GetLRP(ctx, young.LRPIdentifier); return err }).Should(Succeed())
 			before := len(client.Actions())
 			backend.Sweep(ctx)
-			Expect(actionsSince(client, before)).To(BeEmpty())
-			Expect(metadataActions(md)).To(Equal([]string{"list secrets", "list services"}))
+			Expect(backendtest.ActionsSince(client, before)).To(BeEmpty())
+			Expect(backendtest.MetadataActions(md)).To(Equal([]string{"list secrets", "list services"}))
 		})
 
 		It("asks the API server before calling an LRP gone that its cache does not have", func() {
 			leftoverSecret(lrp, 2*time.Minute)
 			before := len(client.Actions())
 			backend.Sweep(ctx)
-			Expect(actionsSince(client, before)).To(Equal([]string{
+			Expect(backendtest.ActionsSince(client, before)).To(Equal([]string{
 				"list deployments",
 				"delete secrets " + name + "-env",
 			}))
-			Expect(metadataActions(md)).To(Equal([]string{"list secrets", "list services"}))
+			Expect(backendtest.MetadataActions(md)).To(Equal([]string{"list secrets", "list services"}))
 		})
 
 		It("lists metadata only: the typed clientset lists none of what the sweep looks at", func() {
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 			// Older than the grace, so that the hooks look for their objects too.
-			d := getDeployment(client, name)
+			d := backendtest.GetDeployment(client, name)
 			d.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Hour))
-			d, err := client.AppsV1().Deployments(namespace).Update(ctx, d, metav1.UpdateOptions{})
+			d, err := client.AppsV1().Deployments(backendtest.Namespace).Update(ctx, d, metav1.UpdateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			Eventually(func() string { return backend.CachedWorkloadVersion(lrp.LRPIdentifier) }).Should(Equal(d.ResourceVersion))
 			before := len(client.Actions())
 
 			backend.Sweep(ctx)
-			Expect(actionsSince(client, before)).To(BeEmpty())
-			Expect(metadataActions(md)).To(Equal([]string{
+			Expect(backendtest.ActionsSince(client, before)).To(BeEmpty())
+			Expect(backendtest.MetadataActions(md)).To(Equal([]string{
 				"list secrets", "list services", // the sweep's own
 				"list services", "list poddisruptionbudgets", // the hooks' (service, disruption budget)
 			}))
-			deployments, secrets, services := countObjects(client)
+			deployments, secrets, services := backendtest.CountObjects(client)
 			Expect([]int{deployments, secrets, services}).To(Equal([]int{1, 1, 1}), "complete: nothing changed")
 		})
 
@@ -258,7 +259,7 @@ var _ = Describe("The janitor", func() {
 			md.PrependReactor("list", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
 				if down.Load() {
 					fired.Add(1)
-					return true, nil, connectionRefused
+					return true, nil, backendtest.ConnectionRefused
 				}
 				return false, nil, nil
 			})
@@ -286,7 +287,7 @@ var _ = Describe("The janitor", func() {
 			})
 			mu.Unlock()
 			list := metav1.PartialObjectMetadataList{TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadataList"}}
-			if r.URL.Path == "/api/v1/namespaces/"+namespace+"/secrets" {
+			if r.URL.Path == "/api/v1/namespaces/"+backendtest.Namespace+"/secrets" {
 				list.Items = []metav1.PartialObjectMetadata{{
 					TypeMeta:   metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadata"},
 					ObjectMeta: secret.ObjectMeta,
@@ -312,8 +313,8 @@ var _ = Describe("The janitor", func() {
 			Expect(r.limit).To(Equal("500"))
 		}
 		Expect(paths).To(Equal([]string{
-			"GET /api/v1/namespaces/" + namespace + "/secrets",
-			"GET /api/v1/namespaces/" + namespace + "/services",
+			"GET /api/v1/namespaces/" + backendtest.Namespace + "/secrets",
+			"GET /api/v1/namespaces/" + backendtest.Namespace + "/services",
 		}))
 		for _, a := range client.Actions() {
 			Expect(fakekube.Describe(a)).NotTo(Equal("list secrets"), "no Secret is listed whole")
@@ -325,12 +326,12 @@ var _ = Describe("The janitor", func() {
 		leftoverService(lrp, 2*time.Minute)
 		startCtx, cancel := context.WithCancel(context.Background())
 		DeferCleanup(cancel)
-		b := mustBackend(client, logger, k8s.Options{Namespace: namespace, Store: store.Options{ReadWaitTimeout: 2 * time.Second}, Janitor: janitor.Options{Grace: time.Minute}})
+		b := backendtest.MustBackend(client, logger, k8s.Options{Namespace: backendtest.Namespace, Store: store.Options{ReadWaitTimeout: 2 * time.Second}, Janitor: janitor.Options{Grace: time.Minute}})
 		Expect(b.Start(startCtx)).To(Succeed())
 		before := len(client.Actions())
 
 		b.Sweep(ctx)
-		Expect(actionsSince(client, before)).To(Equal([]string{
+		Expect(backendtest.ActionsSince(client, before)).To(Equal([]string{
 			"list secrets", "list deployments", "delete secrets " + name + "-env",
 			"list services", "list deployments", "delete services " + name,
 		}))
@@ -345,16 +346,16 @@ var _ = Describe("The janitor", func() {
 
 		It("gives an unowned Secret its StatefulSet as owner and makes a missing Service, owned by it", func() {
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			secret := getSecret(client, name+"-env")
+			secret := backendtest.GetSecret(client, name+"-env")
 			secret.OwnerReferences = nil
 			secret.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Hour))
-			_, err := client.CoreV1().Secrets(namespace).Update(ctx, secret, metav1.UpdateOptions{})
+			_, err := client.CoreV1().Secrets(backendtest.Namespace).Update(ctx, secret, metav1.UpdateOptions{})
 			Expect(err).NotTo(HaveOccurred())
-			Expect(client.CoreV1().Services(namespace).Delete(ctx, name, metav1.DeleteOptions{})).To(Succeed())
+			Expect(client.CoreV1().Services(backendtest.Namespace).Delete(ctx, name, metav1.DeleteOptions{})).To(Succeed())
 			// The service check needs the StatefulSet older than the grace.
-			set := getStatefulSet(client, name)
+			set := backendtest.GetStatefulSet(client, name)
 			set.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Hour))
-			_, err = client.AppsV1().StatefulSets(namespace).Update(ctx, set, metav1.UpdateOptions{})
+			_, err = client.AppsV1().StatefulSets(backendtest.Namespace).Update(ctx, set, metav1.UpdateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			// Sweep until the cache has seen the older StatefulSet (each sweep is idempotent).
 			Eventually(func() bool {
@@ -362,10 +363,10 @@ var _ = Describe("The janitor", func() {
 				return serviceExists(name)
 			}).Should(BeTrue())
 
-			set = getStatefulSet(client, name)
-			Expect(metav1.IsControlledBy(getSecret(client, name+"-env"), set)).To(BeTrue())
-			Expect(metav1.IsControlledBy(getService(client, name), set)).To(BeTrue())
-			Expect(getService(client, name).OwnerReferences[0].Kind).To(Equal("StatefulSet"))
+			set = backendtest.GetStatefulSet(client, name)
+			Expect(metav1.IsControlledBy(backendtest.GetSecret(client, name+"-env"), set)).To(BeTrue())
+			Expect(metav1.IsControlledBy(backendtest.GetService(client, name), set)).To(BeTrue())
+			Expect(backendtest.GetService(client, name).OwnerReferences[0].Kind).To(Equal("StatefulSet"))
 		})
 	})
 
@@ -377,13 +378,13 @@ var _ = Describe("The janitor", func() {
 		done := make(chan struct{})
 		go func() { b.RunLeaderWork(leaderCtx); close(done) }()
 		Eventually(func() bool { return secretExists(name + "-env") }).Should(BeFalse())
-		other := sampleLRP()
+		other := backendtest.SampleLRP()
 		other.Version = "another-version"
 		leftoverSecret(other, time.Hour)
 		Eventually(func() bool { return secretExists(names.DeploymentName(other) + "-env") }).Should(BeFalse())
 		stopLeading()
 		Eventually(done).Should(BeClosed())
-		third := sampleLRP()
+		third := backendtest.SampleLRP()
 		third.Version = "a-third-version"
 		leftoverSecret(third, time.Hour)
 		Consistently(func() bool { return secretExists(names.DeploymentName(third) + "-env") }, 300*time.Millisecond).Should(BeTrue())
@@ -408,15 +409,15 @@ var _ = Describe("The janitor", func() {
 			client.PrependReactor("patch", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
 				// The Secret is deleted (the janitor, a stop) between the desire's read and its patch.
 				if a.(k8stesting.PatchAction).GetName() == name+"-env" && fired.Add(1) == 1 {
-					Expect(client.Tracker().Delete(a.GetResource(), namespace, name+"-env")).To(Succeed())
+					Expect(client.Tracker().Delete(a.GetResource(), backendtest.Namespace, name+"-env")).To(Succeed())
 				}
 				return false, nil, nil
 			})
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 			Expect(fired.Load()).To(BeNumerically(">=", 1), "the fault hook fired")
-			Expect(metav1.IsControlledBy(getSecret(client, name+"-env"), getDeployment(client, name))).To(BeTrue())
-			Expect(getSecret(client, name+"-env").Data).To(HaveKey("FOO"))
-			Expect(string(getSecret(client, name+"-env").Data["VCAP_SERVICES"])).NotTo(ContainSubstring(leftoverPassword), "created again from the desire, not the leftover")
+			Expect(metav1.IsControlledBy(backendtest.GetSecret(client, name+"-env"), backendtest.GetDeployment(client, name))).To(BeTrue())
+			Expect(backendtest.GetSecret(client, name+"-env").Data).To(HaveKey("FOO"))
+			Expect(string(backendtest.GetSecret(client, name+"-env").Data["VCAP_SERVICES"])).NotTo(ContainSubstring(leftoverPassword), "created again from the desire, not the leftover")
 		})
 	})
 })

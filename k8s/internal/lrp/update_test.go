@@ -1,4 +1,4 @@
-package k8s_test
+package lrp_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/internal/backendtest"
 	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
@@ -31,9 +32,9 @@ var _ = Describe("UpdateLRP", func() {
 
 	BeforeEach(func() {
 		ctx = context.Background()
-		client = newClient()
-		backend = startBackend(client)
-		lrp = sampleLRP()
+		client = backendtest.NewClient()
+		backend = backendtest.StartBackend(client)
+		lrp = backendtest.SampleLRP()
 		name = names.DeploymentName(lrp)
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 		before = len(client.Actions())
@@ -47,12 +48,12 @@ var _ = Describe("UpdateLRP", func() {
 
 	It("changes replicas, the annotation, routes and image with one update", func() {
 		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, update)).To(Succeed())
-		Expect(actionsSince(client, before)).To(Equal([]string{
+		Expect(backendtest.ActionsSince(client, before)).To(Equal([]string{
 			"create poddisruptionbudgets " + name, // made by the desire: found, kept
 			"patch deployments " + name,           // the hooks act first, the patch with the token last
 		}))
 
-		d := getDeployment(client, name)
+		d := backendtest.GetDeployment(client, name)
 		Expect(*d.Spec.Replicas).To(Equal(int32(5)))
 		Expect(d.Annotations).To(HaveKeyWithValue("opi-bridge.io/last-updated", "2.0"))
 		Expect(d.Annotations).To(HaveKeyWithValue("opi-bridge.io/routes",
@@ -62,7 +63,7 @@ var _ = Describe("UpdateLRP", func() {
 
 	Describe("the pod disruption budget", func() {
 		budgets := func() []string {
-			list, err := client.PolicyV1().PodDisruptionBudgets(namespace).List(ctx, metav1.ListOptions{})
+			list, err := client.PolicyV1().PodDisruptionBudgets(backendtest.Namespace).List(ctx, metav1.ListOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			names := []string{}
 			for _, p := range list.Items {
@@ -73,7 +74,7 @@ var _ = Describe("UpdateLRP", func() {
 		scale := func(n int32) []string {
 			from := len(client.Actions())
 			Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Instances: ptr.To(n)})).To(Succeed())
-			actions := actionsSince(client, from)
+			actions := backendtest.ActionsSince(client, from)
 			Eventually(func() int32 {
 				got, err := backend.GetLRP(ctx, lrp.LRPIdentifier)
 				Expect(err).NotTo(HaveOccurred())
@@ -92,9 +93,9 @@ var _ = Describe("UpdateLRP", func() {
 
 			Expect(scale(3)).To(Equal([]string{"create poddisruptionbudgets " + name, "patch deployments " + name}))
 			Expect(budgets()).To(Equal([]string{name}))
-			pdb, err := client.PolicyV1().PodDisruptionBudgets(namespace).Get(ctx, name, metav1.GetOptions{})
+			pdb, err := client.PolicyV1().PodDisruptionBudgets(backendtest.Namespace).Get(ctx, name, metav1.GetOptions{})
 			Expect(err).NotTo(HaveOccurred())
-			Expect(metav1.IsControlledBy(pdb, getDeployment(client, name))).To(BeTrue())
+			Expect(metav1.IsControlledBy(pdb, backendtest.GetDeployment(client, name))).To(BeTrue())
 			Expect(pdb.Spec.MaxUnavailable.IntValue()).To(Equal(1))
 
 			Expect(scale(5)).To(Equal([]string{"create poddisruptionbudgets " + name, "patch deployments " + name}),
@@ -103,7 +104,7 @@ var _ = Describe("UpdateLRP", func() {
 
 		It("is left alone by updates that do not scale", func() {
 			Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Annotation: ptr.To("3.0")})).To(Succeed())
-			Expect(actionsSince(client, before)).To(Equal([]string{"patch deployments " + name}))
+			Expect(backendtest.ActionsSince(client, before)).To(Equal([]string{"patch deployments " + name}))
 		})
 	})
 
@@ -119,7 +120,7 @@ var _ = Describe("UpdateLRP", func() {
 
 	It("leaves fields that are not given alone", func() {
 		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Instances: ptr.To(int32(3))})).To(Succeed())
-		d := getDeployment(client, name)
+		d := backendtest.GetDeployment(client, name)
 		Expect(*d.Spec.Replicas).To(Equal(int32(3)))
 		Expect(d.Annotations).To(HaveKeyWithValue("opi-bridge.io/last-updated", lrp.LastUpdated))
 		Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal(lrp.Image))
@@ -128,7 +129,7 @@ var _ = Describe("UpdateLRP", func() {
 	It("writes nothing when nothing changes", func() {
 		same := opi.LRPUpdate{Instances: ptr.To(lrp.Instances), Annotation: ptr.To(lrp.LastUpdated)}
 		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, same)).To(Succeed())
-		Expect(actionsSince(client, before)).To(BeEmpty())
+		Expect(backendtest.ActionsSince(client, before)).To(BeEmpty())
 	})
 
 	It("patches the fields the update gives, without a resourceVersion, so that it cannot conflict", func() {
@@ -144,7 +145,7 @@ var _ = Describe("UpdateLRP", func() {
 		Expect(patches[1]).To(MatchJSON(`{"spec":{"template":{"spec":{"containers":[{"name":"opi","image":"busybox:2"}]}}}}`))
 
 		By("keeping the rest of the pod spec: env, probes and resources")
-		c := getDeployment(client, name).Spec.Template.Spec.Containers[0]
+		c := backendtest.GetDeployment(client, name).Spec.Template.Spec.Containers[0]
 		Expect(c.Image).To(Equal("busybox:2"))
 		Expect(c.Env).NotTo(BeEmpty())
 		Expect(c.ReadinessProbe).NotTo(BeNil())
@@ -161,6 +162,6 @@ var _ = Describe("UpdateLRP", func() {
 	It("returns ErrNotFound for an absent LRP, after one live list", func() {
 		err := backend.UpdateLRP(ctx, opi.LRPIdentifier{GUID: "nope", Version: "v1"}, update)
 		Expect(err).To(MatchError(opi.ErrNotFound))
-		Expect(actionsSince(client, before)).To(Equal([]string{"list deployments"}))
+		Expect(backendtest.ActionsSince(client, before)).To(Equal([]string{"list deployments"}))
 	})
 })

@@ -1,12 +1,8 @@
-package k8s_test
+package lrp_test
 
 import (
 	"context"
 	"errors"
-	"net"
-	"net/url"
-	"os"
-	"syscall"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -16,24 +12,21 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/opi-bridge/opi/k8s/internal/backendtest"
 	"github.com/opi-bridge/opi/opi"
 )
-
-var connectionRefused = &url.Error{Op: "Post", URL: "https://127.0.0.1:6443/api/v1/namespaces/cf-apps/secrets", Err: &net.OpError{
-	Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED),
-}}
 
 var _ = Describe("API errors", func() {
 	secrets := schema.GroupResource{Resource: "secrets"}
 
 	DescribeTable("are classified into the opi sentinels",
 		func(apiErr error, sentinel error) {
-			client := newClient()
-			backend := startBackend(client)
+			client := backendtest.NewClient()
+			backend := backendtest.StartBackend(client)
 			client.PrependReactor("create", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
 				return true, nil, apiErr
 			})
-			err := backend.DesireLRP(context.Background(), sampleLRP())
+			err := backend.DesireLRP(context.Background(), backendtest.SampleLRP())
 			Expect(err).To(HaveOccurred())
 			Expect(err.Error()).To(HavePrefix("create env secret: "))
 			for _, s := range []error{opi.ErrNotFound, opi.ErrInvalid, opi.ErrUnavailable} {
@@ -41,7 +34,7 @@ var _ = Describe("API errors", func() {
 			}
 			Expect(errors.Is(err, apiErr)).To(BeTrue(), "the cause stays in the chain")
 		},
-		Entry("connection refused", connectionRefused, opi.ErrUnavailable),
+		Entry("connection refused", backendtest.ConnectionRefused, opi.ErrUnavailable),
 		Entry("service unavailable", apierrors.NewServiceUnavailable("etcd is down"), opi.ErrUnavailable),
 		Entry("too many requests", apierrors.NewTooManyRequests("slow down", 1), opi.ErrUnavailable),
 		Entry("server timeout", apierrors.NewServerTimeout(secrets, "create", 1), opi.ErrUnavailable),
@@ -56,11 +49,11 @@ var _ = Describe("API errors", func() {
 	)
 
 	It("on stop are classified too", func() {
-		client := newClient()
-		backend := startBackend(client)
+		client := backendtest.NewClient()
+		backend := backendtest.StartBackend(client)
 		client.PrependReactor("list", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
-			return true, nil, connectionRefused
+			return true, nil, backendtest.ConnectionRefused
 		})
-		Expect(backend.StopLRP(context.Background(), sampleLRP().LRPIdentifier)).To(MatchError(opi.ErrUnavailable))
+		Expect(backend.StopLRP(context.Background(), backendtest.SampleLRP().LRPIdentifier)).To(MatchError(opi.ErrUnavailable))
 	})
 })

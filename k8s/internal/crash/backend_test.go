@@ -1,4 +1,4 @@
-package k8s_test
+package crash_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/opi-bridge/opi/fakes"
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/internal/backendtest"
 	"github.com/opi-bridge/opi/k8s/internal/store"
 	"github.com/opi-bridge/opi/k8s/internal/workload"
 	"github.com/opi-bridge/opi/k8s/names"
@@ -37,20 +38,7 @@ var _ = Describe("Crash reports", func() {
 
 	// lead runs b's leader work, as the leader does, until the spec ends or the returned
 	// function is called.
-	lead := func(b *k8s.Backend) func() {
-		leaderCtx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			b.RunLeaderWork(leaderCtx)
-		}()
-		stop := func() {
-			cancel()
-			Eventually(done).Should(BeClosed())
-		}
-		DeferCleanup(stop)
-		return stop
-	}
+	lead := func(b *k8s.Backend) func() { return backendtest.Lead(b.RunLeaderWork) }
 	// workload is the backend's Options.Workload ("": Deployments).
 	var workloadKind string
 	// start makes and starts a backend reporting to notifier and leads with it; the returned
@@ -58,8 +46,8 @@ var _ = Describe("Crash reports", func() {
 	start := func() func() {
 		startCtx, cancel := context.WithCancel(context.Background())
 		DeferCleanup(cancel)
-		backend = mustBackend(client, lagertest.NewTestLogger("k8s"), k8s.Options{
-			Namespace: namespace,
+		backend = backendtest.MustBackend(client, lagertest.NewTestLogger("k8s"), k8s.Options{
+			Namespace: backendtest.Namespace,
 			Workload:  workloadKind,
 			Store:     store.Options{ReadWaitTimeout: 2 * time.Second},
 			Notifiers: k8s.Notifiers{Crash: notifier},
@@ -78,7 +66,7 @@ var _ = Describe("Crash reports", func() {
 		}
 	}
 	podWith := func(name string, created time.Time, s corev1.ContainerStatus) *corev1.Pod {
-		return newPod(lrp, name, created, corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{s}})
+		return backendtest.NewPod(lrp, name, created, corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{s}})
 	}
 	reports := func() []opi.Crash {
 		var out []opi.Crash
@@ -89,7 +77,7 @@ var _ = Describe("Crash reports", func() {
 		return out
 	}
 	reported := func(name string) string {
-		p, err := client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		p, err := client.CoreV1().Pods(backendtest.Namespace).Get(ctx, name, metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		return p.Annotations[names.AnnotationCrashesReported]
 	}
@@ -111,18 +99,18 @@ var _ = Describe("Crash reports", func() {
 	}
 	// updateStatus is the kubelet reporting a new container status.
 	updateStatus := func(name string, s corev1.ContainerStatus) {
-		p, err := client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		p, err := client.CoreV1().Pods(backendtest.Namespace).Get(ctx, name, metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		p.Status.ContainerStatuses = []corev1.ContainerStatus{s}
-		_, err = client.CoreV1().Pods(namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		_, err = client.CoreV1().Pods(backendtest.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 	}
 
 	BeforeEach(func() {
 		ctx = context.Background()
-		client = newClient()
+		client = backendtest.NewClient()
 		notifier = new(fakes.FakeCrashNotifier)
-		lrp = sampleLRP()
+		lrp = backendtest.SampleLRP()
 		workloadKind = ""
 	})
 
@@ -131,10 +119,10 @@ var _ = Describe("Crash reports", func() {
 		start()
 		lrp.Instances = 3
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-		first := statefulPod(lrp, 2, t0, corev1.PodStatus{Phase: corev1.PodRunning,
+		first := backendtest.StatefulPod(lrp, 2, t0, corev1.PodStatus{Phase: corev1.PodRunning,
 			ContainerStatuses: []corev1.ContainerStatus{waitingAfter(1, 1, "Error", crashedAt)}})
-		createPod(client, first)
-		createPod(client, statefulPod(lrp, 0, t0.Add(time.Minute), corev1.PodStatus{Phase: corev1.PodPending}))
+		backendtest.CreatePod(client, first)
+		backendtest.CreatePod(client, backendtest.StatefulPod(lrp, 0, t0.Add(time.Minute), corev1.PodStatus{Phase: corev1.PodPending}))
 
 		Eventually(reports).Should(Equal([]opi.Crash{crash(first.Name, 2, 2, 1, "Exited with status 1", crashedAt)}))
 	})
@@ -142,7 +130,7 @@ var _ = Describe("Crash reports", func() {
 	It("reports a crash once, marks the pod, and reports the next crash with its higher count", func() {
 		start()
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-		createPod(client, podWith("pod-a", t0, waitingAfter(1, 1, "Error", crashedAt)))
+		backendtest.CreatePod(client, podWith("pod-a", t0, waitingAfter(1, 1, "Error", crashedAt)))
 
 		Eventually(reports).Should(Equal([]opi.Crash{crash("pod-a", 0, 2, 1, "Exited with status 1", crashedAt)}))
 		Eventually(func() string { return reported("pod-a") }).Should(Equal("2"))
@@ -168,12 +156,12 @@ var _ = Describe("Crash reports", func() {
 	It("does not report again what a pod's annotation says was reported, after a restart of opi", func() {
 		stop := start()
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-		createPod(client, podWith("pod-a", t0, waitingAfter(1, 1, "Error", crashedAt)))
+		backendtest.CreatePod(client, podWith("pod-a", t0, waitingAfter(1, 1, "Error", crashedAt)))
 		Eventually(func() string { return reported("pod-a") }).Should(Equal("2"))
 		stop()
 
 		// A new opi (or a new leader) sees pod-a marked, and pod-b crashed while none ran.
-		createPod(client, podWith("pod-b", t0.Add(time.Second), waitingAfter(1, 2, "Error", crashedAt)))
+		backendtest.CreatePod(client, podWith("pod-b", t0.Add(time.Second), waitingAfter(1, 2, "Error", crashedAt)))
 		start()
 		Eventually(reports).Should(HaveLen(2))
 		Consistently(reports, "300ms").Should(Equal([]opi.Crash{
@@ -186,7 +174,7 @@ var _ = Describe("Crash reports", func() {
 	It("reports only crashes newer than the pod's annotation", func() {
 		pod := podWith("pod-a", t0, waitingAfter(3, 1, "Error", crashedAt))
 		pod.Annotations = map[string]string{names.AnnotationCrashesReported: "2"}
-		createPod(client, pod)
+		backendtest.CreatePod(client, pod)
 		start()
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 		Eventually(reports).Should(Equal([]opi.Crash{crash("pod-a", 0, 4, 1, "Exited with status 1", crashedAt)}))
@@ -197,7 +185,7 @@ var _ = Describe("Crash reports", func() {
 		notifier.InstanceCrashedReturnsOnCall(0, errors.New("context canceled"))
 		start()
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-		createPod(client, podWith("pod-a", t0, waitingAfter(1, 1, "Error", crashedAt)))
+		backendtest.CreatePod(client, podWith("pod-a", t0, waitingAfter(1, 1, "Error", crashedAt)))
 
 		Eventually(notifier.InstanceCrashedCallCount).Should(Equal(2))
 		Eventually(func() string { return reported("pod-a") }).Should(Equal("2"))
@@ -217,7 +205,7 @@ var _ = Describe("Crash reports", func() {
 		})
 		start()
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-		createPod(client, podWith("pod-a", t0, waitingAfter(1, 1, "Error", crashedAt)))
+		backendtest.CreatePod(client, podWith("pod-a", t0, waitingAfter(1, 1, "Error", crashedAt)))
 
 		Eventually(func() string { return reported("pod-a") }).Should(Equal("2"))
 		Expect(patches()).To(Equal([]string{"patch pods pod-a", "patch pods pod-a"}))
@@ -227,7 +215,7 @@ var _ = Describe("Crash reports", func() {
 	It("counts an exit with code 0: an LRP should never exit", func() {
 		start()
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-		createPod(client, podWith("pod-a", t0, corev1.ContainerStatus{
+		backendtest.CreatePod(client, podWith("pod-a", t0, corev1.ContainerStatus{
 			Name: "opi",
 			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 				ExitCode: 0, Reason: "Completed", FinishedAt: metav1.NewTime(crashedAt),
@@ -240,20 +228,20 @@ var _ = Describe("Crash reports", func() {
 	It("gives the index GetInstances gives the pod", func() {
 		start()
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed()) // two instances
-		createPod(client, podWith("pod-b", t0, corev1.ContainerStatus{
+		backendtest.CreatePod(client, podWith("pod-b", t0, corev1.ContainerStatus{
 			Name: "opi", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}},
 		}))
 		// A terminating pod created before both ranks nowhere.
 		gone := podWith("pod-0", t0.Add(-time.Hour), corev1.ContainerStatus{Name: "opi"})
 		gone.DeletionTimestamp = &metav1.Time{Time: t0}
 		gone.Finalizers = []string{"example.com/hold"}
-		createPod(client, gone)
+		backendtest.CreatePod(client, gone)
 		Eventually(func() []*opi.Instance {
 			instances, _ := backend.GetInstances(ctx, lrp.LRPIdentifier)
 			return instances
 		}).Should(HaveLen(1))
 		// Created later but first by name: index 1.
-		createPod(client, podWith("pod-a", t0.Add(time.Second), waitingAfter(1, 1, "Error", crashedAt)))
+		backendtest.CreatePod(client, podWith("pod-a", t0.Add(time.Second), waitingAfter(1, 1, "Error", crashedAt)))
 
 		Eventually(reports).Should(HaveLen(1))
 		Expect(reports()[0].InstanceGUID).To(Equal("pod-a"))
@@ -272,18 +260,18 @@ var _ = Describe("Crash reports", func() {
 	It("ignores pods that did not crash, pods of no LRP and terminations caused by a deletion", func() {
 		start()
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-		createPod(client, podWith("running", t0, corev1.ContainerStatus{
+		backendtest.CreatePod(client, podWith("running", t0, corev1.ContainerStatus{
 			Name: "opi", Ready: true,
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t0)}},
 		}))
-		createPod(client, podWith("pending", t0, corev1.ContainerStatus{
+		backendtest.CreatePod(client, podWith("pending", t0, corev1.ContainerStatus{
 			Name: "opi", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}},
 		}))
 		// opi's source label but no LRP's guid and version.
 		stray := podWith("stray", t0, waitingAfter(1, 1, "Error", crashedAt))
 		delete(stray.Labels, "opi-bridge.io/guid")
 		delete(stray.Labels, "opi-bridge.io/version")
-		createPod(client, stray)
+		backendtest.CreatePod(client, stray)
 		// Stopped: its container was terminated by the deletion.
 		stopped := podWith("stopped", t0, corev1.ContainerStatus{
 			Name: "opi", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
@@ -292,10 +280,10 @@ var _ = Describe("Crash reports", func() {
 		})
 		stopped.DeletionTimestamp = &metav1.Time{Time: crashedAt}
 		stopped.Finalizers = []string{"example.com/hold"}
-		createPod(client, stopped)
+		backendtest.CreatePod(client, stopped)
 		// A crashed pod last, so that once it is reported every pod above went past the
 		// reporter.
-		createPod(client, podWith("crashed", t0.Add(time.Second), waitingAfter(1, 1, "Error", crashedAt)))
+		backendtest.CreatePod(client, podWith("crashed", t0.Add(time.Second), waitingAfter(1, 1, "Error", crashedAt)))
 
 		Eventually(reports).Should(HaveLen(1))
 		Consistently(reports, "300ms").Should(HaveLen(1))
@@ -315,7 +303,7 @@ var _ = Describe("Crash reports", func() {
 		})
 		stopped.DeletionTimestamp = &metav1.Time{Time: crashedAt.Add(time.Minute)}
 		stopped.Finalizers = []string{"example.com/hold"}
-		createPod(client, stopped)
+		backendtest.CreatePod(client, stopped)
 		Eventually(reports).Should(Equal([]opi.Crash{crash("stopped", 0, 2, 3, "Exited with status 3", crashedAt)}))
 	})
 
@@ -323,7 +311,7 @@ var _ = Describe("Crash reports", func() {
 		stop := start()
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 		stop()
-		createPod(client, podWith("pod-a", t0, waitingAfter(1, 1, "Error", crashedAt)))
+		backendtest.CreatePod(client, podWith("pod-a", t0, waitingAfter(1, 1, "Error", crashedAt)))
 		Eventually(func() []*opi.Instance {
 			instances, _ := backend.GetInstances(ctx, lrp.LRPIdentifier)
 			return instances

@@ -1,8 +1,7 @@
-package k8s_test
+package staging_test
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"code.cloudfoundry.org/lager/v3/lagertest"
@@ -13,12 +12,14 @@ import (
 
 	"github.com/opi-bridge/opi/fakes"
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/internal/backendtest"
 	"github.com/opi-bridge/opi/k8s/internal/staging"
 	"github.com/opi-bridge/opi/k8s/internal/store"
 	"github.com/opi-bridge/opi/opi"
 )
 
-// The staging service's own specs are in k8s/staging; these prove the root's wiring of it.
+// The staging service's own specs are in staging_test.go; these prove its wiring in the backend
+// (through k8s.NewBackend).
 var _ = Describe("Staging wiring", func() {
 	const stagingGUID = "3f6b1e2a-9c4d-4e5f-8a7b-6c5d4e3f2a1b"
 	var (
@@ -36,25 +37,11 @@ var _ = Describe("Staging wiring", func() {
 		}
 	}
 	secretExists := func() bool {
-		_, err := client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+		_, err := client.CoreV1().Secrets(backendtest.Namespace).Get(ctx, name, metav1.GetOptions{})
 		return err == nil
 	}
 	// lead runs the backend's leader work until the test ends and waits for it to return.
-	lead := func(b *k8s.Backend) {
-		leadCtx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			b.RunLeaderWork(leadCtx)
-		}()
-		var once sync.Once
-		DeferCleanup(func() {
-			once.Do(func() {
-				cancel()
-				Eventually(done).Should(BeClosed())
-			})
-		})
-	}
+	lead := func(b *k8s.Backend) { backendtest.Lead(b.RunLeaderWork) }
 	// leaderWorks are the pieces of leader work b starts (RunLeaderWork's "starting" logs).
 	leaderWorks := func(b *k8s.Backend) []string {
 		ended, cancel := context.WithCancel(context.Background())
@@ -71,7 +58,7 @@ var _ = Describe("Staging wiring", func() {
 
 	BeforeEach(func() {
 		ctx = context.Background()
-		client = newClient()
+		client = backendtest.NewClient()
 		logger = lagertest.NewTestLogger("k8s")
 		reader = new(fakes.FakeImageReader)
 		notifier = new(fakes.FakeStagingNotifier)
@@ -81,8 +68,8 @@ var _ = Describe("Staging wiring", func() {
 	It("records a staging and works it off on the leader with an image reader and a notifier", func() {
 		cfg := &opi.ImageConfig{Entrypoint: []string{"/bin/app"}}
 		reader.ReadImageConfigReturns(cfg, nil)
-		backend := mustBackend(client, logger, k8s.Options{
-			Namespace: namespace,
+		backend := backendtest.MustBackend(client, logger, k8s.Options{
+			Namespace: backendtest.Namespace,
 			Store:     store.Options{ReadWaitTimeout: 2 * time.Second},
 			Notifiers: k8s.Notifiers{ImageReader: reader, Staging: notifier},
 		})
@@ -97,18 +84,18 @@ var _ = Describe("Staging wiring", func() {
 	})
 
 	It("records stagings without an image reader and a notifier, and runs no staging work", func() {
-		backend := mustBackend(client, logger, k8s.Options{Namespace: namespace})
+		backend := backendtest.MustBackend(client, logger, k8s.Options{Namespace: backendtest.Namespace})
 		Expect(backend.Stage(ctx, sample())).To(Succeed())
 		Expect(secretExists()).To(BeTrue())
 		Expect(leaderWorks(backend)).NotTo(ContainElement("staging"))
 
-		both := mustBackend(client, logger, k8s.Options{Namespace: namespace, Notifiers: k8s.Notifiers{ImageReader: reader, Staging: notifier}})
+		both := backendtest.MustBackend(client, logger, k8s.Options{Namespace: backendtest.Namespace, Notifiers: k8s.Notifiers{ImageReader: reader, Staging: notifier}})
 		Expect(leaderWorks(both)).To(ContainElement("staging"))
 	})
 
 	DescribeTable("refuses staging half configured",
 		func(opts k8s.Options) {
-			opts.Namespace = namespace
+			opts.Namespace = backendtest.Namespace
 			Expect(opts.Validate()).To(MatchError("staging needs both an image reader and a staging notifier"))
 
 			// NewBackend validates: no backend is made that would accept stagings and never

@@ -1,4 +1,4 @@
-package k8s_test
+package lrp_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/opi-bridge/opi/bifrost"
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/internal/backendtest"
 	"github.com/opi-bridge/opi/k8s/internal/store"
 	"github.com/opi-bridge/opi/models"
 	"github.com/opi-bridge/opi/opi"
@@ -41,11 +42,11 @@ func FuzzDesireRefusedOrListed(f *testing.F) {
 	f.Add("", "abc", "", false)
 	f.Add("a/b/c", "-abc", "GRÜN", false)
 
-	client := newClient()
+	client := backendtest.NewClient()
 	ctx, cancel := context.WithCancel(context.Background())
 	f.Cleanup(cancel)
 	// A logger without a sink: the fuzzer runs many thousands of desires.
-	backend := mustBackend(client, lager.NewLogger("fuzz"), k8s.Options{Namespace: namespace, Store: store.Options{ReadWaitTimeout: time.Second}})
+	backend := backendtest.MustBackend(client, lager.NewLogger("fuzz"), k8s.Options{Namespace: backendtest.Namespace, Store: store.Options{ReadWaitTimeout: time.Second}})
 	if err := backend.Start(ctx); err != nil {
 		f.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func FuzzDesireRefusedOrListed(f *testing.F) {
 		if _, err := backend.GetLRP(ctx, id); err != nil {
 			t.Fatalf("accepted but not read back: %v", err)
 		}
-		list, err := client.AppsV1().Deployments(namespace).List(ctx, metav1.ListOptions{})
+		list, err := client.AppsV1().Deployments(backendtest.Namespace).List(ctx, metav1.ListOptions{})
 		if err != nil || len(list.Items) != 1 {
 			t.Fatalf("want one deployment, got %d (%v)", len(list.Items), err)
 		}
@@ -90,13 +91,13 @@ func FuzzDesireRefusedOrListed(f *testing.F) {
 			t.Fatalf("stop: %v", err)
 		}
 		// The fake has no garbage collector: remove what the Deployment owned.
-		secrets, _ := client.CoreV1().Secrets(namespace).List(ctx, metav1.ListOptions{})
+		secrets, _ := client.CoreV1().Secrets(backendtest.Namespace).List(ctx, metav1.ListOptions{})
 		for _, s := range secrets.Items {
-			_ = client.CoreV1().Secrets(namespace).Delete(ctx, s.Name, metav1.DeleteOptions{})
+			_ = client.CoreV1().Secrets(backendtest.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{})
 		}
-		services, _ := client.CoreV1().Services(namespace).List(ctx, metav1.ListOptions{})
+		services, _ := client.CoreV1().Services(backendtest.Namespace).List(ctx, metav1.ListOptions{})
 		for _, s := range services.Items {
-			_ = client.CoreV1().Services(namespace).Delete(ctx, s.Name, metav1.DeleteOptions{})
+			_ = client.CoreV1().Services(backendtest.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{})
 		}
 	})
 }

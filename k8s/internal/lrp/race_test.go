@@ -1,4 +1,4 @@
-package k8s_test
+package lrp_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/internal/backendtest"
 	"github.com/opi-bridge/opi/k8s/internal/kube"
 	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
@@ -32,24 +33,24 @@ var _ = Describe("DesireLRP after a stop of the same LRP", func() {
 
 	BeforeEach(func() {
 		ctx = context.Background()
-		client = newClient()
-		backend = startBackend(client)
-		lrp = sampleLRP()
+		client = backendtest.NewClient()
+		backend = backendtest.StartBackend(client)
+		lrp = backendtest.SampleLRP()
 		name = names.DeploymentName(lrp)
 	})
 
 	It("replaces a Service still owned by the stopped Deployment, which the garbage collector would delete", func() {
 		// What a stop leaves for a moment: the Deployment gone, its Service not collected yet.
 		stale := &corev1.Service{ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: namespace, UID: "stale-uid",
+			Name: name, Namespace: backendtest.Namespace, UID: "stale-uid",
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: name, UID: "gone", Controller: ptr.To(true)}},
 		}}
-		_, err := client.CoreV1().Services(namespace).Create(ctx, stale, metav1.CreateOptions{})
+		_, err := client.CoreV1().Services(backendtest.Namespace).Create(ctx, stale, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		before := len(client.Actions())
 
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-		expectDesireCalls(actionsSince(client, before), "create deployments "+name, []step{
+		backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 			{"create secrets " + name + "-env"},
 			{
 				"create services " + name,
@@ -60,23 +61,23 @@ var _ = Describe("DesireLRP after a stop of the same LRP", func() {
 			},
 			{"create poddisruptionbudgets " + name},
 		})
-		Expect(metav1.IsControlledBy(getService(client, name), getDeployment(client, name))).To(BeTrue())
+		Expect(metav1.IsControlledBy(backendtest.GetService(client, name), backendtest.GetDeployment(client, name))).To(BeTrue())
 	})
 
 	It("keeps a Service a concurrent desire of the same Deployment made", func() {
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-		d := getDeployment(client, name)
+		d := backendtest.GetDeployment(client, name)
 		// Desire again as if this call had made the Deployment and another call the Service.
-		Expect(client.AppsV1().Deployments(namespace).Delete(ctx, name, metav1.DeleteOptions{})).To(Succeed())
+		Expect(client.AppsV1().Deployments(backendtest.Namespace).Delete(ctx, name, metav1.DeleteOptions{})).To(Succeed())
 		Eventually(func() error { _, err := backend.GetLRP(ctx, lrp.LRPIdentifier); return err }).Should(MatchError(opi.ErrNotFound))
-		svc := getService(client, name)
+		svc := backendtest.GetService(client, name)
 		Expect(metav1.IsControlledBy(svc, d)).To(BeTrue())
 
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-		fresh := getDeployment(client, name)
+		fresh := backendtest.GetDeployment(client, name)
 		Expect(fresh.UID).NotTo(Equal(d.UID))
-		Expect(metav1.IsControlledBy(getService(client, name), fresh)).To(BeTrue())
-		Expect(metav1.IsControlledBy(getSecret(client, name+"-env"), fresh)).To(BeTrue())
+		Expect(metav1.IsControlledBy(backendtest.GetService(client, name), fresh)).To(BeTrue())
+		Expect(metav1.IsControlledBy(backendtest.GetSecret(client, name+"-env"), fresh)).To(BeTrue())
 	})
 
 	Describe("overtaken by a stop and another desire while it runs", func() {
@@ -97,24 +98,24 @@ var _ = Describe("DesireLRP after a stop of the same LRP", func() {
 				overtaken = true
 				tracker := client.Tracker()
 				gvr := appsv1.SchemeGroupVersion.WithResource("deployments")
-				obj, err := tracker.Get(gvr, namespace, name)
+				obj, err := tracker.Get(gvr, backendtest.Namespace, name)
 				if err != nil {
 					return true, nil, err
 				}
 				d2 = obj.(*appsv1.Deployment).DeepCopy()
 				uidA = d2.UID
 				d2.UID, d2.ResourceVersion = "uid-b", "9001"
-				if err := tracker.Delete(gvr, namespace, name); err != nil {
+				if err := tracker.Delete(gvr, backendtest.Namespace, name); err != nil {
 					return true, nil, err
 				}
-				if err := tracker.Create(gvr, d2, namespace); err != nil {
+				if err := tracker.Create(gvr, d2, backendtest.Namespace); err != nil {
 					return true, nil, err
 				}
 				secretGVR := corev1.SchemeGroupVersion.WithResource("secrets")
 				secret = a.(k8stesting.CreateAction).GetObject().(*corev1.Secret).DeepCopy()
 				secret.UID, secret.ResourceVersion = "secret-of-b", "9002"
 				secret.OwnerReferences = []metav1.OwnerReference{kube.ControllerRef(d2, "apps/v1", "Deployment")}
-				if err := tracker.Create(secretGVR, secret, namespace); err != nil {
+				if err := tracker.Create(secretGVR, secret, backendtest.Namespace); err != nil {
 					return true, nil, err
 				}
 				return true, nil, apierrors.NewAlreadyExists(secretGVR.GroupResource(), name+"-env")
@@ -123,18 +124,18 @@ var _ = Describe("DesireLRP after a stop of the same LRP", func() {
 
 		It("leaves the Secret to the live Deployment and owns nothing for its deleted one", func() {
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			got := getSecret(client, name+"-env")
+			got := backendtest.GetSecret(client, name+"-env")
 			Expect(got.UID).To(Equal(secret.UID), "B's Secret, not made again")
 			Expect(metav1.IsControlledBy(got, d2)).To(BeTrue())
-			calls := actionsSince(client, 0)
+			calls := backendtest.ActionsSince(client, 0)
 			Expect(calls).To(ContainElements("get secrets "+name+"-env", "get deployments "+name))
 			Expect(calls).NotTo(ContainElement(HavePrefix("patch secrets")))
 			Expect(calls).NotTo(ContainElement(HavePrefix("delete secrets")))
 			Expect(calls).To(HaveEach(Not(HavePrefix("delete deployments"))), "B's Deployment is left")
-			Expect(getDeployment(client, name).UID).To(Equal(d2.UID))
+			Expect(backendtest.GetDeployment(client, name).UID).To(Equal(d2.UID))
 			// What round 2 made for A at once with its Secret is controlled by A's Deployment,
 			// which is gone: the garbage collector's.
-			Expect(metav1.GetControllerOf(getService(client, name))).To(HaveField("UID", uidA))
+			Expect(metav1.GetControllerOf(backendtest.GetService(client, name))).To(HaveField("UID", uidA))
 		})
 	})
 })

@@ -1,4 +1,4 @@
-package k8s
+package store_test
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/internal/backendtest"
 	"github.com/opi-bridge/opi/k8s/internal/objects"
 	"github.com/opi-bridge/opi/k8s/internal/store"
 	"github.com/opi-bridge/opi/k8s/internal/workload"
@@ -42,7 +44,7 @@ func BenchmarkCacheBytesPerApp(b *testing.B) {
 		before := heapAlloc()
 
 		ctx, cancel := context.WithCancel(context.Background())
-		backend := mustNewBackend(client, lager.NewLogger("mem"), Options{Namespace: memNamespace, Store: store.Options{ReadWaitTimeout: time.Second}})
+		backend := backendtest.MustBackend(client, lager.NewLogger("mem"), k8s.Options{Namespace: memNamespace, Store: store.Options{ReadWaitTimeout: time.Second}})
 		if err := backend.Start(ctx); err != nil {
 			b.Fatal(err)
 		}

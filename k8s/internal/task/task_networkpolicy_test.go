@@ -1,4 +1,4 @@
-package k8s_test
+package task_test
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/internal/backendtest"
 	"github.com/opi-bridge/opi/k8s/internal/hooks"
 	"github.com/opi-bridge/opi/k8s/internal/janitor"
 	"github.com/opi-bridge/opi/k8s/names"
@@ -42,12 +43,12 @@ var _ = Describe("Tasks' network isolation", func() {
 		return networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: cidr}}
 	}
 	policy := func(name string) *networkingv1.NetworkPolicy {
-		p, err := client.NetworkingV1().NetworkPolicies(namespace).Get(ctx, name, metav1.GetOptions{})
+		p, err := client.NetworkingV1().NetworkPolicies(backendtest.Namespace).Get(ctx, name, metav1.GetOptions{})
 		ExpectWithOffset(1, err).NotTo(HaveOccurred())
 		return p
 	}
 	policyNames := func() []string {
-		list, err := client.NetworkingV1().NetworkPolicies(namespace).List(ctx, metav1.ListOptions{})
+		list, err := client.NetworkingV1().NetworkPolicies(backendtest.Namespace).List(ctx, metav1.ListOptions{})
 		ExpectWithOffset(1, err).NotTo(HaveOccurred())
 		var names []string
 		for _, p := range list.Items {
@@ -63,7 +64,7 @@ var _ = Describe("Tasks' network isolation", func() {
 
 	BeforeEach(func() {
 		ctx = context.Background()
-		client = newClient()
+		client = backendtest.NewClient()
 		opts = k8s.Options{
 			Hooks: hooks.Options{NetworkPolicy: hooks.NetworkPolicyOptions{
 				Enabled:      true,
@@ -72,11 +73,11 @@ var _ = Describe("Tasks' network isolation", func() {
 			}},
 			Janitor: janitor.Options{Grace: time.Minute},
 		}
-		task = sampleTask()
+		task = backendtest.SampleTask()
 		jobName = names.TaskJobName(task.GUID)
 	})
 	JustBeforeEach(func() {
-		backend = startBackendWith(client, opts)
+		backend = backendtest.StartBackendWith(client, opts)
 	})
 
 	It("has a baseline that selects app and task pods: no ingress, egress to DNS only", func() {
@@ -115,14 +116,14 @@ var _ = Describe("Tasks' network isolation", func() {
 
 	Context("when a baseline of the previous shape exists (apps only, with the routers)", func() {
 		BeforeEach(func() {
-			old := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: hooks.BaselinePolicyName, Namespace: namespace}}
+			old := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: hooks.BaselinePolicyName, Namespace: backendtest.Namespace}}
 			old.Spec.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{names.LabelSourceType: "APP"}}
 			old.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}
-			client = newClient(old)
+			client = backendtest.NewClient(old)
 		})
 		It("creates the routers' policy before it rewrites the baseline, so that apps keep their ingress", func() {
 			var writes []string
-			for _, a := range actionsSince(client, 0) {
+			for _, a := range backendtest.ActionsSince(client, 0) {
 				if a == "create networkpolicies "+hooks.RoutersPolicyName || a == "update networkpolicies "+hooks.BaselinePolicyName {
 					writes = append(writes, a)
 				}
@@ -133,7 +134,7 @@ var _ = Describe("Tasks' network isolation", func() {
 	})
 
 	It("gives a task its app's LRP's egress rules, in a policy controlled by the Job", func() {
-		lrp := sampleLRP()
+		lrp := backendtest.SampleLRP()
 		lrp.EgressRules = []opi.EgressRule{
 			{Protocol: "tcp", Destinations: []string{"10.0.0.0/8"}, Ports: []opi.PortRange{{Start: 443, End: 443}}},
 			{Protocol: "all", Destinations: []string{"192.168.0.0/16"}},
@@ -143,7 +144,7 @@ var _ = Describe("Tasks' network isolation", func() {
 
 		from := len(client.Actions())
 		Expect(backend.DesireTask(ctx, task)).To(Succeed())
-		Expect(actionsSince(client, from)).To(Equal([]string{
+		Expect(backendtest.ActionsSince(client, from)).To(Equal([]string{
 			"create secrets " + jobName + "-env",
 			"create secrets " + jobName + "-registry",
 			"create jobs " + jobName,
@@ -169,19 +170,19 @@ var _ = Describe("Tasks' network isolation", func() {
 		By("a repeated desire changes nothing")
 		from = len(client.Actions())
 		Expect(backend.DesireTask(ctx, task)).To(Succeed())
-		Expect(actionsSince(client, from)).NotTo(ContainElement(HavePrefix("update networkpolicies")))
+		Expect(backendtest.ActionsSince(client, from)).NotTo(ContainElement(HavePrefix("update networkpolicies")))
 		Expect(policyNames()).To(ConsistOf(hooks.BaselinePolicyName, hooks.RoutersPolicyName, names.DeploymentName(lrp), jobName))
 	})
 
 	It("creates the policy a desire interrupted after the Job when the desire is repeated", func() {
-		lrp := sampleLRP()
+		lrp := backendtest.SampleLRP()
 		lrp.EgressRules = []opi.EgressRule{{Protocol: "all", Destinations: []string{"192.168.0.0/16"}}}
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 		task.AppGUID = lrp.AppGUID
 		var failed atomic.Bool
 		client.PrependReactor("create", "networkpolicies", func(k8stesting.Action) (bool, runtime.Object, error) {
 			if failed.CompareAndSwap(false, true) {
-				return true, nil, connectionRefused
+				return true, nil, backendtest.ConnectionRefused
 			}
 			return false, nil, nil
 		})
@@ -196,16 +197,16 @@ var _ = Describe("Tasks' network isolation", func() {
 
 	Context("when the app's workload holds an icmp rule (desired while policies were off)", func() {
 		BeforeEach(func() {
-			lrp := sampleLRP()
+			lrp := backendtest.SampleLRP()
 			d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{
-				Name: names.DeploymentName(lrp), Namespace: namespace,
+				Name: names.DeploymentName(lrp), Namespace: backendtest.Namespace,
 				Labels: map[string]string{
 					names.LabelGUID: lrp.GUID, names.LabelVersion: lrp.Version, names.LabelAppGUID: lrp.AppGUID,
 					names.LabelSourceType: "APP", names.LabelManagedBy: "opi",
 				},
 				Annotations: map[string]string{names.AnnotationEgressRules: `[{"protocol":"icmp","destinations":["0.0.0.0/0"],"icmp_type":-1,"icmp_code":-1},{"protocol":"tcp","destinations":["10.0.0.0/8"],"ports":[{"start":443,"end":443}],"icmp_type":-1,"icmp_code":-1}]`},
 			}}
-			client = newClient(d)
+			client = backendtest.NewClient(d)
 			task.AppGUID = lrp.AppGUID
 		})
 		It("leaves the icmp rule out instead of allowing everything", func() {
@@ -222,7 +223,7 @@ var _ = Describe("Tasks' network isolation", func() {
 		})
 
 		It("gives a task of an app whose LRP has no rules no policy of its own: DNS only, not the default", func() {
-			lrp := sampleLRP()
+			lrp := backendtest.SampleLRP()
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 			task.AppGUID = lrp.AppGUID
 			Expect(backend.DesireTask(ctx, task)).To(Succeed())
@@ -238,7 +239,7 @@ var _ = Describe("Tasks' network isolation", func() {
 		})
 
 		It("gives a task of an app being deleted the default (the app has no LRP then)", func() {
-			lrp := sampleLRP()
+			lrp := backendtest.SampleLRP()
 			lrp.EgressRules = []opi.EgressRule{{Protocol: "all", Destinations: []string{"0.0.0.0/0"}}}
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 			Expect(backend.StopLRP(ctx, lrp.LRPIdentifier)).To(Succeed())
@@ -251,7 +252,7 @@ var _ = Describe("Tasks' network isolation", func() {
 	It("gives a task of an app without an LRP, and no default, DNS only (no policy of its own)", func() {
 		from := len(client.Actions())
 		Expect(backend.DesireTask(ctx, task)).To(Succeed())
-		Expect(actionsSince(client, from)).NotTo(ContainElement(HavePrefix("create networkpolicies")))
+		Expect(backendtest.ActionsSince(client, from)).NotTo(ContainElement(HavePrefix("create networkpolicies")))
 	})
 
 	Context("when network policies are off", func() {

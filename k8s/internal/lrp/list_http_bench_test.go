@@ -1,4 +1,4 @@
-package k8s_test
+package lrp_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/opi-bridge/opi/bifrost"
 	"github.com/opi-bridge/opi/handler"
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/internal/backendtest"
 	"github.com/opi-bridge/opi/k8s/internal/store"
 	"github.com/opi-bridge/opi/k8s/names"
 )
@@ -58,7 +59,7 @@ func benchmarkGet(b *testing.B, router http.Handler, path string) {
 func benchRouter(b *testing.B, objects []runtime.Object) http.Handler {
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
-	backend := mustBackend(newClient(objects...), lager.NewLogger("bench"), k8s.Options{Namespace: namespace, Store: store.Options{ReadWaitTimeout: time.Second}})
+	backend := backendtest.MustBackend(backendtest.NewClient(objects...), lager.NewLogger("bench"), k8s.Options{Namespace: backendtest.Namespace, Store: store.Options{ReadWaitTimeout: time.Second}})
 	if err := backend.Start(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -73,8 +74,8 @@ func benchRouter(b *testing.B, objects []runtime.Object) http.Handler {
 func desiredSample(b *testing.B, desire func(context.Context, *k8s.Backend) error) *fake.Clientset {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	client := newClient()
-	backend := mustBackend(client, lager.NewLogger("bench"), k8s.Options{Namespace: namespace, Store: store.Options{ReadWaitTimeout: time.Second}})
+	client := backendtest.NewClient()
+	backend := backendtest.MustBackend(client, lager.NewLogger("bench"), k8s.Options{Namespace: backendtest.Namespace, Store: store.Options{ReadWaitTimeout: time.Second}})
 	if err := backend.Start(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -89,9 +90,9 @@ func desiredSample(b *testing.B, desire func(context.Context, *k8s.Backend) erro
 func manyLRPs(b *testing.B, n int) []runtime.Object {
 	ctx := context.Background()
 	client := desiredSample(b, func(ctx context.Context, backend *k8s.Backend) error {
-		return backend.DesireLRP(ctx, sampleLRP())
+		return backend.DesireLRP(ctx, backendtest.SampleLRP())
 	})
-	list, err := client.AppsV1().Deployments(namespace).List(ctx, metav1.ListOptions{})
+	list, err := client.AppsV1().Deployments(backendtest.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil || len(list.Items) != 1 {
 		b.Fatalf("%v, %d deployments", err, len(list.Items))
 	}
@@ -112,9 +113,9 @@ func manyLRPs(b *testing.B, n int) []runtime.Object {
 func manyTasks(b *testing.B, n int) []runtime.Object {
 	ctx := context.Background()
 	client := desiredSample(b, func(ctx context.Context, backend *k8s.Backend) error {
-		return backend.DesireTask(ctx, sampleTask())
+		return backend.DesireTask(ctx, backendtest.SampleTask())
 	})
-	list, err := client.BatchV1().Jobs(namespace).List(ctx, metav1.ListOptions{})
+	list, err := client.BatchV1().Jobs(backendtest.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil || len(list.Items) != 1 {
 		b.Fatalf("%v, %d jobs", err, len(list.Items))
 	}

@@ -1,4 +1,4 @@
-package k8s_test
+package lrp_test
 
 import (
 	"context"
@@ -26,6 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/internal/backendtest"
 	"github.com/opi-bridge/opi/k8s/internal/objects"
 	"github.com/opi-bridge/opi/k8s/internal/store"
 	"github.com/opi-bridge/opi/k8s/names"
@@ -44,16 +45,16 @@ var _ = Describe("DesireLRP", func() {
 
 	BeforeEach(func() {
 		ctx = context.Background()
-		client = newClient()
-		backend = startBackend(client)
-		lrp = sampleLRP()
+		client = backendtest.NewClient()
+		backend = backendtest.StartBackend(client)
+		lrp = backendtest.SampleLRP()
 		name = names.DeploymentName(lrp)
 		before = len(client.Actions())
 	})
 
 	desire := func() *appsv1.Deployment {
 		ExpectWithOffset(1, backend.DesireLRP(ctx, lrp)).To(Succeed())
-		return getDeployment(client, name)
+		return backendtest.GetDeployment(client, name)
 	}
 
 	wantLabels := func() map[string]string {
@@ -69,14 +70,14 @@ var _ = Describe("DesireLRP", func() {
 
 	It("creates the deployment, then at once the env secret, the service and the budget, each owned from its creation", func() {
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-		expectDesireCalls(actionsSince(client, before), "create deployments "+name, []step{
+		backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 			{"create secrets " + name + "-env"},
 			{"create services " + name},
 			{"create poddisruptionbudgets " + name},
 		})
-		d := getDeployment(client, name)
-		Expect(metav1.IsControlledBy(getSecret(client, name+"-env"), d)).To(BeTrue())
-		Expect(metav1.IsControlledBy(getService(client, name), d)).To(BeTrue())
+		d := backendtest.GetDeployment(client, name)
+		Expect(metav1.IsControlledBy(backendtest.GetSecret(client, name+"-env"), d)).To(BeTrue())
+		Expect(metav1.IsControlledBy(backendtest.GetService(client, name), d)).To(BeTrue())
 	})
 
 	It("makes the deployment readable as soon as it returns", func() {
@@ -93,7 +94,7 @@ var _ = Describe("DesireLRP", func() {
 		It("has the deterministic name, labels and annotations", func() {
 			d := desire()
 			Expect(d.Name).To(HavePrefix("my-app-dev-"))
-			Expect(d.Namespace).To(Equal(namespace))
+			Expect(d.Namespace).To(Equal(backendtest.Namespace))
 			Expect(d.Labels).To(Equal(wantLabels()))
 			Expect(d.Annotations).To(Equal(map[string]string{
 				"opi-bridge.io/process-guid": lrp.ProcessGUID(),
@@ -173,8 +174,8 @@ var _ = Describe("DesireLRP", func() {
 
 		Context("under the restricted pod security level", func() {
 			BeforeEach(func() {
-				client = newClient()
-				backend = startBackendWith(client, k8s.Options{Pods: objects.PodOptions{PodSecurity: objects.PodSecurityRestricted}})
+				client = backendtest.NewClient()
+				backend = backendtest.StartBackendWith(client, k8s.Options{Pods: objects.PodOptions{PodSecurity: objects.PodSecurityRestricted}})
 			})
 
 			It("runs as non-root with every capability dropped", func() {
@@ -240,7 +241,7 @@ var _ = Describe("DesireLRP", func() {
 				"CF_INSTANCE_PORT", "CF_INSTANCE_ADDR", "CF_INSTANCE_PORTS",
 			}))
 
-			secret := getSecret(client, name+"-env")
+			secret := backendtest.GetSecret(client, name+"-env")
 			Expect(secret.Type).To(Equal(corev1.SecretTypeOpaque))
 			Expect(secret.Labels).To(Equal(wantLabels()))
 			Expect(secret.Data).To(HaveLen(5))
@@ -269,7 +270,7 @@ var _ = Describe("DesireLRP", func() {
 				{Name: "CF_INSTANCE_ADDR", Value: "$(CF_INSTANCE_INTERNAL_IP):8080"},
 				{Name: "CF_INSTANCE_PORTS", Value: `[{"external":8080,"internal":8080},{"external":9090,"internal":9090}]`},
 			}))
-			Expect(getSecret(client, name+"-env").Data).NotTo(HaveKey("CF_INSTANCE_PORT"))
+			Expect(backendtest.GetSecret(client, name+"-env").Data).NotTo(HaveKey("CF_INSTANCE_PORT"))
 		})
 
 		It("keeps env values and credentials out of every label and annotation", func() {
@@ -278,10 +279,10 @@ var _ = Describe("DesireLRP", func() {
 			var meta []map[string]string
 			meta = append(meta, d.Labels, d.Annotations, d.Spec.Template.Labels, d.Spec.Template.Annotations)
 			for _, s := range []string{name + "-env", name + "-registry"} {
-				secret := getSecret(client, s)
+				secret := backendtest.GetSecret(client, s)
 				meta = append(meta, secret.Labels, secret.Annotations)
 			}
-			svc := getService(client, name)
+			svc := backendtest.GetService(client, name)
 			meta = append(meta, svc.Labels, svc.Annotations)
 			secrets := []string{"registry-pw", "s3cr3t-pw"}
 			for _, v := range lrp.Env {
@@ -303,7 +304,7 @@ var _ = Describe("DesireLRP", func() {
 			Expect(env[0].Name).To(Equal(long))
 			key := env[0].ValueFrom.SecretKeyRef.Key
 			Expect(key).To(MatchRegexp(`^h\.[0-9a-f]{64}$`))
-			Expect(getSecret(client, name+"-env").Data).To(Equal(map[string][]byte{key: []byte("long-value")}))
+			Expect(backendtest.GetSecret(client, name+"-env").Data).To(Equal(map[string][]byte{key: []byte("long-value")}))
 		})
 
 		It("omits the port variables when there is no port", func() {
@@ -313,7 +314,7 @@ var _ = Describe("DesireLRP", func() {
 				Expect(e.Name).NotTo(BeElementOf("CF_INSTANCE_ADDR", "CF_INSTANCE_PORTS"))
 			}
 			Expect(env[len(env)-1].Name).To(Equal("CF_INSTANCE_INTERNAL_IP"))
-			Expect(getSecret(client, name+"-env").Data).To(HaveKeyWithValue("CF_INSTANCE_PORT", []byte("user-instance-port")),
+			Expect(backendtest.GetSecret(client, name+"-env").Data).To(HaveKeyWithValue("CF_INSTANCE_PORT", []byte("user-instance-port")),
 				"the app's own value stands when the platform sets none")
 		})
 	})
@@ -355,8 +356,8 @@ var _ = Describe("DesireLRP", func() {
 
 		Context("with an operator's check timeout and minimum ready time", func() {
 			BeforeEach(func() {
-				client = newClient()
-				backend = startBackendWith(client, k8s.Options{Pods: objects.PodOptions{ProbeTimeout: 1500 * time.Millisecond, MinReady: 30 * time.Second}})
+				client = backendtest.NewClient()
+				backend = backendtest.StartBackendWith(client, k8s.Options{Pods: objects.PodOptions{ProbeTimeout: 1500 * time.Millisecond, MinReady: 30 * time.Second}})
 			})
 
 			It("bounds every check by it, rounded up to whole seconds", func() {
@@ -381,7 +382,7 @@ var _ = Describe("DesireLRP", func() {
 	Describe("ownership and the service", func() {
 		It("makes the deployment the controller of the env secret", func() {
 			d := desire()
-			secret := getSecret(client, name+"-env")
+			secret := backendtest.GetSecret(client, name+"-env")
 			Expect(secret.OwnerReferences).To(Equal([]metav1.OwnerReference{{
 				APIVersion: "apps/v1", Kind: "Deployment", Name: name, UID: d.UID,
 				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
@@ -391,7 +392,7 @@ var _ = Describe("DesireLRP", func() {
 
 		It("creates a ClusterIP service with one port per LRP port, owned by the deployment", func() {
 			d := desire()
-			svc := getService(client, name)
+			svc := backendtest.GetService(client, name)
 			Expect(svc.Labels).To(Equal(wantLabels()))
 			Expect(metav1.IsControlledBy(svc, d)).To(BeTrue())
 			Expect(svc.Spec.Type).To(Equal(corev1.ServiceTypeClusterIP))
@@ -405,11 +406,11 @@ var _ = Describe("DesireLRP", func() {
 		It("creates no service when the LRP has no port", func() {
 			lrp.Ports = nil
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			expectDesireCalls(actionsSince(client, before), "create deployments "+name, []step{
+			backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 				{"create secrets " + name + "-env"},
 				{"create poddisruptionbudgets " + name},
 			})
-			_, _, services := countObjects(client)
+			_, _, services := backendtest.CountObjects(client)
 			Expect(services).To(BeZero())
 		})
 	})
@@ -417,7 +418,7 @@ var _ = Describe("DesireLRP", func() {
 	Describe("the pod disruption budget", func() {
 		It("lets a drain take one instance at a time, owned by the deployment", func() {
 			d := desire()
-			pdb, err := client.PolicyV1().PodDisruptionBudgets(namespace).Get(ctx, name, metav1.GetOptions{})
+			pdb, err := client.PolicyV1().PodDisruptionBudgets(backendtest.Namespace).Get(ctx, name, metav1.GetOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(pdb.Labels).To(Equal(wantLabels()))
 			Expect(metav1.IsControlledBy(pdb, d)).To(BeTrue())
@@ -430,8 +431,8 @@ var _ = Describe("DesireLRP", func() {
 		It("is not made for a 1-instance app, whose only instance a drain must be able to move", func() {
 			lrp.Instances = 1
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			Expect(actionsSince(client, before)).NotTo(ContainElement(HavePrefix("create poddisruptionbudgets")))
-			list, err := client.PolicyV1().PodDisruptionBudgets(namespace).List(ctx, metav1.ListOptions{})
+			Expect(backendtest.ActionsSince(client, before)).NotTo(ContainElement(HavePrefix("create poddisruptionbudgets")))
+			list, err := client.PolicyV1().PodDisruptionBudgets(backendtest.Namespace).List(ctx, metav1.ListOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(list.Items).To(BeEmpty())
 		})
@@ -444,16 +445,16 @@ var _ = Describe("DesireLRP", func() {
 
 		It("creates a dockerconfigjson secret, references it and owns it", func() {
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			expectDesireCalls(actionsSince(client, before), "create deployments "+name, []step{
+			backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 				{"create secrets " + name + "-env"},
 				{"create secrets " + name + "-registry"},
 				{"create services " + name},
 				{"create poddisruptionbudgets " + name},
 			})
-			d := getDeployment(client, name)
+			d := backendtest.GetDeployment(client, name)
 			Expect(d.Spec.Template.Spec.ImagePullSecrets).To(Equal([]corev1.LocalObjectReference{{Name: name + "-registry"}}))
 
-			secret := getSecret(client, name+"-registry")
+			secret := backendtest.GetSecret(client, name+"-registry")
 			Expect(secret.Type).To(Equal(corev1.SecretTypeDockerConfigJson))
 			Expect(secret.Labels).To(Equal(wantLabels()))
 			Expect(metav1.IsControlledBy(secret, d)).To(BeTrue())
@@ -471,7 +472,7 @@ var _ = Describe("DesireLRP", func() {
 				lrp.Image = image
 				lrp.PrivateRegistry.Server = server
 				Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-				Expect(dockerConfig(getSecret(client, name+"-registry"))).To(HaveKey(want))
+				Expect(dockerConfig(backendtest.GetSecret(client, name+"-registry"))).To(HaveKey(want))
 			},
 			Entry("docker hub short name", "busybox", "", "https://index.docker.io/v1/"),
 			Entry("docker hub user image", "library/busybox:1", "", "https://index.docker.io/v1/"),
@@ -485,81 +486,81 @@ var _ = Describe("DesireLRP", func() {
 	Describe("idempotency", func() {
 		It("succeeds and changes nothing when desired again", func() {
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			first := getDeployment(client, name)
+			first := backendtest.GetDeployment(client, name)
 			before = len(client.Actions())
 
-			changed := sampleLRP()
+			changed := backendtest.SampleLRP()
 			changed.Instances = 7
 			Expect(backend.DesireLRP(ctx, changed)).To(Succeed())
-			expectDesireCalls(actionsSince(client, before), "create deployments "+name, []step{
+			backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 				{"create secrets " + name + "-env", "get secrets " + name + "-env"},
 				{"create services " + name, "get services " + name},
 				{"create poddisruptionbudgets " + name, "get poddisruptionbudgets " + name},
 			})
-			Expect(getDeployment(client, name)).To(Equal(first))
-			deployments, secrets, services := countObjects(client)
+			Expect(backendtest.GetDeployment(client, name)).To(Equal(first))
+			deployments, secrets, services := backendtest.CountObjects(client)
 			Expect([]int{deployments, secrets, services}).To(Equal([]int{1, 1, 1}))
 		})
 
 		It("owns an env secret that exists without an owner (an older opi's), keeping it", func() {
 			secret := &corev1.Secret{
-				ObjectMeta: metav1.ObjectMeta{Name: name + "-env", Namespace: namespace, Labels: wantLabels()},
+				ObjectMeta: metav1.ObjectMeta{Name: name + "-env", Namespace: backendtest.Namespace, Labels: wantLabels()},
 				Data:       map[string][]byte{"FOO": []byte("foo-value")},
 			}
-			old, err := client.CoreV1().Secrets(namespace).Create(ctx, secret, metav1.CreateOptions{})
+			old, err := client.CoreV1().Secrets(backendtest.Namespace).Create(ctx, secret, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			before = len(client.Actions())
 
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			expectDesireCalls(actionsSince(client, before), "create deployments "+name, []step{
+			backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 				// not made by this call: read for its version, then owned by a conditional patch
 				{"create secrets " + name + "-env", "get secrets " + name + "-env", "patch secrets " + name + "-env"},
 				{"create services " + name},
 				{"create poddisruptionbudgets " + name},
 			})
-			d := getDeployment(client, name)
-			owned := getSecret(client, name+"-env")
+			d := backendtest.GetDeployment(client, name)
+			owned := backendtest.GetSecret(client, name+"-env")
 			Expect(metav1.IsControlledBy(owned, d)).To(BeTrue())
 			Expect(owned.UID).To(Equal(old.UID), "owned in place, not made again")
-			Expect(metav1.IsControlledBy(getService(client, name), d)).To(BeTrue())
+			Expect(metav1.IsControlledBy(backendtest.GetService(client, name), d)).To(BeTrue())
 		})
 
 		It("completes a desire interrupted after the deployment", func() {
 			// What round 1 of a desire leaves behind: the Deployment and nothing else.
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			d := getDeployment(client, name)
-			Expect(client.CoreV1().Secrets(namespace).Delete(ctx, name+"-env", metav1.DeleteOptions{})).To(Succeed())
-			Expect(client.CoreV1().Services(namespace).Delete(ctx, name, metav1.DeleteOptions{})).To(Succeed())
-			Expect(client.PolicyV1().PodDisruptionBudgets(namespace).Delete(ctx, name, metav1.DeleteOptions{})).To(Succeed())
+			d := backendtest.GetDeployment(client, name)
+			Expect(client.CoreV1().Secrets(backendtest.Namespace).Delete(ctx, name+"-env", metav1.DeleteOptions{})).To(Succeed())
+			Expect(client.CoreV1().Services(backendtest.Namespace).Delete(ctx, name, metav1.DeleteOptions{})).To(Succeed())
+			Expect(client.PolicyV1().PodDisruptionBudgets(backendtest.Namespace).Delete(ctx, name, metav1.DeleteOptions{})).To(Succeed())
 			before = len(client.Actions())
 
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			expectDesireCalls(actionsSince(client, before), "create deployments "+name, []step{
+			backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 				{"create secrets " + name + "-env"},
 				{"create services " + name},
 				{"create poddisruptionbudgets " + name},
 			})
-			Expect(getDeployment(client, name)).To(Equal(d), "the deployment is left as it was")
-			Expect(metav1.IsControlledBy(getSecret(client, name+"-env"), d)).To(BeTrue())
-			Expect(metav1.IsControlledBy(getService(client, name), d)).To(BeTrue())
-			pdb, err := client.PolicyV1().PodDisruptionBudgets(namespace).Get(ctx, name, metav1.GetOptions{})
+			Expect(backendtest.GetDeployment(client, name)).To(Equal(d), "the deployment is left as it was")
+			Expect(metav1.IsControlledBy(backendtest.GetSecret(client, name+"-env"), d)).To(BeTrue())
+			Expect(metav1.IsControlledBy(backendtest.GetService(client, name), d)).To(BeTrue())
+			pdb, err := client.PolicyV1().PodDisruptionBudgets(backendtest.Namespace).Get(ctx, name, metav1.GetOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(metav1.IsControlledBy(pdb, d)).To(BeTrue())
 		})
 
 		It("replaces a stale owner left by a deleted deployment of the same name", func() {
 			secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
-				Name: name + "-env", Namespace: namespace, Labels: wantLabels(),
+				Name: name + "-env", Namespace: backendtest.Namespace, Labels: wantLabels(),
 				OwnerReferences: []metav1.OwnerReference{{
 					APIVersion: "apps/v1", Kind: "Deployment", Name: name, UID: "old-uid", Controller: ptr.To(true),
 				}},
 			}}
-			old, err := client.CoreV1().Secrets(namespace).Create(ctx, secret, metav1.CreateOptions{})
+			old, err := client.CoreV1().Secrets(backendtest.Namespace).Create(ctx, secret, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			d := getDeployment(client, name)
-			fresh := getSecret(client, name+"-env")
+			d := backendtest.GetDeployment(client, name)
+			fresh := backendtest.GetSecret(client, name+"-env")
 			owners := fresh.OwnerReferences
 			Expect(owners).To(HaveLen(1))
 			Expect(owners[0].UID).To(Equal(d.UID))
@@ -570,10 +571,10 @@ var _ = Describe("DesireLRP", func() {
 
 		It("refuses a deployment of the same name that belongs to another LRP", func() {
 			other := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{
-				Name: name, Namespace: namespace,
+				Name: name, Namespace: backendtest.Namespace,
 				Labels: map[string]string{"opi-bridge.io/source-type": "APP", "opi-bridge.io/guid": "other", "opi-bridge.io/version": "v"},
 			}}
-			_, err := client.AppsV1().Deployments(namespace).Create(ctx, other, metav1.CreateOptions{})
+			_, err := client.AppsV1().Deployments(backendtest.Namespace).Create(ctx, other, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(backend.DesireLRP(ctx, lrp)).To(MatchError(ContainSubstring("does not belong to this lrp")))
 		})
@@ -585,19 +586,19 @@ var _ = Describe("DesireLRP's second round", func() {
 		// Each create waits until the other has been called: only writes made at once both
 		// get through. The bound only ends a wait that would otherwise never end.
 		secretCalled, serviceCalled := make(chan struct{}), make(chan struct{})
-		fakeClient := newClient()
+		fakeClient := backendtest.NewClient()
 		client := &meetingClient{Interface: fakeClient, secretCalled: secretCalled, serviceCalled: serviceCalled}
 		ctx, cancel := context.WithCancel(context.Background())
 		DeferCleanup(cancel)
-		backend := mustBackend(client, lagertest.NewTestLogger("k8s"), k8s.Options{Namespace: namespace, Store: store.Options{ReadWaitTimeout: 2 * time.Second}})
+		backend := backendtest.MustBackend(client, lagertest.NewTestLogger("k8s"), k8s.Options{Namespace: backendtest.Namespace, Store: store.Options{ReadWaitTimeout: 2 * time.Second}})
 		Expect(backend.Start(ctx)).To(Succeed())
 
-		lrp := sampleLRP()
+		lrp := backendtest.SampleLRP()
 		name := names.DeploymentName(lrp)
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-		d := getDeployment(fakeClient, name)
-		Expect(metav1.IsControlledBy(getSecret(fakeClient, name+"-env"), d)).To(BeTrue())
-		Expect(metav1.IsControlledBy(getService(fakeClient, name), d)).To(BeTrue())
+		d := backendtest.GetDeployment(fakeClient, name)
+		Expect(metav1.IsControlledBy(backendtest.GetSecret(fakeClient, name+"-env"), d)).To(BeTrue())
+		Expect(metav1.IsControlledBy(backendtest.GetService(fakeClient, name), d)).To(BeTrue())
 	})
 })
 

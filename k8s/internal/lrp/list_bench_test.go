@@ -1,4 +1,4 @@
-package k8s_test
+package lrp_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/opi-bridge/opi/bifrost"
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/internal/backendtest"
 	"github.com/opi-bridge/opi/k8s/internal/store"
 )
 
@@ -19,13 +20,13 @@ import (
 func BenchmarkListLRPs(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	client := newClient()
-	backend := mustBackend(client, lager.NewLogger("bench"), k8s.Options{Namespace: namespace, Store: store.Options{ReadWaitTimeout: time.Second}})
+	client := backendtest.NewClient()
+	backend := backendtest.MustBackend(client, lager.NewLogger("bench"), k8s.Options{Namespace: backendtest.Namespace, Store: store.Options{ReadWaitTimeout: time.Second}})
 	if err := backend.Start(ctx); err != nil {
 		b.Fatal(err)
 	}
 	for i := range 1000 {
-		lrp := sampleLRP()
+		lrp := backendtest.SampleLRP()
 		lrp.GUID = fmt.Sprintf("%08d-0000-0000-0000-000000000000", i)
 		if err := backend.DesireLRP(ctx, lrp); err != nil {
 			b.Fatal(err)

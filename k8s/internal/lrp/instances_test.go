@@ -1,4 +1,4 @@
-package k8s_test
+package lrp_test
 
 import (
 	"context"
@@ -13,31 +13,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/internal/backendtest"
 	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
-
-func newPod(lrp *opi.LRP, name string, created time.Time, status corev1.PodStatus) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      name,
-			Namespace: namespace,
-			Labels: map[string]string{
-				"opi-bridge.io/guid":        lrp.GUID,
-				"opi-bridge.io/version":     lrp.Version,
-				"opi-bridge.io/source-type": "APP",
-			},
-			CreationTimestamp: metav1.NewTime(created),
-		},
-		Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: "opi", Image: lrp.Image}}},
-		Status: status,
-	}
-}
-
-func createPod(client *fake.Clientset, pod *corev1.Pod) {
-	_, err := client.CoreV1().Pods(namespace).Create(context.Background(), pod, metav1.CreateOptions{})
-	ExpectWithOffset(1, err).NotTo(HaveOccurred())
-}
 
 var _ = Describe("GetInstances", func() {
 	var (
@@ -50,9 +29,9 @@ var _ = Describe("GetInstances", func() {
 
 	BeforeEach(func() {
 		ctx = context.Background()
-		client = newClient()
-		backend = startBackend(client)
-		lrp = sampleLRP()
+		client = backendtest.NewClient()
+		backend = backendtest.StartBackend(client)
+		lrp = backendtest.SampleLRP()
 	})
 
 	instances := func(n int) []*opi.Instance {
@@ -68,14 +47,14 @@ var _ = Describe("GetInstances", func() {
 		lrp.Instances = 3
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 		pending := corev1.PodStatus{Phase: corev1.PodPending}
-		terminating := newPod(lrp, "pod-0-terminating", t0.Add(-time.Hour), pending)
+		terminating := backendtest.NewPod(lrp, "pod-0-terminating", t0.Add(-time.Hour), pending)
 		terminating.DeletionTimestamp = &metav1.Time{Time: t0}
 		terminating.Finalizers = []string{"example.com/hold"}
-		createPod(client, terminating)
-		createPod(client, newPod(lrp, "pod-z", t0, pending))
-		createPod(client, newPod(lrp, "pod-y", t0.Add(time.Second), pending))
-		createPod(client, newPod(lrp, "pod-x", t0.Add(time.Second), pending))
-		createPod(client, newPod(lrp, "pod-w", t0.Add(time.Minute), pending)) // a surplus pod during a scale-down
+		backendtest.CreatePod(client, terminating)
+		backendtest.CreatePod(client, backendtest.NewPod(lrp, "pod-z", t0, pending))
+		backendtest.CreatePod(client, backendtest.NewPod(lrp, "pod-y", t0.Add(time.Second), pending))
+		backendtest.CreatePod(client, backendtest.NewPod(lrp, "pod-x", t0.Add(time.Second), pending))
+		backendtest.CreatePod(client, backendtest.NewPod(lrp, "pod-w", t0.Add(time.Minute), pending)) // a surplus pod during a scale-down
 
 		got := instances(3)
 		Expect(got).To(Equal([]*opi.Instance{
@@ -86,13 +65,13 @@ var _ = Describe("GetInstances", func() {
 		// pod-x precedes pod-y at the same creation time: stopping index 1 deletes pod-x.
 		before := len(client.Actions())
 		Expect(backend.StopInstance(ctx, lrp.LRPIdentifier, 1)).To(Succeed())
-		Expect(actionsSince(client, before)).To(Equal([]string{"delete pods pod-x"}))
+		Expect(backendtest.ActionsSince(client, before)).To(Equal([]string{"delete pods pod-x"}))
 	})
 
 	It("reports nothing for an LRP scaled to zero", func() {
 		lrp.Instances = 0
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-		createPod(client, newPod(lrp, "pod-a", t0, corev1.PodStatus{Phase: corev1.PodRunning}))
+		backendtest.CreatePod(client, backendtest.NewPod(lrp, "pod-a", t0, corev1.PodStatus{Phase: corev1.PodRunning}))
 		Consistently(func() []*opi.Instance {
 			got, err := backend.GetInstances(ctx, lrp.LRPIdentifier)
 			Expect(err).NotTo(HaveOccurred())
@@ -139,7 +118,7 @@ var _ = Describe("GetInstances", func() {
 		func(s corev1.PodStatus, want opi.Instance) {
 			lrp.Instances = 1
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			createPod(client, newPod(lrp, "pod", t0, s))
+			backendtest.CreatePod(client, backendtest.NewPod(lrp, "pod", t0, s))
 			got := instances(1)
 			want.Index = 0
 			Expect(*got[0]).To(Equal(want))
@@ -244,15 +223,15 @@ var _ = Describe("Which pods are instances", func() {
 
 	BeforeEach(func() {
 		ctx = context.Background()
-		client = newClient()
-		backend = startBackend(client)
-		lrp = sampleLRP()
+		client = backendtest.NewClient()
+		backend = backendtest.StartBackend(client)
+		lrp = backendtest.SampleLRP()
 	})
 
 	pod := func(name string, created int, image string, s corev1.PodStatus) {
-		p := newPod(lrp, name, at(created), s)
+		p := backendtest.NewPod(lrp, name, at(created), s)
 		p.Spec.Containers[0].Image = image
-		createPod(client, p)
+		backendtest.CreatePod(client, p)
 	}
 	// report waits until the cache holds the LRP's n pods and returns its instances.
 	report := func(n int) []opi.Instance {
@@ -275,7 +254,7 @@ var _ = Describe("Which pods are instances", func() {
 	stopDeletes := func(index int32) []string {
 		before := len(client.Actions())
 		Expect(backend.StopInstance(ctx, lrp.LRPIdentifier, index)).To(Succeed())
-		return actionsSince(client, before)
+		return backendtest.ActionsSince(client, before)
 	}
 
 	It("reports a 1-instance app RUNNING while its evicted pod lingers, and restarts the live pod", func() {
@@ -336,7 +315,7 @@ var _ = Describe("Which pods are instances", func() {
 		Expect(stopDeletes(1)).To(Equal([]string{"delete pods pod-old-b"}))
 
 		By("a new pod Ready beside two old ones: the new one is kept, with the oldest old one")
-		Expect(client.CoreV1().Pods(namespace).Delete(ctx, "pod-new-a", metav1.DeleteOptions{})).To(Succeed())
+		Expect(client.CoreV1().Pods(backendtest.Namespace).Delete(ctx, "pod-new-a", metav1.DeleteOptions{})).To(Succeed())
 		pod("pod-old-b2", 2, old, healthy)
 		pod("pod-new-b", 11, "example.com/new:2", healthy)
 		Expect(states(report(3))).To(Equal([]string{"0 RUNNING ", "1 RUNNING "}))
@@ -368,14 +347,14 @@ var _ = Describe("Reads", func() {
 
 	BeforeEach(func() {
 		ctx = context.Background()
-		client = newClient()
-		backend = startBackend(client)
-		lrp = sampleLRP()
+		client = backendtest.NewClient()
+		backend = backendtest.StartBackend(client)
+		lrp = backendtest.SampleLRP()
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 	})
 
 	It("serve list, get and instances from the caches without API calls", func() {
-		createPod(client, newPod(lrp, "pod-a", time.Now(), corev1.PodStatus{Phase: corev1.PodPending}))
+		backendtest.CreatePod(client, backendtest.NewPod(lrp, "pod-a", time.Now(), corev1.PodStatus{Phase: corev1.PodPending}))
 		Eventually(func() []*opi.Instance {
 			got, _ := backend.GetInstances(ctx, lrp.LRPIdentifier)
 			return got
@@ -397,9 +376,9 @@ var _ = Describe("Reads", func() {
 	It("recover the LRP from the deployment, without its env", func() {
 		got, err := backend.GetLRP(ctx, lrp.LRPIdentifier)
 		Expect(err).NotTo(HaveOccurred())
-		d := getDeployment(client, names.DeploymentName(lrp))
+		d := backendtest.GetDeployment(client, names.DeploymentName(lrp))
 
-		want := *sampleLRP()
+		want := *backendtest.SampleLRP()
 		want.Env = nil
 		want.ModificationTag = opi.ModificationTag{Epoch: string(d.UID), Index: d.Generation}
 		Expect(want.ModificationTag.Epoch).NotTo(BeEmpty())
@@ -409,7 +388,7 @@ var _ = Describe("Reads", func() {
 	It("list each LRP with exactly its scheduling fields", func() {
 		lrps, err := backend.ListLRPs(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		d := getDeployment(client, names.DeploymentName(lrp))
+		d := backendtest.GetDeployment(client, names.DeploymentName(lrp))
 		Expect(lrps).To(Equal([]*opi.LRP{{
 			LRPIdentifier:   lrp.LRPIdentifier,
 			AppGUID:         lrp.AppGUID,
@@ -422,7 +401,7 @@ var _ = Describe("Reads", func() {
 	})
 
 	It("list every LRP, ordered by process guid", func() {
-		other := sampleLRP()
+		other := backendtest.SampleLRP()
 		other.GUID = "0aaaaaaa-0d35-4ad7-a6d3-2c0ef0d3bb2a"
 		other.PrivateRegistry = &opi.PrivateRegistry{Username: "u", Password: "p"}
 		Expect(backend.DesireLRP(ctx, other)).To(Succeed())
@@ -436,7 +415,7 @@ var _ = Describe("Reads", func() {
 	})
 
 	It("find the LRP by its labels, not its name", func() {
-		renamed := sampleLRP()
+		renamed := backendtest.SampleLRP()
 		renamed.AppName = "renamed"
 		got, err := backend.GetLRP(ctx, renamed.LRPIdentifier)
 		Expect(err).NotTo(HaveOccurred())
@@ -447,10 +426,10 @@ var _ = Describe("Reads", func() {
 	})
 
 	It("skip a deployment being deleted", func() {
-		d := getDeployment(client, names.DeploymentName(lrp))
+		d := backendtest.GetDeployment(client, names.DeploymentName(lrp))
 		d.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 		d.Finalizers = []string{"example.com/hold"}
-		_, err := client.AppsV1().Deployments(namespace).Update(ctx, d, metav1.UpdateOptions{})
+		_, err := client.AppsV1().Deployments(backendtest.Namespace).Update(ctx, d, metav1.UpdateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func() error {
 			_, err := backend.GetLRP(ctx, lrp.LRPIdentifier)

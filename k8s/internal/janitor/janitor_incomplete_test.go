@@ -1,4 +1,4 @@
-package k8s_test
+package janitor_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/internal/backendtest"
 	"github.com/opi-bridge/opi/k8s/internal/janitor"
 	"github.com/opi-bridge/opi/k8s/internal/store"
 	"github.com/opi-bridge/opi/k8s/names"
@@ -33,30 +34,30 @@ var _ = Describe("The janitor, for a workload without its Secrets", func() {
 
 	BeforeEach(func() {
 		ctx = context.Background()
-		client = newClient()
+		client = backendtest.NewClient()
 		logger = lagertest.NewTestLogger("k8s")
-		lrp = sampleLRP()
+		lrp = backendtest.SampleLRP()
 		name = names.DeploymentName(lrp)
 		startCtx, cancel := context.WithCancel(context.Background())
 		DeferCleanup(cancel)
-		backend = mustBackend(client, logger, k8s.Options{
-			Namespace: namespace,
+		backend = backendtest.MustBackend(client, logger, k8s.Options{
+			Namespace: backendtest.Namespace,
 			Store:     store.Options{ReadWaitTimeout: 2 * time.Second},
 			Janitor:   janitor.Options{Grace: time.Minute},
-			Clients:   k8s.Clients{Metadata: newMetadataClient(client)},
+			Clients:   k8s.Clients{Metadata: backendtest.NewMetadataClient(client)},
 		})
 		Expect(backend.Start(startCtx)).To(Succeed())
 	})
 
 	deploymentGone := func() bool {
-		_, err := client.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
+		_, err := client.AppsV1().Deployments(backendtest.Namespace).Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	}
 	// age makes the LRP's Deployment as old as age, in the API and in the cache.
 	age := func(by time.Duration) {
-		d := getDeployment(client, name)
+		d := backendtest.GetDeployment(client, name)
 		d.CreationTimestamp = metav1.NewTime(time.Now().Add(-by))
-		d, err := client.AppsV1().Deployments(namespace).Update(ctx, d, metav1.UpdateOptions{})
+		d, err := client.AppsV1().Deployments(backendtest.Namespace).Update(ctx, d, metav1.UpdateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(d.ResourceVersion).NotTo(BeEmpty(), "the wait below needs a version that changes")
 		Eventually(func() string { return backend.CachedWorkloadVersion(lrp.LRPIdentifier) }).Should(Equal(d.ResourceVersion))
@@ -64,7 +65,7 @@ var _ = Describe("The janitor, for a workload without its Secrets", func() {
 
 	It("deletes a Deployment older than the grace whose env Secret is missing, by its uid", func() {
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-		Expect(client.CoreV1().Secrets(namespace).Delete(ctx, name+"-env", metav1.DeleteOptions{})).To(Succeed())
+		Expect(client.CoreV1().Secrets(backendtest.Namespace).Delete(ctx, name+"-env", metav1.DeleteOptions{})).To(Succeed())
 		age(time.Hour)
 
 		backend.Sweep(ctx)
@@ -76,7 +77,7 @@ var _ = Describe("The janitor, for a workload without its Secrets", func() {
 	It("deletes one whose image pull Secret is missing", func() {
 		lrp.PrivateRegistry = &opi.PrivateRegistry{Username: "user", Password: "registry-pw"}
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-		Expect(client.CoreV1().Secrets(namespace).Delete(ctx, name+"-registry", metav1.DeleteOptions{})).To(Succeed())
+		Expect(client.CoreV1().Secrets(backendtest.Namespace).Delete(ctx, name+"-registry", metav1.DeleteOptions{})).To(Succeed())
 		age(time.Hour)
 
 		backend.Sweep(ctx)
@@ -90,7 +91,7 @@ var _ = Describe("The janitor, for a workload without its Secrets", func() {
 		backend.Sweep(ctx)
 		Expect(deploymentGone()).To(BeFalse(), "complete")
 
-		Expect(client.CoreV1().Secrets(namespace).Delete(ctx, name+"-env", metav1.DeleteOptions{})).To(Succeed())
+		Expect(client.CoreV1().Secrets(backendtest.Namespace).Delete(ctx, name+"-env", metav1.DeleteOptions{})).To(Succeed())
 		age(10 * time.Second)
 		backend.Sweep(ctx)
 		Expect(deploymentGone()).To(BeFalse(), "within the grace")

@@ -1,4 +1,4 @@
-package k8s_test
+package lrp_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/internal/backendtest"
 	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
@@ -25,11 +26,11 @@ var _ = Describe("ListLRPs", func() {
 
 	BeforeEach(func() {
 		ctx = context.Background()
-		client = newClient()
-		backend = startBackend(client)
+		client = backendtest.NewClient()
+		backend = backendtest.StartBackend(client)
 		lrps = nil
 		for i := range 3 {
-			lrp := sampleLRP()
+			lrp := backendtest.SampleLRP()
 			lrp.GUID = fmt.Sprintf("%08d-0d35-4ad7-a6d3-2c0ef0d3bb2a", i)
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 			lrps = append(lrps, lrp)
@@ -78,7 +79,7 @@ var _ = Describe("ListLRPs", func() {
 		Expect(backend.UpdateLRP(ctx, lrps[2].LRPIdentifier, opi.LRPUpdate{Annotation: ptr.To("2.0")})).To(Succeed())
 		Expect(list()[2].LastUpdated).To(Equal("2.0"))
 
-		extra := sampleLRP()
+		extra := backendtest.SampleLRP()
 		extra.GUID = "00000009-0d35-4ad7-a6d3-2c0ef0d3bb2a"
 		Expect(backend.DesireLRP(ctx, extra)).To(Succeed())
 		Expect(list()).To(HaveLen(4))
@@ -91,10 +92,10 @@ var _ = Describe("ListLRPs", func() {
 
 	It("drops a Deployment being deleted at once", func() {
 		list()
-		d := getDeployment(client, names.DeploymentName(lrps[0]))
+		d := backendtest.GetDeployment(client, names.DeploymentName(lrps[0]))
 		now := metav1.Now()
 		d.DeletionTimestamp = &now
-		_, err := client.AppsV1().Deployments(namespace).Update(ctx, d, metav1.UpdateOptions{})
+		_, err := client.AppsV1().Deployments(backendtest.Namespace).Update(ctx, d, metav1.UpdateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func() int { return len(list()) }).Should(Equal(2))
 	})

@@ -1,8 +1,7 @@
-package k8s_test
+package routes_test
 
 import (
 	"context"
-	"errors"
 	"net"
 	"sync"
 	"time"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/opi-bridge/opi/gorouter"
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/internal/backendtest"
 	"github.com/opi-bridge/opi/k8s/internal/hooks"
 	"github.com/opi-bridge/opi/k8s/internal/janitor"
 	"github.com/opi-bridge/opi/k8s/internal/routes"
@@ -45,53 +45,45 @@ var _ = Describe("Routing nats", func() {
 
 	BeforeEach(func() {
 		ctx = context.Background()
-		client = newClient()
+		client = backendtest.NewClient()
 		table = new(routesfakes.FakeTable)
-		lrp = sampleLRP()
+		lrp = backendtest.SampleLRP()
 		name = names.DeploymentName(lrp)
 	})
 
 	It("makes no Service and no routing object, and the Secrets, egress policy and disruption budget as the other modes", func() {
 		opts := natsOptions()
 		opts.Hooks.NetworkPolicy.Enabled = true
-		backend := startBackendWith(client, opts)
+		backend := backendtest.StartBackendWith(client, opts)
 		lrp.PrivateRegistry = &opi.PrivateRegistry{Username: "user", Password: "registry-pw"}
 		lrp.EgressRules = []opi.EgressRule{{Protocol: "all", Destinations: []string{"10.0.0.0/8"}}}
 		before := len(client.Actions())
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-		expectDesireCalls(actionsSince(client, before), "create deployments "+name, []step{
+		backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 			{"create secrets " + name + "-env"},
 			{"create secrets " + name + "-registry"},
 			{"create networkpolicies " + name},
 			{"create poddisruptionbudgets " + name},
 		})
-		Expect(getDeployment(client, name).Annotations).To(HaveKey(names.AnnotationRoutes))
+		Expect(backendtest.GetDeployment(client, name).Annotations).To(HaveKey(names.AnnotationRoutes))
 
 		before = len(client.Actions())
 		routes := []opi.Route{{Hostname: "new.example.com/docs", Port: 9090}}
 		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Routes: &routes})).To(Succeed())
-		Expect(actionsSince(client, before)).To(Equal([]string{"patch deployments " + name}))
+		Expect(backendtest.ActionsSince(client, before)).To(Equal([]string{"patch deployments " + name}))
 	})
 
 	DescribeTable("checks the routes as the other modes, writing nothing",
 		func(route opi.Route, message string) {
-			backend := startBackendWith(client, natsOptions())
-			lrp.Routes = []opi.Route{{Hostname: "ok.example.com", Port: 8080}, route}
-			before := len(client.Actions())
-			err := backend.DesireLRP(ctx, lrp)
-			Expect(errors.Is(err, opi.ErrInvalid)).To(BeTrue(), "%v", err)
-			Expect(err.Error()).To(ContainSubstring(message))
-			Expect(actionsSince(client, before)).To(BeEmpty())
+			backend := backendtest.StartBackendWith(client, natsOptions())
+			backendtest.ExpectRouteRefused(client, backend, lrp, route, message)
 		},
-		Entry("a hostname that is not a DNS name", opi.Route{Hostname: "bad_host.example.com", Port: 8080}, "is not a DNS name"),
-		Entry("a path with an empty segment", opi.Route{Hostname: "a.example.com//x", Port: 8080}, "path"),
-		Entry("a port the LRP does not have", opi.Route{Hostname: "a.example.com", Port: 7070}, "is not one of the lrp's ports"),
-		Entry("one hostname to two ports", opi.Route{Hostname: "ok.example.com", Port: 9090}, "goes to two ports"),
+		backendtest.UnservableRoutes,
 	)
 
 	DescribeTable("NewBackend refuses a table and a mode that do not go together",
 		func(opts k8s.Options, message string) {
-			opts.Namespace = namespace
+			opts.Namespace = backendtest.Namespace
 			b, err := k8s.NewBackend(client, lagertest.NewTestLogger("k8s"), opts)
 			Expect(err).To(MatchError(message))
 			Expect(b).To(BeNil())
@@ -107,17 +99,17 @@ var _ = Describe("Routing nats", func() {
 	It("runs leader work routes that registers each Ready pod with an IP, with its node's zone", func() {
 		opts := natsOptions()
 		opts.Clients.Zone = func(node string) string { return map[string]string{"node-1": "z1"}[node] }
-		backend := startBackendWith(client, opts)
+		backend := backendtest.StartBackendWith(client, opts)
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 		t0 := time.Now().Add(-time.Minute).Truncate(time.Second)
-		pod := newPod(lrp, "pod-a", t0, corev1.PodStatus{
+		pod := backendtest.NewPod(lrp, "pod-a", t0, corev1.PodStatus{
 			Phase: corev1.PodRunning, PodIP: "10.1.2.3",
 			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(t0)}},
 		})
 		pod.UID = "pod-uid-a"
 		pod.Spec.NodeName = "node-1"
-		createPod(client, pod)
-		createPod(client, newPod(lrp, "pod-b", t0, corev1.PodStatus{Phase: corev1.PodPending}))
+		backendtest.CreatePod(client, pod)
+		backendtest.CreatePod(client, backendtest.NewPod(lrp, "pod-b", t0, corev1.PodStatus{Phase: corev1.PodPending}))
 
 		leaderCtx, stop := context.WithCancel(ctx)
 		var done sync.WaitGroup
@@ -145,23 +137,23 @@ var _ = Describe("Routing nats", func() {
 	It("has the janitor delete an earlier mode's Services and Ingresses of opi's LRPs", func() {
 		opts := natsOptions()
 		opts.Janitor = janitor.Options{Grace: time.Minute}
-		nats := startBackendWith(client, opts)
+		nats := backendtest.StartBackendWith(client, opts)
 		Expect(nats.DesireLRP(ctx, lrp)).To(Succeed())
 		// What ingress mode made of the LRP: its Service and Ingress, controlled by the Deployment.
-		d := getDeployment(client, name)
+		d := backendtest.GetDeployment(client, name)
 		owner := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name, UID: d.UID, Controller: ptr.To(true)}
-		meta := metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: names.LRPLabels(lrp), OwnerReferences: []metav1.OwnerReference{owner}}
-		_, err := client.CoreV1().Services(namespace).Create(ctx, &corev1.Service{ObjectMeta: meta}, metav1.CreateOptions{})
+		meta := metav1.ObjectMeta{Name: name, Namespace: backendtest.Namespace, Labels: names.LRPLabels(lrp), OwnerReferences: []metav1.OwnerReference{owner}}
+		_, err := client.CoreV1().Services(backendtest.Namespace).Create(ctx, &corev1.Service{ObjectMeta: meta}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		_, err = client.NetworkingV1().Ingresses(namespace).Create(ctx, &networkingv1.Ingress{ObjectMeta: meta}, metav1.CreateOptions{})
+		_, err = client.NetworkingV1().Ingresses(backendtest.Namespace).Create(ctx, &networkingv1.Ingress{ObjectMeta: meta}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		before := len(client.Actions())
 		nats.Sweep(ctx)
-		Expect(actionsSince(client, before)).To(ContainElements("delete services "+name, "delete ingresses "+name))
-		services, err := client.CoreV1().Services(namespace).List(ctx, metav1.ListOptions{})
+		Expect(backendtest.ActionsSince(client, before)).To(ContainElements("delete services "+name, "delete ingresses "+name))
+		services, err := client.CoreV1().Services(backendtest.Namespace).List(ctx, metav1.ListOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(services.Items).To(BeEmpty())
-		ingresses, err := client.NetworkingV1().Ingresses(namespace).List(ctx, metav1.ListOptions{})
+		ingresses, err := client.NetworkingV1().Ingresses(backendtest.Namespace).List(ctx, metav1.ListOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(ingresses.Items).To(BeEmpty())
 	})
@@ -178,7 +170,7 @@ var _ = Describe("Routing nats", func() {
 		Expect(err).NotTo(HaveOccurred())
 		opts := natsOptions()
 		opts.Clients.Routes = emitter
-		backend := startBackendWith(client, opts)
+		backend := backendtest.StartBackendWith(client, opts)
 
 		leaderCtx, stop := context.WithCancel(ctx)
 		var done sync.WaitGroup

@@ -1,4 +1,4 @@
-package k8s_test
+package lrp_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/internal/backendtest"
 	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
@@ -34,10 +35,10 @@ var _ = Describe("Stopping", func() {
 
 	BeforeEach(func() {
 		ctx = context.Background()
-		client = newClient()
-		md = newMetadataClient(client)
-		backend = startBackendWith(client, k8s.Options{Clients: k8s.Clients{Metadata: md}})
-		lrp = sampleLRP()
+		client = backendtest.NewClient()
+		md = backendtest.NewMetadataClient(client)
+		backend = backendtest.StartBackendWith(client, k8s.Options{Clients: k8s.Clients{Metadata: md}})
+		lrp = backendtest.SampleLRP()
 		name = names.DeploymentName(lrp)
 	})
 
@@ -47,11 +48,11 @@ var _ = Describe("Stopping", func() {
 			before = len(client.Actions())
 
 			Expect(backend.StopLRP(ctx, lrp.LRPIdentifier)).To(Succeed())
-			Expect(actionsSince(client, before)).To(Equal([]string{"delete deployments " + name}))
+			Expect(backendtest.ActionsSince(client, before)).To(Equal([]string{"delete deployments " + name}))
 			del := client.Actions()[before].(k8stesting.DeleteAction)
 			Expect(*del.GetDeleteOptions().PropagationPolicy).To(Equal(metav1.DeletePropagationBackground))
-			Expect(getSecret(client, name+"-env")).NotTo(BeNil())
-			Expect(getService(client, name)).NotTo(BeNil())
+			Expect(backendtest.GetSecret(client, name+"-env")).NotTo(BeNil())
+			Expect(backendtest.GetService(client, name)).NotTo(BeNil())
 		})
 
 		It("makes the LRP disappear from reads as soon as it returns", func() {
@@ -66,9 +67,9 @@ var _ = Describe("Stopping", func() {
 			before = len(client.Actions())
 			Expect(backend.StopLRP(ctx, lrp.LRPIdentifier)).To(Succeed())
 			Expect(backend.StopLRP(ctx, lrp.LRPIdentifier)).To(Succeed())
-			Expect(actionsSince(client, before)).To(Equal([]string{"list deployments", "list deployments"}))
+			Expect(backendtest.ActionsSince(client, before)).To(Equal([]string{"list deployments", "list deployments"}))
 			// The unowned objects are looked for by their metadata only.
-			Expect(metadataActions(md)).To(Equal([]string{
+			Expect(backendtest.MetadataActions(md)).To(Equal([]string{
 				"list secrets", "list services", "list secrets", "list services",
 			}))
 		})
@@ -78,52 +79,52 @@ var _ = Describe("Stopping", func() {
 				"opi-bridge.io/guid": lrp.GUID, "opi-bridge.io/version": lrp.Version, "opi-bridge.io/source-type": "APP",
 			}
 			for _, s := range []string{name + "-env", name + "-registry"} {
-				_, err := client.CoreV1().Secrets(namespace).Create(ctx, &corev1.Secret{
-					ObjectMeta: metav1.ObjectMeta{Name: s, Namespace: namespace, Labels: labels},
+				_, err := client.CoreV1().Secrets(backendtest.Namespace).Create(ctx, &corev1.Secret{
+					ObjectMeta: metav1.ObjectMeta{Name: s, Namespace: backendtest.Namespace, Labels: labels},
 				}, metav1.CreateOptions{})
 				Expect(err).NotTo(HaveOccurred())
 			}
 			owned := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
-				Name: "owned", Namespace: namespace, Labels: labels,
+				Name: "owned", Namespace: backendtest.Namespace, Labels: labels,
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "x", UID: "u", Controller: ptr.To(true)}},
 			}}
-			_, err := client.CoreV1().Secrets(namespace).Create(ctx, owned, metav1.CreateOptions{})
+			_, err := client.CoreV1().Secrets(backendtest.Namespace).Create(ctx, owned, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())
-			_, err = client.CoreV1().Services(namespace).Create(ctx, &corev1.Service{
-				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels},
+			_, err = client.CoreV1().Services(backendtest.Namespace).Create(ctx, &corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: backendtest.Namespace, Labels: labels},
 			}, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			otherLabels := map[string]string{
 				"opi-bridge.io/guid": "another-app", "opi-bridge.io/version": lrp.Version, "opi-bridge.io/source-type": "APP",
 			}
-			_, err = client.CoreV1().Secrets(namespace).Create(ctx, &corev1.Secret{
-				ObjectMeta: metav1.ObjectMeta{Name: "another-app-env", Namespace: namespace, Labels: otherLabels},
+			_, err = client.CoreV1().Secrets(backendtest.Namespace).Create(ctx, &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Name: "another-app-env", Namespace: backendtest.Namespace, Labels: otherLabels},
 			}, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			before = len(client.Actions())
 
 			Expect(backend.StopLRP(ctx, lrp.LRPIdentifier)).To(Succeed())
-			Expect(actionsSince(client, before)).To(Equal([]string{
+			Expect(backendtest.ActionsSince(client, before)).To(Equal([]string{
 				"list deployments",
 				"delete secrets " + name + "-env",
 				"delete secrets " + name + "-registry",
 				"delete services " + name,
 			}))
-			Expect(metadataActions(md)).To(Equal([]string{"list secrets", "list services"}))
-			_, secrets, services := countObjects(client)
+			Expect(backendtest.MetadataActions(md)).To(Equal([]string{"list secrets", "list services"}))
+			_, secrets, services := backendtest.CountObjects(client)
 			Expect(secrets).To(Equal(2), "the owned one and another app's")
-			Expect(getSecret(client, "another-app-env")).NotTo(BeNil())
+			Expect(backendtest.GetSecret(client, "another-app-env")).NotTo(BeNil())
 			Expect(services).To(BeZero())
 		})
 
 		It("leaves a secret a concurrent desire owned after the list", func() {
-			_, err := client.CoreV1().Secrets(namespace).Create(ctx, &corev1.Secret{
-				ObjectMeta: metav1.ObjectMeta{Name: name + "-env", Namespace: namespace, Labels: map[string]string{
+			_, err := client.CoreV1().Secrets(backendtest.Namespace).Create(ctx, &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Name: name + "-env", Namespace: backendtest.Namespace, Labels: map[string]string{
 					"opi-bridge.io/guid": lrp.GUID, "opi-bridge.io/version": lrp.Version, "opi-bridge.io/source-type": "APP",
 				}},
 			}, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())
-			listed := getSecret(client, name+"-env")
+			listed := backendtest.GetSecret(client, name+"-env")
 			var preconditions *metav1.Preconditions
 			client.PrependReactor("delete", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
 				preconditions = a.(k8stesting.DeleteAction).GetDeleteOptions().Preconditions
@@ -145,9 +146,9 @@ var _ = Describe("Stopping", func() {
 			lrp.Instances = 3
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 			t0 = time.Now().Add(-time.Hour)
-			createPod(client, newPod(lrp, "pod-c", t0, corev1.PodStatus{Phase: corev1.PodPending}))
-			createPod(client, newPod(lrp, "pod-b", t0.Add(time.Minute), corev1.PodStatus{Phase: corev1.PodPending}))
-			createPod(client, newPod(lrp, "pod-a", t0.Add(time.Minute), corev1.PodStatus{Phase: corev1.PodPending}))
+			backendtest.CreatePod(client, backendtest.NewPod(lrp, "pod-c", t0, corev1.PodStatus{Phase: corev1.PodPending}))
+			backendtest.CreatePod(client, backendtest.NewPod(lrp, "pod-b", t0.Add(time.Minute), corev1.PodStatus{Phase: corev1.PodPending}))
+			backendtest.CreatePod(client, backendtest.NewPod(lrp, "pod-a", t0.Add(time.Minute), corev1.PodStatus{Phase: corev1.PodPending}))
 			Eventually(func() []*opi.Instance {
 				instances, _ := backend.GetInstances(ctx, lrp.LRPIdentifier)
 				return instances
@@ -157,7 +158,7 @@ var _ = Describe("Stopping", func() {
 
 		It("deletes exactly the pod at the rank", func() {
 			Expect(backend.StopInstance(ctx, lrp.LRPIdentifier, 1)).To(Succeed())
-			Expect(actionsSince(client, before)).To(Equal([]string{"delete pods pod-a"}))
+			Expect(backendtest.ActionsSince(client, before)).To(Equal([]string{"delete pods pod-a"}))
 			del := client.Actions()[before].(k8stesting.DeleteAction)
 			Expect(del.GetDeleteOptions().Preconditions.UID).NotTo(BeNil())
 
@@ -171,7 +172,7 @@ var _ = Describe("Stopping", func() {
 				err := backend.StopInstance(ctx, lrp.LRPIdentifier, index)
 				Expect(err).To(MatchError(opi.ErrInvalid))
 				Expect(err.Error()).To(ContainSubstring("0..2"))
-				Expect(actionsSince(client, before)).To(BeEmpty())
+				Expect(backendtest.ActionsSince(client, before)).To(BeEmpty())
 			},
 			Entry("negative", int32(-1)),
 			Entry("the desired count", int32(3)),
@@ -183,20 +184,20 @@ var _ = Describe("Stopping", func() {
 		})
 
 		It("succeeds without a call when no pod has the rank", func() {
-			Expect(client.CoreV1().Pods(namespace).Delete(ctx, "pod-b", metav1.DeleteOptions{})).To(Succeed())
+			Expect(client.CoreV1().Pods(backendtest.Namespace).Delete(ctx, "pod-b", metav1.DeleteOptions{})).To(Succeed())
 			Eventually(func() []*opi.Instance {
 				instances, _ := backend.GetInstances(ctx, lrp.LRPIdentifier)
 				return instances
 			}).Should(HaveLen(2))
 			before = len(client.Actions())
 			Expect(backend.StopInstance(ctx, lrp.LRPIdentifier, 2)).To(Succeed())
-			Expect(actionsSince(client, before)).To(BeEmpty())
+			Expect(backendtest.ActionsSince(client, before)).To(BeEmpty())
 		})
 
 		It("returns ErrNotFound for an absent LRP", func() {
 			err := backend.StopInstance(ctx, opi.LRPIdentifier{GUID: "nope", Version: "v"}, 0)
 			Expect(err).To(MatchError(opi.ErrNotFound))
-			Expect(actionsSince(client, before)).To(BeEmpty())
+			Expect(backendtest.ActionsSince(client, before)).To(BeEmpty())
 		})
 	})
 })

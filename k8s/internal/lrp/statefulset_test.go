@@ -1,9 +1,8 @@
-package k8s_test
+package lrp_test
 
 import (
 	"context"
 	"errors"
-	"strconv"
 	"strings"
 	"time"
 
@@ -21,24 +20,11 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/internal/backendtest"
 	"github.com/opi-bridge/opi/k8s/internal/workload"
 	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
-
-// statefulPod is a pod of lrp's StatefulSet with the given ordinal, as the StatefulSet
-// controller names and labels it.
-func statefulPod(lrp *opi.LRP, ordinal int, created time.Time, status corev1.PodStatus) *corev1.Pod {
-	pod := newPod(lrp, names.DeploymentName(lrp)+"-"+strconv.Itoa(ordinal), created, status)
-	pod.Labels[appsv1.PodIndexLabel] = strconv.Itoa(ordinal)
-	return pod
-}
-
-func getStatefulSet(client *fake.Clientset, name string) *appsv1.StatefulSet {
-	s, err := client.AppsV1().StatefulSets(namespace).Get(context.Background(), name, metav1.GetOptions{})
-	ExpectWithOffset(1, err).NotTo(HaveOccurred())
-	return s
-}
 
 var _ = Describe("The StatefulSet backend", func() {
 	var (
@@ -63,9 +49,9 @@ var _ = Describe("The StatefulSet backend", func() {
 
 	BeforeEach(func() {
 		ctx = context.Background()
-		client = newClient()
-		backend = startBackendWith(client, k8s.Options{Workload: workload.StatefulSets})
-		lrp = sampleLRP()
+		client = backendtest.NewClient()
+		backend = backendtest.StartBackendWith(client, k8s.Options{Workload: workload.StatefulSets})
+		lrp = backendtest.SampleLRP()
 		lrp.Env["CF_INSTANCE_INDEX"] = "user-index"
 		name = names.DeploymentName(lrp)
 		before = len(client.Actions())
@@ -74,29 +60,29 @@ var _ = Describe("The StatefulSet backend", func() {
 	Describe("DesireLRP", func() {
 		It("makes the same objects as the Deployment backend, with a StatefulSet as their controller", func() {
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			expectDesireCalls(actionsSince(client, before), "create statefulsets "+name, []step{
+			backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create statefulsets "+name, []backendtest.Step{
 				{"create secrets " + name + "-env"},
 				{"create services " + name},
 				{"create poddisruptionbudgets " + name},
 			})
-			s := getStatefulSet(client, name)
+			s := backendtest.GetStatefulSet(client, name)
 			owner := []metav1.OwnerReference{{
 				APIVersion: "apps/v1", Kind: "StatefulSet", Name: name, UID: s.UID,
 				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
 			}}
-			Expect(getSecret(client, name+"-env").OwnerReferences).To(Equal(owner))
-			Expect(getService(client, name).OwnerReferences).To(Equal(owner))
-			pdb, err := client.PolicyV1().PodDisruptionBudgets(namespace).Get(ctx, name, metav1.GetOptions{})
+			Expect(backendtest.GetSecret(client, name+"-env").OwnerReferences).To(Equal(owner))
+			Expect(backendtest.GetService(client, name).OwnerReferences).To(Equal(owner))
+			pdb, err := client.PolicyV1().PodDisruptionBudgets(backendtest.Namespace).Get(ctx, name, metav1.GetOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(pdb.OwnerReferences).To(Equal(owner))
-			deployments, err := client.AppsV1().Deployments(namespace).List(ctx, metav1.ListOptions{})
+			deployments, err := client.AppsV1().Deployments(backendtest.Namespace).List(ctx, metav1.ListOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(deployments.Items).To(BeEmpty())
 		})
 
 		It("starts pods in parallel and rolls updates one pod at a time after a minimum ready time", func() {
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			spec := getStatefulSet(client, name).Spec
+			spec := backendtest.GetStatefulSet(client, name).Spec
 			Expect(*spec.Replicas).To(BeEquivalentTo(2))
 			Expect(spec.PodManagementPolicy).To(Equal(appsv1.ParallelPodManagement))
 			Expect(spec.UpdateStrategy).To(Equal(appsv1.StatefulSetUpdateStrategy{
@@ -113,11 +99,11 @@ var _ = Describe("The StatefulSet backend", func() {
 
 		It("gives the pods the Deployment backend's template, plus CF_INSTANCE_INDEX from the ordinal", func() {
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			template := getStatefulSet(client, name).Spec.Template
+			template := backendtest.GetStatefulSet(client, name).Spec.Template
 
-			other := newClient()
-			Expect(startBackend(other).DesireLRP(ctx, lrp)).To(Succeed())
-			want := getDeployment(other, name).Spec.Template
+			other := backendtest.NewClient()
+			Expect(backendtest.StartBackend(other).DesireLRP(ctx, lrp)).To(Succeed())
+			want := backendtest.GetDeployment(other, name).Spec.Template
 			env := want.Spec.Containers[0].Env
 			var kept []corev1.EnvVar
 			for _, e := range env {
@@ -134,8 +120,8 @@ var _ = Describe("The StatefulSet backend", func() {
 			}}}))
 			Expect(template).To(Equal(want))
 
-			Expect(getSecret(client, name+"-env").Data).NotTo(HaveKey("CF_INSTANCE_INDEX"))
-			Expect(getSecret(other, name+"-env").Data).To(HaveKeyWithValue("CF_INSTANCE_INDEX", []byte("user-index")))
+			Expect(backendtest.GetSecret(client, name+"-env").Data).NotTo(HaveKey("CF_INSTANCE_INDEX"))
+			Expect(backendtest.GetSecret(other, name+"-env").Data).To(HaveKeyWithValue("CF_INSTANCE_INDEX", []byte("user-index")))
 		})
 
 		It("reads the LRP back as the Deployment backend does", func() {
@@ -143,8 +129,8 @@ var _ = Describe("The StatefulSet backend", func() {
 			got, err := backend.GetLRP(ctx, lrp.LRPIdentifier)
 			Expect(err).NotTo(HaveOccurred())
 
-			other := newClient()
-			deployments := startBackend(other)
+			other := backendtest.NewClient()
+			deployments := backendtest.StartBackend(other)
 			Expect(deployments.DesireLRP(ctx, lrp)).To(Succeed())
 			want, err := deployments.GetLRP(ctx, lrp.LRPIdentifier)
 			Expect(err).NotTo(HaveOccurred())
@@ -164,12 +150,12 @@ var _ = Describe("The StatefulSet backend", func() {
 			err := backend.DesireLRP(ctx, lrp)
 			Expect(err).To(MatchError(opi.ErrInvalid))
 			Expect(err.Error()).To(HaveSuffix("(statefulset " + name + ", secret " + name + "-env)"))
-			expectDesireCalls(actionsSince(client, before), "create statefulsets "+name, []step{
+			backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create statefulsets "+name, []backendtest.Step{
 				{"create secrets " + name + "-env"},
 				{"create services " + name},
 				{"create poddisruptionbudgets " + name},
 			}, "delete statefulsets "+name, "delete secrets "+name+"-env")
-			sets, err := client.AppsV1().StatefulSets(namespace).List(ctx, metav1.ListOptions{})
+			sets, err := client.AppsV1().StatefulSets(backendtest.Namespace).List(ctx, metav1.ListOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(sets.Items).To(BeEmpty())
 			// The budget made at once with the refused service is the garbage collector's.
@@ -181,21 +167,21 @@ var _ = Describe("The StatefulSet backend", func() {
 			err := backend.DesireLRP(ctx, lrp)
 			Expect(err).To(MatchError(opi.ErrInvalid))
 			Expect(err.Error()).To(ContainSubstring("the statefulset " + names.DeploymentName(lrp) + " would break a rule of Kubernetes"))
-			Expect(actionsSince(client, before)).To(BeEmpty())
+			Expect(backendtest.ActionsSince(client, before)).To(BeEmpty())
 		})
 
 		It("changes nothing when the StatefulSet exists (its owned objects are only read)", func() {
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 			from := len(client.Actions())
-			changed := sampleLRP()
+			changed := backendtest.SampleLRP()
 			changed.Instances = 7
 			Expect(backend.DesireLRP(ctx, changed)).To(Succeed())
-			expectDesireCalls(actionsSince(client, from), "create statefulsets "+name, []step{
+			backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, from), "create statefulsets "+name, []backendtest.Step{
 				{"create secrets " + name + "-env", "get secrets " + name + "-env"},
 				{"create services " + name, "get services " + name},
 				{"create poddisruptionbudgets " + name, "get poddisruptionbudgets " + name},
 			})
-			Expect(*getStatefulSet(client, name).Spec.Replicas).To(BeEquivalentTo(2))
+			Expect(*backendtest.GetStatefulSet(client, name).Spec.Replicas).To(BeEquivalentTo(2))
 		})
 	})
 
@@ -207,20 +193,20 @@ var _ = Describe("The StatefulSet backend", func() {
 
 		createPods := func(pods ...*corev1.Pod) {
 			for _, p := range pods {
-				createPod(client, p)
+				backendtest.CreatePod(client, p)
 			}
 			EventuallyWithOffset(1, func() int { return backend.CachedPodCount(lrp.LRPIdentifier) }).Should(Equal(len(pods)))
 		}
 
 		It("reports each pod at its ordinal, whatever the creation order, and nothing where no pod is", func() {
-			terminating := statefulPod(lrp, 1, t0, running)
+			terminating := backendtest.StatefulPod(lrp, 1, t0, running)
 			terminating.DeletionTimestamp = &metav1.Time{Time: t0.Add(time.Minute)}
 			terminating.Finalizers = []string{"example.com/hold"}
 			createPods(
-				statefulPod(lrp, 2, t0, crashed),
-				statefulPod(lrp, 0, t0.Add(time.Hour), running),
+				backendtest.StatefulPod(lrp, 2, t0, crashed),
+				backendtest.StatefulPod(lrp, 0, t0.Add(time.Hour), running),
 				terminating,
-				statefulPod(lrp, 3, t0, running), // a scale-down in progress
+				backendtest.StatefulPod(lrp, 3, t0, running), // a scale-down in progress
 			)
 			got, err := backend.GetInstances(ctx, lrp.LRPIdentifier)
 			Expect(err).NotTo(HaveOccurred())
@@ -232,10 +218,10 @@ var _ = Describe("The StatefulSet backend", func() {
 		})
 
 		It("stops the pod with the ordinal asked for", func() {
-			createPods(statefulPod(lrp, 0, t0.Add(time.Hour), running), statefulPod(lrp, 2, t0, running))
+			createPods(backendtest.StatefulPod(lrp, 0, t0.Add(time.Hour), running), backendtest.StatefulPod(lrp, 2, t0, running))
 			from := len(client.Actions())
 			Expect(backend.StopInstance(ctx, lrp.LRPIdentifier, 2)).To(Succeed())
-			Expect(actionsSince(client, from)).To(Equal([]string{"delete pods " + name + "-2"}))
+			Expect(backendtest.ActionsSince(client, from)).To(Equal([]string{"delete pods " + name + "-2"}))
 			got, err := backend.GetInstances(ctx, lrp.LRPIdentifier)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(got).To(HaveLen(1))
@@ -243,13 +229,13 @@ var _ = Describe("The StatefulSet backend", func() {
 		})
 
 		It("succeeds without a call for a valid ordinal without a pod, and refuses one out of range", func() {
-			createPods(statefulPod(lrp, 0, t0, running))
+			createPods(backendtest.StatefulPod(lrp, 0, t0, running))
 			from := len(client.Actions())
 			Expect(backend.StopInstance(ctx, lrp.LRPIdentifier, 1)).To(Succeed())
 			err := backend.StopInstance(ctx, lrp.LRPIdentifier, 3)
 			Expect(errors.Is(err, opi.ErrInvalid)).To(BeTrue(), "%v", err)
 			Expect(err).To(MatchError(ContainSubstring("out of range 0..2")))
-			Expect(actionsSince(client, from)).To(BeEmpty())
+			Expect(backendtest.ActionsSince(client, from)).To(BeEmpty())
 		})
 	})
 
@@ -264,11 +250,11 @@ var _ = Describe("The StatefulSet backend", func() {
 				Instances: ptr.To(int32(1)),
 				Image:     ptr.To("busybox:1.37"),
 			})).To(Succeed())
-			Expect(actionsSince(client, before)).To(Equal([]string{
+			Expect(backendtest.ActionsSince(client, before)).To(Equal([]string{
 				"delete poddisruptionbudgets " + name, // the budget hook, before the patch
 				"patch statefulsets " + name,
 			}))
-			s := getStatefulSet(client, name)
+			s := backendtest.GetStatefulSet(client, name)
 			Expect(*s.Spec.Replicas).To(BeEquivalentTo(1))
 			Expect(s.Spec.Template.Spec.Containers[0].Image).To(Equal("busybox:1.37"))
 			got, err := backend.GetLRP(ctx, lrp.LRPIdentifier)
@@ -279,7 +265,7 @@ var _ = Describe("The StatefulSet backend", func() {
 
 		It("deletes the StatefulSet with background propagation", func() {
 			Expect(backend.StopLRP(ctx, lrp.LRPIdentifier)).To(Succeed())
-			Expect(actionsSince(client, before)).To(Equal([]string{"delete statefulsets " + name}))
+			Expect(backendtest.ActionsSince(client, before)).To(Equal([]string{"delete statefulsets " + name}))
 			_, err := backend.GetLRP(ctx, lrp.LRPIdentifier)
 			Expect(errors.Is(err, opi.ErrNotFound)).To(BeTrue())
 		})

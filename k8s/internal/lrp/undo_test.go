@@ -1,4 +1,4 @@
-package k8s_test
+package lrp_test
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/internal/backendtest"
 	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
@@ -35,9 +36,9 @@ var _ = Describe("A refused desire", func() {
 
 	BeforeEach(func() {
 		ctx = context.Background()
-		client = newClient()
-		backend = startBackend(client)
-		lrp = sampleLRP()
+		client = backendtest.NewClient()
+		backend = backendtest.StartBackend(client)
+		lrp = backendtest.SampleLRP()
 		name = names.DeploymentName(lrp)
 		before = len(client.Actions())
 	})
@@ -59,7 +60,7 @@ var _ = Describe("A refused desire", func() {
 	// the undo deleted: the garbage collector removes it.
 	expectNothingLeft := func() {
 		GinkgoHelper()
-		d, s, _ := countObjects(client)
+		d, s, _ := backendtest.CountObjects(client)
 		Expect([2]int{d, s}).To(Equal([2]int{0, 0}), "deployments, secrets")
 		lrps, err := backend.ListLRPs(ctx)
 		Expect(err).NotTo(HaveOccurred())
@@ -74,9 +75,9 @@ var _ = Describe("A refused desire", func() {
 		Expect(err.Error()).To(ContainSubstring("create deployment: invalid: "))
 		Expect(err.Error()).To(ContainSubstring("exceeded quota"))
 		Expect(err.Error()).NotTo(ContainSubstring("removed"), "nothing to undo")
-		Expect(actionsSince(client, before)).To(Equal([]string{"create deployments " + name}))
+		Expect(backendtest.ActionsSince(client, before)).To(Equal([]string{"create deployments " + name}))
 		expectNothingLeft()
-		_, _, services := countObjects(client)
+		_, _, services := backendtest.CountObjects(client)
 		Expect(services).To(BeZero())
 	})
 
@@ -87,7 +88,7 @@ var _ = Describe("A refused desire", func() {
 		Expect(err.Error()).To(ContainSubstring("create env secret: invalid: "))
 		Expect(err.Error()).To(ContainSubstring("exceeded quota"))
 		Expect(err.Error()).To(HaveSuffix("; removed what this desire had written (deployment " + name + ")"))
-		expectDesireCalls(actionsSince(client, before), "create deployments "+name, []step{
+		backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 			{"create secrets " + name + "-env"},
 			{"create services " + name},
 			{"create poddisruptionbudgets " + name},
@@ -107,7 +108,7 @@ var _ = Describe("A refused desire", func() {
 		Expect(err).To(MatchError(opi.ErrInvalid))
 		Expect(err.Error()).To(ContainSubstring("create registry secret: invalid: "))
 		Expect(err.Error()).To(HaveSuffix("(deployment " + name + ", secret " + name + "-env)"))
-		expectDesireCalls(actionsSince(client, before), "create deployments "+name, []step{
+		backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 			{"create secrets " + name + "-env"},
 			{"create secrets " + name + "-registry"},
 			{"create services " + name},
@@ -127,7 +128,7 @@ var _ = Describe("A refused desire", func() {
 		Expect(err.Error()).To(ContainSubstring("create service: invalid: "))
 		Expect(err.Error()).To(ContainSubstring("denied by policy"))
 		Expect(err.Error()).To(HaveSuffix("(deployment " + name + ", secret " + name + "-env)"))
-		expectDesireCalls(actionsSince(client, before), "create deployments "+name, []step{
+		backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 			{"create secrets " + name + "-env"},
 			{"create services " + name},
 			{"create poddisruptionbudgets " + name},
@@ -138,8 +139,8 @@ var _ = Describe("A refused desire", func() {
 	It("keeps a secret this desire did not create, and does not delete it", func() {
 		// An env Secret without owner, as an older opi left it: the desire owns it by a
 		// patch, which a webhook refuses.
-		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-env", Namespace: namespace}}
-		old, err := client.CoreV1().Secrets(namespace).Create(ctx, secret, metav1.CreateOptions{})
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-env", Namespace: backendtest.Namespace}}
+		old, err := client.CoreV1().Secrets(backendtest.Namespace).Create(ctx, secret, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		before = len(client.Actions())
 		client.PrependReactor("patch", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
@@ -150,30 +151,30 @@ var _ = Describe("A refused desire", func() {
 		Expect(err.Error()).To(ContainSubstring("create env secret: invalid: "))
 		Expect(err.Error()).To(ContainSubstring("denied by webhook"))
 		Expect(err.Error()).To(HaveSuffix("(deployment " + name + ")"))
-		expectDesireCalls(actionsSince(client, before), "create deployments "+name, []step{
+		backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 			{"create secrets " + name + "-env", "get secrets " + name + "-env", "patch secrets " + name + "-env"},
 			{"create services " + name},
 			{"create poddisruptionbudgets " + name},
 		}, "delete deployments "+name)
-		kept := getSecret(client, name+"-env")
+		kept := backendtest.GetSecret(client, name+"-env")
 		Expect(kept.UID).To(Equal(old.UID))
 		Expect(kept.OwnerReferences).To(BeEmpty())
-		d, _, _ := countObjects(client)
+		d, _, _ := backendtest.CountObjects(client)
 		Expect(d).To(BeZero())
 		expectLeftToCollector(client, "deployments")
 	})
 
 	It("leaves an LRP that existed before as it was", func() {
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-		Expect(client.CoreV1().Services(namespace).Delete(ctx, name, metav1.DeleteOptions{})).To(Succeed())
+		Expect(client.CoreV1().Services(backendtest.Namespace).Delete(ctx, name, metav1.DeleteOptions{})).To(Succeed())
 		refuse("services", quota("services"))
 		from := len(client.Actions())
 		Expect(backend.DesireLRP(ctx, lrp)).To(MatchError(opi.ErrInvalid))
-		for _, a := range actionsSince(client, from) {
+		for _, a := range backendtest.ActionsSince(client, from) {
 			Expect(a).NotTo(HavePrefix("delete"))
 		}
-		getDeployment(client, name)
-		getSecret(client, name+"-env")
+		backendtest.GetDeployment(client, name)
+		backendtest.GetSecret(client, name+"-env")
 	})
 
 	It("is not undone when Kubernetes is only unavailable: a retry completes it", func() {
@@ -186,18 +187,18 @@ var _ = Describe("A refused desire", func() {
 			return false, nil, nil
 		})
 		Expect(backend.DesireLRP(ctx, lrp)).To(MatchError(opi.ErrUnavailable))
-		expectDesireCalls(actionsSince(client, before), "create deployments "+name, []step{
+		backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 			{"create secrets " + name + "-env"},
 			{"create services " + name},
 			{"create poddisruptionbudgets " + name},
 		})
-		d := getDeployment(client, name)
-		Expect(metav1.IsControlledBy(getSecret(client, name+"-env"), d)).To(BeTrue())
+		d := backendtest.GetDeployment(client, name)
+		Expect(metav1.IsControlledBy(backendtest.GetSecret(client, name+"-env"), d)).To(BeTrue())
 
 		down.Store(false)
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-		Expect(getDeployment(client, name).UID).To(Equal(d.UID))
-		Expect(metav1.IsControlledBy(getService(client, name), d)).To(BeTrue())
+		Expect(backendtest.GetDeployment(client, name).UID).To(Equal(d.UID))
+		Expect(metav1.IsControlledBy(backendtest.GetService(client, name), d)).To(BeTrue())
 	})
 
 	Describe("before the first write", func() {
@@ -207,7 +208,7 @@ var _ = Describe("A refused desire", func() {
 				err := backend.DesireLRP(ctx, lrp)
 				Expect(err).To(MatchError(opi.ErrInvalid))
 				Expect(err.Error()).To(ContainSubstring(message))
-				Expect(actionsSince(client, before)).To(BeEmpty())
+				Expect(backendtest.ActionsSince(client, before)).To(BeEmpty())
 			},
 			Entry("opi's annotations over 256 KiB (a huge app name)", func(l *opi.LRP) { l.AppName = strings.Repeat("a", 300<<10) },
 				"the deployment "),
@@ -231,9 +232,9 @@ var _ = Describe("A refused update", func() {
 
 	BeforeEach(func() {
 		ctx = context.Background()
-		client = newClient()
-		backend = startBackend(client)
-		lrp = sampleLRP()
+		client = backendtest.NewClient()
+		backend = backendtest.StartBackend(client)
+		lrp = backendtest.SampleLRP()
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 	})
 
@@ -243,7 +244,7 @@ var _ = Describe("A refused update", func() {
 		err := backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Annotation: &huge})
 		Expect(err).To(MatchError(opi.ErrInvalid))
 		Expect(err.Error()).To(ContainSubstring("metadata.annotations: Too long"))
-		Expect(actionsSince(client, before)).To(BeEmpty())
+		Expect(backendtest.ActionsSince(client, before)).To(BeEmpty())
 	})
 
 	It("answers a 403 of Kubernetes as invalid, not as a failure", func() {
@@ -272,9 +273,9 @@ func expectLeftToCollector(client *fake.Clientset, resource string) {
 		}
 	}
 	ctx := context.Background()
-	services, err := client.CoreV1().Services(namespace).List(ctx, metav1.ListOptions{})
+	services, err := client.CoreV1().Services(backendtest.Namespace).List(ctx, metav1.ListOptions{})
 	Expect(err).NotTo(HaveOccurred())
-	budgets, err := client.PolicyV1().PodDisruptionBudgets(namespace).List(ctx, metav1.ListOptions{})
+	budgets, err := client.PolicyV1().PodDisruptionBudgets(backendtest.Namespace).List(ctx, metav1.ListOptions{})
 	Expect(err).NotTo(HaveOccurred())
 	var left []metav1.Object
 	for i := range services.Items {

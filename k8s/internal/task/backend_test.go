@@ -1,4 +1,4 @@
-package k8s_test
+package task_test
 
 import (
 	"context"
@@ -19,29 +19,13 @@ import (
 
 	"github.com/opi-bridge/opi/fakes"
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/internal/backendtest"
 	"github.com/opi-bridge/opi/k8s/internal/objects"
 	"github.com/opi-bridge/opi/k8s/internal/store"
 	"github.com/opi-bridge/opi/k8s/internal/task"
 	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
-
-const sampleTaskGUID = "5b1e5f3a-1c2d-4e3f-8a9b-0c1d2e3f4a5b"
-
-func sampleTask() *opi.Task {
-	return &opi.Task{
-		GUID: sampleTaskGUID, Name: "migrate", AppGUID: "app-guid", AppName: "dora",
-		SpaceGUID: "space-guid", SpaceName: "dev", OrganizationGUID: "org-guid", OrganizationName: "acme",
-		Image:   "registry.example.com/team/image:1",
-		Command: []string{"/bin/sh", "-c", "echo $HOME; exit 0"},
-		Env:     map[string]string{"VCAP_SERVICES": "s3cr3t", "a:b": "colon", "CF_INSTANCE_GUID": "user"},
-		PrivateRegistry: &opi.PrivateRegistry{
-			Server: "registry.example.com", Username: "user", Password: "registry-pw",
-		},
-		MemoryMB: 256, DiskMB: 512, CPUWeight: 20,
-		CompletionCallback: "https://cc.internal/internal/v4/tasks/" + sampleTaskGUID + "/completed",
-	}
-}
 
 // startTaskBackend starts a backend with a task notifier and returns once its informers watch.
 func startTaskBackend(client *fake.Clientset, notifier opi.TaskNotifier, retention time.Duration) *k8s.Backend {
@@ -50,8 +34,8 @@ func startTaskBackend(client *fake.Clientset, notifier opi.TaskNotifier, retenti
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	DeferCleanup(cancel)
-	backend := mustBackend(client, lagertest.NewTestLogger("k8s"), k8s.Options{
-		Namespace: namespace,
+	backend := backendtest.MustBackend(client, lagertest.NewTestLogger("k8s"), k8s.Options{
+		Namespace: backendtest.Namespace,
 		Store:     store.Options{ReadWaitTimeout: 2 * time.Second},
 		Tasks:     task.Options{Retention: retention},
 		Notifiers: k8s.Notifiers{Task: notifier},
@@ -74,29 +58,18 @@ func startTaskBackend(client *fake.Clientset, notifier opi.TaskNotifier, retenti
 func startTaskBackendWithout(client *fake.Clientset) *k8s.Backend {
 	ctx, cancel := context.WithCancel(context.Background())
 	DeferCleanup(cancel)
-	backend := mustBackend(client, lagertest.NewTestLogger("k8s"), k8s.Options{Namespace: namespace, Store: store.Options{ReadWaitTimeout: 2 * time.Second}})
+	backend := backendtest.MustBackend(client, lagertest.NewTestLogger("k8s"), k8s.Options{Namespace: backendtest.Namespace, Store: store.Options{ReadWaitTimeout: 2 * time.Second}})
 	Expect(backend.Start(ctx)).To(Succeed())
 	return backend
 }
 
 // runLeaderWork runs the backend's leader work until the spec ends (or stop is called).
 func runLeaderWork(backend *k8s.Backend) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		backend.RunLeaderWork(ctx)
-	}()
-	stop = func() {
-		cancel()
-		Eventually(done).Should(BeClosed())
-	}
-	DeferCleanup(stop)
-	return stop
+	return backendtest.Lead(backend.RunLeaderWork)
 }
 
 func getJob(client *fake.Clientset, name string) *batchv1.Job {
-	j, err := client.BatchV1().Jobs(namespace).Get(context.Background(), name, metav1.GetOptions{})
+	j, err := client.BatchV1().Jobs(backendtest.Namespace).Get(context.Background(), name, metav1.GetOptions{})
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	return j
 }
@@ -107,7 +80,7 @@ func endJob(client *fake.Clientset, name string, kind batchv1.JobConditionType, 
 	j.Status.Conditions = append(j.Status.Conditions, batchv1.JobCondition{
 		Type: kind, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", LastTransitionTime: metav1.NewTime(at),
 	})
-	_, err := client.BatchV1().Jobs(namespace).UpdateStatus(context.Background(), j, metav1.UpdateOptions{})
+	_, err := client.BatchV1().Jobs(backendtest.Namespace).UpdateStatus(context.Background(), j, metav1.UpdateOptions{})
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 }
 
@@ -122,14 +95,14 @@ var _ = Describe("Tasks", func() {
 
 	BeforeEach(func() {
 		ctx = context.Background()
-		client = newClient()
+		client = backendtest.NewClient()
 		notifier = new(fakes.FakeTaskNotifier)
-		jobName = names.TaskJobName(sampleTaskGUID)
+		jobName = names.TaskJobName(backendtest.SampleTaskGUID)
 	})
 
 	Describe("TaskJobName", func() {
 		It("is task-<guid> when that is a DNS label, else a hash within 63 chars", func() {
-			Expect(jobName).To(Equal("task-" + sampleTaskGUID))
+			Expect(jobName).To(Equal("task-" + backendtest.SampleTaskGUID))
 			long := names.TaskJobName("a123456789012345678901234567890123456789012345678901234567890")
 			Expect(long).To(HavePrefix("task-"))
 			Expect(len(long)).To(BeNumerically("<=", 63))
@@ -143,8 +116,8 @@ var _ = Describe("Tasks", func() {
 
 		It("creates the Secrets and a one-pod Job, then makes the Job own the Secrets", func() {
 			from := len(client.Actions())
-			Expect(backend.DesireTask(ctx, sampleTask())).To(Succeed())
-			Expect(actionsSince(client, from)).To(Equal([]string{
+			Expect(backend.DesireTask(ctx, backendtest.SampleTask())).To(Succeed())
+			Expect(backendtest.ActionsSince(client, from)).To(Equal([]string{
 				"create secrets " + jobName + "-env",
 				"create secrets " + jobName + "-registry",
 				"create jobs " + jobName,
@@ -154,12 +127,12 @@ var _ = Describe("Tasks", func() {
 
 			job := getJob(client, jobName)
 			Expect(job.Labels).To(Equal(map[string]string{
-				names.LabelSourceType: names.SourceTypeTask, names.LabelTaskGUID: sampleTaskGUID,
+				names.LabelSourceType: names.SourceTypeTask, names.LabelTaskGUID: backendtest.SampleTaskGUID,
 				names.LabelAppGUID: "app-guid", names.LabelManagedBy: names.ManagedByOPI,
 			}))
-			Expect(job.Annotations).To(HaveKeyWithValue(names.AnnotationTaskGUID, sampleTaskGUID))
+			Expect(job.Annotations).To(HaveKeyWithValue(names.AnnotationTaskGUID, backendtest.SampleTaskGUID))
 			Expect(job.Annotations).To(HaveKeyWithValue(names.AnnotationTaskName, "migrate"))
-			Expect(job.Annotations).To(HaveKeyWithValue(names.AnnotationCompletionCallback, sampleTask().CompletionCallback))
+			Expect(job.Annotations).To(HaveKeyWithValue(names.AnnotationCompletionCallback, backendtest.SampleTask().CompletionCallback))
 			Expect(*job.Spec.BackoffLimit).To(BeZero())
 			Expect(*job.Spec.Completions).To(Equal(int32(1)))
 			Expect(*job.Spec.Parallelism).To(Equal(int32(1)))
@@ -185,50 +158,50 @@ var _ = Describe("Tasks", func() {
 			Expect(envNames).To(Equal([]string{"VCAP_SERVICES", "a:b", "CF_INSTANCE_GUID", "CF_INSTANCE_IP", "CF_INSTANCE_INTERNAL_IP"}))
 			Expect(c.Env[0].ValueFrom.SecretKeyRef.Name).To(Equal(jobName + "-env"))
 
-			env := getSecret(client, jobName+"-env")
+			env := backendtest.GetSecret(client, jobName+"-env")
 			Expect(env.Data).To(HaveKeyWithValue("VCAP_SERVICES", []byte("s3cr3t")))
 			Expect(env.Data).NotTo(HaveKey("CF_INSTANCE_GUID"))
 			Expect(env.Labels).To(HaveKeyWithValue(names.LabelSourceType, names.SourceTypeTask))
 			for _, name := range []string{jobName + "-env", jobName + "-registry"} {
-				owner := metav1.GetControllerOf(getSecret(client, name))
+				owner := metav1.GetControllerOf(backendtest.GetSecret(client, name))
 				Expect(owner).NotTo(BeNil())
 				Expect(owner.Kind).To(Equal("Job"))
 				Expect(owner.UID).To(Equal(job.UID))
 			}
-			Expect(getSecret(client, jobName+"-registry").Type).To(Equal(corev1.SecretTypeDockerConfigJson))
+			Expect(backendtest.GetSecret(client, jobName+"-registry").Type).To(Equal(corev1.SecretTypeDockerConfigJson))
 
-			task, err := backend.GetTask(ctx, sampleTaskGUID)
+			task, err := backend.GetTask(ctx, backendtest.SampleTaskGUID)
 			Expect(err).NotTo(HaveOccurred(), "reads reflect the desire at once")
 			Expect(task.State).To(Equal(opi.TaskRunning))
 		})
 
 		It("answers ErrUnavailable when the API server cannot be reached, and ErrInvalid when it rejects the Job", func() {
 			client.PrependReactor("create", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) {
-				return true, nil, connectionRefused
+				return true, nil, backendtest.ConnectionRefused
 			})
-			Expect(backend.DesireTask(ctx, sampleTask())).To(MatchError(opi.ErrUnavailable))
+			Expect(backend.DesireTask(ctx, backendtest.SampleTask())).To(MatchError(opi.ErrUnavailable))
 
-			other := newClient()
+			other := backendtest.NewClient()
 			other.PrependReactor("create", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) {
 				return true, nil, apierrors.NewInvalid(schema.GroupKind{Group: "batch", Kind: "Job"}, jobName, nil)
 			})
-			Expect(startTaskBackend(other, notifier, 0).DesireTask(ctx, sampleTask())).To(MatchError(opi.ErrInvalid))
+			Expect(startTaskBackend(other, notifier, 0).DesireTask(ctx, backendtest.SampleTask())).To(MatchError(opi.ErrInvalid))
 		})
 
 		It("gives the task's pod the pod security level of LRP instances", func() {
-			Expect(backend.DesireTask(ctx, sampleTask())).To(Succeed())
+			Expect(backend.DesireTask(ctx, backendtest.SampleTask())).To(Succeed())
 			baseline := getJob(client, jobName).Spec.Template.Spec
 			Expect(baseline.Containers[0].SecurityContext.Capabilities.Add).To(ContainElement(corev1.Capability("CHOWN")))
 
-			restrictedClient := newClient()
-			restricted := mustBackend(restrictedClient, lagertest.NewTestLogger("k8s"), k8s.Options{
-				Namespace: namespace,
+			restrictedClient := backendtest.NewClient()
+			restricted := backendtest.MustBackend(restrictedClient, lagertest.NewTestLogger("k8s"), k8s.Options{
+				Namespace: backendtest.Namespace,
 				Pods:      objects.PodOptions{PodSecurity: objects.PodSecurityRestricted},
 			})
 			startCtx, cancel := context.WithCancel(ctx)
 			DeferCleanup(cancel)
 			Expect(restricted.Start(startCtx)).To(Succeed())
-			Expect(restricted.DesireTask(ctx, sampleTask())).To(Succeed())
+			Expect(restricted.DesireTask(ctx, backendtest.SampleTask())).To(Succeed())
 			spec := getJob(restrictedClient, jobName).Spec.Template.Spec
 			Expect(*spec.SecurityContext.RunAsNonRoot).To(BeTrue())
 			Expect(spec.Containers[0].SecurityContext.Capabilities.Add).To(BeEmpty())
@@ -236,17 +209,17 @@ var _ = Describe("Tasks", func() {
 		})
 
 		It("does nothing more on a second desire of the same task", func() {
-			Expect(backend.DesireTask(ctx, sampleTask())).To(Succeed())
-			task := sampleTask()
+			Expect(backend.DesireTask(ctx, backendtest.SampleTask())).To(Succeed())
+			task := backendtest.SampleTask()
 			task.PrivateRegistry = nil
 			from := len(client.Actions())
 			Expect(backend.DesireTask(ctx, task)).To(Succeed())
-			Expect(actionsSince(client, from)).To(Equal([]string{
+			Expect(backendtest.ActionsSince(client, from)).To(Equal([]string{
 				"create secrets " + jobName + "-env",
 				"create jobs " + jobName,
 				"get secrets " + jobName + "-env",
 			}))
-			_, err := client.BatchV1().Jobs(namespace).List(ctx, metav1.ListOptions{})
+			_, err := client.BatchV1().Jobs(backendtest.Namespace).List(ctx, metav1.ListOptions{})
 			Expect(err).NotTo(HaveOccurred())
 		})
 	})
@@ -255,8 +228,8 @@ var _ = Describe("Tasks", func() {
 		BeforeEach(func() { backend = startTaskBackend(client, notifier, 0) })
 
 		It("report running, ended and cancelled tasks from the cache, and list only the unreported", func() {
-			Expect(backend.DesireTask(ctx, sampleTask())).To(Succeed())
-			other := sampleTask()
+			Expect(backend.DesireTask(ctx, backendtest.SampleTask())).To(Succeed())
+			other := backendtest.SampleTask()
 			other.GUID = "0-other"
 			Expect(backend.DesireTask(ctx, other)).To(Succeed())
 
@@ -266,15 +239,15 @@ var _ = Describe("Tasks", func() {
 			Expect(list).To(HaveLen(2))
 			Expect(list[0].GUID).To(Equal("0-other"))
 			Expect(list[1]).To(Equal(&opi.Task{
-				GUID: sampleTaskGUID, Name: "migrate", AppGUID: "app-guid", AppName: "dora",
+				GUID: backendtest.SampleTaskGUID, Name: "migrate", AppGUID: "app-guid", AppName: "dora",
 				SpaceGUID: "space-guid", SpaceName: "dev", OrganizationGUID: "org-guid", OrganizationName: "acme",
 				State: opi.TaskRunning,
 			}))
-			Expect(actionsSince(client, from)).To(BeEmpty(), "reads make no API call")
+			Expect(backendtest.ActionsSince(client, from)).To(BeEmpty(), "reads make no API call")
 
 			endJob(client, jobName, batchv1.JobFailed, time.Now())
 			Eventually(func() string {
-				t, _ := backend.GetTask(ctx, sampleTaskGUID)
+				t, _ := backend.GetTask(ctx, backendtest.SampleTaskGUID)
 				return t.State + " " + t.FailureReason
 			}).Should(Equal("COMPLETED BackoffLimitExceeded"))
 
@@ -282,13 +255,13 @@ var _ = Describe("Tasks", func() {
 			j.Annotations[names.AnnotationCompletionReported] = time.Now().UTC().Format(time.RFC3339)
 			j.Annotations[names.AnnotationTaskFailed] = "true"
 			j.Annotations[names.AnnotationFailureReason] = "Exited with status 3"
-			_, err = client.BatchV1().Jobs(namespace).Update(ctx, j, metav1.UpdateOptions{})
+			_, err = client.BatchV1().Jobs(backendtest.Namespace).Update(ctx, j, metav1.UpdateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			Eventually(func() []*opi.Task {
 				l, _ := backend.ListTasks(ctx)
 				return l
 			}).Should(HaveLen(1), "a reported task is no longer listed")
-			task, err := backend.GetTask(ctx, sampleTaskGUID)
+			task, err := backend.GetTask(ctx, backendtest.SampleTaskGUID)
 			Expect(err).NotTo(HaveOccurred(), "but still found until its Job is deleted")
 			Expect([]any{task.State, task.Failed, task.FailureReason}).To(Equal([]any{"COMPLETED", true, "Exited with status 3"}))
 		})
@@ -302,41 +275,41 @@ var _ = Describe("Tasks", func() {
 	Describe("CancelTask", func() {
 		BeforeEach(func() {
 			backend = startTaskBackend(client, notifier, 0)
-			Expect(backend.DesireTask(ctx, sampleTask())).To(Succeed())
+			Expect(backend.DesireTask(ctx, backendtest.SampleTask())).To(Succeed())
 		})
 
 		It("records the cancel and suspends the Job with one patch; a second cancel writes nothing", func() {
 			from := len(client.Actions())
-			Expect(backend.CancelTask(ctx, sampleTaskGUID)).To(Succeed())
-			Expect(actionsSince(client, from)).To(Equal([]string{"patch jobs " + jobName}))
+			Expect(backend.CancelTask(ctx, backendtest.SampleTaskGUID)).To(Succeed())
+			Expect(backendtest.ActionsSince(client, from)).To(Equal([]string{"patch jobs " + jobName}))
 			job := getJob(client, jobName)
 			Expect(*job.Spec.Suspend).To(BeTrue())
 			Expect(job.Annotations).To(HaveKey(names.AnnotationCancelled))
 
-			task, err := backend.GetTask(ctx, sampleTaskGUID)
+			task, err := backend.GetTask(ctx, backendtest.SampleTaskGUID)
 			Expect(err).NotTo(HaveOccurred())
 			Expect([]any{task.State, task.Failed, task.FailureReason}).To(Equal([]any{"COMPLETED", true, "task was cancelled"}))
 
 			from = len(client.Actions())
-			Expect(backend.CancelTask(ctx, sampleTaskGUID)).To(Succeed())
-			Expect(actionsSince(client, from)).To(BeEmpty())
+			Expect(backend.CancelTask(ctx, backendtest.SampleTaskGUID)).To(Succeed())
+			Expect(backendtest.ActionsSince(client, from)).To(BeEmpty())
 		})
 
 		It("does not cancel a task that has ended", func() {
 			endJob(client, jobName, batchv1.JobComplete, time.Now())
 			Eventually(func() string {
-				t, _ := backend.GetTask(ctx, sampleTaskGUID)
+				t, _ := backend.GetTask(ctx, backendtest.SampleTaskGUID)
 				return t.State
 			}).Should(Equal(opi.TaskCompleted))
 			from := len(client.Actions())
-			Expect(backend.CancelTask(ctx, sampleTaskGUID)).To(Succeed())
-			Expect(actionsSince(client, from)).To(BeEmpty())
+			Expect(backend.CancelTask(ctx, backendtest.SampleTaskGUID)).To(Succeed())
+			Expect(backendtest.ActionsSince(client, from)).To(BeEmpty())
 		})
 
 		It("answers ErrNotFound for an unknown task after asking the API once", func() {
 			from := len(client.Actions())
 			Expect(backend.CancelTask(ctx, "unknown")).To(MatchError(opi.ErrNotFound))
-			Expect(actionsSince(client, from)).To(Equal([]string{"get jobs task-unknown"}))
+			Expect(backendtest.ActionsSince(client, from)).To(Equal([]string{"get jobs task-unknown"}))
 		})
 	})
 
@@ -350,28 +323,28 @@ var _ = Describe("Tasks", func() {
 			return out
 		}
 		jobExists := func() bool {
-			_, err := client.BatchV1().Jobs(namespace).Get(ctx, jobName, metav1.GetOptions{})
+			_, err := client.BatchV1().Jobs(backendtest.Namespace).Get(ctx, jobName, metav1.GetOptions{})
 			return !apierrors.IsNotFound(err)
 		}
 
 		It("reports a succeeded task, marks it after the notifier's nil, and deletes its Job", func() {
 			backend = startTaskBackend(client, notifier, 0)
 			runLeaderWork(backend)
-			Expect(backend.DesireTask(ctx, sampleTask())).To(Succeed())
+			Expect(backend.DesireTask(ctx, backendtest.SampleTask())).To(Succeed())
 			ended := time.Now().Add(-time.Minute).Truncate(time.Second)
 			endJob(client, jobName, batchv1.JobComplete, ended)
 
 			Eventually(jobExists).Should(BeFalse())
 			Expect(completedCalls()).To(HaveLen(1))
 			c := completedCalls()[0]
-			Expect(c.TaskGUID).To(Equal(sampleTaskGUID))
-			Expect(c.CallbackURL).To(Equal(sampleTask().CompletionCallback))
+			Expect(c.TaskGUID).To(Equal(backendtest.SampleTaskGUID))
+			Expect(c.CallbackURL).To(Equal(backendtest.SampleTask().CompletionCallback))
 			Expect(c.Failed).To(BeFalse())
 			Expect(c.FailureReason).To(BeEmpty())
 			Expect(c.OwedSince.Equal(ended)).To(BeTrue(), "owed since the Job ended")
 
 			var verbs []string
-			for _, a := range actionsSince(client, 0) {
+			for _, a := range backendtest.ActionsSince(client, 0) {
 				if a == "patch jobs "+jobName || a == "delete jobs "+jobName {
 					verbs = append(verbs, a)
 				}
@@ -382,9 +355,9 @@ var _ = Describe("Tasks", func() {
 		It("reports a failed task with its pod's exit, and keeps the Job for the retention", func() {
 			backend = startTaskBackend(client, notifier, time.Hour)
 			runLeaderWork(backend)
-			Expect(backend.DesireTask(ctx, sampleTask())).To(Succeed())
+			Expect(backend.DesireTask(ctx, backendtest.SampleTask())).To(Succeed())
 			job := getJob(client, jobName)
-			_, err := client.CoreV1().Pods(namespace).Create(ctx, &corev1.Pod{
+			_, err := client.CoreV1().Pods(backendtest.Namespace).Create(ctx, &corev1.Pod{
 				ObjectMeta: metav1.ObjectMeta{Name: jobName + "-abcde", Labels: map[string]string{
 					"batch.kubernetes.io/controller-uid": string(job.UID), names.LabelSourceType: names.SourceTypeTask,
 				}},
@@ -405,7 +378,7 @@ var _ = Describe("Tasks", func() {
 				l, _ := backend.ListTasks(ctx)
 				return len(l)
 			}).Should(BeZero())
-			task, err := backend.GetTask(ctx, sampleTaskGUID)
+			task, err := backend.GetTask(ctx, backendtest.SampleTaskGUID)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(task.FailureReason).To(Equal("Exited with status 3"))
 		})
@@ -413,8 +386,8 @@ var _ = Describe("Tasks", func() {
 		It("reports a cancelled task as cancelled", func() {
 			backend = startTaskBackend(client, notifier, 0)
 			runLeaderWork(backend)
-			Expect(backend.DesireTask(ctx, sampleTask())).To(Succeed())
-			Expect(backend.CancelTask(ctx, sampleTaskGUID)).To(Succeed())
+			Expect(backend.DesireTask(ctx, backendtest.SampleTask())).To(Succeed())
+			Expect(backend.CancelTask(ctx, backendtest.SampleTaskGUID)).To(Succeed())
 			Eventually(jobExists).Should(BeFalse())
 			Expect(completedCalls()).To(HaveLen(1))
 			Expect(completedCalls()[0].Failed).To(BeTrue())
@@ -425,7 +398,7 @@ var _ = Describe("Tasks", func() {
 			notifier.TaskCompletedReturnsOnCall(0, errors.New("context canceled"))
 			backend = startTaskBackend(client, notifier, time.Hour)
 			runLeaderWork(backend)
-			Expect(backend.DesireTask(ctx, sampleTask())).To(Succeed())
+			Expect(backend.DesireTask(ctx, backendtest.SampleTask())).To(Succeed())
 			endJob(client, jobName, batchv1.JobComplete, time.Now())
 
 			Eventually(notifier.TaskCompletedCallCount).Should(Equal(1))
@@ -435,10 +408,10 @@ var _ = Describe("Tasks", func() {
 		})
 
 		It("resumes after a restart: reports what is owed, not what was reported, and deletes what is due", func() {
-			owed := sampleTask()
-			reported := sampleTask()
+			owed := backendtest.SampleTask()
+			reported := backendtest.SampleTask()
 			reported.GUID = "already-reported"
-			running := sampleTask()
+			running := backendtest.SampleTask()
 			running.GUID = "still-running"
 			first := startTaskBackendWithout(client) // no reporter: an opi that died before reporting
 			for _, t := range []*opi.Task{owed, reported, running} {
@@ -448,18 +421,18 @@ var _ = Describe("Tasks", func() {
 			endJob(client, names.TaskJobName(reported.GUID), batchv1.JobComplete, time.Now())
 			j := getJob(client, names.TaskJobName(reported.GUID))
 			j.Annotations[names.AnnotationCompletionReported] = time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
-			_, err := client.BatchV1().Jobs(namespace).Update(ctx, j, metav1.UpdateOptions{})
+			_, err := client.BatchV1().Jobs(backendtest.Namespace).Update(ctx, j, metav1.UpdateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 
 			backend = startTaskBackend(client, notifier, time.Minute)
 			runLeaderWork(backend)
 			Eventually(func() bool {
-				_, err := client.BatchV1().Jobs(namespace).Get(ctx, names.TaskJobName(reported.GUID), metav1.GetOptions{})
+				_, err := client.BatchV1().Jobs(backendtest.Namespace).Get(ctx, names.TaskJobName(reported.GUID), metav1.GetOptions{})
 				return apierrors.IsNotFound(err)
 			}).Should(BeTrue(), "reported an hour ago: past the retention")
 			Eventually(func() string { return getJob(client, jobName).Annotations[names.AnnotationCompletionReported] }).ShouldNot(BeEmpty())
 			Expect(completedCalls()).To(HaveLen(1))
-			Expect(completedCalls()[0].TaskGUID).To(Equal(sampleTaskGUID))
+			Expect(completedCalls()[0].TaskGUID).To(Equal(backendtest.SampleTaskGUID))
 			Expect(getJob(client, names.TaskJobName(running.GUID)).Annotations).NotTo(HaveKey(names.AnnotationCompletionReported))
 		})
 	})

@@ -1,4 +1,4 @@
-package k8s_test
+package lrp_test
 
 import (
 	"bytes"
@@ -23,6 +23,7 @@ import (
 	"github.com/opi-bridge/opi/bifrost"
 	"github.com/opi-bridge/opi/handler"
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/internal/backendtest"
 	"github.com/opi-bridge/opi/k8s/internal/hooks"
 	"github.com/opi-bridge/opi/k8s/internal/store"
 	"github.com/opi-bridge/opi/k8s/internal/workload"
@@ -205,14 +206,14 @@ func benchmarkMaximalDesireHeap(b *testing.B, workload string, n int) {
 	b.ResetTimer()
 	for range b.N {
 		ctx, cancel := context.WithCancel(context.Background())
-		client := newClient()
+		client := backendtest.NewClient()
 		var held uint64
 		atBackend := newBarrier(n, func() {
 			runtime.GC()
 			held = heapObjects()
 		})
-		backend := mustBackend(client, lager.NewLogger("bench"), k8s.Options{
-			Namespace: namespace,
+		backend := backendtest.MustBackend(client, lager.NewLogger("bench"), k8s.Options{
+			Namespace: backendtest.Namespace,
 			Workload:  workload,
 			Store:     store.Options{ReadWaitTimeout: time.Minute},
 			Hooks:     hooks.Options{Routing: hooks.RoutingOptions{Mode: hooks.RoutingIngress}, NetworkPolicy: hooks.NetworkPolicyOptions{Enabled: true, Routers: []hooks.PolicyPeer{{Namespace: "ingress-nginx"}}, DNSNamespace: "kube-system"}},
@@ -302,7 +303,7 @@ func encodedSize(b *testing.B, client interface {
 		{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"},
 		{Group: "policy", Version: "v1", Resource: "poddisruptionbudgets"},
 	} {
-		list, err := client.Tracker().List(gvr, schema.GroupVersionKind{Group: gvr.Group, Version: gvr.Version, Kind: kindOf(gvr.Resource)}, namespace)
+		list, err := client.Tracker().List(gvr, schema.GroupVersionKind{Group: gvr.Group, Version: gvr.Version, Kind: kindOf(gvr.Resource)}, backendtest.Namespace)
 		if err != nil {
 			b.Fatal(err)
 		}

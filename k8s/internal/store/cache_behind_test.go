@@ -1,4 +1,4 @@
-package k8s_test
+package store_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/internal/backendtest"
 	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
@@ -115,11 +116,11 @@ var _ = Describe("A write that opi's cache has not seen within the read wait", f
 
 	BeforeEach(func() {
 		ctx = context.Background()
-		client = newClient()
+		client = backendtest.NewClient()
 		gate = newWatchGate()
 		gate.install(client)
-		backend = startBackend(client)
-		lrp = sampleLRP()
+		backend = backendtest.StartBackend(client)
+		lrp = backendtest.SampleLRP()
 		DeferCleanup(gate.release) // the informers' watches end with the spec
 	})
 
@@ -145,8 +146,8 @@ var _ = Describe("A write that opi's cache has not seen within the read wait", f
 		gate.hold()
 		expectCacheBehind(backend.DesireLRP(ctx, lrp))
 		name := names.DeploymentName(lrp)
-		Expect(getDeployment(client, name)).NotTo(BeNil())
-		Expect(client.CoreV1().Secrets(namespace).Get(ctx, name+"-env", metav1.GetOptions{})).NotTo(BeNil())
+		Expect(backendtest.GetDeployment(client, name)).NotTo(BeNil())
+		Expect(client.CoreV1().Secrets(backendtest.Namespace).Get(ctx, name+"-env", metav1.GetOptions{})).NotTo(BeNil())
 		Expect(listed()).To(BeEmpty())
 
 		gate.release()
@@ -159,7 +160,7 @@ var _ = Describe("A write that opi's cache has not seen within the read wait", f
 		gate.hold()
 		update := opi.LRPUpdate{Instances: ptr.To[int32](5)}
 		expectCacheBehind(backend.UpdateLRP(ctx, lrp.LRPIdentifier, update))
-		Expect(getDeployment(client, names.DeploymentName(lrp)).Spec.Replicas).To(HaveValue(BeEquivalentTo(5)))
+		Expect(backendtest.GetDeployment(client, names.DeploymentName(lrp)).Spec.Replicas).To(HaveValue(BeEquivalentTo(5)))
 
 		gate.release()
 		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, update)).To(Succeed())
@@ -172,7 +173,7 @@ var _ = Describe("A write that opi's cache has not seen within the read wait", f
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 		gate.hold()
 		expectCacheBehind(backend.StopLRP(ctx, lrp.LRPIdentifier))
-		deployments, err := client.AppsV1().Deployments(namespace).List(ctx, metav1.ListOptions{})
+		deployments, err := client.AppsV1().Deployments(backendtest.Namespace).List(ctx, metav1.ListOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(deployments.Items).To(BeEmpty())
 
@@ -187,7 +188,7 @@ var _ = Describe("A write that opi's cache has not seen within the read wait", f
 		go func() {
 			defer GinkgoRecover()
 			Eventually(func() error {
-				return client.AppsV1().Deployments(namespace).Delete(ctx, name, metav1.DeleteOptions{})
+				return client.AppsV1().Deployments(backendtest.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
 			}).Should(Succeed())
 		}()
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
@@ -199,26 +200,26 @@ var _ = Describe("A write that opi's cache has not seen within the read wait", f
 		// one change (as when its reflector re-lists): the workload it holds is a namesake.
 		deployments := appsv1.SchemeGroupVersion.WithResource("deployments")
 		client.PrependReactor("delete", "deployments", func(action k8stesting.Action) (bool, runtime.Object, error) {
-			obj, err := client.Tracker().Get(deployments, namespace, action.(k8stesting.DeleteAction).GetName())
+			obj, err := client.Tracker().Get(deployments, backendtest.Namespace, action.(k8stesting.DeleteAction).GetName())
 			if err != nil {
 				return true, nil, err
 			}
 			namesake := obj.(*appsv1.Deployment).DeepCopy()
 			namesake.UID = "namesake"
 			namesake.ResourceVersion = "99999"
-			return true, nil, client.Tracker().Update(deployments, namesake, namespace)
+			return true, nil, client.Tracker().Update(deployments, namesake, backendtest.Namespace)
 		})
 		Expect(backend.StopLRP(ctx, lrp.LRPIdentifier)).To(Succeed())
-		Expect(getDeployment(client, names.DeploymentName(lrp)).UID).To(BeEquivalentTo("namesake"))
+		Expect(backendtest.GetDeployment(client, names.DeploymentName(lrp)).UID).To(BeEquivalentTo("namesake"))
 	})
 
 	It("a stop of an instance answers 503 with its pod deleted; once the cache follows, the instance is gone", func() {
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-		createPod(client, newPod(lrp, "pod-a", time.Now(), corev1.PodStatus{Phase: corev1.PodRunning}))
+		backendtest.CreatePod(client, backendtest.NewPod(lrp, "pod-a", time.Now(), corev1.PodStatus{Phase: corev1.PodRunning}))
 		Eventually(func() int { return backend.CachedPodCount(lrp.LRPIdentifier) }).Should(Equal(1))
 		gate.hold()
 		expectCacheBehind(backend.StopInstance(ctx, lrp.LRPIdentifier, 0))
-		_, err := client.CoreV1().Pods(namespace).Get(ctx, "pod-a", metav1.GetOptions{})
+		_, err := client.CoreV1().Pods(backendtest.Namespace).Get(ctx, "pod-a", metav1.GetOptions{})
 		Expect(err).To(HaveOccurred())
 
 		gate.release()
@@ -226,11 +227,11 @@ var _ = Describe("A write that opi's cache has not seen within the read wait", f
 	})
 
 	It("a task desire and a cancel answer 503 and keep what they wrote; repeated once the cache follows, they succeed", func() {
-		task := sampleTask()
+		task := backendtest.SampleTask()
 		task.PrivateRegistry = nil
 		gate.hold()
 		expectCacheBehind(backend.DesireTask(ctx, task))
-		jobs, err := client.BatchV1().Jobs(namespace).List(ctx, metav1.ListOptions{})
+		jobs, err := client.BatchV1().Jobs(backendtest.Namespace).List(ctx, metav1.ListOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(jobs.Items).To(HaveLen(1))
 		_, err = backend.GetTask(ctx, task.GUID)

@@ -1,4 +1,4 @@
-package k8s_test
+package hooks_test
 
 import (
 	"context"
@@ -22,6 +22,7 @@ import (
 	gatewayfake "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/fake"
 
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/internal/backendtest"
 	"github.com/opi-bridge/opi/k8s/internal/hooks"
 	"github.com/opi-bridge/opi/k8s/internal/janitor"
 	"github.com/opi-bridge/opi/k8s/names"
@@ -50,19 +51,19 @@ var _ = Describe("Hooks", func() {
 
 	BeforeEach(func() {
 		ctx = context.Background()
-		client = newClient()
-		lrp = sampleLRP()
+		client = backendtest.NewClient()
+		lrp = backendtest.SampleLRP()
 		name = names.DeploymentName(lrp)
 	})
 
 	owned := func(obj metav1.Object) {
-		ExpectWithOffset(1, metav1.IsControlledBy(obj, getDeployment(client, name))).To(BeTrue(), "controlled by the deployment")
+		ExpectWithOffset(1, metav1.IsControlledBy(obj, backendtest.GetDeployment(client, name))).To(BeTrue(), "controlled by the deployment")
 	}
 
 	Describe("routing: ingress", func() {
 		var backend *k8s.Backend
 		BeforeEach(func() {
-			backend = startBackendWith(client, k8s.Options{Hooks: hooks.Options{Routing: hooks.RoutingOptions{Mode: hooks.RoutingIngress, IngressClass: "nginx"}}})
+			backend = backendtest.StartBackendWith(client, k8s.Options{Hooks: hooks.Options{Routing: hooks.RoutingOptions{Mode: hooks.RoutingIngress, IngressClass: "nginx"}}})
 			lrp.Routes = []opi.Route{
 				{Hostname: "app.example.com", Port: 8080},
 				{Hostname: "app.example.com/admin", Port: 9090},
@@ -71,7 +72,7 @@ var _ = Describe("Hooks", func() {
 		})
 
 		getIngress := func() *networkingv1.Ingress {
-			ing, err := client.NetworkingV1().Ingresses(namespace).Get(ctx, name, metav1.GetOptions{})
+			ing, err := client.NetworkingV1().Ingresses(backendtest.Namespace).Get(ctx, name, metav1.GetOptions{})
 			ExpectWithOffset(1, err).NotTo(HaveOccurred())
 			return ing
 		}
@@ -87,7 +88,7 @@ var _ = Describe("Hooks", func() {
 		It("creates one Ingress with the Service: a rule per hostname, a path per route, owned by the Deployment", func() {
 			before := len(client.Actions())
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			expectDesireCalls(actionsSince(client, before), "create deployments "+name, []step{
+			backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 				{"create secrets " + name + "-env"},
 				{"create services " + name},
 				{"create ingresses " + name},
@@ -111,7 +112,7 @@ var _ = Describe("Hooks", func() {
 			lrp.Routes = nil
 			before := len(client.Actions())
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			Expect(actionsSince(client, before)).NotTo(ContainElement(HavePrefix("create ingresses")))
+			Expect(backendtest.ActionsSince(client, before)).NotTo(ContainElement(HavePrefix("create ingresses")))
 		})
 
 		It("rewrites the Ingress on a route update to match exactly, and deletes it when no route is left", func() {
@@ -119,7 +120,7 @@ var _ = Describe("Hooks", func() {
 			before := len(client.Actions())
 			routes := []opi.Route{{Hostname: "new.example.com", Port: 8080}}
 			Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Routes: &routes})).To(Succeed())
-			Expect(actionsSince(client, before)).To(Equal([]string{
+			Expect(backendtest.ActionsSince(client, before)).To(Equal([]string{
 				"get ingresses " + name,
 				"update ingresses " + name,
 				"patch deployments " + name,
@@ -134,7 +135,7 @@ var _ = Describe("Hooks", func() {
 			before = len(client.Actions())
 			none := []opi.Route{}
 			Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Routes: &none})).To(Succeed())
-			Expect(actionsSince(client, before)).To(Equal([]string{
+			Expect(backendtest.ActionsSince(client, before)).To(Equal([]string{
 				"delete ingresses " + name,
 				"patch deployments " + name,
 			}))
@@ -152,22 +153,14 @@ var _ = Describe("Hooks", func() {
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 			before := len(client.Actions())
 			Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Instances: ptr.To(int32(5))})).To(Succeed())
-			Expect(actionsSince(client, before)).To(Equal([]string{"create poddisruptionbudgets " + name, "patch deployments " + name}))
+			Expect(backendtest.ActionsSince(client, before)).To(Equal([]string{"create poddisruptionbudgets " + name, "patch deployments " + name}))
 		})
 
 		DescribeTable("refuses routes it cannot serve, before anything is written",
 			func(route opi.Route, message string) {
-				lrp.Routes = []opi.Route{{Hostname: "ok.example.com", Port: 8080}, route}
-				before := len(client.Actions())
-				err := backend.DesireLRP(ctx, lrp)
-				Expect(errors.Is(err, opi.ErrInvalid)).To(BeTrue(), "%v", err)
-				Expect(err.Error()).To(ContainSubstring(message))
-				Expect(actionsSince(client, before)).To(BeEmpty())
+				backendtest.ExpectRouteRefused(client, backend, lrp, route, message)
 			},
-			Entry("a hostname that is not a DNS name", opi.Route{Hostname: "bad_host.example.com", Port: 8080}, "is not a DNS name"),
-			Entry("a path with an empty segment", opi.Route{Hostname: "a.example.com//x", Port: 8080}, "path"),
-			Entry("a port the LRP does not have", opi.Route{Hostname: "a.example.com", Port: 7070}, "is not one of the lrp's ports"),
-			Entry("one hostname to two ports", opi.Route{Hostname: "ok.example.com", Port: 9090}, "goes to two ports"),
+			backendtest.UnservableRoutes,
 		)
 
 		It("refuses a route update it cannot serve, writing nothing", func() {
@@ -175,7 +168,7 @@ var _ = Describe("Hooks", func() {
 			before := len(client.Actions())
 			routes := []opi.Route{{Hostname: "x.example.com", Port: 1}}
 			Expect(errors.Is(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Routes: &routes}), opi.ErrInvalid)).To(BeTrue())
-			Expect(actionsSince(client, before)).To(BeEmpty())
+			Expect(backendtest.ActionsSince(client, before)).To(BeEmpty())
 		})
 
 		It("accepts a wildcard hostname", func() {
@@ -197,11 +190,11 @@ var _ = Describe("Hooks", func() {
 
 	Describe("service", func() {
 		It("gives a headless Service no cluster IP, and otherwise the same Service", func() {
-			backend := startBackendWith(client, k8s.Options{Hooks: hooks.Options{HeadlessServices: true}})
+			backend := backendtest.StartBackendWith(client, k8s.Options{Hooks: hooks.Options{HeadlessServices: true}})
 			before := len(client.Actions())
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			Expect(actionsSince(client, before)).To(ContainElement("create services " + name))
-			svc := getService(client, name)
+			Expect(backendtest.ActionsSince(client, before)).To(ContainElement("create services " + name))
+			svc := backendtest.GetService(client, name)
 			owned(svc)
 			Expect(svc.Spec.ClusterIP).To(Equal(corev1.ClusterIPNone))
 			Expect(svc.Spec.Ports).To(HaveLen(2))
@@ -228,17 +221,17 @@ var _ = Describe("Hooks", func() {
 
 	Describe("the janitor, for hooks", func() {
 		It("creates the missing Ingress of a Deployment older than the grace", func() {
-			md := newMetadataClient(client)
-			backend := startBackendWith(client, k8s.Options{Hooks: hooks.Options{Routing: hooks.RoutingOptions{Mode: hooks.RoutingIngress}}, Janitor: janitor.Options{Grace: time.Minute}, Clients: k8s.Clients{Metadata: md}})
+			md := backendtest.NewMetadataClient(client)
+			backend := backendtest.StartBackendWith(client, k8s.Options{Hooks: hooks.Options{Routing: hooks.RoutingOptions{Mode: hooks.RoutingIngress}}, Janitor: janitor.Options{Grace: time.Minute}, Clients: k8s.Clients{Metadata: md}})
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			Expect(client.NetworkingV1().Ingresses(namespace).Delete(ctx, name, metav1.DeleteOptions{})).To(Succeed())
+			Expect(client.NetworkingV1().Ingresses(backendtest.Namespace).Delete(ctx, name, metav1.DeleteOptions{})).To(Succeed())
 			before := len(client.Actions())
 			backend.Sweep(ctx)
-			Expect(actionsSince(client, before)).To(Equal([]string{"create ingresses " + name}))
-			Expect(metadataActions(md)).To(Equal([]string{
+			Expect(backendtest.ActionsSince(client, before)).To(Equal([]string{"create ingresses " + name}))
+			Expect(backendtest.MetadataActions(md)).To(Equal([]string{
 				"list secrets", "list services", "list services", "list ingresses", "list poddisruptionbudgets",
 			}), "every list is metadata only")
-			ing, err := client.NetworkingV1().Ingresses(namespace).Get(ctx, name, metav1.GetOptions{})
+			ing, err := client.NetworkingV1().Ingresses(backendtest.Namespace).Get(ctx, name, metav1.GetOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			owned(ing)
 		})
@@ -251,7 +244,7 @@ var _ = Describe("Hooks", func() {
 		)
 		BeforeEach(func() {
 			gw = gatewayfake.NewClientset()
-			backend = startBackendWith(client, k8s.Options{
+			backend = backendtest.StartBackendWith(client, k8s.Options{
 				Hooks:   hooks.Options{Routing: hooks.RoutingOptions{Mode: hooks.RoutingGateway, GatewayNamespace: "gateways", GatewayName: "cf"}},
 				Clients: k8s.Clients{Gateway: gw},
 			})
@@ -261,7 +254,7 @@ var _ = Describe("Hooks", func() {
 		})
 
 		routes := func() map[string]gatewayv1.HTTPRoute {
-			list, err := gw.GatewayV1().HTTPRoutes(namespace).List(ctx, metav1.ListOptions{})
+			list, err := gw.GatewayV1().HTTPRoutes(backendtest.Namespace).List(ctx, metav1.ListOptions{})
 			ExpectWithOffset(1, err).NotTo(HaveOccurred())
 			out := map[string]gatewayv1.HTTPRoute{}
 			for _, r := range list.Items {
@@ -322,8 +315,8 @@ var _ = Describe("Hooks", func() {
 			missing.PrependReactor("list", "httproutes", func(k8stesting.Action) (bool, runtime.Object, error) {
 				return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: "gateway.networking.k8s.io", Resource: "httproutes"}, "")
 			})
-			b := mustBackend(newClient(), lagertest.NewTestLogger("k8s"), k8s.Options{
-				Namespace: namespace,
+			b := backendtest.MustBackend(backendtest.NewClient(), lagertest.NewTestLogger("k8s"), k8s.Options{
+				Namespace: backendtest.Namespace,
 				Hooks:     hooks.Options{Routing: hooks.RoutingOptions{Mode: hooks.RoutingGateway, GatewayName: "cf"}},
 				Clients:   k8s.Clients{Gateway: missing},
 			})
@@ -334,18 +327,18 @@ var _ = Describe("Hooks", func() {
 
 		It("lets two LRPs share a hostname: each has its own HTTPRoute", func() {
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			next := sampleLRP()
+			next := backendtest.SampleLRP()
 			next.Version = "next"
 			next.Routes = []opi.Route{{Hostname: "app.example.com", Port: 8080}}
 			Expect(backend.DesireLRP(ctx, next)).To(Succeed())
-			list, err := gw.GatewayV1().HTTPRoutes(namespace).List(ctx, metav1.ListOptions{})
+			list, err := gw.GatewayV1().HTTPRoutes(backendtest.Namespace).List(ctx, metav1.ListOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(list.Items).To(HaveLen(3))
 
 			// The old version loses the hostname; the new one keeps its HTTPRoute.
 			none := []opi.Route{}
 			Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Routes: &none})).To(Succeed())
-			list, err = gw.GatewayV1().HTTPRoutes(namespace).List(ctx, metav1.ListOptions{})
+			list, err = gw.GatewayV1().HTTPRoutes(backendtest.Namespace).List(ctx, metav1.ListOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(list.Items).To(ConsistOf(HaveField("Spec.Hostnames", ConsistOf(gatewayv1.Hostname("app.example.com")))))
 			Expect(list.Items[0].Labels).To(HaveKeyWithValue(names.LabelVersion, "next"))
@@ -363,20 +356,20 @@ var _ = Describe("Hooks", func() {
 			Janitor: janitor.Options{Grace: time.Minute},
 		}
 		JustBeforeEach(func() {
-			backend = startBackendWith(client, opts)
+			backend = backendtest.StartBackendWith(client, opts)
 		})
 
 		// The baseline's and the routers' exact policies: task_networkpolicy_test.go.
 
 		Context("when a baseline of another configuration exists", func() {
 			BeforeEach(func() {
-				old := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: hooks.BaselinePolicyName, Namespace: namespace}}
+				old := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: hooks.BaselinePolicyName, Namespace: backendtest.Namespace}}
 				old.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}
-				client = newClient(old)
+				client = backendtest.NewClient(old)
 			})
 			It("rewrites it when it starts", func() {
-				Expect(actionsSince(client, 0)).To(ContainElement("update networkpolicies " + hooks.BaselinePolicyName))
-				p, err := client.NetworkingV1().NetworkPolicies(namespace).Get(ctx, hooks.BaselinePolicyName, metav1.GetOptions{})
+				Expect(backendtest.ActionsSince(client, 0)).To(ContainElement("update networkpolicies " + hooks.BaselinePolicyName))
+				p, err := client.NetworkingV1().NetworkPolicies(backendtest.Namespace).Get(ctx, hooks.BaselinePolicyName, metav1.GetOptions{})
 				Expect(err).NotTo(HaveOccurred())
 				Expect(p.Spec.PolicyTypes).To(HaveLen(2))
 				Expect(p.Spec.Egress).To(HaveLen(1), "DNS")
@@ -386,7 +379,7 @@ var _ = Describe("Hooks", func() {
 		It("gives an LRP without egress rules no policy of its own", func() {
 			before := len(client.Actions())
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			Expect(actionsSince(client, before)).NotTo(ContainElement(HavePrefix("create networkpolicies")))
+			Expect(backendtest.ActionsSince(client, before)).NotTo(ContainElement(HavePrefix("create networkpolicies")))
 		})
 
 		It("gives an LRP with egress rules a policy of exactly them, owned by the Deployment", func() {
@@ -397,13 +390,13 @@ var _ = Describe("Hooks", func() {
 			}
 			before := len(client.Actions())
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			expectDesireCalls(actionsSince(client, before), "create deployments "+name, []step{
+			backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 				{"create secrets " + name + "-env"},
 				{"create services " + name},
 				{"create networkpolicies " + name},
 				{"create poddisruptionbudgets " + name},
 			})
-			p, err := client.NetworkingV1().NetworkPolicies(namespace).Get(ctx, name, metav1.GetOptions{})
+			p, err := client.NetworkingV1().NetworkPolicies(backendtest.Namespace).Get(ctx, name, metav1.GetOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			owned(p)
 			p443, p8000 := intstr.FromInt32(443), intstr.FromInt32(8000)
@@ -422,7 +415,7 @@ var _ = Describe("Hooks", func() {
 					{To: []networkingv1.NetworkPolicyPeer{block("192.168.0.0/16"), block("2001:db8::/32")}},
 				},
 			}))
-			Expect(getDeployment(client, name).Annotations).To(HaveKey(names.AnnotationEgressRules))
+			Expect(backendtest.GetDeployment(client, name).Annotations).To(HaveKey(names.AnnotationEgressRules))
 		})
 
 		It("refuses an icmp rule, writing nothing", func() {
@@ -431,18 +424,18 @@ var _ = Describe("Hooks", func() {
 			err := backend.DesireLRP(ctx, lrp)
 			Expect(errors.Is(err, opi.ErrInvalid)).To(BeTrue())
 			Expect(err.Error()).To(ContainSubstring("icmp"))
-			Expect(actionsSince(client, before)).To(BeEmpty())
+			Expect(backendtest.ActionsSince(client, before)).To(BeEmpty())
 		})
 
 		It("has the janitor rebuild a missing policy from the Deployment", func() {
 			b := backend
 			lrp.EgressRules = []opi.EgressRule{{Protocol: "all", Destinations: []string{"10.0.0.0/8"}}}
 			Expect(b.DesireLRP(ctx, lrp)).To(Succeed())
-			want, err := client.NetworkingV1().NetworkPolicies(namespace).Get(ctx, name, metav1.GetOptions{})
+			want, err := client.NetworkingV1().NetworkPolicies(backendtest.Namespace).Get(ctx, name, metav1.GetOptions{})
 			Expect(err).NotTo(HaveOccurred())
-			Expect(client.NetworkingV1().NetworkPolicies(namespace).Delete(ctx, name, metav1.DeleteOptions{})).To(Succeed())
+			Expect(client.NetworkingV1().NetworkPolicies(backendtest.Namespace).Delete(ctx, name, metav1.DeleteOptions{})).To(Succeed())
 			b.Sweep(ctx)
-			got, err := client.NetworkingV1().NetworkPolicies(namespace).Get(ctx, name, metav1.GetOptions{})
+			got, err := client.NetworkingV1().NetworkPolicies(backendtest.Namespace).Get(ctx, name, metav1.GetOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(got.Spec).To(Equal(want.Spec))
 		})
@@ -450,10 +443,10 @@ var _ = Describe("Hooks", func() {
 
 	Describe("placement", func() {
 		It("puts an LRP with a placement tag on its segment's nodes and tolerates their taint", func() {
-			backend := startBackendWith(client, k8s.Options{Hooks: hooks.Options{Placement: hooks.PlacementOptions{NodeLabel: "seg", TaintKey: "seg-taint"}}})
+			backend := backendtest.StartBackendWith(client, k8s.Options{Hooks: hooks.Options{Placement: hooks.PlacementOptions{NodeLabel: "seg", TaintKey: "seg-taint"}}})
 			lrp.PlacementTags = []string{"iso-1"}
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			d := getDeployment(client, name)
+			d := backendtest.GetDeployment(client, name)
 			spec := d.Spec.Template.Spec
 			Expect(spec.NodeSelector).To(Equal(map[string]string{"seg": "iso-1"}))
 			Expect(d.Spec.Template.Labels).To(HaveKeyWithValue(hooks.LabelPlacementTag, "iso-1"))
@@ -465,30 +458,30 @@ var _ = Describe("Hooks", func() {
 		})
 
 		It("uses the default label and no toleration without a taint key, and nothing without tags", func() {
-			backend := startBackendWith(client, k8s.Options{})
+			backend := backendtest.StartBackendWith(client, k8s.Options{})
 			lrp.PlacementTags = []string{"iso-1"}
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			pod := getDeployment(client, name).Spec.Template.Spec
+			pod := backendtest.GetDeployment(client, name).Spec.Template.Spec
 			Expect(pod.NodeSelector).To(Equal(map[string]string{hooks.DefaultPlacementKey: "iso-1"}))
 			Expect(pod.Tolerations).To(BeEmpty())
 
-			plain := sampleLRP()
+			plain := backendtest.SampleLRP()
 			plain.Version = "plain"
 			Expect(backend.DesireLRP(ctx, plain)).To(Succeed())
-			Expect(getDeployment(client, names.DeploymentName(plain)).Spec.Template.Spec.NodeSelector).To(BeEmpty())
+			Expect(backendtest.GetDeployment(client, names.DeploymentName(plain)).Spec.Template.Spec.NodeSelector).To(BeEmpty())
 		})
 
 		It("reads an instance its segment cannot place as UNCLAIMED with Diego's placement tag error", func() {
-			backend := startBackendWith(client, k8s.Options{})
+			backend := backendtest.StartBackendWith(client, k8s.Options{})
 			lrp.PlacementTags = []string{"iso-1"}
 			lrp.Instances = 1
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			pod := newPod(lrp, "pod", time.Now(), corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
+			pod := backendtest.NewPod(lrp, "pod", time.Now(), corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
 				Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
 				Message: "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.",
 			}}})
 			pod.Labels[names.LabelPlacementTag] = "iso-1"
-			createPod(client, pod)
+			backendtest.CreatePod(client, pod)
 			Eventually(func() []*opi.Instance {
 				got, err := backend.GetInstances(ctx, lrp.LRPIdentifier)
 				Expect(err).NotTo(HaveOccurred())
@@ -497,11 +490,11 @@ var _ = Describe("Hooks", func() {
 		})
 
 		It("refuses two segments, writing nothing", func() {
-			backend := startBackendWith(client, k8s.Options{})
+			backend := backendtest.StartBackendWith(client, k8s.Options{})
 			lrp.PlacementTags = []string{"a", "b"}
 			before := len(client.Actions())
 			Expect(errors.Is(backend.DesireLRP(ctx, lrp), opi.ErrInvalid)).To(BeTrue())
-			Expect(actionsSince(client, before)).To(BeEmpty())
+			Expect(backendtest.ActionsSince(client, before)).To(BeEmpty())
 		})
 	})
 
@@ -509,23 +502,23 @@ var _ = Describe("Hooks", func() {
 		var backend *k8s.Backend
 		BeforeEach(func() {
 			claim := func(name string, labels map[string]string) *corev1.PersistentVolumeClaim {
-				return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels}}
+				return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: backendtest.Namespace, Labels: labels}}
 			}
-			client = newClient(
+			client = backendtest.NewClient(
 				claim("vol-guid-1", map[string]string{hooks.LabelClaimSpaceGUID: lrp.SpaceGUID}),
 				claim("unlabelled", nil),
 				claim("other-space", map[string]string{hooks.LabelClaimSpaceGUID: "another-space-guid"}),
 				claim("empty-space", map[string]string{hooks.LabelClaimSpaceGUID: ""}),
 			)
-			backend = startBackendWith(client, k8s.Options{})
+			backend = backendtest.StartBackendWith(client, k8s.Options{})
 		})
 
 		It("mounts the claim the volume id names at mount_dir", func() {
 			lrp.VolumeMounts = []opi.VolumeMount{{VolumeID: "vol-guid-1", MountDir: "/var/data"}}
 			before := len(client.Actions())
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			Expect(actionsSince(client, before)[0]).To(Equal("get persistentvolumeclaims vol-guid-1"))
-			spec := getDeployment(client, name).Spec.Template.Spec
+			Expect(backendtest.ActionsSince(client, before)[0]).To(Equal("get persistentvolumeclaims vol-guid-1"))
+			spec := backendtest.GetDeployment(client, name).Spec.Template.Spec
 			Expect(spec.Volumes).To(Equal([]corev1.Volume{{Name: "vol-0", VolumeSource: corev1.VolumeSource{
 				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "vol-guid-1"},
 			}}}))
@@ -539,7 +532,7 @@ var _ = Describe("Hooks", func() {
 				err := backend.DesireLRP(ctx, lrp)
 				Expect(errors.Is(err, opi.ErrInvalid)).To(BeTrue())
 				Expect(err.Error()).To(ContainSubstring(message))
-				for _, a := range actionsSince(client, before) {
+				for _, a := range backendtest.ActionsSince(client, before) {
 					Expect(a).To(HavePrefix("get "))
 				}
 			},
@@ -551,12 +544,12 @@ var _ = Describe("Hooks", func() {
 		)
 
 		It("refuses every claim to an LRP without a space guid", func() {
-			client = newClient(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "blank", Namespace: namespace, Labels: map[string]string{hooks.LabelClaimSpaceGUID: ""}}})
-			backend = startBackendWith(client, k8s.Options{})
+			client = backendtest.NewClient(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "blank", Namespace: backendtest.Namespace, Labels: map[string]string{hooks.LabelClaimSpaceGUID: ""}}})
+			backend = backendtest.StartBackendWith(client, k8s.Options{})
 			lrp.SpaceGUID = ""
 			lrp.VolumeMounts = []opi.VolumeMount{{VolumeID: "blank", MountDir: "/var/data"}}
 			Expect(backend.DesireLRP(ctx, lrp)).To(MatchError(opi.ErrInvalid))
-			list, err := client.AppsV1().Deployments(namespace).List(ctx, metav1.ListOptions{})
+			list, err := client.AppsV1().Deployments(backendtest.Namespace).List(ctx, metav1.ListOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(list.Items).To(BeEmpty())
 		})

@@ -1,4 +1,4 @@
-package k8s_test
+package lrp_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/opi-bridge/opi/bifrost"
 	"github.com/opi-bridge/opi/handler"
 	"github.com/opi-bridge/opi/k8s"
+	"github.com/opi-bridge/opi/k8s/internal/backendtest"
 	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
@@ -39,8 +40,8 @@ var _ = Describe("GET /apps and GET /tasks served from encoded bodies", func() {
 
 	BeforeEach(func() {
 		ctx = context.Background()
-		client = newClient()
-		backend = startBackend(client)
+		client = backendtest.NewClient()
+		backend = backendtest.StartBackend(client)
 		lrps := &bifrost.LRP{Backend: backend}
 		tasks := &bifrost.Task{Backend: backend}
 		logger := lagertest.NewTestLogger("handler")
@@ -59,7 +60,7 @@ var _ = Describe("GET /apps and GET /tasks served from encoded bodies", func() {
 	}
 
 	lrpNumber := func(i int) *opi.LRP {
-		lrp := sampleLRP()
+		lrp := backendtest.SampleLRP()
 		lrp.GUID = fmt.Sprintf("%08d-0000-4000-8000-000000000000", i)
 		return lrp
 	}
@@ -70,7 +71,7 @@ var _ = Describe("GET /apps and GET /tasks served from encoded bodies", func() {
 		for i := range 3 {
 			Expect(backend.DesireLRP(ctx, lrpNumber(i))).To(Succeed())
 		}
-		Expect(backend.DesireTask(ctx, sampleTask())).To(Succeed())
+		Expect(backend.DesireTask(ctx, backendtest.SampleTask())).To(Succeed())
 		Expect(get(cached, "/apps")).To(Equal(get(perCall, "/apps")))
 		Expect(get(cached, "/tasks")).To(Equal(get(perCall, "/tasks")))
 		Expect(get(cached, "/apps")).To(ContainSubstring(lrpNumber(2).ProcessGUID()))
@@ -123,24 +124,24 @@ var _ = Describe("GET /apps and GET /tasks served from encoded bodies", func() {
 		version, err := backend.LRPListVersion(ctx)
 		Expect(err).NotTo(HaveOccurred())
 
-		list, err := client.AppsV1().Deployments(namespace).List(ctx, metav1.ListOptions{})
+		list, err := client.AppsV1().Deployments(backendtest.Namespace).List(ctx, metav1.ListOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		other := list.Items[0].DeepCopy()
 		other.Name, other.UID, other.ResourceVersion = "made-by-someone-else", "", ""
 		other.Labels[names.LabelGUID] = lrpNumber(2).GUID
-		_, err = client.AppsV1().Deployments(namespace).Create(ctx, other, metav1.CreateOptions{})
+		_, err = client.AppsV1().Deployments(backendtest.Namespace).Create(ctx, other, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func() string { return get(cached, "/apps") }).Should(ContainSubstring(lrpNumber(2).ProcessGUID()))
 		Expect(backend.LRPListVersion(ctx)).To(BeNumerically(">", version))
 		Expect(get(cached, "/apps")).To(Equal(get(perCall, "/apps")))
 
-		Expect(client.AppsV1().Deployments(namespace).Delete(ctx, other.Name, metav1.DeleteOptions{})).To(Succeed())
+		Expect(client.AppsV1().Deployments(backendtest.Namespace).Delete(ctx, other.Name, metav1.DeleteOptions{})).To(Succeed())
 		Eventually(func() string { return get(cached, "/apps") }).Should(Equal(before))
 	})
 
 	It("keeps the list version while the cache does not change", func() {
 		Expect(backend.DesireLRP(ctx, lrpNumber(1))).To(Succeed())
-		Expect(backend.DesireTask(ctx, sampleTask())).To(Succeed())
+		Expect(backend.DesireTask(ctx, backendtest.SampleTask())).To(Succeed())
 		lrpVersion, err := backend.LRPListVersion(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		taskVersion, err := backend.TaskListVersion(ctx)
@@ -164,17 +165,17 @@ var _ = Describe("GET /apps and GET /tasks served from encoded bodies", func() {
 
 		Expect(backend.StopLRP(ctx, lrpNumber(1).LRPIdentifier)).To(Succeed())
 		Expect(backend.LRPListVersion(ctx)).To(BeNumerically(">", lrpVersion))
-		Expect(backend.CancelTask(ctx, sampleTaskGUID)).To(Succeed())
+		Expect(backend.CancelTask(ctx, backendtest.SampleTaskGUID)).To(Succeed())
 		Expect(backend.TaskListVersion(ctx)).To(BeNumerically(">", taskVersion))
 	})
 
 	It("shows a task's desire and cancel in GET /tasks as soon as they answered", func() {
-		Expect(backend.DesireTask(ctx, sampleTask())).To(Succeed())
+		Expect(backend.DesireTask(ctx, backendtest.SampleTask())).To(Succeed())
 		body := get(cached, "/tasks")
 		Expect(body).To(ContainSubstring(`"state":"RUNNING"`))
 		Expect(body).To(Equal(get(perCall, "/tasks")))
 
-		Expect(backend.CancelTask(ctx, sampleTaskGUID)).To(Succeed())
+		Expect(backend.CancelTask(ctx, backendtest.SampleTaskGUID)).To(Succeed())
 		body = get(cached, "/tasks")
 		Expect(body).To(ContainSubstring(`"state":"COMPLETED","failed":true,"failure_reason":"task was cancelled"`))
 		Expect(body).To(Equal(get(perCall, "/tasks")))

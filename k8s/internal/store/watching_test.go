@@ -1,12 +1,10 @@
-package k8s_test
+package store_test
 
 import (
 	"context"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -17,39 +15,10 @@ import (
 
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/k8s/apiclient"
+	"github.com/opi-bridge/opi/k8s/internal/backendtest"
 	"github.com/opi-bridge/opi/k8s/internal/janitor"
 	"github.com/opi-bridge/opi/opi"
 )
-
-// streamTransport answers each request with a body that stays open until the test ends it:
-// an open WATCH, as the API server keeps it.
-type streamTransport struct{}
-
-func (streamTransport) RoundTrip(*http.Request) (*http.Response, error) {
-	r, w := io.Pipe()
-	return &http.Response{StatusCode: http.StatusOK, Body: readPipe{r, w}}, nil
-}
-
-// errTransport fails every request with err, or answers it 200 when err is nil.
-type errTransport struct{ err error }
-
-func (t errTransport) RoundTrip(*http.Request) (*http.Response, error) {
-	if t.err != nil {
-		return nil, t.err
-	}
-	return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("{}"))}, nil
-}
-
-// readPipe is a response body whose Close also ends the writer's side.
-type readPipe struct {
-	*io.PipeReader
-	w *io.PipeWriter
-}
-
-func (p readPipe) Close() error {
-	_ = p.w.Close()
-	return p.PipeReader.Close()
-}
 
 var _ = Describe("Caches that are not watching the API server", func() {
 	var (
@@ -64,8 +33,8 @@ var _ = Describe("Caches that are not watching the API server", func() {
 
 	// watch opens a WATCH of resource as the informer's reflector does.
 	watch := func(resource string) {
-		transport := watches.Wrap(streamTransport{})
-		req := httptest.NewRequest("GET", "/api/v1/namespaces/"+namespace+"/"+resource+"?watch=true", nil)
+		transport := watches.Wrap(apiTransport{})
+		req := httptest.NewRequest("GET", "/api/v1/namespaces/"+backendtest.Namespace+"/"+resource+"?watch=true", nil)
 		resp, err := transport.RoundTrip(req)
 		Expect(err).NotTo(HaveOccurred())
 		open[resource] = resp
@@ -86,11 +55,11 @@ var _ = Describe("Caches that are not watching the API server", func() {
 				resp.Body.Close()
 			}
 		})
-		client := newClient()
-		backend = startBackendWith(client, k8s.Options{Clients: k8s.Clients{Watches: watches}})
-		lrp = sampleLRP()
+		client := backendtest.NewClient()
+		backend = backendtest.StartBackendWith(client, k8s.Options{Clients: k8s.Clients{Watches: watches}})
+		lrp = backendtest.SampleLRP()
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-		task = sampleTask()
+		task = backendtest.SampleTask()
 		Expect(backend.DesireTask(ctx, task)).To(Succeed())
 		Expect(backend.Ready(ctx)).To(Succeed())
 	})
@@ -106,8 +75,8 @@ var _ = Describe("Caches that are not watching the API server", func() {
 	// answered and refused pass a request through watches' transport as the API server answers
 	// it, or as a connection to it is refused (it is down).
 	contact := func(err error) {
-		transport := watches.Wrap(errTransport{err})
-		resp, rtErr := transport.RoundTrip(httptest.NewRequest("POST", "/apis/apps/v1/namespaces/"+namespace+"/deployments", nil))
+		transport := watches.Wrap(apiTransport{err})
+		resp, rtErr := transport.RoundTrip(httptest.NewRequest("POST", "/apis/apps/v1/namespaces/"+backendtest.Namespace+"/deployments", nil))
 		if err != nil {
 			Expect(rtErr).To(HaveOccurred())
 			return
@@ -123,13 +92,13 @@ var _ = Describe("Caches that are not watching the API server", func() {
 		refused()
 		unreachable := And(MatchError(opi.ErrUnavailable), MatchError(ContainSubstring("not watching the api server (pods) and it does not answer")))
 
-		fresh := sampleLRP()
+		fresh := backendtest.SampleLRP()
 		fresh.GUID = "00000001-0d35-4ad7-a6d3-2c0ef0d3bb2a"
 		Expect(backend.DesireLRP(ctx, fresh)).To(unreachable)
 		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Instances: ptr.To(int32(5))})).To(unreachable)
 		Expect(backend.StopInstance(ctx, lrp.LRPIdentifier, 0)).To(unreachable)
 		Expect(backend.StopLRP(ctx, lrp.LRPIdentifier)).To(unreachable)
-		other := sampleTask()
+		other := backendtest.SampleTask()
 		other.GUID = "other-task"
 		Expect(backend.DesireTask(ctx, other)).To(unreachable)
 		Expect(backend.CancelTask(ctx, task.GUID)).To(unreachable)
@@ -158,7 +127,7 @@ var _ = Describe("Caches that are not watching the API server", func() {
 		lose("pods", time.Minute)
 		answered()
 		Expect(backend.Ready(ctx)).To(Succeed())
-		fresh := sampleLRP()
+		fresh := backendtest.SampleLRP()
 		fresh.GUID = "00000001-0d35-4ad7-a6d3-2c0ef0d3bb2a"
 		Expect(backend.DesireLRP(ctx, fresh)).To(Succeed())
 		Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Instances: ptr.To(int32(5))})).To(Succeed())
@@ -192,16 +161,16 @@ var _ = Describe("Caches that are not watching the API server", func() {
 	})
 
 	It("sweeps nothing meanwhile: what a stale cache lacks would look like leftovers", func() {
-		client := newClient()
-		md := newMetadataClient(client)
-		backend = startBackendWith(client, k8s.Options{Janitor: janitor.Options{Grace: time.Nanosecond}, Clients: k8s.Clients{Watches: watches, Metadata: md}})
+		client := backendtest.NewClient()
+		md := backendtest.NewMetadataClient(client)
+		backend = backendtest.StartBackendWith(client, k8s.Options{Janitor: janitor.Options{Grace: time.Nanosecond}, Clients: k8s.Clients{Watches: watches, Metadata: md}})
 		lose("deployments", time.Minute)
 		from := len(client.Actions())
 		backend.Sweep(ctx)
-		Expect(actionsSince(client, from)).To(BeEmpty())
-		Expect(metadataActions(md)).To(BeEmpty())
+		Expect(backendtest.ActionsSince(client, from)).To(BeEmpty())
+		Expect(backendtest.MetadataActions(md)).To(BeEmpty())
 		watch("deployments")
 		backend.Sweep(ctx)
-		Expect(metadataActions(md)).To(ContainElement("list secrets"))
+		Expect(backendtest.MetadataActions(md)).To(ContainElement("list secrets"))
 	})
 })
