@@ -85,7 +85,7 @@ func (s *Service) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 	steps := make([]func() (raw, answer error), 0, len(d.Secrets)+len(s.hooks))
 	for i, secret := range d.Secrets {
 		steps = append(steps, func() (error, error) {
-			createdSecret, err := s.ensureSecretOwned(ctx, secret, target)
+			createdSecret, _, err := kube.EnsureOwned(ctx, s.client.CoreV1().Secrets(s.namespace), secret.DeepCopy(), target.Owner, target.Live)
 			if createdSecret != nil && created {
 				undo.addSecret(createdSecret)
 			}
@@ -117,20 +117,6 @@ func (s *Service) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 // secretSteps name the writes of objects.Desire's Secrets, in their order, for what a failed
 // one answers.
 var secretSteps = []string{"create env secret", "create registry secret"}
-
-// ensureSecretOwned makes the Secret exist controlled by t's workload: one create (owner
-// set) when it is absent, else kube.EnsureControlled on what exists. It returns the Secret
-// when this call created it.
-func (s *Service) ensureSecretOwned(ctx context.Context, want *corev1.Secret, t hooks.Target) (*corev1.Secret, error) {
-	secrets := s.client.CoreV1().Secrets(s.namespace)
-	want = want.DeepCopy()
-	want.OwnerReferences = []metav1.OwnerReference{t.Owner}
-	createdSecret, created, err := kube.CreateIfAbsent(ctx, secrets, want.DeepCopy())
-	if err != nil || created {
-		return createdSecret, err
-	}
-	return nil, kube.EnsureControlled(ctx, secrets, want, nil, t.Owner, t.Live)
-}
 
 // inParallel runs each step in its own goroutine and waits for all. Each step returns the
 // raw error of its failed call and the error to answer with (nil, nil: done, or nothing left
