@@ -128,16 +128,6 @@ func (p pairs) add(regs ...gorouter.Registration) {
 	}
 }
 
-// covers tells whether p has every pair of o.
-func (p pairs) covers(o pairs) bool {
-	for k := range o {
-		if _, ok := p[k]; !ok {
-			return false
-		}
-	}
-	return true
-}
-
 // registrations groups the pairs back, one registration per instance's endpoint, in a stable
 // order (a record rewritten with the same pairs is the same object).
 func (p pairs) registrations() []gorouter.Registration {
