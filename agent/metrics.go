@@ -153,7 +153,7 @@ func (a *Agent) sendMetrics(s *statsv1alpha1.Summary, now time.Time) {
 			continue
 		}
 		in, ok := a.identity(f, false)
-		if !ok || in.gaugeSource == "" {
+		if !ok || in.gaugeSource == "" { // no guid of its own: never under another source
 			continue
 		}
 		p := f.current()
