@@ -61,26 +61,12 @@ func nextVersion(a *app, annotation string) *app {
 	return &next
 }
 
-// listedProcessGUIDs are the process guids of GET /apps, as CC's sync reads them.
-func listedProcessGUIDs(o *opiServer) []string {
-	GinkgoHelper()
-	status, body := o.call(http.MethodGet, "/apps", "")
-	Expect(status).To(Equal(http.StatusOK), body)
-	var list models.DesiredLRPSchedulingInfosResponse
-	Expect(json.Unmarshal([]byte(body), &list)).To(Succeed())
-	out := []string{}
-	for _, info := range list.DesiredLRPSchedulingInfos {
-		out = append(out, info.DesiredLRPKey.ProcessGUID)
-	}
-	return out
-}
-
 // expectOnlyVersion checks what CC and kubectl see once a process version replaced another:
 // only the new one listed and RUNNING with all its instances, the old one absent to every read
 // CC makes (with the words CC needs for a stopped process) and nothing of it left in Kubernetes.
 func expectOnlyVersion(o *opiServer, ns string, current, old *app) {
 	GinkgoHelper()
-	Expect(listedProcessGUIDs(o)).To(Equal([]string{current.processGUID()}))
+	Expect(listed(o)).To(Equal(map[string]string{current.processGUID(): current.annotation}))
 	Eventually(allRunning(o, current)).Should(Equal(running(current.instances)))
 	status, body := o.call(http.MethodGet, old.path(), "")
 	Expect(status).To(Equal(http.StatusNotFound), body)
@@ -112,17 +98,8 @@ var _ = Describe("The commands around a process, as CC sends them", func() {
 		template := workloads(ns, a)[0].Spec.Template
 		first := liveUIDs(ns, a)
 
-		By("scaling up: the two instances keep their pods, one is added")
+		By("scaling up: CC reads the new count and annotation at once, the rest as desired")
 		ccScale(o, a, 3, "1700000000.1")
-		Eventually(allRunning(o, a)).Should(Equal(running(3)))
-		grown := liveUIDs(ns, a)
-		Expect(grown).To(HaveLen(3))
-		Expect(grown).To(ContainElements(first))
-		w := workloads(ns, a)[0]
-		Expect(*w.Spec.Replicas).To(BeEquivalentTo(3))
-		Expect(w.Spec.Template).To(Equal(template), "no rollout: the pod template is untouched")
-
-		By("CC reading the new count and annotation at once, the rest as desired")
 		status, body := o.call(http.MethodGet, a.path(), "")
 		Expect(status).To(Equal(http.StatusOK), body)
 		var got models.DesiredLRPResponse
@@ -131,7 +108,16 @@ var _ = Describe("The commands around a process, as CC sends them", func() {
 		Expect(got.DesiredLRP.Annotation).To(Equal("1700000000.1"))
 		Expect(got.DesiredLRP.MemoryMB).To(BeEquivalentTo(64))
 		Expect(got.DesiredLRP.Routes).To(Equal(map[string][]models.Route{"cf-router": {{Hostname: "dora.example.com", Port: 8080}}}))
-		Expect(listedProcessGUIDs(o)).To(Equal([]string{a.processGUID()}))
+		Expect(listed(o)).To(Equal(map[string]string{a.processGUID(): "1700000000.1"}))
+
+		By("the two instances keeping their pods, one added, the pod template untouched")
+		Eventually(allRunning(o, a)).Should(Equal(running(3)))
+		grown := liveUIDs(ns, a)
+		Expect(grown).To(HaveLen(3))
+		Expect(grown).To(ContainElements(first))
+		w := workloads(ns, a)[0]
+		Expect(*w.Spec.Replicas).To(BeEquivalentTo(3))
+		Expect(w.Spec.Template).To(Equal(template), "no rollout")
 
 		By("scaling down: one of those pods stays as instance 0, none is made")
 		ccScale(o, a, 1, "1700000000.2")
@@ -150,7 +136,7 @@ var _ = Describe("The commands around a process, as CC sends them", func() {
 		beforeEnv := secretEnv(ns, before)
 
 		ccStop(o, a)
-		Expect(listedProcessGUIDs(o)).To(BeEmpty(), "a stopped version leaves CC's sync at once")
+		Expect(listed(o)).To(BeEmpty(), "a stopped version leaves CC's sync at once")
 		restarted := nextVersion(a, "1700000000.3")
 		ccStart(o, restarted)
 
@@ -186,7 +172,7 @@ var _ = Describe("The commands around a process, as CC sends them", func() {
 		// app, which stops that version: opi does not run it, and the old one is untouched.
 		saved := nextVersion(a, "1700000000.5")
 		ccStop(o, saved)
-		Expect(listedProcessGUIDs(o)).To(Equal([]string{a.processGUID()}))
+		Expect(listed(o)).To(Equal(map[string]string{a.processGUID(): a.annotation}))
 		Expect(liveUIDs(ns, a)).To(Equal(first))
 
 		By("starting the app: a third version, desired with the new memory, beside the old one")
@@ -194,7 +180,7 @@ var _ = Describe("The commands around a process, as CC sends them", func() {
 		larger.memoryMB = 128
 		ccStart(o, larger)
 		Eventually(allRunning(o, larger)).Should(Equal(running(2)))
-		Expect(listedProcessGUIDs(o)).To(ConsistOf(a.processGUID(), larger.processGUID()))
+		Expect(listed(o)).To(Equal(map[string]string{a.processGUID(): a.annotation, larger.processGUID(): larger.annotation}))
 		Expect(liveUIDs(ns, a)).To(Equal(first))
 
 		By("CC's sync stopping the version it does not know")
@@ -204,9 +190,9 @@ var _ = Describe("The commands around a process, as CC sends them", func() {
 	})
 
 	It("cf run-task --process: a task of the process's image, command and memory runs with them, and with its app's environment", func() {
-		const command = "bundle exec rake db:migrate"
+		const command = "bundle exec rackup"
 		a.memoryMB = 128
-		a.extra = map[string]any{"lifecycle": fixture.DockerLifecycle("cloudfoundry/dora:latest", []string{"/bin/sh", "-c", "bundle exec rackup"})}
+		a.extra = map[string]any{"lifecycle": fixture.DockerLifecycle("cloudfoundry/dora:latest", []string{"/bin/sh", "-c", command})}
 		desire(o, a)
 		lrp := workloads(ns, a)[0].Spec.Template.Spec.Containers[0]
 
@@ -228,6 +214,7 @@ var _ = Describe("The commands around a process, as CC sends them", func() {
 		c := job.Spec.Template.Spec.Containers[0]
 		Expect(c.Image).To(Equal(lrp.Image))
 		Expect(c.Command).To(Equal([]string{"/bin/sh", "-c", command}))
+		Expect(c.Command).To(Equal(lrp.Command))
 		Expect(c.Resources.Limits.Memory().Equal(*lrp.Resources.Limits.Memory())).To(BeTrue(), "the process's 128Mi, got %s", c.Resources.Limits.Memory())
 		Expect(c.Resources.Limits.StorageEphemeral().Value()).To(Equal(bifrost.DefaultTaskDefaults.DiskMB<<20), "CC sends no disk: task_defaults.disk_mb")
 
