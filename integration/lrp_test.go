@@ -108,6 +108,20 @@ func livePodNames(ns string, a *app) []string {
 	return names
 }
 
+// liveUIDs are the uids of livePodNames' pods, in the same order: a StatefulSet's replacement of
+// a pod has that pod's name, never its uid.
+func liveUIDs(ns string, a *app) []string {
+	byName := map[string]string{}
+	for _, p := range pods(ns, a) {
+		byName[p.Name] = string(p.UID)
+	}
+	out := []string{}
+	for _, name := range livePodNames(ns, a) {
+		out = append(out, byName[name])
+	}
+	return out
+}
+
 // ownedObjects counts what is left of an app in Kubernetes: every kind opi or its controllers make.
 func ownedObjects(ns string, a *app) int {
 	ctx := context.Background()
@@ -362,26 +376,15 @@ var _ = Describe("LRPs on Kubernetes", func() {
 	It("stops exactly the instance CC names and the workload brings it back RUNNING", func() {
 		desire(o, a)
 		Eventually(allRunning(o, a)).Should(Equal(running(2)))
-		// By uid: a StatefulSet's replacement has the stopped pod's name.
-		liveUIDs := func() []string {
-			byName := map[string]string{}
-			for _, p := range pods(ns, a) {
-				byName[p.Name] = string(p.UID)
-			}
-			out := []string{}
-			for _, name := range livePodNames(ns, a) {
-				out = append(out, byName[name])
-			}
-			return out
-		}
-		before := liveUIDs()
+		uids := func() []string { return liveUIDs(ns, a) }
+		before := uids()
 		Expect(before).To(HaveLen(2))
 
 		status, body := o.call("PUT", a.path()+"/stop/1", "")
 		Expect(status).To(Equal(http.StatusOK), body)
 		Expect(body).To(MatchJSON(`{}`))
 
-		Eventually(liveUIDs).Should(And(HaveLen(2), ContainElement(before[0]), Not(ContainElement(before[1]))))
+		Eventually(uids).Should(And(HaveLen(2), ContainElement(before[0]), Not(ContainElement(before[1]))))
 		Eventually(allRunning(o, a)).Should(Equal(running(2)))
 
 		By("rejecting indexes outside 0..instances-1 and unknown apps")
