@@ -126,6 +126,10 @@ func (c *Controller) Run(ctx context.Context) {
 		Workers:     2,
 		RateLimiter: workqueue.DefaultTypedControllerRateLimiter[string](),
 	})
+	// A term indexes afresh: what a past term indexed may have changed since.
+	c.mu.Lock()
+	c.groups, c.keysOf = map[string]*group{}, map[string][]string{}
+	c.mu.Unlock()
 	objects, err := c.informers(ctx, func(key string) { q.Add(routePrefix + key) })
 	if err != nil {
 		c.logger.Error("start-informers", err)
