@@ -125,6 +125,11 @@ func (c *Controller) Run(ctx context.Context) {
 		Name:        "route-objects",
 		Workers:     2,
 		RateLimiter: workqueue.DefaultTypedControllerRateLimiter[string](),
+		OnError: func(ctx context.Context, key string, err error) {
+			if ctx.Err() == nil {
+				c.logger.Error("sync", err, lager.Data{"key": key})
+			}
+		},
 	})
 	// A term indexes afresh: what a past term indexed may have changed since.
 	c.mu.Lock()

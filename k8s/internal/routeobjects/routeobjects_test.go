@@ -398,4 +398,3 @@ func cmpString(a, b string) int {
 	}
 	return 0
 }
-

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/opi-bridge/opi/k8s/internal/hooks"
 	"github.com/opi-bridge/opi/k8s/internal/kube"
 )
 
@@ -40,7 +41,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if _, err := c.slices().ensure(ctx, slices, have.slices); err != nil {
 		return err
 	}
-	if c.gateway != nil {
+	if c.cfg.Routing.Mode == hooks.RoutingGateway {
 		var routes []*gatewayv1.HTTPRoute
 		if want.httpRoute != nil {
 			routes = append(routes, want.httpRoute)
