@@ -60,7 +60,7 @@ var _ = Describe("Routing, isolation and placement hooks", func() {
 		desire(o, other)
 		desire(o, a)
 
-		Eventually(func() map[string][]string { return ingressHosts(ns, a) }).Should(Equal(map[string][]string{"dora.example.com": {"/→8080"}})
+		Eventually(func() map[string][]string { return ingressHosts(ns, a) }).Should(Equal(map[string][]string{"dora.example.com": {"/→8080"}}))
 		var ing networkingv1.IngressList
 		kubectlJSON(&ing, "get", "ingresses", "-n", ns, "-l", names.RouteSelector)
 		Expect(ing.Items).To(HaveLen(2))
