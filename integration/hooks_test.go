@@ -78,7 +78,7 @@ var _ = Describe("Routing, isolation and placement hooks", func() {
 
 		stop(o, a)
 		Eventually(func() map[string][]string { return ingressHosts(ns, a) }).Should(BeEmpty())
-		Eventually(func() []routeObject { return routeObjects(ns, "ingresses") }).Should(ConsistOf(HaveField("host", "other.example.com")))
+		Eventually(func() []routeObject { return routeObjects(ns, "ingresses") }).Should(ConsistOf(HaveField("Host", "other.example.com")))
 		Expect(ingressHosts(ns, other)).To(HaveLen(1))
 	})
 
@@ -88,7 +88,7 @@ var _ = Describe("Routing, isolation and placement hooks", func() {
 		desire(o, a)
 		name := workloads(ns, a)[0].Name
 		Eventually(func() map[string][]string { return ingressHosts(ns, a) }).Should(HaveKey("dora.example.com"))
-		kubectl("delete", "ingress", routeObjects(ns, "ingresses")[0].name, "-n", ns)
+		kubectl("delete", "ingress", routeObjects(ns, "ingresses")[0].Name, "-n", ns)
 		kubectl("delete", "networkpolicy", name, "-n", ns)
 		Eventually(func() map[string][]string { return ingressHosts(ns, a) }).Should(HaveKey("dora.example.com"))
 		Eventually(func() []networkingv1.NetworkPolicy {

@@ -16,9 +16,9 @@ import (
 // routeObject is what a route object of ingress or gateway mode says: its name, hostname,
 // owners, and each path's Service.
 type routeObject struct {
-	name, host string
-	owned      bool
-	services   map[string]string // path -> Service
+	Name, Host string
+	Owned      bool
+	Services   map[string]string // path -> Service
 }
 
 // routeObjects are the Ingresses (kind "ingresses") or HTTPRoutes ("httproutes") opi keeps for
@@ -29,9 +29,9 @@ func routeObjects(ns, kind string) []routeObject {
 		var list gatewayv1.HTTPRouteList
 		kubectlJSON(&list, "get", kind, "-n", ns, "-l", names.RouteSelector)
 		for _, r := range list.Items {
-			o := routeObject{name: r.Name, host: string(r.Spec.Hostnames[0]), owned: len(r.OwnerReferences) > 0, services: map[string]string{}}
+			o := routeObject{Name: r.Name, Host: string(r.Spec.Hostnames[0]), Owned: len(r.OwnerReferences) > 0, Services: map[string]string{}}
 			for _, rule := range r.Spec.Rules {
-				o.services[*rule.Matches[0].Path.Value] = string(rule.BackendRefs[0].Name)
+				o.Services[*rule.Matches[0].Path.Value] = string(rule.BackendRefs[0].Name)
 			}
 			out = append(out, o)
 		}
@@ -40,9 +40,9 @@ func routeObjects(ns, kind string) []routeObject {
 	var list networkingv1.IngressList
 	kubectlJSON(&list, "get", kind, "-n", ns, "-l", names.RouteSelector)
 	for _, ing := range list.Items {
-		o := routeObject{name: ing.Name, host: ing.Spec.Rules[0].Host, owned: len(ing.OwnerReferences) > 0, services: map[string]string{}}
+		o := routeObject{Name: ing.Name, Host: ing.Spec.Rules[0].Host, Owned: len(ing.OwnerReferences) > 0, Services: map[string]string{}}
 		for _, p := range ing.Spec.Rules[0].HTTP.Paths {
-			o.services[p.Path] = p.Backend.Service.Name
+			o.Services[p.Path] = p.Backend.Service.Name
 		}
 		out = append(out, o)
 	}
@@ -62,14 +62,14 @@ func routedTo(ns string, a *app, kind string) map[string][]string {
 	slices := routeSlices(ns)
 	out := map[string][]string{}
 	for _, o := range routeObjects(ns, kind) {
-		for path, svc := range o.services {
+		for path, svc := range o.Services {
 			for _, s := range slices {
 				if s.Labels[discoveryv1.LabelServiceName] == svc && s.Labels[names.LabelGUID] == a.guid && s.Labels[names.LabelVersion] == a.version {
-					out[o.host] = append(out[o.host], path+"→"+itoa(*s.Ports[0].Port))
+					out[o.Host] = append(out[o.Host], path+"→"+itoa(*s.Ports[0].Port))
 				}
 			}
 		}
-		sort.Strings(out[o.host])
+		sort.Strings(out[o.Host])
 	}
 	return out
 }
