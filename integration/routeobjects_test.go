@@ -78,7 +78,7 @@ func routedTo(ns string, a *app, kind string) map[string][]string {
 	return out
 }
 
-// routeEndpoints are the "pod ip:port" endpoints the route objects of ns give hostname host and
+// routeEndpoints are the "<pod uid> ip:port" endpoints the route objects of ns give hostname host and
 // path (kind "ingresses" or "httproutes"), sorted; nil when no object routes the path.
 func routeEndpoints(ns, kind, host, path string) []string {
 	var svc string
@@ -97,7 +97,7 @@ func routeEndpoints(ns, kind, host, path string) []string {
 		}
 		for _, e := range s.Endpoints {
 			if e.Conditions.Ready != nil && *e.Conditions.Ready {
-				out = append(out, e.TargetRef.Name+" "+e.Addresses[0]+":"+itoa(*s.Ports[0].Port))
+				out = append(out, string(e.TargetRef.UID)+" "+e.Addresses[0]+":"+itoa(*s.Ports[0].Port))
 			}
 		}
 	}
@@ -105,7 +105,7 @@ func routeEndpoints(ns, kind, host, path string) []string {
 	return out
 }
 
-// readyEndpoints are "pod ip:port" of app a's Ready pods, sorted.
+// readyEndpoints are "<pod uid> ip:port" of app a's Ready pods, sorted.
 func readyEndpoints(ns string, a *app, port int32) []string {
 	out := []string{}
 	for _, p := range pods(ns, a) {
@@ -114,7 +114,7 @@ func readyEndpoints(ns string, a *app, port int32) []string {
 		}
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-				out = append(out, p.Name+" "+p.Status.PodIP+":"+itoa(port))
+				out = append(out, string(p.UID)+" "+p.Status.PodIP+":"+itoa(port))
 			}
 		}
 	}
