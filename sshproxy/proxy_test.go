@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"crypto/md5"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +13,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -33,6 +30,7 @@ import (
 	"github.com/opi-bridge/opi/opi"
 	"github.com/opi-bridge/opi/sshproxy"
 	"github.com/opi-bridge/opi/sshproxy/sshproxyfakes"
+	"github.com/opi-bridge/opi/testsupport/sshstandin"
 )
 
 const (
@@ -43,55 +41,15 @@ const (
 	clientSecret = "s3cret-client"
 )
 
-// userToken is what the UAA stand-in hands out for goodCode: a JWT-shaped token of user-1.
-var userToken = "eyJhbGciOiJub25lIn0." + base64.RawURLEncoding.EncodeToString([]byte(`{"user_id":"user-1"}`)) + ".sig"
-
-// standIns are UAA's token endpoint and CC's ssh_access endpoint, answering as the spec says.
-type standIns struct {
-	uaa, cc *httptest.Server
-	// ccStatus and ccBody are CC's answer.
-	ccStatus atomic.Int32
-	ccBody   atomic.Value
-	// uaaCalls and ccCalls count the requests; uaaForms and ccAuth are what they carried.
-	uaaCalls, ccCalls atomic.Int32
-	mu                sync.Mutex
-	uaaRequests       []string
-	ccRequests        []string
-}
+// standIns are UAA's and CC's, granting goodCode of user-1 the process's version.
+type standIns struct{ *sshstandin.Server }
 
 func startStandIns() *standIns {
-	st := &standIns{}
-	st.ccStatus.Store(http.StatusOK)
-	st.ccBody.Store(`{"process_guid":"` + processGUID + "-" + version + `"}`)
-	st.uaa = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		st.uaaCalls.Add(1)
-		id, secret, _ := r.BasicAuth()
-		Expect(r.ParseForm()).To(Succeed())
-		st.mu.Lock()
-		st.uaaRequests = append(st.uaaRequests, fmt.Sprintf("%s %s %s:%s %s", r.Method, r.URL.Path, id, secret, r.PostForm.Encode()))
-		st.mu.Unlock()
-		if id != clientID || secret != clientSecret || r.PostForm.Get("code") != goodCode || r.PostForm.Get("grant_type") != "authorization_code" {
-			w.WriteHeader(http.StatusUnauthorized)
-			_, _ = w.Write([]byte(`{"error":"invalid_grant"}`))
-			return
-		}
-		_ = json.NewEncoder(w).Encode(map[string]string{"access_token": userToken, "token_type": "bearer"})
-	}))
-	st.cc = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		st.ccCalls.Add(1)
-		st.mu.Lock()
-		st.ccRequests = append(st.ccRequests, fmt.Sprintf("%s %s %s", r.Method, r.URL.Path, r.Header.Get("Authorization")))
-		st.mu.Unlock()
-		if r.Header.Get("Authorization") != "bearer "+userToken {
-			w.WriteHeader(http.StatusUnauthorized)
-			return
-		}
-		w.WriteHeader(int(st.ccStatus.Load()))
-		_, _ = w.Write([]byte(st.ccBody.Load().(string)))
-	}))
-	DeferCleanup(st.uaa.Close)
-	DeferCleanup(st.cc.Close)
-	return st
+	st := sshstandin.Start(sshstandin.Options{
+		ClientID: clientID, ClientSecret: clientSecret, Code: goodCode, UserID: "user-1", ProcessGUID: processGUID + "-" + version,
+	})
+	DeferCleanup(st.Close)
+	return &standIns{st}
 }
 
 // proxy is a Server on a loopback port with fakes for Kubernetes.
@@ -116,8 +74,8 @@ func startProxy(st *standIns, tune func(*sshproxy.Options)) *proxy {
 	opts := sshproxy.Options{
 		HostKey: signer,
 		Auth: sshproxy.AuthConfig{
-			UAATokenURL: st.uaa.URL + "/oauth/token", UAAClientID: clientID, UAAClientSecret: clientSecret,
-			CCAPIURL: st.cc.URL,
+			UAATokenURL: st.TokenURL(), UAAClientID: clientID, UAAClientSecret: clientSecret,
+			CCAPIURL: st.CCURL(),
 		},
 		MaxSessions: 10, MaxSessionsPerUser: 5,
 		IdleTimeout: time.Minute, AuthTimeout: 10 * time.Second,
@@ -146,32 +104,15 @@ func startProxy(st *standIns, tune func(*sshproxy.Options)) *proxy {
 	return p
 }
 
-// cfClient connects as the cf CLI does: user cf:<guid>/<index>, the code as password, the host
-// key checked against the fingerprint CC advertises (here its MD5 form, as in /v2/info of old).
-// banner collects what the proxy said before refusing.
+// cfClient connects as the cf CLI does, checking the proxy's MD5 fingerprint.
 func (p *proxy) cfClient(user, code string, banner *gbytes.Buffer) (*ssh.Client, error) {
-	config := &ssh.ClientConfig{
-		User: user,
-		Auth: []ssh.AuthMethod{ssh.Password(code)},
-		HostKeyCallback: func(_ string, _ net.Addr, key ssh.PublicKey) error {
-			sum := md5.Sum(key.Marshal())
-			if colonHex(sum[:]) != p.prints.MD5 {
-				return errors.New("host key fingerprint mismatch")
-			}
-			return nil
-		},
-		BannerCallback: func(message string) error {
-			if banner != nil {
-				_, _ = banner.Write([]byte(message))
-			}
-			return nil
-		},
-		Timeout: 10 * time.Second,
+	if banner == nil {
+		return sshstandin.Dial(p.addr, user, code, p.prints.MD5, nil)
 	}
-	return ssh.Dial("tcp", p.addr, config)
+	return sshstandin.Dial(p.addr, user, code, p.prints.MD5, banner)
 }
 
-func user(index int) string { return fmt.Sprintf("cf:%s/%d", processGUID, index) }
+func user(index int) string { return sshstandin.User(processGUID, index) }
 
 func (p *proxy) connect() *ssh.Client {
 	GinkgoHelper()
@@ -199,22 +140,21 @@ var _ = Describe("Authentication", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(session.Run("true")).To(Succeed())
 
-		Expect(st.uaaRequests).To(Equal([]string{"POST /oauth/token " + clientID + ":" + clientSecret + " code=" + goodCode + "&grant_type=authorization_code"}))
-		Expect(st.ccRequests).To(Equal([]string{"GET /internal/apps/" + processGUID + "/ssh_access/0 bearer " + userToken}))
+		Expect(st.UAACalls()).To(Equal([]string{"POST /oauth/token " + clientID + ":" + clientSecret + " code=" + goodCode + "&grant_type=authorization_code"}))
+		Expect(st.CCCalls()).To(Equal([]string{"GET /internal/apps/" + processGUID + "/ssh_access/0 bearer " + st.Token()}))
 		Expect(p.instances.InstanceCallCount()).To(Equal(1))
 		id, index := p.instances.InstanceArgsForCall(0)
 		Expect(id).To(Equal(opi.LRPIdentifier{GUID: processGUID, Version: version}))
 		Expect(index).To(Equal(int32(0)))
 		_, req := p.executor.ExecArgsForCall(0)
 		Expect(req.Pod).To(Equal("dora-0"))
-		Expect(string(p.logger.Buffer().Contents())).NotTo(Or(ContainSubstring(goodCode), ContainSubstring(userToken), ContainSubstring(clientSecret)))
+		Expect(string(p.logger.Buffer().Contents())).NotTo(Or(ContainSubstring(goodCode), ContainSubstring(st.Token()), ContainSubstring(clientSecret)))
 	})
 
 	DescribeTable("refuses with a clear message and no Kubernetes call",
 		func(userName, code string, ccStatus int, ccBody string, message string) {
 			if ccStatus != 0 {
-				st.ccStatus.Store(int32(ccStatus))
-				st.ccBody.Store(ccBody)
+				st.SetCCAnswer(ccStatus, ccBody)
 			}
 			banner := gbytes.NewBuffer()
 			_, err := p.cfClient(userName, code, banner)
@@ -222,7 +162,7 @@ var _ = Describe("Authentication", func() {
 			Expect(banner).To(gbytes.Say("opi ssh-proxy: " + message))
 			Expect(p.instances.InstanceCallCount()).To(Equal(0))
 			Expect(p.executor.ExecCallCount()).To(Equal(0))
-			Expect(string(p.logger.Buffer().Contents())).NotTo(Or(ContainSubstring(goodCode), ContainSubstring(userToken), ContainSubstring(clientSecret)))
+			Expect(string(p.logger.Buffer().Contents())).NotTo(Or(ContainSubstring(goodCode), ContainSubstring(st.Token()), ContainSubstring(clientSecret)))
 		},
 		Entry("a wrong code", user(0), "wrong", 0, "", `authentication failed: UAA did not accept the one-time code`),
 		Entry("no code", user(0), "", 0, "", `authentication failed: no one-time code given`),
@@ -239,8 +179,8 @@ var _ = Describe("Authentication", func() {
 	It("calls neither UAA nor CC for a user name that is not the cf CLI's", func() {
 		_, err := p.cfClient("cf:"+processGUID, goodCode, nil)
 		Expect(err).To(HaveOccurred())
-		Expect(st.uaaCalls.Load()).To(BeZero())
-		Expect(st.ccCalls.Load()).To(BeZero())
+		Expect(st.UAACalls()).To(BeEmpty())
+		Expect(st.CCCalls()).To(BeEmpty())
 	})
 
 	DescribeTable("refuses an instance that is not RUNNING, and one that does not exist, without exec",
@@ -477,7 +417,7 @@ var _ = Describe("Bounds", func() {
 		Expect(conn.SetReadDeadline(time.Now().Add(10 * time.Second))).To(Succeed())
 		_, err = io.ReadAll(conn) // the server's version line, then the close
 		Expect(err).NotTo(HaveOccurred(), "closed by the proxy, not by our deadline")
-		Expect(st.uaaCalls.Load()).To(BeZero())
+		Expect(st.UAACalls()).To(BeEmpty())
 	})
 
 	It("closes a connection that carries nothing for the idle timeout", func() {
