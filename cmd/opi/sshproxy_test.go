@@ -11,6 +11,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/opi-bridge/opi/sshproxy"
 )
@@ -107,4 +109,32 @@ idle_timeout: 5m
 		Entry("an unknown backend", func() []string { return required("--backend", "pods") }, `backend "pods" is not one of deployments, statefulsets`),
 		Entry("no bound", func() []string { return required("--max-sessions", "0") }, "max-sessions (0) and max-sessions-per-user (20) must be at least 1"),
 	)
+
+	It("reads the kustomize component's config file and is run and probed as its Deployment says", func() {
+		data, err := os.ReadFile("../../deploy/kustomize/components/ssh-proxy/ssh-proxy.yml")
+		Expect(err).NotTo(HaveOccurred())
+		cfg := DefaultSSHProxyConfig()
+		Expect(yaml.UnmarshalStrict(data, &cfg)).To(Succeed())
+		Expect(cfg.Listen).To(Equal(":2222"))
+		Expect(cfg.OpsListen).To(Equal(":2223"))
+		Expect(cfg.HostKey).To(Equal("/etc/opi-ssh-proxy/secret/host-key.pem"))
+		Expect(cfg.UAAClientSecretFile).To(Equal("/etc/opi-ssh-proxy/secret/uaa-client-secret"))
+
+		data, err = os.ReadFile("../../deploy/kustomize/components/ssh-proxy/deployment.yaml")
+		Expect(err).NotTo(HaveOccurred())
+		var d appsv1.Deployment
+		Expect(yaml.Unmarshal(data, &d)).To(Succeed())
+		c := d.Spec.Template.Spec.Containers[0]
+		Expect(c.Command).To(Equal([]string{"/opi", "ssh-proxy"}))
+		Expect(c.Args).To(Equal([]string{"--config", "/etc/opi-ssh-proxy/ssh-proxy.yml"}))
+		ports := map[string]int32{}
+		for _, p := range c.Ports {
+			ports[p.Name] = p.ContainerPort
+		}
+		Expect(ports).To(Equal(map[string]int32{"ssh": 2222, "ops": 2223}))
+		Expect(c.LivenessProbe.HTTPGet.Path).To(Equal("/healthz"))
+		Expect(c.ReadinessProbe.HTTPGet.Path).To(Equal("/readyz"))
+		Expect(c.ReadinessProbe.HTTPGet.Port.String()).To(Equal("ops"))
+		Expect(d.Spec.Template.Spec.ServiceAccountName).To(Equal("opi-ssh-proxy"))
+	})
 })
