@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -60,6 +61,8 @@ type proxy struct {
 	executor  *sshproxyfakes.FakeExecutor
 	logger    *lagertest.TestLogger
 	server    *sshproxy.Server
+	// stop stops Serve and waits for it to return.
+	stop func()
 }
 
 func runningPod(name string) *instances.Pod {
@@ -97,10 +100,14 @@ func startProxy(st *standIns, tune func(*sshproxy.Options)) *proxy {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.server.Serve(ctx, l) }()
-	DeferCleanup(func() {
-		cancel()
-		Eventually(done).Should(Receive(BeNil()))
-	})
+	var once sync.Once
+	p.stop = func() {
+		once.Do(func() {
+			cancel()
+			Eventually(done).Should(Receive(BeNil()))
+		})
+	}
+	DeferCleanup(p.stop)
 	return p
 }
 
@@ -418,6 +425,27 @@ var _ = Describe("Bounds", func() {
 		_, err = io.ReadAll(conn) // the server's version line, then the close
 		Expect(err).NotTo(HaveOccurred(), "closed by the proxy, not by our deadline")
 		Expect(st.UAACalls()).To(BeEmpty())
+	})
+
+	It("ends its connections and their commands when it stops", func() {
+		p := startProxy(st, nil)
+		ended := make(chan struct{})
+		p.executor.ExecStub = func(ctx context.Context, req sshproxy.ExecRequest) error {
+			<-ctx.Done()
+			close(ended)
+			return ctx.Err()
+		}
+		client, err := p.cfClient(user(0), goodCode, nil)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { _ = client.Close() })
+		session, err := client.NewSession()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(session.Start("sleep 1000")).To(Succeed())
+		Eventually(p.executor.ExecCallCount).Should(Equal(1))
+
+		p.stop()
+		Expect(ended).To(BeClosed())
+		Expect(client.Wait()).To(HaveOccurred())
 	})
 
 	It("closes a connection that carries nothing for the idle timeout", func() {

@@ -128,7 +128,7 @@ func New(o Options, d Deps) (*Server, error) {
 func (s *Server) Fingerprints() Fingerprints { return s.prints }
 
 // Serve accepts connections on l until ctx ends, then closes l and every connection and
-// waits for their sessions.
+// waits for their sessions to end.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -168,6 +168,8 @@ type podRef struct{ name, uid string }
 // session channels in the pod the user was granted.
 func (s *Server) handle(ctx context.Context, raw net.Conn) {
 	defer raw.Close()
+	// The proxy stopping ends every connection, and so their sessions.
+	defer context.AfterFunc(ctx, func() { raw.Close() })()
 	conn := newActivityConn(raw)
 	remote := conn.RemoteAddr().String()
 	select {
