@@ -305,7 +305,7 @@ func (c *Client) parse(raw string) (*url.URL, error) {
 	switch u.Scheme {
 	case "https":
 	case "http":
-		if !c.plaintext && !isLoopback(u.Hostname()) {
+		if !c.plaintext && !IsLoopback(u.Hostname()) {
 			return nil, fmt.Errorf("%s: plain http is allowed only to loopback addresses (cc.plaintext allows it)", Redact(raw))
 		}
 	default:
@@ -443,7 +443,9 @@ func Redact(raw string) string {
 	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}).String()
 }
 
-func isLoopback(host string) bool {
+// IsLoopback tells whether host (a URL's or a listen address's) only reaches this machine:
+// where plain HTTP exposes nothing on the network.
+func IsLoopback(host string) bool {
 	if host == "localhost" {
 		return true
 	}

@@ -18,29 +18,6 @@ import (
 // deploy/kustomize/components/routing-nats, built with the suite's kubectl (kustomize, no
 // request to the cluster) into an overlay, as an operator adds it.
 var _ = Describe("The routing-nats kustomize component", func() {
-	// build writes an overlay of resource with the component in a temporary folder and returns
-	// the objects kustomize makes, by kind/name.
-	build := func(resource string) map[string][]byte {
-		dir := GinkgoT().TempDir()
-		deploy, err := filepath.Abs("../deploy/kustomize")
-		Expect(err).NotTo(HaveOccurred())
-		rel, err := filepath.Rel(dir, deploy) // kustomize refuses absolute paths
-		Expect(err).NotTo(HaveOccurred())
-		Expect(os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(
-			"resources: ["+filepath.Join(rel, resource)+"]\ncomponents: ["+filepath.Join(rel, "components/routing-nats")+"]\n"), 0o600)).To(Succeed())
-		objects := map[string][]byte{}
-		for _, doc := range strings.Split(kubectl("kustomize", dir), "\n---\n") {
-			var meta struct {
-				Kind     string `json:"kind"`
-				Metadata struct {
-					Name string `json:"name"`
-				} `json:"metadata"`
-			}
-			Expect(yaml.Unmarshal([]byte(doc), &meta)).To(Succeed())
-			objects[meta.Kind+"/"+meta.Metadata.Name] = []byte(doc)
-		}
-		return objects
-	}
 	configOf := func(objects map[string][]byte) string {
 		for key, doc := range objects {
 			if strings.HasPrefix(key, "ConfigMap/opi-config-") {
@@ -54,7 +31,7 @@ var _ = Describe("The routing-nats kustomize component", func() {
 	}
 
 	It("lets opi's pods reach NATS (4222, 4224) at the operator's range beside the base's egress, mounts opi-nats and configures routing nats", func() {
-		objects := build("base")
+		objects := kustomizeWith("base", "routing-nats")
 		var policy networkingv1.NetworkPolicy
 		Expect(yaml.Unmarshal(objects["NetworkPolicy/opi"], &policy)).To(Succeed())
 		// The base's four rules (DNS, API server, CC, registries) stay; NATS is appended.
@@ -87,6 +64,31 @@ var _ = Describe("The routing-nats kustomize component", func() {
 	It("replaces an overlay's own opi.yml too (as its kustomization says)", func() {
 		own, err := os.ReadFile("../deploy/kustomize/components/routing-nats/opi.yml")
 		Expect(err).NotTo(HaveOccurred())
-		Expect(configOf(build("overlays/cf"))).To(Equal(string(own)))
+		Expect(configOf(kustomizeWith("overlays/cf", "routing-nats"))).To(Equal(string(own)))
 	})
 })
+
+// kustomizeWith writes an overlay of resource (under deploy/kustomize) with the component of
+// that name in a temporary folder, builds it with the suite's kubectl (kustomize, no request to
+// the cluster), as an operator adds a component, and returns the objects by kind/name.
+func kustomizeWith(resource, component string) map[string][]byte {
+	dir := GinkgoT().TempDir()
+	deploy, err := filepath.Abs("../deploy/kustomize")
+	Expect(err).NotTo(HaveOccurred())
+	rel, err := filepath.Rel(dir, deploy) // kustomize refuses absolute paths
+	Expect(err).NotTo(HaveOccurred())
+	Expect(os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(
+		"resources: ["+filepath.Join(rel, resource)+"]\ncomponents: ["+filepath.Join(rel, "components", component)+"]\n"), 0o600)).To(Succeed())
+	objects := map[string][]byte{}
+	for _, doc := range strings.Split(kubectl("kustomize", dir), "\n---\n") {
+		var meta struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		}
+		Expect(yaml.Unmarshal([]byte(doc), &meta)).To(Succeed())
+		objects[meta.Kind+"/"+meta.Metadata.Name] = []byte(doc)
+	}
+	return objects
+}

@@ -520,9 +520,12 @@ func deleteAgentObjects() {
 }
 
 // canI is `kubectl auth can-i <args>` as the agent's ServiceAccount: "yes" or "no".
-func canI(args ...string) string {
+func canI(args ...string) string { return canIAs(agentNamespace, agentName, args...) }
+
+// canIAs is kubectl auth can-i's answer for the ServiceAccount namespace/name.
+func canIAs(namespace, name string, args ...string) string {
 	cmd := exec.Command(filepath.Join(cluster.BinDir(), "kubectl"), append([]string{"--kubeconfig", cluster.Kubeconfig(),
-		"auth", "can-i", "--as", "system:serviceaccount:" + agentNamespace + ":" + agentName}, args...)...)
+		"auth", "can-i", "--as", "system:serviceaccount:" + namespace + ":" + name}, args...)...)
 	out, _ := cmd.Output() // exit status 1 is the answer no
 	return strings.TrimSpace(string(out))
 }

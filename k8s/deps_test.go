@@ -122,6 +122,9 @@ var houseRules = []houseRule{
 	// the agent sees opi's objects only through the read side's door and the names.
 	{pkgs: "agent", k8s: []string{"instances", "names"}, forbidden: []string{"handler", "bifrost", cmdTree, k8sPath}},
 	{pkgs: "podlogs", forbidden: []string{"k8s", cmdTree}},
+	// The SSH proxy enters the instances opi reports through the read side's door and the
+	// names, and nothing of the backend's writes.
+	{pkgs: "sshproxy/...", k8s: []string{"instances", "names"}, forbidden: []string{"handler", "bifrost", cmdTree, k8sPath, "agent", "gorouter"}},
 	{pkgs: "loggregator", forbidden: []string{"k8s", cmdTree}},
 	{pkgs: "gorouter", forbidden: []string{"k8s/internal", "k8s/instances", "handler", "bifrost", cmdTree, "agent"}},
 	{pkgs: "metrics", k8s: []string{"apiclient"}, forbidden: []string{"k8s/internal", cmdTree}},

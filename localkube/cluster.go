@@ -42,8 +42,8 @@ type Options struct {
 	// kwok-stages.yaml. Default: BinDir() (builds them on first use).
 	BinDir string
 	// WorkDir is the folder in which a fresh localkube-* folder is made for this cluster's data,
-	// certificates, kubeconfig and logs. Default: os.TempDir(). The fresh folder is removed by
-	// Stop unless KeepWorkDir is set.
+	// certificates, kubeconfig and logs. Default: os.TempDir(). The fresh folder, and the scratch
+	// folder of exec'd commands (ExecDir), are removed by Stop unless KeepWorkDir is set.
 	WorkDir     string
 	KeepWorkDir bool
 	// Nodes is the number of simulated nodes. Default 1.
@@ -73,6 +73,8 @@ const (
 type Cluster struct {
 	opts    Options
 	workDir string
+	// execDir is the scratch folder kwok runs exec'd commands in (see execRule).
+	execDir string
 	creds   *credentials
 
 	etcdPort, etcdPeerPort, apiPort int
@@ -241,8 +243,13 @@ func (c *Cluster) start(ctx context.Context) error {
 		return err
 	}
 
+	execDir, execIDs, err := makeExecDir()
+	if err != nil {
+		return err
+	}
+	c.execDir = execDir
 	ourStages := filepath.Join(c.workDir, "localkube-stages.yaml")
-	if err := os.WriteFile(ourStages, []byte(c.opts.Tuning.kwokConfig()+crashStage+"---\n"+imagePullStage+"---\n"+taskStages), 0o644); err != nil {
+	if err := os.WriteFile(ourStages, []byte(c.opts.Tuning.kwokConfig()+execRule(execDir, execIDs)+crashStage+"---\n"+imagePullStage+"---\n"+taskStages), 0o644); err != nil {
 		return fmt.Errorf("writing our kwok stages: %w", err)
 	}
 	kwok, err := c.run("kwok",
@@ -255,12 +262,16 @@ func (c *Cluster) start(ctx context.Context) error {
 		// a /16 gives each of tens of thousands of pods its own IP, as gorouter's registrations
 		// need (kwok's default /24 runs out at 254 and hands IPs out again).
 		"--cidr", "10.0.0.1/16",
-		"--node-ip", "10.0.0.1",
+		// The nodes advertise a loopback address and kwok's own port as their kubelet's, so the
+		// API server reaches kwok's server for exec (and port-forward) as it would a kubelet.
+		"--node-ip", "127.0.0.1",
+		"--node-port", strconv.Itoa(c.kwokPort),
 		// Without leases (kwok's default) nothing heartbeats the nodes: the node lifecycle
 		// controller marks them NotReady every 50 s (and their pods not ready) until kwok's
 		// node-initialize stage puts them back. A renewed lease is the kubelet's heartbeat.
 		"--node-lease-duration-seconds", "40",
-		// Plain HTTP on loopback: /metrics and /debug/pprof for the benchmark.
+		// On loopback only (--node-port alone would listen on every address), plain HTTP for
+		// /metrics and /debug/pprof of the benchmark and TLS for the API server on the same port.
 		"--server-address", "127.0.0.1:"+strconv.Itoa(c.kwokPort),
 	)
 	if err != nil {
@@ -423,7 +434,7 @@ func (c *Cluster) StopAPIServer() error {
 }
 
 // Stop stops every component in reverse start order (SIGTERM to its process group, SIGKILL after
-// 10 s) and removes the work folder unless Options.KeepWorkDir. Calling it again does nothing.
+// 10 s) and removes the work and exec folders unless Options.KeepWorkDir. Calling it again does nothing.
 func (c *Cluster) Stop() error {
 	c.mu.Lock()
 	if c.stopped {
@@ -445,6 +456,11 @@ func (c *Cluster) Stop() error {
 		if err := os.RemoveAll(c.workDir); err != nil {
 			errs = append(errs, fmt.Errorf("removing the work folder: %w", err))
 		}
+		if c.execDir != "" {
+			if err := os.RemoveAll(c.execDir); err != nil {
+				errs = append(errs, fmt.Errorf("removing the exec folder: %w", err))
+			}
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -461,6 +477,9 @@ func (c *Cluster) Clientset() kubernetes.Interface { return c.clientset }
 
 // WorkDir is the cluster's own folder (data, certificates, kubeconfig and logs).
 func (c *Cluster) WorkDir() string { return c.workDir }
+
+// ExecDir is the scratch folder the commands of `kubectl exec` into the simulated pods run in.
+func (c *Cluster) ExecDir() string { return c.execDir }
 
 // BinDir is the folder the components were started from (it also holds kubectl).
 func (c *Cluster) BinDir() string { return c.opts.BinDir }

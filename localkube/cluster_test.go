@@ -1,9 +1,13 @@
 package localkube_test
 
 import (
+	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -140,6 +144,29 @@ var _ = Describe("Cluster", func() {
 			WithTransform(func(p *corev1.Pod) corev1.ConditionStatus { return condition(p, corev1.PodReady) }, Equal(corev1.ConditionTrue)),
 			HaveField("Status.ContainerStatuses", ConsistOf(HaveField("State.Running", Not(BeNil())))),
 		))
+	})
+
+	It("answers kubectl exec into a simulated pod with a command run unprivileged in the exec folder", func(ctx SpecContext) {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "shell"}, Spec: podSpec("64Mi")}
+		_, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(getPod(ctx, "shell")).WithContext(ctx).Should(HaveField("Status.Phase", corev1.PodRunning))
+
+		var stdout, stderr bytes.Buffer
+		cmd := exec.CommandContext(ctx, filepath.Join(cluster.BinDir(), "kubectl"), "--kubeconfig", cluster.Kubeconfig(),
+			"-n", ns, "exec", "shell", "--", "sh", "-c", "echo hi; echo oops >&2; pwd; id -u")
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		Expect(cmd.Run()).To(Succeed(), stderr.String())
+
+		uid := os.Geteuid()
+		if uid == 0 {
+			nobody, err := user.Lookup("nobody")
+			Expect(err).NotTo(HaveOccurred())
+			uid, err = strconv.Atoi(nobody.Uid)
+			Expect(err).NotTo(HaveOccurred())
+		}
+		Expect(stdout.String()).To(Equal(fmt.Sprintf("hi\n%s\n%d\n", cluster.ExecDir(), uid)))
+		Expect(stderr.String()).To(Equal("oops\n"))
 	})
 
 	It("keeps working after the API server is stopped and started again", Serial, func(ctx SpecContext) {

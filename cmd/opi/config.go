@@ -261,29 +261,35 @@ func DefaultConfig() Config {
 
 // LoadConfig reads args of `opi connect`: defaults, then the config file, then flags.
 func LoadConfig(args []string) (Config, error) {
-	cfg := DefaultConfig()
-	configPath, err := parseFlags(args, &cfg)
+	cfg, err := loadLayered(args, DefaultConfig, parseFlags)
 	if err != nil {
 		return cfg, err
-	}
-	if configPath != "" {
-		// Start again from the file, and let the flags given on the command line win over it.
-		cfg = DefaultConfig()
-		data, err := os.ReadFile(configPath)
-		if err != nil {
-			return cfg, fmt.Errorf("read config: %w", err)
-		}
-		if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
-			return cfg, fmt.Errorf("parse config %s: %w", configPath, err)
-		}
-		if _, err := parseFlags(args, &cfg); err != nil {
-			return cfg, err
-		}
 	}
 	if cfg.Kubeconfig == "" {
 		cfg.Kubeconfig = os.Getenv("KUBECONFIG")
 	}
 	return cfg, cfg.Validate()
+}
+
+// loadLayered reads a command's configuration: its defaults, then the YAML file the --config
+// flag names, then the other flags, which win over the file. parse binds the flags to a
+// configuration's fields and returns the --config path.
+func loadLayered[T any](args []string, defaults func() T, parse func([]string, *T) (string, error)) (T, error) {
+	cfg := defaults()
+	configPath, err := parse(args, &cfg)
+	if err != nil || configPath == "" {
+		return cfg, err
+	}
+	cfg = defaults()
+	data, err := os.ReadFile(configPath)
+	if err != nil {
+		return cfg, fmt.Errorf("read config: %w", err)
+	}
+	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+		return cfg, fmt.Errorf("parse config %s: %w", configPath, err)
+	}
+	_, err = parse(args, &cfg)
+	return cfg, err
 }
 
 // parseFlags sets the fields of cfg that args name and returns the --config path. Each flag is
@@ -493,13 +499,13 @@ func (c Config) validateListen() error {
 	if c.TLSClientCA != "" && c.TLSCert == "" {
 		return fmt.Errorf("tls_client_ca needs tls_cert and tls_key")
 	}
-	if c.TLSCert == "" && !c.Plaintext && !isLoopback(host) {
+	if c.TLSCert == "" && !c.Plaintext && !cc.IsLoopback(host) {
 		return fmt.Errorf("refusing to serve plain HTTP on %s: give --tls-cert and --tls-key (and --tls-client-ca for mutual TLS), listen on a loopback address, or opt in with --plaintext", c.Listen)
 	}
-	if c.TLSClientCA == "" && !c.InsecureSkipClientCertificates && !isLoopback(host) {
+	if c.TLSClientCA == "" && !c.InsecureSkipClientCertificates && !cc.IsLoopback(host) {
 		return fmt.Errorf("refusing to serve on %s without client certificates: give tls_client_ca (--tls-client-ca, mutual TLS with CC), listen on a loopback address, or opt out with insecure_skip_client_certificates: true (--insecure-skip-client-certificates)", c.Listen)
 	}
-	if c.TLSClientCA != "" && len(c.TLSClientNames) == 0 && !c.InsecureAnyClientCertificate && !isLoopback(host) {
+	if c.TLSClientCA != "" && len(c.TLSClientNames) == 0 && !c.InsecureAnyClientCertificate && !cc.IsLoopback(host) {
 		return fmt.Errorf("refusing to serve on %s to any certificate the client CA signed: name CC's certificate in tls_client_names (--tls-client-names), listen on a loopback address, or opt out with insecure_any_client_certificate: true (--insecure-any-client-certificate)", c.Listen)
 	}
 	if len(c.TLSClientNames) > 0 && c.TLSClientCA == "" {
@@ -547,15 +553,6 @@ func (le LeaderElectionConfig) validate() error {
 		return fmt.Errorf("leader_election needs 0 < retry_period < renew_deadline < lease_duration")
 	}
 	return nil
-}
-
-// isLoopback tells whether host (from a listen address) only accepts local connections.
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // backendOptions are the Kubernetes backend's options from the configuration.

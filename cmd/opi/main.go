@@ -1,5 +1,5 @@
 // Command opi is the OPI server: `opi connect` serves Cloud Controller's LRP API and runs the
-// apps on Kubernetes.
+// apps on Kubernetes; `opi agent` ships a node's app logs; `opi ssh-proxy` is `cf ssh`'s endpoint.
 package main
 
 import (
@@ -35,6 +35,7 @@ const defaultGCPercent = 25
 
 const usage = `usage: opi connect [--config FILE] [--listen ADDR] [--kubeconfig PATH] [--namespace NS] [flags]
        opi agent --node NAME --state-dir DIR --loggregator-addr HOST:PORT [flags]
+       opi ssh-proxy --host-key FILE --uaa-token-url URL --uaa-client-id ID --cc-api-url URL [flags]
        opi --version
 
 Serves Cloud Controller's OPI API and runs its apps on Kubernetes. "opi connect -h" lists the flags.
@@ -47,6 +48,10 @@ func main() {
 	}
 	if len(os.Args) >= 2 && os.Args[1] == "agent" {
 		mainAgent(os.Args[2:])
+		return
+	}
+	if len(os.Args) >= 2 && os.Args[1] == "ssh-proxy" {
+		mainSSHProxy(os.Args[2:])
 		return
 	}
 	if len(os.Args) < 2 || os.Args[1] != "connect" {

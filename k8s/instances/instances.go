@@ -55,6 +55,7 @@ type Reader struct {
 	factory   informers.SharedInformerFactory
 	pods      cache.SharedIndexInformer
 	store     *store.Store
+	namespace string
 	byOrdinal bool
 }
 
@@ -87,7 +88,7 @@ func New(client kubernetes.Interface, o Options) *Reader {
 	if err := pods.SetTransform(rankedPodOf); err != nil {
 		o.Logger.Error("set-transform", err, lager.Data{"informer": "pods"})
 	}
-	return &Reader{factory: factory, pods: pods, store: s, byOrdinal: o.StatefulSets}
+	return &Reader{factory: factory, pods: pods, store: s, namespace: o.Namespace, byOrdinal: o.StatefulSets}
 }
 
 // rankedPodOf is the pod cache's transform: the store's record, cut to what the ranking reads.
@@ -147,6 +148,10 @@ func (r *Reader) Instance(id opi.LRPIdentifier, index int32) (*Pod, *Workload, b
 	}
 	return pods[index], w, true
 }
+
+// Pod is the LRP pod of that name (an SSH session follows the pod it entered), false when the
+// cache has none.
+func (r *Reader) Pod(name string) (*Pod, bool) { return r.store.PodByKey(r.namespace + "/" + name) }
 
 // CachedPods are the objects the pod cache holds (what a memory bound is about).
 func (r *Reader) CachedPods() []any { return r.pods.GetStore().List() }

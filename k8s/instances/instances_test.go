@@ -85,6 +85,12 @@ var _ = Describe("Reader", func() {
 		Expect(ok).To(BeFalse(), "another version of the LRP has no workload")
 		Expect(r.Workload(id)).To(Equal(w))
 
+		byName, ok := r.Pod("pod-c")
+		Expect(ok).To(BeTrue(), "a pod is found by name whether it reports an index or not")
+		Expect(byName.UID).To(Equal(types.UID("uid-pod-c")))
+		_, ok = r.Pod("pod-z")
+		Expect(ok).To(BeFalse())
+
 		j, ok := r.Job("task-1")
 		Expect(ok).To(BeTrue())
 		Expect(j.TaskName).To(Equal("migrate"))
