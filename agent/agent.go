@@ -432,7 +432,7 @@ type followed struct {
 
 	mu      sync.Mutex
 	pod     *nodePod
-	last    *loggregator.Identity // the last identity resolved (kept when the owner is gone)
+	last    *instance // the last identity resolved (kept when the owner is gone)
 	removed bool
 	// inflight counts f's lines emitted and not yet acknowledged; skipped is the position after
 	// the last line the rate bound dropped since the last one emitted.
@@ -544,12 +544,12 @@ func (a *Agent) follow(f *followed) {
 // read sends what f's folder holds now. While the pod's identity is not known yet (its workload
 // or Job not in the caches) it reads nothing, unless final.
 func (a *Agent) read(fl *podlogs.Follower, f *followed, final bool) error {
-	id, ok := a.identity(f, final)
+	in, ok := a.identity(f, final)
 	if !ok {
 		return nil
 	}
 	defer a.reportLost(fl, f)
-	return fl.Next(func(line podlogs.Line, pos podlogs.Position) { a.line(f, id, line, pos) })
+	return fl.Next(func(line podlogs.Line, pos podlogs.Position) { a.line(f, in.logs, line, pos) })
 }
 
 // line hands one line of f to the Sender, or drops it if f is over its rate bound. The bound
@@ -624,30 +624,40 @@ func (a *Agent) passed(f *followed, pos podlogs.Position) {
 	a.saveSoon()
 }
 
-// identity is the identity of f's lines now: Diego's source_id, instance_id and tags. Without
-// the pod's workload or Job in the caches it is the last one resolved, or, for the final read
-// of a pod never resolved, what the pod's labels say.
-func (a *Agent) identity(f *followed, final bool) (loggregator.Identity, bool) {
+// instance is who a followed pod's envelopes are about.
+type instance struct {
+	// logs is the identity of its lines, Diego's: source_id the app guid, which `cf logs` reads.
+	logs loggregator.Identity
+	// gaugeSource is the source_id of its container gauges: the process guid (CC's guid, the
+	// workload's guid), the source CC's OPI mode reads an instance's usage from; for a task,
+	// whose usage CC reads nowhere, the task guid.
+	gaugeSource string
+}
+
+// identity is who f's envelopes are about now. Without the pod's workload or Job in the caches
+// it is the last one resolved, or, for the final read of a pod never resolved, what the pod's
+// labels say.
+func (a *Agent) identity(f *followed, final bool) (instance, bool) {
 	p := f.current()
-	id, ok := a.resolve(p)
+	in, ok := a.resolve(p)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {
 	case ok:
-		f.last = &id
+		f.last = &in
 	case f.last != nil:
-		id, ok = *f.last, true
+		in, ok = *f.last, true
 	case final:
-		id, ok = labelIdentity(p), true
+		in, ok = labelIdentity(p), true
 	}
-	return id, ok
+	return in, ok
 }
 
-func (a *Agent) resolve(p *nodePod) (loggregator.Identity, bool) {
+func (a *Agent) resolve(p *nodePod) (instance, bool) {
 	if p.Task {
 		j, ok := a.reader.Job(p.JobName)
 		if !ok {
-			return loggregator.Identity{}, false
+			return instance{}, false
 		}
 		tags := loggregator.AppTags{
 			SourceType: loggregator.TaskSourceType(j.TaskName),
@@ -656,11 +666,14 @@ func (a *Agent) resolve(p *nodePod) (loggregator.Identity, bool) {
 			OrgID: j.OrgGUID, OrgName: j.OrgName,
 			ProcessInstanceID: string(p.UID),
 		}
-		return loggregator.Identity{SourceID: j.AppGUID, InstanceID: "0", Tags: tags.Map()}, true
+		return instance{
+			logs:        loggregator.Identity{SourceID: j.AppGUID, InstanceID: "0", Tags: tags.Map()},
+			gaugeSource: j.TaskGUID,
+		}, true
 	}
 	w := a.reader.Workload(p.record.ID())
 	if w == nil {
-		return loggregator.Identity{}, false
+		return instance{}, false
 	}
 	index := a.reader.Index(p.record, w)
 	processType := w.ProcessType
@@ -675,25 +688,32 @@ func (a *Agent) resolve(p *nodePod) (loggregator.Identity, bool) {
 		ProcessID: w.GUID, ProcessType: processType,
 		ProcessInstanceID: string(p.UID),
 	}
-	return loggregator.Identity{SourceID: w.AppGUID, InstanceID: strconv.Itoa(int(index)), Tags: tags.Map()}, true
+	return instance{
+		logs:        loggregator.Identity{SourceID: w.AppGUID, InstanceID: strconv.Itoa(int(index)), Tags: tags.Map()},
+		gaugeSource: w.GUID,
+	}, true
 }
 
 // labelIdentity is what a pod's own labels say of it (its owner gone from the caches).
-func labelIdentity(p *nodePod) loggregator.Identity {
+func labelIdentity(p *nodePod) instance {
 	app := p.Labels[names.LabelAppGUID]
 	if p.Task {
-		return loggregator.Identity{SourceID: app, InstanceID: "0", Tags: loggregator.AppTags{
+		return instance{logs: loggregator.Identity{SourceID: app, InstanceID: "0", Tags: loggregator.AppTags{
 			SourceType: loggregator.TaskSourceType(p.JobName), AppID: app, ProcessInstanceID: string(p.UID),
-		}.Map()}
+		}.Map()}}
 	}
 	processType := p.Labels[names.LabelProcessType]
 	if processType == "" {
 		processType = "web"
 	}
-	return loggregator.Identity{SourceID: app, InstanceID: strconv.Itoa(int(max(p.record.Ordinal, 0))), Tags: loggregator.AppTags{
-		SourceType: loggregator.ProcessSourceType(processType), AppID: app,
-		ProcessID: p.Labels[names.LabelGUID], ProcessType: processType, ProcessInstanceID: string(p.UID),
-	}.Map()}
+	guid := p.Labels[names.LabelGUID]
+	return instance{
+		logs: loggregator.Identity{SourceID: app, InstanceID: strconv.Itoa(int(max(p.record.Ordinal, 0))), Tags: loggregator.AppTags{
+			SourceType: loggregator.ProcessSourceType(processType), AppID: app,
+			ProcessID: guid, ProcessType: processType, ProcessInstanceID: string(p.UID),
+		}.Map()},
+		gaugeSource: guid,
+	}
 }
 
 // countMalformed adds the lines fl skipped as no CRI lines, beyond the counted already, to the

@@ -68,16 +68,27 @@ func payloads(envs []*loggregator_v2.Envelope) []string {
 	return out
 }
 
-func deployment(replicas int32) *appsv1.Deployment {
-	labels := map[string]string{
-		names.LabelGUID: lrpGUID, names.LabelVersion: version, names.LabelAppGUID: appGUID,
-		names.LabelProcessType: "web", names.LabelSourceType: names.SourceTypeApp,
+// process is an LRP of the specs' app: CC's guid and version, and the process type.
+type process struct{ guid, version, processType string }
+
+// lrp is the web process most specs run (its guid is not the app guid: a web process after a
+// rolling deploy).
+var lrp = process{guid: lrpGUID, version: version, processType: "web"}
+
+func (p process) labels() map[string]string {
+	return map[string]string{
+		names.LabelGUID: p.guid, names.LabelVersion: p.version, names.LabelAppGUID: appGUID,
+		names.LabelProcessType: p.processType, names.LabelSourceType: names.SourceTypeApp,
 	}
+}
+
+// deployment is the process's Deployment, named name.
+func (p process) deployment(name string, replicas int32) *appsv1.Deployment {
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: "dora-dev-b0c4a1e2", Namespace: ns, UID: "deploy-uid", Labels: labels,
+			Name: name, Namespace: ns, UID: types.UID("uid-" + name), Labels: p.labels(),
 			Annotations: map[string]string{
-				names.AnnotationProcessType: "web", names.AnnotationAppName: "dora",
+				names.AnnotationProcessType: p.processType, names.AnnotationAppName: "dora",
 				names.AnnotationSpaceGUID: "space-guid", names.AnnotationSpaceName: "dev",
 				names.AnnotationOrgGUID: "org-guid", names.AnnotationOrgName: "acme",
 			},
@@ -86,15 +97,13 @@ func deployment(replicas int32) *appsv1.Deployment {
 	}
 }
 
-func appPod(name, uid, onNode string, created time.Time) *corev1.Pod {
+// pod is a running, ready instance of the process.
+func (p process) pod(name, uid, onNode string, created time.Time) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: ns, UID: types.UID(uid),
 			CreationTimestamp: metav1.NewTime(created),
-			Labels: map[string]string{
-				names.LabelGUID: lrpGUID, names.LabelVersion: version, names.LabelAppGUID: appGUID,
-				names.LabelProcessType: "web", names.LabelSourceType: names.SourceTypeApp,
-			},
+			Labels:            p.labels(),
 		},
 		Spec: corev1.PodSpec{NodeName: onNode, Containers: []corev1.Container{{Name: names.ContainerName}}},
 		Status: corev1.PodStatus{
@@ -102,6 +111,26 @@ func appPod(name, uid, onNode string, created time.Time) *corev1.Pod {
 			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
 		},
 	}
+}
+
+// tags are the tags of the process's instance uid on its lines (and, but for source_type, on
+// its gauges).
+func (p process) tags(uid string) map[string]string {
+	return map[string]string{
+		"source_type": loggregator.ProcessSourceType(p.processType),
+		"app_id":      appGUID, "app_name": "dora",
+		"space_id": "space-guid", "space_name": "dev",
+		"organization_id": "org-guid", "organization_name": "acme",
+		"process_id": p.guid, "process_type": p.processType, "process_instance_id": uid,
+	}
+}
+
+func deployment(replicas int32) *appsv1.Deployment {
+	return lrp.deployment("dora-dev-b0c4a1e2", replicas)
+}
+
+func appPod(name, uid, onNode string, created time.Time) *corev1.Pod {
+	return lrp.pod(name, uid, onNode, created)
 }
 
 func taskJob() *batchv1.Job {
@@ -150,12 +179,18 @@ func cri(t time.Time, stream, tag, content string) string {
 	return t.Format(time.RFC3339Nano) + " " + stream + " " + tag + " " + content
 }
 
-var webTags = map[string]string{
-	"source_type": "APP/PROC/WEB",
-	"app_id":      appGUID, "app_name": "dora",
-	"space_id": "space-guid", "space_name": "dev",
-	"organization_id": "org-guid", "organization_name": "acme",
-	"process_id": lrpGUID, "process_type": "web",
+// webTags are the tags every instance of lrp has on its lines (withInstance adds the instance's).
+var webTags = func() map[string]string {
+	tags := lrp.tags("")
+	delete(tags, "process_instance_id")
+	return tags
+}()
+
+// taskTags are the tags of taskPod's lines.
+var taskTags = map[string]string{
+	"source_type": "APP/TASK/migrate", "app_id": appGUID, "app_name": "dora",
+	"space_id": "space-guid", "space_name": "dev", "organization_id": "org-guid", "organization_name": "acme",
+	"process_instance_id": "task-pod-uid",
 }
 
 func withInstance(tags map[string]string, uid string) map[string]string {
@@ -251,11 +286,7 @@ var _ = Describe("Agent", func() {
 			{SourceID: appGUID, InstanceID: "0", Time: t0.Add(1), Type: loggregator_v2.Log_OUT, Payload: "listening on 8080", Tags: withInstance(webTags, "web-uid")},
 			{SourceID: appGUID, InstanceID: "0", Time: t0.Add(2), Type: loggregator_v2.Log_ERR, Payload: "warn: slow start", Tags: withInstance(webTags, "web-uid")},
 		}
-		wantTask := seen{SourceID: appGUID, InstanceID: "0", Time: t0.Add(5), Type: loggregator_v2.Log_OUT, Payload: "migrated 3 tables", Tags: map[string]string{
-			"source_type": "APP/TASK/migrate", "app_id": appGUID, "app_name": "dora",
-			"space_id": "space-guid", "space_name": "dev", "organization_id": "org-guid", "organization_name": "acme",
-			"process_instance_id": "task-pod-uid",
-		}}
+		wantTask := seen{SourceID: appGUID, InstanceID: "0", Time: t0.Add(5), Type: loggregator_v2.Log_OUT, Payload: "migrated 3 tables", Tags: taskTags}
 		Eventually(func() []seen { return seenOf(ingress.Envelopes()) }, 10*time.Second).Should(ConsistOf(wantWeb[0], wantWeb[1], wantTask))
 		// The web pod's lines in their order.
 		var webSeen []seen

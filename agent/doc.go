@@ -1,7 +1,9 @@
 // Package agent is opi's node agent (`opi agent`): one runs on every node, follows the
 // CRI log files of opi's app and task pods on that node (package podlogs) and sends each line to
 // Loggregator (package loggregator) with the identity Diego's cell gives it, so `cf logs` shows
-// what an app writes.
+// what an app writes. Every 15 s it sends each instance's container gauges from the kubelet's
+// stats summary under the instance's process guid, not the app guid: that is the source Cloud
+// Controller reads an OPI process's usage from (`cf app`).
 //
 // It is not part of the backend: it reads opi's objects through package k8s/instances (the
 // backend's records and its instance ranking, so the instance_id of a line is the index opi

@@ -123,6 +123,17 @@ func (a *Agent) metricsLoop(ctx context.Context, c *kubeletClient) {
 	}
 }
 
+// gauges is the identity of the instance's container gauges: its lines' instance_id and tags
+// (less source_type, which is for logs), under its gauge source and nowhere else. CC's OPI mode
+// reads a process's usage from its guid and keeps every envelope there, grouped by instance_id:
+// a worker's or a newer web process's gauges sent under the app guid, which is the original web
+// process's guid, would fill that process's rows.
+func (in instance) gauges() loggregator.Identity {
+	tags := maps.Clone(in.logs.Tags)
+	delete(tags, "source_type")
+	return loggregator.Identity{SourceID: in.gaugeSource, InstanceID: in.logs.InstanceID, Tags: tags}
+}
+
 // sendMetrics sends one gauge envelope per followed pod the summary has its app container of.
 func (a *Agent) sendMetrics(s *statsv1alpha1.Summary, now time.Time) {
 	for _, ps := range s.Pods {
@@ -141,13 +152,10 @@ func (a *Agent) sendMetrics(s *statsv1alpha1.Summary, now time.Time) {
 		if cs == nil {
 			continue
 		}
-		id, ok := a.identity(f, false)
-		if !ok {
+		in, ok := a.identity(f, false)
+		if !ok || in.gaugeSource == "" { // no guid of its own: never under another source
 			continue
 		}
-		tags := maps.Clone(id.Tags)
-		delete(tags, "source_type") // logs only
-		id.Tags = tags
 		p := f.current()
 		u := loggregator.Usage{MemoryQuotaBytes: p.MemoryLimit, DiskQuotaBytes: p.DiskLimit}
 		if cs.CPU != nil && cs.CPU.UsageNanoCores != nil {
@@ -161,7 +169,7 @@ func (a *Agent) sendMetrics(s *statsv1alpha1.Summary, now time.Time) {
 				u.DiskBytes += *fs.UsedBytes
 			}
 		}
-		if a.sender.Emit(loggregator.NewContainerMetrics(id, now, u), nil) {
+		if a.sender.Emit(loggregator.NewContainerMetrics(in.gauges(), now, u), nil) {
 			a.counters.gaugesSent.Add(1)
 		}
 	}

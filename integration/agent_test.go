@@ -416,9 +416,9 @@ var _ = Describe("The node agent, opi agent as a process, with the kubelet's fil
 			Values               map[string]float64
 			Units                map[string]string
 		}
-		gauges := func() []gauge {
+		gaugesOf := func(envs []*loggregator_v2.Envelope) []gauge {
 			var out []gauge
-			for _, e := range ingress.Envelopes() {
+			for _, e := range envs {
 				if e.GetGauge() == nil {
 					continue
 				}
@@ -430,8 +430,11 @@ var _ = Describe("The node agent, opi agent as a process, with the kubelet's fil
 			}
 			return out
 		}
+		gauges := func() []gauge { return gaugesOf(ingress.Envelopes()) }
+		// Under the process guid (CC's guid), which CC's OPI mode reads; the lines stay under
+		// the app guid.
 		want := gauge{
-			SourceID: "app-" + a.guid, InstanceID: "0", Tags: tags,
+			SourceID: a.guid, InstanceID: "0", Tags: tags,
 			// fixture.DesireLRP's memory_mb 64 and disk_mb 256 are the container's limits.
 			Values: map[string]float64{"cpu": 12.5, "memory": 40 * mi, "disk": 22 * mi, "memory_quota": 64 * mi, "disk_quota": 256 * mi},
 			Units:  map[string]string{"cpu": "percentage", "memory": "bytes", "disk": "bytes", "memory_quota": "bytes", "disk_quota": "bytes"},
@@ -439,6 +442,11 @@ var _ = Describe("The node agent, opi agent as a process, with the kubelet's fil
 		// Every 15 s, as Diego's rep.
 		Eventually(gauges, 60*time.Second).Should(ContainElement(want))
 		Expect(gauges()).To(HaveEach(want))
+		// What CC's OPI mode reads of the process: one row, instance 0, only its gauges.
+		rows := ingress.GaugesBySource()
+		Expect(rows).To(HaveKey(a.guid))
+		Expect(rows[a.guid]).To(HaveLen(1))
+		Expect(gaugesOf(rows[a.guid]["0"])).To(HaveEach(want))
 		served, refused := kubelet.Requests()
 		Expect(served).To(BeNumerically(">", 0))
 		Expect(refused).To(BeZero())

@@ -374,9 +374,12 @@ for each of opi's pods once it is Running, its start command, then a line every 
 on stderr), and serves made-up stats (2%% of a core, 24 MiB memory) for the metrics.
 
 Each envelope the stand-in receives is printed here, one line each:
-  loggregator-standin: <source_id> [<instance_id>] <source_type> OUT|ERR <text>
-  loggregator-standin: <source_id> [<instance_id>] gauges cpu=... disk=... disk_quota=... memory=... memory_quota=...
+  loggregator-standin: <app guid> [<instance_id>] <source_type> OUT|ERR <text>
+  loggregator-standin: <process guid> [<instance_id>] gauges cpu=... disk=... disk_quota=... memory=... memory_quota=...
   (only those: make run RUN_FLAGS="--agent" | grep --line-buffered loggregator-standin:)
+  Lines go under the app guid, which cf logs reads; an instance's gauges under its process's
+  guid (the desire's "guid", %[6]s for the example app), which Cloud Controller reads for
+  cf app: each process's usage apart, a worker's and a rolling deploy's new web process's too.
 
   (a task shows APP/TASK/<name> lines if it keeps running: the example's "exit 0" ends before
   the kubelet stand-in sees it Running; "sleep 3600" as its command does not)
@@ -388,5 +391,5 @@ Each envelope the stand-in receives is printed here, one line each:
 opi's leader sends its lifecycle lines (source_type CELL, STG for docker staging) there too.
 
 Ctrl-C also stops the agents (they save their positions) and the stand-ins, after opi.
-`, strings.Join(g.Nodes, ", "), g.AgentLog, g.PodLogs, g.Ingress, g.Namespace)
+`, strings.Join(g.Nodes, ", "), g.AgentLog, g.PodLogs, g.Ingress, g.Namespace, exampleGUID)
 }

@@ -33,7 +33,9 @@ var _ = Describe("make run with the agent", func() {
 		Expect(out.String()).To(And(
 			ContainSubstring("opi agent runs for each node (localkube-node-0, localkube-node-1; log /run/agent/opi-agent-<node>.log)"),
 			ContainSubstring("Loggregator v2\nstand-in at 127.0.0.1:41000 (mutual TLS)"),
-			ContainSubstring("  loggregator-standin: <source_id> [<instance_id>] <source_type> OUT|ERR <text>\n"),
+			ContainSubstring("  loggregator-standin: <app guid> [<instance_id>] <source_type> OUT|ERR <text>\n"),
+			ContainSubstring("  loggregator-standin: <process guid> [<instance_id>] gauges cpu=... "),
+			ContainSubstring(`guid (the desire's "guid", 5d9c6d6d-3a3e-4c5f-9f2e-6b1c0e8a7f10 for the example app)`),
 			ContainSubstring(`make run RUN_FLAGS="--agent" | grep --line-buffered loggregator-standin:`),
 			ContainSubstring("  ls /run/agent/pod-logs\n"),
 			ContainSubstring(`  echo "$(date -u +%Y-%m-%dT%H:%M:%S.%NZ) stdout F hello from my terminal" >> /run/agent/pod-logs/cf-workloads_<pod>_<uid>/opi/0.log`),

@@ -23,17 +23,7 @@ var _ = Describe("Server", func() {
 		client loggregator_v2.IngressClient
 	)
 
-	dial := func(cfg *tls.Config) *grpc.ClientConn {
-		// A short reconnect backoff: gRPC's own starts at 1 s.
-		c, err := grpc.NewClient(server.Addr(), grpc.WithTransportCredentials(credentials.NewTLS(cfg)),
-			grpc.WithConnectParams(grpc.ConnectParams{
-				Backoff:           backoff.Config{BaseDelay: 10 * time.Millisecond, Multiplier: 2, MaxDelay: 50 * time.Millisecond},
-				MinConnectTimeout: 10 * time.Second, // a connection attempt may take longer than the backoff
-			}))
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(c.Close)
-		return c
-	}
+	dial := func(cfg *tls.Config) *grpc.ClientConn { return dialTLS(server.Addr(), cfg) }
 	env := func(payload string) *loggregator_v2.Envelope {
 		return &loggregator_v2.Envelope{SourceId: "app", InstanceId: "0", Message: &loggregator_v2.Envelope_Log{
 			Log: &loggregator_v2.Log{Payload: []byte(payload)},
@@ -129,6 +119,19 @@ var _ = Describe("Server", func() {
 
 // clientTLS is what the module's NewIngressTLSConfig builds (its root package is not imported
 // here: it brings the batching client's dependencies along).
+// dialTLS is a client connection to addr until the spec ends.
+func dialTLS(addr string, cfg *tls.Config) *grpc.ClientConn {
+	// A short reconnect backoff: gRPC's own starts at 1 s.
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 10 * time.Millisecond, Multiplier: 2, MaxDelay: 50 * time.Millisecond},
+			MinConnectTimeout: 10 * time.Second, // a connection attempt may take longer than the backoff
+		}))
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(c.Close)
+	return c
+}
+
 func clientTLS(files standin.ClientFiles) (*tls.Config, error) {
 	return tlsconfig.Build(
 		tlsconfig.WithInternalServiceDefaults(),
