@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"sort"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -14,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/models"
 	"github.com/opi-bridge/opi/testsupport/fixture"
 )
@@ -23,20 +23,9 @@ func kubectlJSON(out any, args ...string) {
 	ExpectWithOffset(1, json.Unmarshal([]byte(kubectl(append(args, "-o", "json")...)), out)).To(Succeed())
 }
 
-// ingressHosts is host → "path→service:port" of the app's Ingresses, as kubectl shows them.
-func ingressHosts(ns string, a *app) map[string][]string {
-	var list networkingv1.IngressList
-	kubectlJSON(&list, "get", "ingresses", "-n", ns, "-l", selector(a))
-	out := map[string][]string{}
-	for _, ing := range list.Items {
-		for _, rule := range ing.Spec.Rules {
-			for _, p := range rule.HTTP.Paths {
-				out[rule.Host] = append(out[rule.Host], p.Path+"→"+p.Backend.Service.Name+":"+itoa(p.Backend.Service.Port.Number))
-			}
-		}
-	}
-	return out
-}
+// ingressHosts is host → "path→port" of the app's routes through the Ingresses opi keeps (see
+// routedTo).
+func ingressHosts(ns string, a *app) map[string][]string { return routedTo(ns, a, "ingresses") }
 
 func itoa(n int32) string { b, _ := json.Marshal(n); return string(b) }
 
@@ -63,38 +52,43 @@ var _ = Describe("Routing, isolation and placement hooks", func() {
 		a.instances = 1
 	})
 
-	It("routes with an Ingress per app: after desire, after a route update, gone after stop; other apps untouched", func() {
+	It("routes with one Ingress per hostname of a space, owned by no app: after desire, after a route update, gone after stop; other apps untouched", func() {
 		o := startOpi(ns, "--routing", "ingress", "--ingress-class", "nginx")
 		other := newApp()
 		other.instances = 1
+		other.extra = map[string]any{"routes": map[string]any{"cf-router": []any{map[string]any{"hostname": "other.example.com", "port": 8080}}}}
 		desire(o, other)
 		desire(o, a)
-		svc := workloads(ns, a)[0].Name
 
-		Expect(ingressHosts(ns, a)).To(Equal(map[string][]string{"dora.example.com": {"/→" + svc + ":8080"}}))
+		Eventually(func() map[string][]string { return ingressHosts(ns, a) }).Should(Equal(map[string][]string{"dora.example.com": {"/→8080"}}))
 		var ing networkingv1.IngressList
-		kubectlJSON(&ing, "get", "ingresses", "-n", ns, "-l", selector(a))
-		Expect(*ing.Items[0].Spec.IngressClassName).To(Equal("nginx"))
-		Expect(ing.Items[0].OwnerReferences).To(ConsistOf(HaveField("Name", svc)))
+		kubectlJSON(&ing, "get", "ingresses", "-n", ns, "-l", names.RouteSelector)
+		Expect(ing.Items).To(HaveLen(2))
+		for _, i := range ing.Items {
+			Expect(*i.Spec.IngressClassName).To(Equal("nginx"))
+			Expect(i.OwnerReferences).To(BeEmpty(), "a route is shared by every LRP of the space carrying it")
+		}
 
 		updateRoutes(o, a, `[{"hostname":"new.example.com","port":8080},{"hostname":"new.example.com/api","port":8080},{"hostnames":["b.example.com"],"port":8080}]`)
-		Expect(ingressHosts(ns, a)).To(Equal(map[string][]string{
-			"new.example.com": {"/→" + svc + ":8080", "/api→" + svc + ":8080"},
-			"b.example.com":   {"/→" + svc + ":8080"},
+		Eventually(func() map[string][]string { return ingressHosts(ns, a) }).Should(Equal(map[string][]string{
+			"new.example.com": {"/api→8080", "/→8080"},
+			"b.example.com":   {"/→8080"},
 		}))
-		Expect(ingressHosts(ns, other)).To(HaveKey("dora.example.com"), "the other app keeps its route")
+		Expect(ingressHosts(ns, other)).To(HaveKey("other.example.com"), "the other app keeps its route")
 
 		stop(o, a)
 		Eventually(func() map[string][]string { return ingressHosts(ns, a) }).Should(BeEmpty())
+		Eventually(func() []routeObject { return routeObjects(ns, "ingresses") }).Should(ConsistOf(HaveField("Host", "other.example.com")))
 		Expect(ingressHosts(ns, other)).To(HaveLen(1))
 	})
 
-	It("has the janitor recreate an app's Ingress and egress policy deleted behind opi's back", func() {
+	It("has the leader put back a route's Ingress and the janitor an egress policy deleted behind opi's back", func() {
 		o := startOpi(ns, "--janitor-period", "1s", "--janitor-grace", "2s", "--leader-election=false")
 		a.extra = map[string]any{"egress_rules": []any{map[string]any{"protocol": "all", "destinations": []any{"10.0.0.0/8"}}}}
 		desire(o, a)
 		name := workloads(ns, a)[0].Name
-		kubectl("delete", "ingress", name, "-n", ns)
+		Eventually(func() map[string][]string { return ingressHosts(ns, a) }).Should(HaveKey("dora.example.com"))
+		kubectl("delete", "ingress", routeObjects(ns, "ingresses")[0].Name, "-n", ns)
 		kubectl("delete", "networkpolicy", name, "-n", ns)
 		Eventually(func() map[string][]string { return ingressHosts(ns, a) }).Should(HaveKey("dora.example.com"))
 		Eventually(func() []networkingv1.NetworkPolicy {
@@ -104,32 +98,25 @@ var _ = Describe("Routing, isolation and placement hooks", func() {
 		}).Should(ConsistOf(HaveField("Spec.Egress", HaveLen(1))))
 	})
 
-	It("routes with HTTPRoutes attached to the operator's Gateway: after desire, after a route update, gone after stop", func() {
+	It("routes with one HTTPRoute per hostname of a space attached to the operator's Gateway: after desire, after a route update, gone after stop", func() {
 		o := startOpi(ns, "--routing", "gateway", "--gateway-namespace", "gateways", "--gateway-name", "cf")
 		desire(o, a)
-		svc := workloads(ns, a)[0].Name
-		hosts := func() []string {
+		hosts := func() map[string][]string {
 			var list gatewayv1.HTTPRouteList
-			kubectlJSON(&list, "get", "httproutes", "-n", ns, "-l", selector(a))
-			out := []string{}
+			kubectlJSON(&list, "get", "httproutes", "-n", ns, "-l", names.RouteSelector)
 			for _, r := range list.Items {
 				ExpectWithOffset(1, r.Spec.ParentRefs).To(ConsistOf(And(HaveField("Name", gatewayv1.ObjectName("cf")), HaveField("Namespace", HaveValue(BeEquivalentTo("gateways"))))))
-				ExpectWithOffset(1, r.Spec.Rules[0].BackendRefs[0].Name).To(BeEquivalentTo(svc))
-				ExpectWithOffset(1, r.OwnerReferences).To(ConsistOf(HaveField("Name", svc)))
-				for _, h := range r.Spec.Hostnames {
-					out = append(out, string(h))
-				}
+				ExpectWithOffset(1, r.OwnerReferences).To(BeEmpty())
 			}
-			sort.Strings(out)
-			return out
+			return routedTo(ns, a, "httproutes")
 		}
-		Expect(hosts()).To(Equal([]string{"dora.example.com"}))
+		Eventually(hosts).Should(Equal(map[string][]string{"dora.example.com": {"/→8080"}}))
 
 		updateRoutes(o, a, `[{"hostname":"a.example.com","port":8080},{"hostname":"b.example.com","port":8080}]`)
-		Expect(hosts()).To(Equal([]string{"a.example.com", "b.example.com"}))
+		Eventually(hosts).Should(Equal(map[string][]string{"a.example.com": {"/→8080"}, "b.example.com": {"/→8080"}}))
 
 		stop(o, a)
-		Eventually(hosts).Should(BeEmpty())
+		Eventually(func() []routeObject { return routeObjects(ns, "httproutes") }).Should(BeEmpty())
 	})
 
 	It("isolates apps with NetworkPolicies: a baseline for all, the routers' ingress, an egress policy for an app with egress rules", func() {

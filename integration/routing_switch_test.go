@@ -4,6 +4,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/opi-bridge/opi/k8s/names"
 )
 
 // An operator switches an existing foundation from gateway to ingress mode: opi is restarted
@@ -25,7 +27,7 @@ var _ = Describe("Switching a foundation's routing mode", func() {
 			}
 			return out
 		}
-		Eventually(func() []string { return routes(selector(a)) }).Should(HaveLen(1))
+		Eventually(func() []string { return routes(names.RouteSelector) }).Should(HaveLen(1))
 		gateway.stop()
 		foreign := writeFile(GinkgoT().TempDir(), "route.yaml", []byte(`apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -38,7 +40,7 @@ spec:
 		kubectl("apply", "-n", ns, "-f", foreign)
 
 		ingress := startOpiWith(kubeconfig, ns, "--create-namespace=false", "--janitor-period", "1s", "--janitor-grace", "2s", "--leader-election=false")
-		Eventually(func() []string { return routes(selector(a)) }).Should(BeEmpty())
+		Eventually(func() []string { return routes(names.RouteSelector) }).Should(BeEmpty())
 		Expect(ingress.Logs()).To(ContainSubstring("deleted-other-mode-httproute"))
 		Expect(routes("app=not-opi")).To(Equal([]string{"not-opis"}))
 		Eventually(func() map[string][]string { return ingressHosts(ns, a) }).Should(HaveKey("dora.example.com"))

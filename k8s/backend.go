@@ -32,6 +32,7 @@ import (
 	"github.com/opi-bridge/opi/k8s/internal/lifecycle"
 	"github.com/opi-bridge/opi/k8s/internal/lrp"
 	"github.com/opi-bridge/opi/k8s/internal/objects"
+	"github.com/opi-bridge/opi/k8s/internal/routeobjects"
 	"github.com/opi-bridge/opi/k8s/internal/routes"
 	"github.com/opi-bridge/opi/k8s/internal/staging"
 	"github.com/opi-bridge/opi/k8s/internal/store"
@@ -279,6 +280,14 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 			return nil, err
 		}
 		b.addLeaderWork("routes", registrar.Run)
+	}
+	if routeobjects.Makes(opts.Hooks.Routing.Mode) {
+		objects, err := routeobjects.New(b.logger, routeobjects.Config{Namespace: opts.Namespace, Routing: opts.Hooks.Routing},
+			routeobjects.Deps{Client: client, Gateway: opts.Clients.Gateway, Cache: b.store})
+		if err != nil {
+			return nil, err
+		}
+		b.addLeaderWork("route-objects", objects.Run)
 	}
 	if opts.Clients.Lifecycle != nil {
 		lines, err := lifecycle.New(b.logger, lifecycle.Deps{Cache: b.store, Emitter: opts.Clients.Lifecycle,

@@ -77,6 +77,8 @@ var depRules = []depRule{
 	// gorouter's registrations: the gorouter package is the NATS client it is handed (which
 	// reloads its certificate with tlsfiles and counts its requests with metrics).
 	{pkg: internal + "routes", layer: 6, moduleDeps: []string{"opi", "gorouter", "tlsfiles", "metrics"}},
+	// The route objects of ingress and gateway modes, shared by the LRPs carrying a route.
+	{pkg: internal + "routeobjects", layer: 6, moduleDeps: []string{"opi"}},
 	// The CELL lines: envelopes built by package loggregator.
 	{pkg: internal + "lifecycle", layer: 6, moduleDeps: []string{"opi", "loggregator"}},
 	{pkg: "", layer: 7},

@@ -22,7 +22,7 @@ func (b *Backend) registerHooks(opts hooks.Options, gw gateway.Interface, lists 
 	}
 	b.hooks = hooks.Set{
 		service,
-		hooks.NewRouting(b.client, gw, lists, b.namespace, opts.Routing),
+		hooks.NewRouting(gw, b.namespace, opts.Routing),
 		b.policies,
 		hooks.NewPlacement(opts.Placement),
 		hooks.NewVolume(b.client, b.namespace),

@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
-	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayfake "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/fake"
 
 	"github.com/opi-bridge/opi/k8s"
@@ -71,82 +70,18 @@ var _ = Describe("Hooks", func() {
 			}
 		})
 
-		getIngress := func() *networkingv1.Ingress {
-			ing, err := client.NetworkingV1().Ingresses(backendtest.Namespace).Get(ctx, name, metav1.GetOptions{})
-			ExpectWithOffset(1, err).NotTo(HaveOccurred())
-			return ing
-		}
-		path := func(p string, port int32) networkingv1.HTTPIngressPath {
-			return networkingv1.HTTPIngressPath{
-				Path: p, PathType: ptr.To(networkingv1.PathTypePrefix),
-				Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
-					Name: name, Port: networkingv1.ServiceBackendPort{Number: port},
-				}},
-			}
-		}
-
-		It("creates one Ingress with the Service: a rule per hostname, a path per route, owned by the Deployment", func() {
+		It("writes no Ingress on a desire or a route update: the leader's route objects are shared by the LRPs carrying a route", func() {
 			before := len(client.Actions())
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 			backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 				{"create secrets " + name + "-env"},
 				{"create services " + name},
-				{"create ingresses " + name},
 				{"create poddisruptionbudgets " + name},
 			})
-			ing := getIngress()
-			owned(ing)
-			Expect(ing.Labels).To(HaveKeyWithValue(names.LabelGUID, lrp.GUID))
-			Expect(ing.Spec.IngressClassName).To(Equal(ptr.To("nginx")))
-			Expect(ing.Spec.Rules).To(Equal([]networkingv1.IngressRule{
-				{Host: "app.example.com", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
-					Paths: []networkingv1.HTTPIngressPath{path("/", 8080), path("/admin", 9090)},
-				}}},
-				{Host: "other.example.com", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
-					Paths: []networkingv1.HTTPIngressPath{path("/", 8080)},
-				}}},
-			}))
-		})
-
-		It("makes no Ingress for an LRP without routes", func() {
-			lrp.Routes = nil
-			before := len(client.Actions())
-			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			Expect(backendtest.ActionsSince(client, before)).NotTo(ContainElement(HavePrefix("create ingresses")))
-		})
-
-		It("rewrites the Ingress on a route update to match exactly, and deletes it when no route is left", func() {
-			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			before := len(client.Actions())
+			before = len(client.Actions())
 			routes := []opi.Route{{Hostname: "new.example.com", Port: 8080}}
 			Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Routes: &routes})).To(Succeed())
-			Expect(backendtest.ActionsSince(client, before)).To(Equal([]string{
-				"get ingresses " + name,
-				"update ingresses " + name,
-				"patch deployments " + name,
-			}))
-			Expect(getIngress().Spec.Rules).To(Equal([]networkingv1.IngressRule{
-				{Host: "new.example.com", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
-					Paths: []networkingv1.HTTPIngressPath{path("/", 8080)},
-				}}},
-			}))
-			owned(getIngress())
-
-			before = len(client.Actions())
-			none := []opi.Route{}
-			Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Routes: &none})).To(Succeed())
-			Expect(backendtest.ActionsSince(client, before)).To(Equal([]string{
-				"delete ingresses " + name,
-				"patch deployments " + name,
-			}))
-		})
-
-		It("creates the Ingress on a route update of an LRP that had none", func() {
-			lrp.Routes = nil
-			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			routes := []opi.Route{{Hostname: "app.example.com", Port: 8080}}
-			Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Routes: &routes})).To(Succeed())
-			owned(getIngress())
+			Expect(backendtest.ActionsSince(client, before)).To(Equal([]string{"patch deployments " + name}))
 		})
 
 		It("leaves the Ingress alone on an update without routes", func() {
@@ -171,21 +106,6 @@ var _ = Describe("Hooks", func() {
 			Expect(backendtest.ActionsSince(client, before)).To(BeEmpty())
 		})
 
-		It("accepts a wildcard hostname", func() {
-			lrp.Routes = []opi.Route{{Hostname: "*.apps.example.com", Port: 8080}}
-			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			Expect(getIngress().Spec.Rules[0].Host).To(Equal("*.apps.example.com"))
-		})
-
-		It("completes a desire that ended before the Ingress: the next desire creates it", func() {
-			client.PrependReactor("create", "ingresses", func(k8stesting.Action) (bool, runtime.Object, error) {
-				return true, nil, errors.New("connection refused")
-			})
-			Expect(backend.DesireLRP(ctx, lrp)).NotTo(Succeed())
-			client.ReactionChain = client.ReactionChain[1:]
-			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			owned(getIngress())
-		})
 	})
 
 	Describe("service", func() {
@@ -219,24 +139,6 @@ var _ = Describe("Hooks", func() {
 		Entry("unknown", hooks.RoutingOptions{Mode: "istio"}, `routing "istio" is not one of`),
 	)
 
-	Describe("the janitor, for hooks", func() {
-		It("creates the missing Ingress of a Deployment older than the grace", func() {
-			md := backendtest.NewMetadataClient(client)
-			backend := backendtest.StartBackendWith(client, k8s.Options{Hooks: hooks.Options{Routing: hooks.RoutingOptions{Mode: hooks.RoutingIngress}}, Janitor: janitor.Options{Grace: time.Minute}, Clients: k8s.Clients{Metadata: md}})
-			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			Expect(client.NetworkingV1().Ingresses(backendtest.Namespace).Delete(ctx, name, metav1.DeleteOptions{})).To(Succeed())
-			before := len(client.Actions())
-			backend.Sweep(ctx)
-			Expect(backendtest.ActionsSince(client, before)).To(Equal([]string{"create ingresses " + name}))
-			Expect(backendtest.MetadataActions(md)).To(Equal([]string{
-				"list secrets", "list services", "list services", "list ingresses", "list poddisruptionbudgets",
-			}), "every list is metadata only")
-			ing, err := client.NetworkingV1().Ingresses(backendtest.Namespace).Get(ctx, name, metav1.GetOptions{})
-			Expect(err).NotTo(HaveOccurred())
-			owned(ing)
-		})
-	})
-
 	Describe("routing: gateway", func() {
 		var (
 			backend *k8s.Backend
@@ -253,61 +155,11 @@ var _ = Describe("Hooks", func() {
 			lrp.Routes = []opi.Route{{Hostname: "app.example.com", Port: 8080}, {Hostname: "app.example.com/admin", Port: 9090}, {Hostname: "b.example.com", Port: 8080}}
 		})
 
-		routes := func() map[string]gatewayv1.HTTPRoute {
-			list, err := gw.GatewayV1().HTTPRoutes(backendtest.Namespace).List(ctx, metav1.ListOptions{})
-			ExpectWithOffset(1, err).NotTo(HaveOccurred())
-			out := map[string]gatewayv1.HTTPRoute{}
-			for _, r := range list.Items {
-				out[string(r.Spec.Hostnames[0])] = r
-			}
-			return out
-		}
-		rule := func(path string, port int32) gatewayv1.HTTPRouteRule {
-			return gatewayv1.HTTPRouteRule{
-				Matches: []gatewayv1.HTTPRouteMatch{{Path: &gatewayv1.HTTPPathMatch{Type: ptr.To(gatewayv1.PathMatchPathPrefix), Value: ptr.To(path)}}},
-				BackendRefs: []gatewayv1.HTTPBackendRef{{BackendRef: gatewayv1.BackendRef{
-					BackendObjectReference: gatewayv1.BackendObjectReference{
-						Group: ptr.To(gatewayv1.Group("")), Kind: ptr.To(gatewayv1.Kind("Service")),
-						Name: gatewayv1.ObjectName(name), Port: ptr.To(port),
-					},
-					Weight: ptr.To(int32(1)),
-				}}},
-			}
-		}
-
-		It("creates one HTTPRoute per hostname attached to the Gateway, a rule per path, owned by the Deployment", func() {
+		It("writes no HTTPRoute on a desire or a route update: the leader's route objects are shared", func() {
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			Expect(gatewayActions(gw)).To(HaveLen(2))
-			Expect(gatewayActions(gw)).To(HaveEach(HavePrefix("create httproutes " + name + "-")))
-			got := routes()
-			Expect(got).To(HaveLen(2))
-			app := got["app.example.com"]
-			owned(&app)
-			Expect(app.Spec.ParentRefs).To(Equal([]gatewayv1.ParentReference{{
-				Group: ptr.To(gatewayv1.Group("gateway.networking.k8s.io")), Kind: ptr.To(gatewayv1.Kind("Gateway")),
-				Namespace: ptr.To(gatewayv1.Namespace("gateways")), Name: "cf",
-			}}))
-			Expect(app.Spec.Rules).To(Equal([]gatewayv1.HTTPRouteRule{rule("/", 8080), rule("/admin", 9090)}))
-			Expect(got["b.example.com"].Spec.Rules).To(Equal([]gatewayv1.HTTPRouteRule{rule("/", 8080)}))
-		})
-
-		It("on a route update keeps, adds and deletes HTTPRoutes to match exactly", func() {
-			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			kept := routes()["b.example.com"]
-			gw.ClearActions()
-			update := []opi.Route{{Hostname: "b.example.com", Port: 8080}, {Hostname: "c.example.com", Port: 9090}}
-			Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Routes: &update})).To(Succeed())
-			Expect(gatewayActions(gw)).To(HaveExactElements(
-				"get httproutes "+kept.Name,
-				HavePrefix("get httproutes "+name+"-"),
-				HavePrefix("create httproutes "+name+"-"),
-				"list httproutes",
-				HavePrefix("delete httproutes "+name+"-"),
-			), "the unchanged one is not rewritten")
-			got := routes()
-			Expect(got).To(HaveLen(2))
-			Expect(got).To(HaveKey("c.example.com"))
-			Expect(got["c.example.com"].Spec.Rules).To(Equal([]gatewayv1.HTTPRouteRule{rule("/", 9090)}))
+			routes := []opi.Route{{Hostname: "c.example.com", Port: 8080}}
+			Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Routes: &routes})).To(Succeed())
+			Expect(gatewayActions(gw)).To(BeEmpty())
 		})
 
 		It("refuses to start where the cluster does not serve HTTPRoutes", func() {
@@ -325,24 +177,6 @@ var _ = Describe("Hooks", func() {
 			Expect(b.Start(startCtx)).To(MatchError(ContainSubstring("needs the Gateway API's HTTPRoute")))
 		})
 
-		It("lets two LRPs share a hostname: each has its own HTTPRoute", func() {
-			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			next := backendtest.SampleLRP()
-			next.Version = "next"
-			next.Routes = []opi.Route{{Hostname: "app.example.com", Port: 8080}}
-			Expect(backend.DesireLRP(ctx, next)).To(Succeed())
-			list, err := gw.GatewayV1().HTTPRoutes(backendtest.Namespace).List(ctx, metav1.ListOptions{})
-			Expect(err).NotTo(HaveOccurred())
-			Expect(list.Items).To(HaveLen(3))
-
-			// The old version loses the hostname; the new one keeps its HTTPRoute.
-			none := []opi.Route{}
-			Expect(backend.UpdateLRP(ctx, lrp.LRPIdentifier, opi.LRPUpdate{Routes: &none})).To(Succeed())
-			list, err = gw.GatewayV1().HTTPRoutes(backendtest.Namespace).List(ctx, metav1.ListOptions{})
-			Expect(err).NotTo(HaveOccurred())
-			Expect(list.Items).To(ConsistOf(HaveField("Spec.Hostnames", ConsistOf(gatewayv1.Hostname("app.example.com")))))
-			Expect(list.Items[0].Labels).To(HaveKeyWithValue(names.LabelVersion, "next"))
-		})
 	})
 
 	Describe("network policies", func() {

@@ -195,7 +195,7 @@ func (j *Janitor) Sweep(ctx context.Context) {
 	if err != nil {
 		logger.Error("list-services", err)
 	}
-	j.sweepOtherModes(ctx, logger, selector)
+	j.sweepOtherModes(ctx, logger)
 
 	var old []*store.WorkloadRecord
 	for _, d := range j.cache.Workloads() {
@@ -318,31 +318,45 @@ func (j *Janitor) completeHooks(ctx context.Context, logger lager.Logger, old []
 	}
 }
 
-// otherMode is a kind of object that a routing mode other than the janitor's makes.
+// otherMode is a kind of object, by its labels, that the janitor's routing mode does not make.
 type otherMode struct {
 	resource schema.GroupVersionResource
 	del      func(context.Context, string, metav1.DeleteOptions) error
+	selector string
 }
 
-// otherModes are the kinds of object the routing modes other than j's make and j's does not:
-// in nats mode the Services, Ingresses and HTTPRoutes; in ingress mode the HTTPRoutes; in
-// gateway mode the Ingresses. HTTPRoutes only with a Gateway API client. None in mode none,
-// which makes no routing objects and leaves what is there to whoever routes.
+// otherModes are the objects opi made that j's routing mode does not make:
+//
+//   - an LRP's own Ingresses and HTTPRoutes (AppSelector) in every mode: they are what opi made
+//     before a route's objects were shared, and no mode makes them now;
+//   - in nats mode, the LRPs' Services and the route objects of ingress and gateway modes
+//     (RouteSelector: their Services, Ingresses and HTTPRoutes; the EndpointSlices go with
+//     their Service);
+//   - in ingress mode the route HTTPRoutes, in gateway mode the route Ingresses.
+//
+// HTTPRoutes only with a Gateway API client. None in mode none, which makes no routing objects
+// and leaves what is there to whoever routes.
 func (j *Janitor) otherModes() []otherMode {
-	services := otherMode{hooks.ServicesResource, j.client.CoreV1().Services(j.namespace).Delete}
-	ingresses := otherMode{hooks.IngressesResource, j.client.NetworkingV1().Ingresses(j.namespace).Delete}
-	var out []otherMode
-	switch j.routing {
-	case hooks.RoutingNATS:
-		out = []otherMode{services, ingresses}
-	case hooks.RoutingGateway:
-		out = []otherMode{ingresses}
-	case hooks.RoutingIngress:
-	default:
+	if j.routing != hooks.RoutingNATS && j.routing != hooks.RoutingIngress && j.routing != hooks.RoutingGateway {
 		return nil
 	}
-	if j.gateway != nil && j.routing != hooks.RoutingGateway {
-		out = append(out, otherMode{hooks.HTTPRoutesResource, j.gateway.GatewayV1().HTTPRoutes(j.namespace).Delete})
+	services := j.client.CoreV1().Services(j.namespace).Delete
+	ingresses := j.client.NetworkingV1().Ingresses(j.namespace).Delete
+	var out []otherMode
+	if j.routing == hooks.RoutingNATS {
+		out = append(out, otherMode{hooks.ServicesResource, services, names.AppSelector},
+			otherMode{hooks.ServicesResource, services, names.RouteSelector})
+	}
+	out = append(out, otherMode{hooks.IngressesResource, ingresses, names.AppSelector})
+	if j.routing != hooks.RoutingIngress {
+		out = append(out, otherMode{hooks.IngressesResource, ingresses, names.RouteSelector})
+	}
+	if j.gateway != nil {
+		routes := j.gateway.GatewayV1().HTTPRoutes(j.namespace).Delete
+		out = append(out, otherMode{hooks.HTTPRoutesResource, routes, names.AppSelector})
+		if j.routing != hooks.RoutingGateway {
+			out = append(out, otherMode{hooks.HTTPRoutesResource, routes, names.RouteSelector})
+		}
 	}
 	return out
 }
@@ -352,10 +366,10 @@ func (j *Janitor) otherModes() []otherMode {
 // old mode's Services or routing objects, still controlled by the running workloads, would
 // stay until each app is stopped. Each delete is conditional on the object being unchanged
 // since the LIST. Failures are logged; the next sweep tries again.
-func (j *Janitor) sweepOtherModes(ctx context.Context, logger lager.Logger, selector metav1.ListOptions) {
+func (j *Janitor) sweepOtherModes(ctx context.Context, logger lager.Logger) {
 	for _, kind := range j.otherModes() {
 		name := strings.TrimSuffix(kind.resource.Resource, "s")
-		err := apiclient.ListPages(ctx, selector, j.lists(kind.resource), func(page *metav1.PartialObjectMetadataList) error {
+		err := apiclient.ListPages(ctx, metav1.ListOptions{LabelSelector: kind.selector}, j.lists(kind.resource), func(page *metav1.PartialObjectMetadataList) error {
 			for i := range page.Items {
 				o := &page.Items[i]
 				if o.DeletionTimestamp != nil {

@@ -38,6 +38,7 @@ var _ = Describe("Janitor after a switch of routing mode", func() {
 	)
 	opiLabels := map[string]string{names.LabelGUID: "guid-1", names.LabelVersion: "v1", names.LabelSourceType: names.SourceTypeApp}
 	otherLabels := map[string]string{"app": "not-opi"}
+	routeLabels := map[string]string{names.LabelSourceType: names.SourceTypeRoute, names.LabelRouteKey: "0123456789abcdef"}
 	owner := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "app-a", UID: "uid-d", Controller: ptr.To(true)}
 
 	meta := func(name string, labels map[string]string) metav1.ObjectMeta {
@@ -92,14 +93,17 @@ var _ = Describe("Janitor after a switch of routing mode", func() {
 			&corev1.Service{ObjectMeta: meta("other-svc", otherLabels)},
 			&networkingv1.Ingress{ObjectMeta: meta("opi-ing", opiLabels)},
 			&networkingv1.Ingress{ObjectMeta: meta("other-ing", otherLabels)},
+			&corev1.Service{ObjectMeta: meta("route-svc", routeLabels)},
+			&networkingv1.Ingress{ObjectMeta: meta("route-ing", routeLabels)},
 		)
 		gw = gatewayfake.NewClientset(
 			&gatewayv1.HTTPRoute{ObjectMeta: meta("opi-route", opiLabels)},
 			&gatewayv1.HTTPRoute{ObjectMeta: meta("other-route", otherLabels)},
+			&gatewayv1.HTTPRoute{ObjectMeta: meta("route-route", routeLabels)},
 		)
 	})
 
-	DescribeTable("deletes exactly the objects of opi's LRPs that its mode does not make",
+	DescribeTable("deletes exactly the objects of opi that its mode does not make, and every LRP's own Ingress and HTTPRoute",
 		func(routing string, wantServices, wantIngresses, wantRoutes []string, wantLists []string) {
 			sweep(routing, true)
 
@@ -109,17 +113,17 @@ var _ = Describe("Janitor after a switch of routing mode", func() {
 			Expect(routes).To(ConsistOf(wantRoutes))
 			Expect(lists).To(Equal(wantLists))
 		},
-		Entry("nats: Services, Ingresses and HTTPRoutes", hooks.RoutingNATS,
+		Entry("nats: the LRPs' Services, Ingresses and HTTPRoutes, and the route objects", hooks.RoutingNATS,
 			[]string{"other-svc"}, []string{"other-ing"}, []string{"other-route"},
-			[]string{"secrets", "services", "services", "ingresses", "httproutes"}),
-		Entry("ingress: HTTPRoutes", hooks.RoutingIngress,
-			[]string{"opi-svc", "other-svc"}, []string{"opi-ing", "other-ing"}, []string{"other-route"},
-			[]string{"secrets", "services", "httproutes"}),
-		Entry("gateway: Ingresses", hooks.RoutingGateway,
-			[]string{"opi-svc", "other-svc"}, []string{"other-ing"}, []string{"opi-route", "other-route"},
-			[]string{"secrets", "services", "ingresses"}),
+			[]string{"secrets", "services", "services", "services", "ingresses", "ingresses", "httproutes", "httproutes"}),
+		Entry("ingress: the LRPs' Ingresses and HTTPRoutes, the route HTTPRoutes", hooks.RoutingIngress,
+			[]string{"opi-svc", "other-svc", "route-svc"}, []string{"other-ing", "route-ing"}, []string{"other-route"},
+			[]string{"secrets", "services", "ingresses", "httproutes", "httproutes"}),
+		Entry("gateway: the LRPs' Ingresses and HTTPRoutes, the route Ingresses", hooks.RoutingGateway,
+			[]string{"opi-svc", "other-svc", "route-svc"}, []string{"other-ing"}, []string{"other-route", "route-route"},
+			[]string{"secrets", "services", "ingresses", "ingresses", "httproutes"}),
 		Entry("none: nothing", hooks.RoutingNone,
-			[]string{"opi-svc", "other-svc"}, []string{"opi-ing", "other-ing"}, []string{"opi-route", "other-route"},
+			[]string{"opi-svc", "other-svc", "route-svc"}, []string{"opi-ing", "other-ing", "route-ing"}, []string{"opi-route", "other-route", "route-route"},
 			[]string{"secrets", "services"}),
 	)
 
@@ -132,10 +136,10 @@ var _ = Describe("Janitor after a switch of routing mode", func() {
 				deletes = append(deletes, d.GetDeleteOptions())
 			}
 			if l, ok := a.(k8stesting.ListAction); ok {
-				Expect(l.GetListRestrictions().Labels.String()).To(Equal(names.LabelSourceType + "=" + names.SourceTypeApp))
+				Expect(l.GetListRestrictions().Labels.String()).To(BeElementOf(names.AppSelector, names.RouteSelector))
 			}
 		}
-		Expect(deletes).To(HaveLen(3))
+		Expect(deletes).To(HaveLen(6))
 		for _, d := range deletes {
 			Expect(d.Preconditions).NotTo(BeNil())
 			Expect(d.Preconditions.ResourceVersion).To(Equal(ptr.To("7")))
@@ -151,6 +155,6 @@ var _ = Describe("Janitor after a switch of routing mode", func() {
 		services, ingresses, routes := objectNames()
 		Expect(services).To(ConsistOf("other-svc"))
 		Expect(ingresses).To(ConsistOf("other-ing"))
-		Expect(routes).To(ConsistOf("opi-route", "other-route"))
+		Expect(routes).To(ConsistOf("opi-route", "other-route", "route-route"))
 	})
 })

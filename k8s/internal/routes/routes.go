@@ -401,7 +401,7 @@ func (r *Registrar) registrations(w *store.WorkloadRecord) map[string]endpoint {
 	pods := r.cache.Pods(w.ID())
 	indexOf := r.cache.InstanceIndexer(pods, w)
 	for _, pod := range pods {
-		if pod.ReadySince == 0 || pod.IP == "" || pod.DeletionTimestamp != nil || pod.Terminal {
+		if !pod.Routable() {
 			continue
 		}
 		index := strconv.Itoa(int(indexOf(pod)))

@@ -284,6 +284,12 @@ type PodRecord struct {
 	Steps PodSteps
 }
 
+// Routable says a router may send requests to the pod: it is Ready, has an IP, and is neither
+// being deleted nor terminated for good.
+func (p *PodRecord) Routable() bool {
+	return p.ReadySince != 0 && p.IP != "" && p.DeletionTimestamp == nil && !p.Terminal
+}
+
 // RecordPod is the pod informer's transform.
 func RecordPod(obj any) (any, error) { return recordAs(obj, PodRecordOf) }
 

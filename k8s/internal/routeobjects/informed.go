@@ -1,0 +1,133 @@
+package routeobjects
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
+
+	"github.com/opi-bridge/opi/k8s/internal/hooks"
+	"github.com/opi-bridge/opi/k8s/names"
+)
+
+// byRouteKey indexes the route objects by their route key label.
+const byRouteKey = "route-key"
+
+// informed are the informers of the route objects of the controller's mode, each indexed by
+// route key: the Services, the EndpointSlices, and the Ingresses or the HTTPRoutes.
+type informed struct {
+	services, slices, routes cache.SharedIndexInformer
+}
+
+// informers starts informers on the route objects (RouteSelector only: they never see an
+// LRP's objects) until ctx ends, hands changed the route key of every event, and waits for
+// their caches.
+func (c *Controller) informers(ctx context.Context, changed func(key string)) (*informed, error) {
+	onlyRoutes := func(o *metav1.ListOptions) { o.LabelSelector = names.RouteSelector }
+	core := informers.NewSharedInformerFactoryWithOptions(c.client, 0,
+		informers.WithNamespace(c.cfg.Namespace), informers.WithTweakListOptions(onlyRoutes))
+	in := &informed{
+		services: core.Core().V1().Services().Informer(),
+		slices:   core.Discovery().V1().EndpointSlices().Informer(),
+	}
+	var gw gatewayinformers.SharedInformerFactory
+	if c.cfg.Routing.Mode == hooks.RoutingGateway {
+		gw = gatewayinformers.NewSharedInformerFactoryWithOptions(c.gateway, 0,
+			gatewayinformers.WithNamespace(c.cfg.Namespace), gatewayinformers.WithTweakListOptions(onlyRoutes))
+		in.routes = gw.Gateway().V1().HTTPRoutes().Informer()
+	} else {
+		in.routes = core.Networking().V1().Ingresses().Informer()
+	}
+	enqueue := func(obj any) {
+		if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tombstone.Obj
+		}
+		if o, ok := obj.(metav1.Object); ok && o.GetLabels()[names.LabelRouteKey] != "" {
+			changed(o.GetLabels()[names.LabelRouteKey])
+		}
+	}
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: enqueue,
+	}
+	for _, inf := range in.all() {
+		if err := inf.AddIndexers(cache.Indexers{byRouteKey: routeKeyOf}); err != nil {
+			return nil, err
+		}
+		if _, err := inf.AddEventHandler(handler); err != nil {
+			return nil, err
+		}
+	}
+	core.Start(ctx.Done())
+	if gw != nil {
+		gw.Start(ctx.Done())
+	}
+	synced := make([]cache.InformerSynced, 0, 3)
+	for _, inf := range in.all() {
+		synced = append(synced, inf.HasSynced)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return nil, errors.New("route object caches did not sync before the term ended")
+	}
+	return in, nil
+}
+
+func (in *informed) all() []cache.SharedIndexInformer {
+	return []cache.SharedIndexInformer{in.services, in.slices, in.routes}
+}
+
+func routeKeyOf(obj any) ([]string, error) {
+	o, ok := obj.(metav1.Object)
+	if !ok || o.GetLabels()[names.LabelRouteKey] == "" {
+		return nil, nil
+	}
+	return []string{o.GetLabels()[names.LabelRouteKey]}, nil
+}
+
+// keys are the route keys the objects name.
+func (in *informed) keys() []string {
+	var out []string
+	for _, inf := range in.all() {
+		out = append(out, inf.GetIndexer().ListIndexFuncValues(byRouteKey)...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// ofKey are inf's cached objects of route key by name, as T.
+func ofKey[T metav1.Object](inf cache.SharedIndexInformer, key string) map[string]T {
+	objs, _ := inf.GetIndexer().ByIndex(byRouteKey, key)
+	out := make(map[string]T, len(objs))
+	for _, o := range objs {
+		if t, ok := o.(T); ok {
+			out[t.GetName()] = t
+		}
+	}
+	return out
+}
+
+// have are the cached route objects of key.
+type have struct {
+	services   map[string]*corev1.Service
+	slices     map[string]*discoveryv1.EndpointSlice
+	ingresses  map[string]*networkingv1.Ingress
+	httpRoutes map[string]*gatewayv1.HTTPRoute
+}
+
+func (in *informed) of(key string) have {
+	return have{
+		services:   ofKey[*corev1.Service](in.services, key),
+		slices:     ofKey[*discoveryv1.EndpointSlice](in.slices, key),
+		ingresses:  ofKey[*networkingv1.Ingress](in.routes, key),
+		httpRoutes: ofKey[*gatewayv1.HTTPRoute](in.routes, key),
+	}
+}

@@ -1,0 +1,237 @@
+package routeobjects
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	"code.cloudfoundry.org/lager/v3"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/opi-bridge/opi/k8s/internal/hooks"
+	"github.com/opi-bridge/opi/k8s/internal/kube"
+)
+
+// sync brings route key's objects in line with what its carriers' caches say, in an order that
+// never leaves the route pointing nowhere: new Services, then the EndpointSlices, then the
+// Ingress or HTTPRoute (which names only Services that exist; with no carrier left, it goes),
+// then the slices and Services nothing names any more.
+func (c *Controller) sync(ctx context.Context, key string) error {
+	space, host, lrps := c.carriers(key)
+	want := c.desired(key, space, host, lrps)
+	have := c.objects.of(key)
+
+	services, err := c.services().ensure(ctx, mapValues(want.services), have.services)
+	if err != nil {
+		return err
+	}
+	var slices []*discoveryv1.EndpointSlice
+	for name, list := range want.slices {
+		svc := services[name]
+		for _, s := range list {
+			s.OwnerReferences = []metav1.OwnerReference{kube.ControllerRef(svc, "v1", "Service")}
+			slices = append(slices, s)
+		}
+	}
+	if _, err := c.slices().ensure(ctx, slices, have.slices); err != nil {
+		return err
+	}
+	if c.cfg.Routing.Mode == hooks.RoutingGateway {
+		var routes []*gatewayv1.HTTPRoute
+		if want.httpRoute != nil {
+			routes = append(routes, want.httpRoute)
+		}
+		if err := c.httpRoutes().apply(ctx, routes, have.httpRoutes); err != nil {
+			return err
+		}
+	} else {
+		var ingresses []*networkingv1.Ingress
+		if want.ingress != nil {
+			ingresses = append(ingresses, want.ingress)
+		}
+		if err := c.ingresses().apply(ctx, ingresses, have.ingresses); err != nil {
+			return err
+		}
+	}
+	if err := c.slices().prune(ctx, slices, have.slices); err != nil {
+		return err
+	}
+	return c.services().prune(ctx, mapValues(want.services), have.services)
+}
+
+func mapValues[K comparable, V any](m map[K]V) []V {
+	out := make([]V, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}
+
+// client is what a route object's typed client does for the controller.
+type client[T metav1.Object] interface {
+	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
+	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// kind writes one kind of route object: created when missing, updated where the fields opi
+// sets differ, deleted when no longer wanted.
+type kind[T metav1.Object] struct {
+	name   string
+	client client[T]
+	logger lager.Logger
+	// differs says whether have's content (spec, endpoints) is not want's; set copies want's
+	// content into have (a copy).
+	differs func(have, want T) bool
+	set     func(have, want T)
+	copy    func(T) T
+}
+
+// ensure creates or updates want's objects against have (the cache's, by name); it returns
+// the objects as written or cached, by name.
+func (k kind[T]) ensure(ctx context.Context, want []T, have map[string]T) (map[string]T, error) {
+	out := make(map[string]T, len(want))
+	for _, w := range want {
+		h, ok := have[w.GetName()]
+		if !ok {
+			created, err := k.client.Create(ctx, w, metav1.CreateOptions{})
+			if err != nil {
+				return nil, fmt.Errorf("create %s %s: %w", k.name, w.GetName(), err)
+			}
+			k.logger.Debug("created", lager.Data{k.name: w.GetName()})
+			out[w.GetName()] = created
+			continue
+		}
+		if !metaDiffers(h, w) && !k.differs(h, w) {
+			out[w.GetName()] = h
+			continue
+		}
+		next := k.copy(h)
+		setMeta(next, w)
+		k.set(next, w)
+		updated, err := k.client.Update(ctx, next, metav1.UpdateOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("update %s %s: %w", k.name, w.GetName(), err)
+		}
+		out[w.GetName()] = updated
+	}
+	return out, nil
+}
+
+// apply ensures want and prunes the rest of have.
+func (k kind[T]) apply(ctx context.Context, want []T, have map[string]T) error {
+	if _, err := k.ensure(ctx, want, have); err != nil {
+		return err
+	}
+	return k.prune(ctx, want, have)
+}
+
+// prune deletes have's objects that are not among wanted, each only if it is unchanged since
+// the cache saw it (a change brings a new look).
+func (k kind[T]) prune(ctx context.Context, wanted []T, have map[string]T) error {
+	names := map[string]bool{}
+	for _, w := range wanted {
+		names[w.GetName()] = true
+	}
+	for name, h := range have {
+		if names[name] {
+			continue
+		}
+		if err := kube.DeleteAsListed(ctx, k.client.Delete, h); err != nil {
+			return fmt.Errorf("delete %s %s: %w", k.name, name, err)
+		}
+		k.logger.Debug("deleted", lager.Data{k.name: name})
+	}
+	return nil
+}
+
+// metaDiffers says whether have lacks one of want's labels, annotations or owners.
+func metaDiffers(have, want metav1.Object) bool {
+	for k, v := range want.GetLabels() {
+		if have.GetLabels()[k] != v {
+			return true
+		}
+	}
+	for k, v := range want.GetAnnotations() {
+		if have.GetAnnotations()[k] != v {
+			return true
+		}
+	}
+	return len(want.GetOwnerReferences()) > 0 && !equality.Semantic.DeepEqual(have.GetOwnerReferences(), want.GetOwnerReferences())
+}
+
+// setMeta gives have want's labels, annotations and owners, keeping labels and annotations of
+// others.
+func setMeta(have, want metav1.Object) {
+	labels := maps.Clone(have.GetLabels())
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	maps.Copy(labels, want.GetLabels())
+	have.SetLabels(labels)
+	if len(want.GetAnnotations()) > 0 {
+		ann := maps.Clone(have.GetAnnotations())
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		maps.Copy(ann, want.GetAnnotations())
+		have.SetAnnotations(ann)
+	}
+	if len(want.GetOwnerReferences()) > 0 {
+		have.SetOwnerReferences(want.GetOwnerReferences())
+	}
+}
+
+func (c *Controller) services() kind[*corev1.Service] {
+	return kind[*corev1.Service]{
+		name: "service", client: c.client.CoreV1().Services(c.cfg.Namespace), logger: c.logger,
+		differs: func(have, want *corev1.Service) bool {
+			return have.Spec.Selector != nil || !equality.Semantic.DeepEqual(have.Spec.Ports, want.Spec.Ports)
+		},
+		set: func(have, want *corev1.Service) {
+			have.Spec.Selector, have.Spec.Ports = nil, want.Spec.Ports
+		},
+		copy: (*corev1.Service).DeepCopy,
+	}
+}
+
+func (c *Controller) slices() kind[*discoveryv1.EndpointSlice] {
+	return kind[*discoveryv1.EndpointSlice]{
+		name: "endpointslice", client: c.client.DiscoveryV1().EndpointSlices(c.cfg.Namespace), logger: c.logger,
+		differs: func(have, want *discoveryv1.EndpointSlice) bool {
+			return have.AddressType != want.AddressType || !equality.Semantic.DeepEqual(have.Ports, want.Ports) ||
+				!equality.Semantic.DeepEqual(have.Endpoints, want.Endpoints)
+		},
+		set: func(have, want *discoveryv1.EndpointSlice) {
+			have.AddressType, have.Ports, have.Endpoints = want.AddressType, want.Ports, want.Endpoints
+		},
+		copy: (*discoveryv1.EndpointSlice).DeepCopy,
+	}
+}
+
+func (c *Controller) ingresses() kind[*networkingv1.Ingress] {
+	return kind[*networkingv1.Ingress]{
+		name: "ingress", client: c.client.NetworkingV1().Ingresses(c.cfg.Namespace), logger: c.logger,
+		differs: func(have, want *networkingv1.Ingress) bool {
+			return !equality.Semantic.DeepEqual(have.Spec, want.Spec)
+		},
+		set:  func(have, want *networkingv1.Ingress) { have.Spec = want.Spec },
+		copy: (*networkingv1.Ingress).DeepCopy,
+	}
+}
+
+func (c *Controller) httpRoutes() kind[*gatewayv1.HTTPRoute] {
+	return kind[*gatewayv1.HTTPRoute]{
+		name: "httproute", client: c.gateway.GatewayV1().HTTPRoutes(c.cfg.Namespace), logger: c.logger,
+		differs: func(have, want *gatewayv1.HTTPRoute) bool {
+			return !equality.Semantic.DeepEqual(have.Spec, want.Spec)
+		},
+		set:  func(have, want *gatewayv1.HTTPRoute) { have.Spec = want.Spec },
+		copy: (*gatewayv1.HTTPRoute).DeepCopy,
+	}
+}
