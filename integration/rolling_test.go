@@ -12,7 +12,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/ptr"
@@ -25,15 +24,6 @@ import (
 	"github.com/opi-bridge/opi/testsupport/kubeletstats"
 	standin "github.com/opi-bridge/opi/testsupport/loggregator"
 	"github.com/opi-bridge/opi/testsupport/natsserver"
-)
-
-// What a route's objects carry in modes ingress and gateway: the specs read them as an
-// operator's tooling would, by label and annotation, not by opi's code.
-const (
-	routeSourceSelector = "opi-bridge.io/source-type=ROUTE"
-	routeHostAnnotation = "opi-bridge.io/route-host"
-	serviceNameLabel    = discoveryv1.LabelServiceName
-	routeServicePort    = 8080
 )
 
 // carrier is one LRP carrying the route at a step of a spec: its desired instances and the
@@ -72,7 +62,7 @@ type rollingMode struct {
 }
 
 // rollingModes are the modes of the suite's backend: every mode on Deployments; on
-// StatefulSets the default one, so that the suite's second run costs one spec pair.
+// StatefulSets the default one, ingress, so that the suite's second run costs one pair of specs.
 func rollingModes() []rollingMode {
 	nats := rollingMode{name: "nats", gauges: true, start: func(ns string) (*opiServer, routeView) {
 		srv := startNATS(natsserver.Options{})
@@ -82,10 +72,17 @@ func rollingModes() []rollingMode {
 	none := rollingMode{name: "none", start: func(ns string) (*opiServer, routeView) {
 		return startOpi(ns, "--routing", "none"), noneView{ns: ns}
 	}}
+	ingress := rollingMode{name: "ingress", start: func(ns string) (*opiServer, routeView) {
+		return startOpi(ns, "--routing", "ingress", "--ingress-class", "nginx"), ingressView{ns: ns}
+	}}
+	gateway := rollingMode{name: "gateway", start: func(ns string) (*opiServer, routeView) {
+		return startOpi(ns, "--routing", "gateway", "--gateway-namespace", "gateways", "--gateway-name", "cf"), gatewayView{ns: ns}
+	}}
 	if statefulSets() {
-		return []rollingMode{nats}
+		ingress.gauges = true
+		return []rollingMode{ingress}
 	}
-	return []rollingMode{nats, none}
+	return []rollingMode{nats, ingress, gateway, none}
 }
 
 // natsView reads a route from the router.* messages one subscriber saw: what gorouter would
@@ -151,12 +148,12 @@ func (v noneView) read(g Gomega, host, path string) ([]string, string) {
 }
 
 func (v noneView) gone(g Gomega, _, _ string) {
-	g.Expect(routeObjects(g, v.ns)).To(BeEmpty())
+	g.Expect(routingObjects(g, v.ns)).To(BeEmpty())
 }
 
-// routeObjects are the kind/name of every object of ns that routes: Ingresses, HTTPRoutes, and
+// routingObjects are the kind/name of every object of ns that routes: Ingresses, HTTPRoutes, and
 // Services or EndpointSlices labelled as a route's.
-func routeObjects(g Gomega, ns string) []string {
+func routingObjects(g Gomega, ns string) []string {
 	ctx := context.Background()
 	out := []string{}
 	ingresses, err := kube.NetworkingV1().Ingresses(ns).List(ctx, metav1.ListOptions{})
@@ -169,7 +166,7 @@ func routeObjects(g Gomega, ns string) []string {
 	for _, o := range routes.Items {
 		out = append(out, "httproute/"+o.Name)
 	}
-	byRoute := metav1.ListOptions{LabelSelector: routeSourceSelector}
+	byRoute := metav1.ListOptions{LabelSelector: names.RouteSelector}
 	services, err := kube.CoreV1().Services(ns).List(ctx, byRoute)
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, o := range services.Items {
