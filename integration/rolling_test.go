@@ -93,13 +93,13 @@ type natsView struct {
 }
 
 func (v natsView) registered(g Gomega, uri string) []string {
-	names := podNamesByUID(g, v.ns)
+	podNames := podNamesByUID(g, v.ns)
 	held := map[string]bool{}
 	for _, m := range v.log.orderedSince(0) {
 		if !slices.Contains(m.reg.URIs, uri) {
 			continue
 		}
-		pod, ok := names[m.reg.PrivateInstanceID]
+		pod, ok := podNames[m.reg.PrivateInstanceID]
 		if !ok {
 			pod = "no pod " + m.reg.PrivateInstanceID
 		}
@@ -172,9 +172,9 @@ func routingObjects(g Gomega, ns string) []string {
 	for _, o := range services.Items {
 		out = append(out, "service/"+o.Name)
 	}
-	slices, err := kube.DiscoveryV1().EndpointSlices(ns).List(ctx, byRoute)
+	endpointSlices, err := kube.DiscoveryV1().EndpointSlices(ns).List(ctx, byRoute)
 	g.Expect(err).NotTo(HaveOccurred())
-	for _, o := range slices.Items {
+	for _, o := range endpointSlices.Items {
 		out = append(out, "endpointslice/"+o.Name)
 	}
 	return out
