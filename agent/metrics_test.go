@@ -18,30 +18,6 @@ import (
 	standin "github.com/opi-bridge/opi/testsupport/loggregator"
 )
 
-// gauge is a gauge envelope as the specs compare it.
-type gauge struct {
-	SourceID, InstanceID string
-	Tags                 map[string]string
-	Values               map[string]float64
-	Units                map[string]string
-}
-
-func gauges(envs []*loggregator_v2.Envelope) []gauge {
-	var out []gauge
-	for _, e := range envs {
-		g := e.GetGauge()
-		if g == nil {
-			continue
-		}
-		v, u := map[string]float64{}, map[string]string{}
-		for name, m := range g.Metrics {
-			v[name], u[name] = m.Value, m.Unit
-		}
-		out = append(out, gauge{SourceID: e.SourceId, InstanceID: e.InstanceId, Tags: e.Tags, Values: v, Units: u})
-	}
-	return out
-}
-
 var _ = Describe("Agent container metrics", func() {
 	It("sends each followed instance's gauges from the kubelet's stats summary", func() {
 		ingress, cfg := startIngress()
@@ -72,13 +48,13 @@ var _ = Describe("Agent container metrics", func() {
 
 		tags := lrp.tags("web-uid")
 		delete(tags, "source_type")
-		want := gauge{
+		want := standin.Gauge{
 			SourceID: lrpGUID, InstanceID: "0", Tags: tags,
 			Values: map[string]float64{"cpu": 25, "memory": 100 * mi, "disk": 11 * mi, "memory_quota": 256 * mi, "disk_quota": 1024 * mi},
 			Units:  map[string]string{"cpu": "percentage", "memory": "bytes", "disk": "bytes", "memory_quota": "bytes", "disk_quota": "bytes"},
 		}
-		Eventually(func() []gauge { return gauges(ingress.Envelopes()) }, 10*time.Second).Should(ContainElement(want))
-		Expect(gauges(ingress.Envelopes())).To(HaveEach(want), "only the followed pod's gauges")
+		Eventually(func() []standin.Gauge { return standin.GaugesIn(ingress.Envelopes()) }, 10*time.Second).Should(ContainElement(want))
+		Expect(standin.GaugesIn(ingress.Envelopes())).To(HaveEach(want), "only the followed pod's gauges")
 		_, refused := kubelet.Requests()
 		Expect(refused).To(BeZero())
 	})
@@ -123,21 +99,21 @@ var _ = Describe("Agent container metrics of an app's processes", func() {
 		}
 	}
 	// gaugeOf is the gauge envelope statsOf(_, n) gives an instance with those tags.
-	gaugeOf := func(source, index string, tags map[string]string, n float64) gauge {
+	gaugeOf := func(source, index string, tags map[string]string, n float64) standin.Gauge {
 		tags = maps.Clone(tags)
 		delete(tags, "source_type")
-		return gauge{
+		return standin.Gauge{
 			SourceID: source, InstanceID: index, Tags: tags, Units: units,
 			Values: map[string]float64{"cpu": 10 * n, "memory": n * 10 * mi, "disk": (n + 1) * mi, "memory_quota": 256 * mi, "disk_quota": 1024 * mi},
 		}
 	}
 	// expectRows expects a reader's rows to be exactly want's instances, every envelope of each
 	// the instance's own.
-	expectRows := func(got standin.Gauges, want map[string]gauge, reader string) {
+	expectRows := func(got standin.Gauges, want map[string]standin.Gauge, reader string) {
 		GinkgoHelper()
 		Expect(got).To(HaveLen(len(want)), "%s: %v", reader, got)
 		for index, w := range want {
-			Expect(gauges(got[index])).To(And(Not(BeEmpty()), HaveEach(w)), "%s, instance %s", reader, index)
+			Expect(standin.GaugesIn(got[index])).To(And(Not(BeEmpty()), HaveEach(w)), "%s, instance %s", reader, index)
 		}
 	}
 
@@ -167,11 +143,11 @@ var _ = Describe("Agent container metrics of an app's processes", func() {
 		var (
 			summary   statsv1alpha1.Summary
 			wantLines []seen
-			wantRows  = map[string]map[string]gauge{} // source_id → instance_id → its gauge
+			wantRows  = map[string]map[string]standin.Gauge{} // source_id → instance_id → its gauge
 		)
-		addRow := func(g gauge) {
+		addRow := func(g standin.Gauge) {
 			if wantRows[g.SourceID] == nil {
-				wantRows[g.SourceID] = map[string]gauge{}
+				wantRows[g.SourceID] = map[string]standin.Gauge{}
 			}
 			wantRows[g.SourceID][g.InstanceID] = g
 		}
@@ -192,13 +168,13 @@ var _ = Describe("Agent container metrics of an app's processes", func() {
 		kubelet.SetSummary(summary)
 		runAgent(cfg, fake.NewClientset(objects...))
 
-		var wantGauges []gauge
+		var wantGauges []standin.Gauge
 		for _, rows := range wantRows {
 			for _, g := range rows {
 				wantGauges = append(wantGauges, g)
 			}
 		}
-		Eventually(func() []gauge { return gauges(ingress.Envelopes()) }, 10*time.Second).Should(ContainElements(wantGauges))
+		Eventually(func() []standin.Gauge { return standin.GaugesIn(ingress.Envelopes()) }, 10*time.Second).Should(ContainElements(wantGauges))
 		logs := func() []seen {
 			var out []seen
 			for _, e := range ingress.Envelopes() {
@@ -210,7 +186,7 @@ var _ = Describe("Agent container metrics of an app's processes", func() {
 		}
 		Eventually(logs, 10*time.Second).Should(ConsistOf(wantLines), "the lines under the app guid, each with its process's tags")
 		envs := ingress.Envelopes()
-		Expect(gauges(envs)).To(HaveEach(BeElementOf(wantGauges)), "no gauge but those")
+		Expect(standin.GaugesIn(envs)).To(HaveEach(BeElementOf(wantGauges)), "no gauge but those")
 
 		// CC in OPI mode: the source named by the process's guid, every envelope kept, by
 		// instance_id. Each process finds exactly its own instances; the original web process,

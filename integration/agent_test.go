@@ -423,30 +423,10 @@ var _ = Describe("The node agent, opi agent as a process, with the kubelet's fil
 
 		tags := appTags(a, pod)
 		delete(tags, "source_type")
-		type gauge struct {
-			SourceID, InstanceID string
-			Tags                 map[string]string
-			Values               map[string]float64
-			Units                map[string]string
-		}
-		gaugesOf := func(envs []*loggregator_v2.Envelope) []gauge {
-			var out []gauge
-			for _, e := range envs {
-				if e.GetGauge() == nil {
-					continue
-				}
-				g := gauge{SourceID: e.SourceId, InstanceID: e.InstanceId, Tags: e.Tags, Values: map[string]float64{}, Units: map[string]string{}}
-				for name, m := range e.GetGauge().Metrics {
-					g.Values[name], g.Units[name] = m.Value, m.Unit
-				}
-				out = append(out, g)
-			}
-			return out
-		}
-		gauges := func() []gauge { return gaugesOf(ingress.Envelopes()) }
+		gauges := func() []standin.Gauge { return standin.GaugesIn(ingress.Envelopes()) }
 		// Under the process guid (CC's guid), which CC's OPI mode reads; the lines stay under
 		// the app guid.
-		want := gauge{
+		want := standin.Gauge{
 			SourceID: a.guid, InstanceID: "0", Tags: tags,
 			// fixture.DesireLRP's memory_mb 64 and disk_mb 256 are the container's limits.
 			Values: map[string]float64{"cpu": 12.5, "memory": 40 * mi, "disk": 22 * mi, "memory_quota": 64 * mi, "disk_quota": 256 * mi},
@@ -459,7 +439,7 @@ var _ = Describe("The node agent, opi agent as a process, with the kubelet's fil
 		rows := ingress.GaugesBySource()
 		Expect(rows).To(HaveKey(a.guid))
 		Expect(rows[a.guid]).To(HaveLen(1))
-		Expect(gaugesOf(rows[a.guid]["0"])).To(HaveEach(want))
+		Expect(standin.GaugesIn(rows[a.guid]["0"])).To(HaveEach(want))
 		served, refused := kubelet.Requests()
 		Expect(served).To(BeNumerically(">", 0))
 		Expect(refused).To(BeZero())

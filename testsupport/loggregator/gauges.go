@@ -41,3 +41,28 @@ func GaugesTagged(envs []*loggregator_v2.Envelope, sourceID, processID string) G
 
 // GaugesBySource groups the gauges the stand-in received so far (see the function).
 func (s *Server) GaugesBySource() map[string]Gauges { return GaugesBySource(s.Envelopes()) }
+
+// Gauge is a gauge envelope in a form specs compare with Equal: its identity, tags and each
+// metric's value and unit (no timestamp).
+type Gauge struct {
+	SourceID, InstanceID string
+	Tags                 map[string]string
+	Values               map[string]float64
+	Units                map[string]string
+}
+
+// GaugesIn are the gauge envelopes among envs as Gauges, in order.
+func GaugesIn(envs []*loggregator_v2.Envelope) []Gauge {
+	var out []Gauge
+	for _, e := range envs {
+		if e.GetGauge() == nil {
+			continue
+		}
+		g := Gauge{SourceID: e.SourceId, InstanceID: e.InstanceId, Tags: e.Tags, Values: map[string]float64{}, Units: map[string]string{}}
+		for name, m := range e.GetGauge().Metrics {
+			g.Values[name], g.Units[name] = m.Value, m.Unit
+		}
+		out = append(out, g)
+	}
+	return out
+}

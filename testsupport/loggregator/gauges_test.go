@@ -44,6 +44,15 @@ var _ = Describe("the gauge readers", func() {
 		Expect(standin.GaugesTagged(envs, "worker", "app")).To(BeEmpty())
 	})
 
+	It("writes the gauges among envelopes out for comparison, in order", func() {
+		Expect(standin.GaugesIn(envs[:3])).To(Equal([]standin.Gauge{
+			{SourceID: "app", InstanceID: "0", Tags: map[string]string{"process_id": "app"},
+				Values: map[string]float64{"cpu": 1}, Units: map[string]string{"cpu": "percentage"}},
+			{SourceID: "worker", InstanceID: "0", Tags: map[string]string{"process_id": "worker"},
+				Values: map[string]float64{"cpu": 4}, Units: map[string]string{"cpu": "percentage"}},
+		}))
+	})
+
 	It("groups what a running stand-in received", func() {
 		server, err := standin.Start(GinkgoT().TempDir())
 		Expect(err).NotTo(HaveOccurred())
