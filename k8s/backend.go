@@ -282,7 +282,8 @@ func NewBackend(client kubernetes.Interface, logger lager.Logger, opts Options) 
 		b.addLeaderWork("routes", registrar.Run)
 	}
 	if routeobjects.Makes(opts.Hooks.Routing.Mode) {
-		objects, err := routeobjects.New(b.logger, routeobjects.Config{Namespace: opts.Namespace, Routing: opts.Hooks.Routing},
+		objects, err := routeobjects.New(b.logger, routeobjects.Config{Namespace: opts.Namespace, Routing: opts.Hooks.Routing,
+			HeadlessServices: opts.Hooks.HeadlessServices},
 			routeobjects.Deps{Client: client, Gateway: opts.Clients.Gateway, Cache: b.store})
 		if err != nil {
 			return nil, err

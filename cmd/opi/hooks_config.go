@@ -11,8 +11,9 @@ import (
 // AppNetworkConfig is how apps are reached, isolated and placed: the Kubernetes backend's
 // hooks. Its keys sit at the top level of the config file.
 type AppNetworkConfig struct {
-	// Routing is ingress (an Ingress per app), gateway (Gateway API HTTPRoutes), nats (a
-	// classic foundation's gorouters over NATS, the nats section) or none.
+	// Routing is ingress (an Ingress per hostname of a space), gateway (an HTTPRoute per
+	// hostname of a space), nats (a classic foundation's gorouters over NATS, the nats
+	// section) or none.
 	Routing string `json:"routing"`
 	// IngressClass is the Ingresses' class ("": the cluster's default).
 	IngressClass string `json:"ingress_class"`
@@ -70,7 +71,7 @@ func defaultAppNetworkConfig() AppNetworkConfig {
 // bindFlags binds the section's flags. --router NAMESPACE[:k=v,...] adds a router.
 func (c *AppNetworkConfig) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Routing, "routing", c.Routing, "how routes reach apps: ingress, gateway, nats (a foundation's gorouters, see --nats-url) or none")
-	fs.StringVar(&c.IngressClass, "ingress-class", c.IngressClass, "ingress class of app Ingresses (default: the cluster's)")
+	fs.StringVar(&c.IngressClass, "ingress-class", c.IngressClass, "ingress class of the route Ingresses (default: the cluster's)")
 	fs.StringVar(&c.Gateway.Namespace, "gateway-namespace", c.Gateway.Namespace, "namespace of the Gateway HTTPRoutes attach to")
 	fs.StringVar(&c.Gateway.Name, "gateway-name", c.Gateway.Name, "name of the Gateway HTTPRoutes attach to")
 	fs.BoolVar(&c.HeadlessServices, "headless-services", c.HeadlessServices, "give app Services no cluster IP (--headless-services=false for routers that need one)")

@@ -101,6 +101,10 @@ func (c *Controller) service(key, space, host, path string) *corev1.Service {
 	svc := &corev1.Service{ObjectMeta: c.meta(names.RouteServiceName(key, path), key, space, host)}
 	svc.Annotations[names.AnnotationRoutePath] = path
 	svc.Spec.Type = corev1.ServiceTypeClusterIP
+	if c.cfg.HeadlessServices {
+		// Set once, at creation: a Service's cluster IP cannot change.
+		svc.Spec.ClusterIP = corev1.ClusterIPNone
+	}
 	svc.Spec.Ports = []corev1.ServicePort{{
 		Name:       names.RouteServicePortName,
 		Protocol:   corev1.ProtocolTCP,

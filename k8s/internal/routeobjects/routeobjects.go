@@ -54,6 +54,9 @@ type Cache interface {
 type Config struct {
 	Namespace string
 	Routing   hooks.RoutingOptions
+	// HeadlessServices gives the route Services no cluster IP, as the LRPs' own (the routers
+	// reach the endpoints; see hooks.Options.HeadlessServices).
+	HeadlessServices bool
 }
 
 // Deps are what the controller is handed; Gateway is needed in gateway mode only.

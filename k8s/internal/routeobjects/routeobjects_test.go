@@ -154,6 +154,7 @@ var _ = Describe("Route objects", func() {
 			svc := services()["/"]
 			Expect(svc.Name).To(Equal(names.RouteServiceName(key, "/")))
 			Expect(svc.Spec.Selector).To(BeEmpty(), "its endpoints are opi's")
+			Expect(svc.Spec.ClusterIP).To(BeEmpty(), "a cluster IP, as the LRPs' own Services without headless_services")
 			Expect(svc.Spec.Ports).To(HaveExactElements(HaveField("Port", int32(8080))))
 
 			list, err := client.DiscoveryV1().EndpointSlices(backendtest.Namespace).List(ctx, metav1.ListOptions{})
@@ -290,7 +291,8 @@ var _ = Describe("Route objects", func() {
 		BeforeEach(func() {
 			gw = gatewayfake.NewClientset()
 			backend = backendtest.StartBackendWith(client, k8s.Options{
-				Hooks:   hooks.Options{Routing: hooks.RoutingOptions{Mode: hooks.RoutingGateway, GatewayNamespace: "gateways", GatewayName: "cf"}},
+				Hooks: hooks.Options{Routing: hooks.RoutingOptions{Mode: hooks.RoutingGateway, GatewayNamespace: "gateways", GatewayName: "cf"},
+					HeadlessServices: true},
 				Clients: k8s.Clients{Gateway: gw},
 			})
 		})
@@ -322,6 +324,7 @@ var _ = Describe("Route objects", func() {
 				return served(map[string]string{"/": names.RouteServiceName(key, "/")})
 			}).Should(Equal(map[string][]endpoint{"/": {{"10.0.0.1", 8080}, {"10.0.1.1", 7070}}}))
 			Expect(ingressPaths()).To(BeNil())
+			Expect(services()["/"].Spec.ClusterIP).To(Equal(corev1.ClusterIPNone), "headless, as the LRPs' own Services")
 
 			Expect(backend.StopLRP(ctx, a.LRPIdentifier)).To(Succeed())
 			Expect(backend.StopLRP(ctx, b.LRPIdentifier)).To(Succeed())

@@ -54,7 +54,7 @@ type template struct {
 	app      app
 	name     string
 	workload tmplObject
-	// others are opi's other objects for the app (env Secret, Service, Ingress, ...), each
+	// others are opi's other objects for the app (env Secret, Service, ...), each
 	// controlled by the workload.
 	others []tmplObject
 }
