@@ -146,7 +146,7 @@ func serviceTargets(g Gomega, ns, name, key, host, path string) ([]string, strin
 			g.Expect(e.Addresses).To(HaveLen(1))
 			g.Expect(e.TargetRef).NotTo(BeNil())
 			g.Expect(e.TargetRef.Kind).To(Equal("Pod"))
-			t := served(s.Labels[names.LabelGUID], e.Addresses[0], *s.Ports[0].Port, e.TargetRef.Name)
+			t := served(s.Labels[names.LabelGUID], e.Addresses[0], *s.Ports[0].Port, string(e.TargetRef.UID))
 			if e.Conditions.Ready == nil || !*e.Conditions.Ready {
 				t += " not ready"
 			}

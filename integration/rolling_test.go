@@ -34,10 +34,11 @@ type carrier struct {
 	port      int
 }
 
-// served is one instance a route sends to, as "<process guid> <ip>:<port> <pod name>": who
-// carries it, where it listens, which pod it is.
-func served(guid, ip string, port int32, pod string) string {
-	return fmt.Sprintf("%s %s:%d %s", guid, ip, port, pod)
+// served is one instance a route sends to, as "<process guid> <ip>:<port> <pod uid>": who
+// carries it, where it listens, which pod it is (by uid: a StatefulSet's replacement pod keeps
+// the name).
+func served(guid, ip string, port int32, podUID string) string {
+	return fmt.Sprintf("%s %s:%d %s", guid, ip, port, podUID)
 }
 
 // routeView reads what a route (host and path) is sent to in one routing mode.
@@ -92,19 +93,13 @@ type natsView struct {
 	log *routerLog
 }
 
-func (v natsView) registered(g Gomega, uri string) []string {
-	podNames := podNamesByUID(g, v.ns)
+func (v natsView) registered(uri string) []string {
 	held := map[string]bool{}
 	for _, m := range v.log.orderedSince(0) {
-		if !slices.Contains(m.reg.URIs, uri) {
-			continue
+		if slices.Contains(m.reg.URIs, uri) {
+			t := served(m.reg.Tags["process_id"], m.reg.Host, int32(m.reg.Port), m.reg.PrivateInstanceID)
+			held[t] = m.subject == gorouter.SubjectRegister
 		}
-		pod, ok := podNames[m.reg.PrivateInstanceID]
-		if !ok {
-			pod = "no pod " + m.reg.PrivateInstanceID
-		}
-		t := served(m.reg.Tags["process_id"], m.reg.Host, int32(m.reg.Port), pod)
-		held[t] = m.subject == gorouter.SubjectRegister
 	}
 	out := []string{}
 	for t, on := range held {
@@ -118,23 +113,12 @@ func (v natsView) registered(g Gomega, uri string) []string {
 
 func (natsView) routes() bool { return true }
 
-func (v natsView) read(g Gomega, host, path string) ([]string, string) {
-	return v.registered(g, host+path), ""
+func (v natsView) read(_ Gomega, host, path string) ([]string, string) {
+	return v.registered(host + path), ""
 }
 
 func (v natsView) gone(g Gomega, host, path string) {
-	g.Expect(v.registered(g, host+path)).To(BeEmpty(), "every endpoint of %s unregistered", host+path)
-}
-
-// podNamesByUID are the names of the pods in ns, by UID.
-func podNamesByUID(g Gomega, ns string) map[string]string {
-	list, err := kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
-	g.Expect(err).NotTo(HaveOccurred())
-	out := map[string]string{}
-	for _, p := range list.Items {
-		out[string(p.UID)] = p.Name
-	}
-	return out
+	g.Expect(v.registered(host+path)).To(BeEmpty(), "every endpoint of %s unregistered", host+path)
 }
 
 // noneView is routing mode none: no route object of any kind, ever.
@@ -196,7 +180,7 @@ func readyTargets(g Gomega, ns string, carriers []carrier) []string {
 			}
 			live++
 			g.Expect(natsRegistrable(p)).To(BeTrue(), "pod %s Ready with an IP", p.Name)
-			out = append(out, served(c.lrp.guid, p.Status.PodIP, int32(c.port), p.Name))
+			out = append(out, served(c.lrp.guid, p.Status.PodIP, int32(c.port), string(p.UID)))
 		}
 		g.Expect(live).To(Equal(c.instances), "live instances of %s", c.lrp.guid)
 	}
