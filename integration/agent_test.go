@@ -76,6 +76,31 @@ func (p *agentProcess) stop() {
 	p.session = nil
 }
 
+// suiteNode is the name of the suite's one kwok node: every pod is on it.
+func suiteNode() string {
+	GinkgoHelper()
+	nodes, err := kube.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(nodes.Items).To(HaveLen(1), "the suite runs one kwok node: every pod is on the agent's")
+	return nodes.Items[0].Name
+}
+
+// agentArgs are the flags of the agent of node for the apps of ns, sending to ingress, and
+// reading the kubelet stand-in's stats when kubelet is set.
+func agentArgs(node, ns, podLogs, stateDir string, ingress *standin.Server, kubelet *kubeletstats.Server) []string {
+	GinkgoHelper()
+	files := ingress.ClientFiles()
+	args := []string{"agent", "--node", node, "--kubeconfig", cluster.Kubeconfig(), "--namespace", ns, "--backend", testBackend,
+		"--pod-logs", podLogs, "--state-dir", stateDir, "--ops-listen", freeAddr(),
+		"--loggregator-addr", ingress.Addr(), "--loggregator-ca", files.CA, "--loggregator-cert", files.Cert, "--loggregator-key", files.Key}
+	if kubelet != nil {
+		token := filepath.Join(GinkgoT().TempDir(), "token")
+		Expect(os.WriteFile(token, []byte("agent-token\n"), 0o600)).To(Succeed())
+		args = append(args, "--kubelet-url", kubelet.URL(), "--kubelet-ca", kubelet.CAFile(), "--kubelet-token-file", token)
+	}
+	return args
+}
+
 var _ = Describe("The node agent, opi agent as a process, with the kubelet's files of real pods", func() {
 	var (
 		ns       string
@@ -99,10 +124,7 @@ var _ = Describe("The node agent, opi agent as a process, with the kubelet's fil
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(ingress.Stop)
 
-		nodes, err := kube.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		Expect(nodes.Items).To(HaveLen(1), "the suite runs one kwok node: every pod is on the agent's")
-		node = nodes.Items[0].Name
+		node = suiteNode()
 		podLogs, stateDir = GinkgoT().TempDir(), GinkgoT().TempDir()
 		// The lines' own times: distinct per spec, so that an envelope of another spec never
 		// matches.
@@ -111,16 +133,7 @@ var _ = Describe("The node agent, opi agent as a process, with the kubelet's fil
 
 	// newAgent is the agent of the node, not started; with the kubelet stand-in when it runs.
 	newAgent := func() *agentProcess {
-		files := ingress.ClientFiles()
-		args := []string{"agent", "--node", node, "--kubeconfig", cluster.Kubeconfig(), "--namespace", ns, "--backend", testBackend,
-			"--pod-logs", podLogs, "--state-dir", stateDir, "--ops-listen", freeAddr(),
-			"--loggregator-addr", ingress.Addr(), "--loggregator-ca", files.CA, "--loggregator-cert", files.Cert, "--loggregator-key", files.Key}
-		if kubelet != nil {
-			token := filepath.Join(GinkgoT().TempDir(), "token")
-			Expect(os.WriteFile(token, []byte("agent-token\n"), 0o600)).To(Succeed())
-			args = append(args, "--kubelet-url", kubelet.URL(), "--kubelet-ca", kubelet.CAFile(), "--kubelet-token-file", token)
-		}
-		p := &agentProcess{args: args}
+		p := &agentProcess{args: agentArgs(node, ns, podLogs, stateDir, ingress, kubelet)}
 		DeferCleanup(p.stop)
 		return p
 	}

@@ -105,6 +105,15 @@ var _ = Describe("Routing nats: gorouter over a real NATS server", func() {
 	})
 })
 
+// startNATS starts a NATS server, shut down after the spec.
+func startNATS(opts natsserver.Options) *natsserver.Server {
+	GinkgoHelper()
+	srv, err := natsserver.Start(opts)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(srv.Shutdown)
+	return srv
+}
+
 // routerLog records every router.* message one subscriber sees, in the order it sees them.
 type routerLog struct {
 	mu   sync.Mutex
@@ -484,13 +493,6 @@ var _ = Describe("Routing nats: the table kept alive", func() {
 		ns = newNamespace()
 		a = newApp() // two instances
 	})
-
-	startNATS := func(opts natsserver.Options) *natsserver.Server {
-		srv, err := natsserver.Start(opts)
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(srv.Shutdown)
-		return srv
-	}
 
 	It("re-registers every instance at once on a router.start, then again at the interval it announced", func() {
 		srv := startNATS(natsserver.Options{})

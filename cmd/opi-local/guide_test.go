@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
 	"github.com/opi-bridge/opi/models"
+	"github.com/opi-bridge/opi/testsupport/fixture"
 )
 
 var _ = Describe("the printed guide", func() {
@@ -102,6 +104,41 @@ var _ = Describe("the printed guide", func() {
 			ContainSubstring(`printed here with a "nats:" prefix: router.register after the desire`),
 			ContainSubstring("  nats sub 'router.*' --server nats://127.0.0.1:41234\n"),
 		))
+	})
+
+	It("prints, in routing mode nats, CC's rolling deploy: a new web process of the same app on the same route, instances moved one at a time, the old one stopped", func() {
+		var out bytes.Buffer
+		printGuide(&out, guide{Base: "http://127.0.0.1:8085", NATSURL: "nats://127.0.0.1:41234"})
+		a, b := exampleGUID+"-"+exampleVersion, rollingGUID+"-"+rollingVersion
+
+		var lines []string
+		for _, c := range rollingDeploy() {
+			Expect(out.String()).To(ContainSubstring("  " + c.curl("http://127.0.0.1:8085") + "\n"))
+			lines = append(lines, c.method+" "+c.path)
+			switch {
+			case c.method == "PUT" && c.body != "":
+				var req models.DesireLRPRequest
+				Expect(strictDecode(c.body, &req)).To(Succeed())
+				Expect(req.ProcessGUID).To(Equal(req.GUID + "-" + req.Version))
+				Expect(req.AppGUID).To(Equal(fixture.AppGUID), "both processes are the app's")
+				Expect(req.Routes).To(HaveKey("cf-router"))
+				Expect(string(req.Routes["cf-router"])).To(MatchJSON(`[{"hostname":"hello.example.com","port":8080}]`))
+				lines[len(lines)-1] += " " + strconv.Itoa(req.Instances)
+			case c.method == "POST":
+				var req models.UpdateDesiredLRPRequest
+				Expect(strictDecode(c.body, &req)).To(Succeed())
+				Expect(c.path).To(Equal("/apps/" + req.GUID + "-" + req.Version))
+				lines[len(lines)-1] += " " + strconv.Itoa(*req.Update.Instances)
+			}
+		}
+		Expect(lines).To(Equal([]string{
+			"PUT /apps/" + a + " 2",
+			"PUT /apps/" + b + " 1",
+			"POST /apps/" + b + " 1", "POST /apps/" + a + " 1",
+			"POST /apps/" + b + " 2", "POST /apps/" + a + " 0",
+			"PUT /apps/" + exampleGUID + "/" + exampleVersion + "/stop",
+		}))
+		Expect(out.String()).To(ContainSubstring(`"process_id":"` + exampleGUID + `" (A) and "process_id":"` + rollingGUID + `" (B)`))
 	})
 
 	It("prints each message on router.* with the prefix, its subject and its body on one line", func() {
