@@ -193,19 +193,23 @@ func runAgent(ctx context.Context, cfg AgentConfig) error {
 }
 
 // mainAgent is `opi agent`: the node agent, which ships the logs of its node's app pods.
-func mainAgent(args []string) {
-	cfg, err := parseAgentFlags(args)
+func mainAgent(args []string) { runSubcommand("opi agent", args, parseAgentFlags, runAgent) }
+
+// runSubcommand reads a subcommand's settings from args with load and runs it until SIGINT or
+// SIGTERM: it exits 0 after -h, 2 on settings load refuses, 1 when run fails.
+func runSubcommand[C any](name string, args []string, load func([]string) (C, error), run func(context.Context, C) error) {
+	cfg, err := load(args)
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "opi agent: %v\n", err)
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := runAgent(ctx, cfg); err != nil {
-		fmt.Fprintf(os.Stderr, "opi agent: %v\n", err)
+	if err := run(ctx, cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		os.Exit(1)
 	}
 }

@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/signal"
 	"strings"
 	"sync/atomic"
-	"syscall"
 
 	"code.cloudfoundry.org/lager/v3"
 	"golang.org/x/crypto/ssh"
@@ -228,18 +226,5 @@ func runSSHProxy(ctx context.Context, cfg SSHProxyConfig) error {
 
 // mainSSHProxy is `opi ssh-proxy`: the SSH endpoint of `cf ssh`.
 func mainSSHProxy(args []string) {
-	cfg, err := LoadSSHProxyConfig(args)
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "opi ssh-proxy: %v\n", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := runSSHProxy(ctx, cfg); err != nil {
-		fmt.Fprintf(os.Stderr, "opi ssh-proxy: %v\n", err)
-		os.Exit(1)
-	}
+	runSubcommand("opi ssh-proxy", args, LoadSSHProxyConfig, runSSHProxy)
 }
