@@ -61,6 +61,7 @@ type proxy struct {
 	instances *sshproxyfakes.FakeInstances
 	executor  *sshproxyfakes.FakeExecutor
 	lines     *sshproxyfakes.FakeEmitter
+	forwarder *sshproxyfakes.FakeForwarder
 	logger    *lagertest.TestLogger
 	server    *sshproxy.Server
 	// stop stops Serve and waits for it to return.
@@ -88,12 +89,12 @@ func startProxy(st *standIns, tune func(*sshproxy.Options)) *proxy {
 	if tune != nil {
 		tune(&opts)
 	}
-	p := &proxy{instances: &sshproxyfakes.FakeInstances{}, executor: &sshproxyfakes.FakeExecutor{}, lines: &sshproxyfakes.FakeEmitter{}, logger: lagertest.NewTestLogger("ssh-proxy")}
+	p := &proxy{instances: &sshproxyfakes.FakeInstances{}, executor: &sshproxyfakes.FakeExecutor{}, lines: &sshproxyfakes.FakeEmitter{}, forwarder: &sshproxyfakes.FakeForwarder{}, logger: lagertest.NewTestLogger("ssh-proxy")}
 	p.instances.InstanceStub = func(opi.LRPIdentifier, int32) (*instances.Pod, *instances.Workload, bool) {
 		return runningPod("dora-0"), &instances.Workload{}, true
 	}
 	p.instances.PodStub = func(name string) (*instances.Pod, bool) { return runningPod(name), true }
-	p.server, err = sshproxy.New(opts, sshproxy.Deps{Instances: p.instances, Executor: p.executor, Lines: p.lines, Logger: p.logger})
+	p.server, err = sshproxy.New(opts, sshproxy.Deps{Instances: p.instances, Executor: p.executor, Lines: p.lines, Forwarder: p.forwarder, Logger: p.logger})
 	Expect(err).NotTo(HaveOccurred())
 	p.prints = p.server.Fingerprints()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -436,9 +437,9 @@ var _ = Describe("Sessions", func() {
 		Eventually(ended).Should(BeClosed())
 	})
 
-	It("opens no tunnel yet: direct-tcpip is refused", func() {
-		_, err := p.connect().Dial("tcp", "127.0.0.1:8080")
-		Expect(err).To(MatchError(ContainSubstring("serves session channels only")))
+	It("refuses channels other than sessions and tunnels", func() {
+		_, _, err := p.connect().OpenChannel("x11", nil)
+		Expect(err).To(MatchError(ContainSubstring("serves session and direct-tcpip channels only")))
 	})
 
 	It("serves the host key's fingerprints on its ops handler", func() {

@@ -81,6 +81,9 @@ const minHandshakes = 16
 // MaxSessions does.
 const maxChannelsPerConn = 10
 
+// maxTunnelsPerConn bounds the tunnels (port-forwards) one connection carries at once.
+const maxTunnelsPerConn = 32
+
 // Validate reports every setting the proxy cannot run with.
 func (o Options) Validate() error {
 	var errs []error
@@ -100,6 +103,8 @@ func (o Options) Validate() error {
 type Deps struct {
 	Instances Instances
 	Executor  Executor
+	// Forwarder carries the tunnels (direct-tcpip channels); nil: tunnels are refused.
+	Forwarder Forwarder
 	// Lines, when set, receives the lines saying in the app's log stream who came in and when
 	// they left (cf logs shows them); nil: no lines.
 	Lines  Emitter
@@ -242,9 +247,26 @@ func (s *Server) handle(ctx context.Context, raw net.Conn) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	slots := make(chan struct{}, maxChannelsPerConn)
+	tunnels := make(chan struct{}, maxTunnelsPerConn)
 	for newCh := range chans {
-		if newCh.ChannelType() != "session" {
-			_ = newCh.Reject(ssh.UnknownChannelType, "opi ssh-proxy serves session channels only")
+		switch newCh.ChannelType() {
+		case "session":
+		case "direct-tcpip":
+			select {
+			case tunnels <- struct{}{}:
+			default:
+				_ = newCh.Reject(ssh.ResourceShortage, fmt.Sprintf("at most %d tunnels per connection", maxTunnelsPerConn))
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-tunnels }()
+				s.tunnel(ctx, granted, newCh, logger)
+			}()
+			continue
+		default:
+			_ = newCh.Reject(ssh.UnknownChannelType, "opi ssh-proxy serves session and direct-tcpip channels only")
 			continue
 		}
 		select {

@@ -202,7 +202,11 @@ func runSSHProxy(ctx context.Context, cfg SSHProxyConfig) error {
 	if err != nil {
 		return err
 	}
-	deps := sshproxy.Deps{Executor: executor, Logger: logger}
+	forwarder, err := sshproxy.NewPodForwarder(restConfig, cfg.Namespace)
+	if err != nil {
+		return err
+	}
+	deps := sshproxy.Deps{Executor: executor, Forwarder: forwarder, Logger: logger}
 	sender, stopSender, err := startLoggregator(cfg.Loggregator, logger)
 	if err != nil {
 		return err

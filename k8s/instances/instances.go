@@ -30,7 +30,7 @@ import (
 // cannot import it.
 type (
 	// Pod is an LRP's pod as the ranking reads it: its name, uid, creation and deletion times,
-	// its LRP, its state, whether it ended, its image and ordinal.
+	// its LRP, its state, whether it ended, its image, ordinal and IP.
 	Pod = store.PodRecord
 	// Workload is an LRP's Deployment or StatefulSet: its LRP, CC's names and the counts the
 	// ranking needs.
@@ -106,6 +106,8 @@ func rankedPodOf(obj any) (any, error) {
 	return &store.PodRecord{
 		ObjectMeta: p.ObjectMeta, LRPRef: p.LRPRef,
 		State: p.State, Terminal: p.Terminal, Image: p.Image, Ordinal: p.Ordinal,
+		// An SSH tunnel may name the instance by its IP.
+		IP: p.IP,
 	}, nil
 }
 
