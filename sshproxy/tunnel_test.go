@@ -114,11 +114,9 @@ type halfStream struct {
 	headers http.Header
 }
 
-func (s *halfStream) Reset() error                { return s.WriteCloser.Close() }
-func (s *halfStream) Headers() http.Header        { return s.headers }
-func (s *halfStream) Identifier() uint32          { return 0 }
-func (s *halfStream) Close() error                { return s.WriteCloser.Close() }
-func (s *halfStream) Write(b []byte) (int, error) { return s.WriteCloser.Write(b) }
+func (s *halfStream) Reset() error         { return s.WriteCloser.Close() }
+func (s *halfStream) Headers() http.Header { return s.headers }
+func (s *halfStream) Identifier() uint32   { return 0 }
 
 // podSide is what the kubelet holds of a stream: what the proxy wrote, and its own writer.
 type podSide struct {
