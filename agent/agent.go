@@ -675,21 +675,8 @@ func (a *Agent) resolve(p *nodePod) (instance, bool) {
 	if w == nil {
 		return instance{}, false
 	}
-	index := a.reader.Index(p.record, w)
-	processType := w.ProcessType
-	if processType == "" {
-		processType = "web"
-	}
-	tags := loggregator.AppTags{
-		SourceType: loggregator.ProcessSourceType(processType),
-		AppID:      w.AppGUID, AppName: w.AppName,
-		SpaceID: w.SpaceGUID, SpaceName: w.SpaceName,
-		OrgID: w.OrgGUID, OrgName: w.OrgName,
-		ProcessID: w.GUID, ProcessType: processType,
-		ProcessInstanceID: string(p.UID),
-	}
 	return instance{
-		logs:        loggregator.Identity{SourceID: w.AppGUID, InstanceID: strconv.Itoa(int(index)), Tags: tags.Map()},
+		logs:        instances.LogIdentity(w, p.record, a.reader.Index(p.record, w), ""),
 		gaugeSource: w.GUID,
 	}, true
 }

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/opi-bridge/opi/sshproxy"
+	lgstandin "github.com/opi-bridge/opi/testsupport/loggregator"
 	"github.com/opi-bridge/opi/testsupport/sshstandin"
 )
 
@@ -48,6 +49,7 @@ var _ = Describe("cf ssh through opi ssh-proxy", Ordered, func() {
 		prints    sshproxy.Fingerprints
 		hostKey   ssh.PublicKey
 		namespace string
+		lines     *lgstandin.Server
 	)
 
 	BeforeAll(func() {
@@ -81,6 +83,11 @@ var _ = Describe("cf ssh through opi ssh-proxy", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		namespace = ns
 
+		lines, err = lgstandin.Start(GinkgoT().TempDir())
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(lines.Stop)
+		files := lines.ClientFiles()
+
 		proxyAddr = freeAddr()
 		opsAddr := freeAddr()
 		session, err := gexec.Start(exec.Command(opiBin, "ssh-proxy",
@@ -88,6 +95,8 @@ var _ = Describe("cf ssh through opi ssh-proxy", Ordered, func() {
 			"--listen", proxyAddr, "--ops-listen", opsAddr, "--host-key", keyFile,
 			"--uaa-token-url", st.TokenURL(), "--uaa-client-id", sshClientID, "--uaa-client-secret", sshClientSecret,
 			"--cc-api-url", st.CCURL(),
+			"--loggregator-addr", lines.Addr(), "--loggregator-ca", files.CA, "--loggregator-cert", files.Cert,
+			"--loggregator-key", files.Key, "--loggregator-server-name", lgstandin.ServerName,
 		), GinkgoWriter, GinkgoWriter)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func() {
@@ -143,9 +152,46 @@ var _ = Describe("cf ssh through opi ssh-proxy", Ordered, func() {
 		Expect(exit.ExitStatus()).NotTo(BeZero())
 	})
 
+	It("puts who came in and that they left into the app's log stream (source type SSH)", func() {
+		client, err := goClient(sshCode, nil)
+		Expect(err).NotTo(HaveOccurred())
+		remote := client.LocalAddr().String()
+		session, err := client.NewSession()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(session.Run("true")).To(Succeed())
+		Expect(client.Close()).To(Succeed())
+
+		uid := string(livePod(namespace, a).UID)
+		sshLines := func() []string {
+			var got []string
+			for _, env := range lines.Envelopes() {
+				if env.GetTags()["source_type"] != "SSH" || !strings.HasSuffix(string(env.GetLog().GetPayload()), " "+remote) {
+					continue
+				}
+				Expect(env.GetSourceId()).To(Equal("app-" + a.guid))
+				Expect(env.GetInstanceId()).To(Equal("0"))
+				Expect(env.GetTags()).To(Equal(map[string]string{
+					"source_type": "SSH",
+					"app_id":      "app-" + a.guid, "app_name": "Dora The App",
+					"space_id": "space-1", "space_name": "dev",
+					"organization_id": "org-1", "organization_name": "acme",
+					"process_id": a.guid, "process_type": "web", "process_instance_id": uid,
+				}))
+				got = append(got, string(env.GetLog().GetPayload()))
+			}
+			return got
+		}
+		Eventually(sshLines, 30*time.Second, 100*time.Millisecond).Should(Equal([]string{
+			"Successful remote access by " + remote,
+			"Remote access ended for " + remote,
+		}))
+	})
+
 	It("lets only the proxy's ServiceAccount exec into the apps' pods, not opi's", func() {
 		Expect(canIAs(namespace, "opi-ssh-proxy", "create", "pods", "--subresource=exec", "-n", namespace)).To(Equal("yes"))
 		Expect(canIAs(namespace, "opi", "create", "pods", "--subresource=exec", "-n", namespace)).To(Equal("no"))
+		Expect(canIAs(namespace, "opi-ssh-proxy", "create", "pods", "--subresource=portforward", "-n", namespace)).To(Equal("yes"))
+		Expect(canIAs(namespace, "opi", "create", "pods", "--subresource=portforward", "-n", namespace)).To(Equal("no"))
 		Expect(canIAs(namespace, "opi-ssh-proxy", "get", "secrets", "-n", namespace)).To(Equal("no"))
 	})
 

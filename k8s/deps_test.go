@@ -61,8 +61,8 @@ var depRules = []depRule{
 	{pkg: internal + "store", layer: 3, moduleDeps: []string{"opi"},
 		forbidden: []string{k8sPath + "/internal/hooks", k8sPath + "/internal/workload"}},
 	// The read side's one public door (the node agent, an SSH proxy): the store and the names,
-	// nothing of the writes.
-	{pkg: "instances", layer: 4, moduleDeps: []string{"opi"},
+	// nothing of the writes; the identity its readers' log lines carry (package loggregator).
+	{pkg: "instances", layer: 4, moduleDeps: []string{"opi", "loggregator"},
 		forbidden: []string{k8sPath + "/internal/hooks", k8sPath + "/internal/workload"}},
 	{pkg: internal + "workload", layer: 4, moduleDeps: []string{"opi"}},
 	{pkg: internal + "hooks", layer: 5, moduleDeps: []string{"opi"}},

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"code.cloudfoundry.org/go-loggregator/v10/rpc/loggregator_v2"
 	"code.cloudfoundry.org/lager/v3/lagertest"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -59,6 +60,8 @@ type proxy struct {
 	prints    sshproxy.Fingerprints
 	instances *sshproxyfakes.FakeInstances
 	executor  *sshproxyfakes.FakeExecutor
+	lines     *sshproxyfakes.FakeEmitter
+	forwarder *sshproxyfakes.FakeForwarder
 	logger    *lagertest.TestLogger
 	server    *sshproxy.Server
 	// stop stops Serve and waits for it to return.
@@ -86,12 +89,12 @@ func startProxy(st *standIns, tune func(*sshproxy.Options)) *proxy {
 	if tune != nil {
 		tune(&opts)
 	}
-	p := &proxy{instances: &sshproxyfakes.FakeInstances{}, executor: &sshproxyfakes.FakeExecutor{}, logger: lagertest.NewTestLogger("ssh-proxy")}
+	p := &proxy{instances: &sshproxyfakes.FakeInstances{}, executor: &sshproxyfakes.FakeExecutor{}, lines: &sshproxyfakes.FakeEmitter{}, forwarder: &sshproxyfakes.FakeForwarder{}, logger: lagertest.NewTestLogger("ssh-proxy")}
 	p.instances.InstanceStub = func(opi.LRPIdentifier, int32) (*instances.Pod, *instances.Workload, bool) {
 		return runningPod("dora-0"), &instances.Workload{}, true
 	}
 	p.instances.PodStub = func(name string) (*instances.Pod, bool) { return runningPod(name), true }
-	p.server, err = sshproxy.New(opts, sshproxy.Deps{Instances: p.instances, Executor: p.executor, Logger: p.logger})
+	p.server, err = sshproxy.New(opts, sshproxy.Deps{Instances: p.instances, Executor: p.executor, Lines: p.lines, Forwarder: p.forwarder, Logger: p.logger})
 	Expect(err).NotTo(HaveOccurred())
 	p.prints = p.server.Fingerprints()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -216,6 +219,79 @@ var _ = Describe("Authentication", func() {
 		cfg = sshproxy.AuthConfig{UAATokenURL: "https://uaa.example.com/oauth/token", UAAClientID: "id", UAAClientSecret: "s", CCAPIURL: "http://127.0.0.1:9022"}
 		Expect(cfg.Validate()).To(Succeed(), "loopback may be plain")
 	})
+})
+
+var _ = Describe("The SSH log lines", func() {
+	var (
+		st *standIns
+		p  *proxy
+	)
+
+	BeforeEach(func() {
+		st = startStandIns()
+		p = startProxy(st, nil)
+		pod := runningPod("dora-1")
+		workload := &instances.Workload{
+			LRPRef:  instances.LRPRef{GUID: processGUID, Version: version},
+			AppGUID: "app-guid", ProcessType: "web", AppName: "dora",
+			SpaceGUID: "space-guid", SpaceName: "dev", OrgGUID: "org-guid", OrgName: "acme",
+		}
+		p.instances.InstanceStub = func(opi.LRPIdentifier, int32) (*instances.Pod, *instances.Workload, bool) {
+			return pod, workload, true
+		}
+	})
+
+	// lines are what the proxy sent, once it stopped (so every connection has ended).
+	lines := func() []*loggregator_v2.Envelope {
+		p.stop()
+		var envs []*loggregator_v2.Envelope
+		for i := range p.lines.EmitCallCount() {
+			env, _ := p.lines.EmitArgsForCall(i)
+			envs = append(envs, env)
+		}
+		return envs
+	}
+
+	It("puts who came in and that they left into the app's log stream, with the instance's identity and source type SSH", func() {
+		client, err := p.cfClient(user(1), goodCode, nil)
+		Expect(err).NotTo(HaveOccurred())
+		session, err := client.NewSession()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(session.Run("true")).To(Succeed())
+		remote := client.LocalAddr().String()
+		Expect(client.Close()).To(Succeed())
+
+		envs := lines()
+		Expect(envs).To(HaveLen(2))
+		for i, payload := range []string{"Successful remote access by " + remote, "Remote access ended for " + remote} {
+			env := envs[i]
+			Expect(env.SourceId).To(Equal("app-guid"))
+			Expect(env.InstanceId).To(Equal("1"))
+			Expect(env.Timestamp).NotTo(BeZero())
+			Expect(env.Tags).To(Equal(map[string]string{
+				"source_type": "SSH",
+				"app_id":      "app-guid", "app_name": "dora",
+				"space_id": "space-guid", "space_name": "dev",
+				"organization_id": "org-guid", "organization_name": "acme",
+				"process_id": processGUID, "process_type": "web",
+				"process_instance_id": "uid-dora-1",
+			}))
+			Expect(string(env.GetLog().GetPayload())).To(Equal(payload))
+			Expect(env.GetLog().GetType()).To(Equal(loggregator_v2.Log_OUT))
+		}
+	})
+
+	DescribeTable("sends none for a refused attempt",
+		func(code, state string) {
+			p.instances.InstanceStub = nil
+			p.instances.InstanceReturns(&instances.Pod{ObjectMeta: metav1.ObjectMeta{Name: "dora-1"}, State: state}, &instances.Workload{AppGUID: "app-guid"}, true)
+			_, err := p.cfClient(user(1), code, nil)
+			Expect(err).To(MatchError(ContainSubstring("unable to authenticate")))
+			Expect(lines()).To(BeEmpty())
+		},
+		Entry("a wrong code", "wrong", opi.InstanceRunning),
+		Entry("an instance not running", goodCode, opi.InstanceCrashed),
+	)
 })
 
 // execWriting is an executor that writes out and errOut and returns err.
@@ -361,9 +437,9 @@ var _ = Describe("Sessions", func() {
 		Eventually(ended).Should(BeClosed())
 	})
 
-	It("opens no tunnel yet: direct-tcpip is refused", func() {
-		_, err := p.connect().Dial("tcp", "127.0.0.1:8080")
-		Expect(err).To(MatchError(ContainSubstring("serves session channels only")))
+	It("refuses channels other than sessions and tunnels", func() {
+		_, _, err := p.connect().OpenChannel("x11", nil)
+		Expect(err).To(MatchError(ContainSubstring("serves session and direct-tcpip channels only")))
 	})
 
 	It("serves the host key's fingerprints on its ops handler", func() {

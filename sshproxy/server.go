@@ -12,10 +12,12 @@ import (
 	"sync"
 	"time"
 
+	"code.cloudfoundry.org/go-loggregator/v10/rpc/loggregator_v2"
 	"code.cloudfoundry.org/lager/v3"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/opi-bridge/opi/k8s/instances"
+	"github.com/opi-bridge/opi/loggregator"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -30,6 +32,17 @@ type Instances interface {
 	// Pod is the LRP pod of that name.
 	Pod(name string) (*instances.Pod, bool)
 }
+
+// Emitter sends log envelopes to Loggregator (package loggregator's Sender).
+//
+//counterfeiter:generate . Emitter
+type Emitter interface {
+	Emit(env *loggregator_v2.Envelope, ack func()) bool
+}
+
+// LinesSourceType is the source type of the lines a session puts into the app's log stream,
+// as Diego's ssh-proxy does.
+const LinesSourceType = "SSH"
 
 // Options are the proxy's settings.
 type Options struct {
@@ -68,6 +81,9 @@ const minHandshakes = 16
 // MaxSessions does.
 const maxChannelsPerConn = 10
 
+// maxTunnelsPerConn bounds the tunnels (port-forwards) one connection carries at once.
+const maxTunnelsPerConn = 32
+
 // Validate reports every setting the proxy cannot run with.
 func (o Options) Validate() error {
 	var errs []error
@@ -87,7 +103,12 @@ func (o Options) Validate() error {
 type Deps struct {
 	Instances Instances
 	Executor  Executor
-	Logger    lager.Logger
+	// Forwarder carries the tunnels (direct-tcpip channels); nil: tunnels are refused.
+	Forwarder Forwarder
+	// Lines, when set, receives the lines saying in the app's log stream who came in and when
+	// they left (cf logs shows them); nil: no lines.
+	Lines  Emitter
+	Logger lager.Logger
 }
 
 // Server accepts SSH connections and runs their sessions in the instances.
@@ -159,6 +180,8 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 type grant struct {
 	access
 	pod podRef
+	// lines is who the session's log lines are about.
+	lines loggregator.Identity
 }
 
 // podRef names the pod a connection's sessions enter.
@@ -217,14 +240,33 @@ func (s *Server) handle(ctx context.Context, raw net.Conn) {
 	})
 	logger.Info("started")
 	defer logger.Info("ended")
+	s.line(granted, "Successful remote access by "+remote)
+	defer s.line(granted, "Remote access ended for "+remote)
 	go ssh.DiscardRequests(reqs)
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	slots := make(chan struct{}, maxChannelsPerConn)
+	tunnels := make(chan struct{}, maxTunnelsPerConn)
 	for newCh := range chans {
-		if newCh.ChannelType() != "session" {
-			_ = newCh.Reject(ssh.UnknownChannelType, "opi ssh-proxy serves session channels only")
+		switch newCh.ChannelType() {
+		case "session":
+		case "direct-tcpip":
+			select {
+			case tunnels <- struct{}{}:
+			default:
+				_ = newCh.Reject(ssh.ResourceShortage, fmt.Sprintf("at most %d tunnels per connection", maxTunnelsPerConn))
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-tunnels }()
+				s.tunnel(ctx, granted, newCh, logger)
+			}()
+			continue
+		default:
+			_ = newCh.Reject(ssh.UnknownChannelType, "opi ssh-proxy serves session and direct-tcpip channels only")
 			continue
 		}
 		select {
@@ -254,7 +296,7 @@ func (s *Server) authorize(ctx context.Context, user string, code []byte) (*gran
 	if err != nil {
 		return nil, err
 	}
-	pod, _, ok := s.d.Instances.Instance(acc.lrp, acc.index)
+	pod, w, ok := s.d.Instances.Instance(acc.lrp, acc.index)
 	if !ok {
 		return nil, refuse("instance %d does not exist", acc.index)
 	}
@@ -264,7 +306,10 @@ func (s *Server) authorize(ctx context.Context, user string, code []byte) (*gran
 	if err := s.reserve(acc.owner); err != nil {
 		return nil, err
 	}
-	return &grant{access: acc, pod: podRef{name: pod.Name, uid: string(pod.UID)}}, nil
+	return &grant{
+		access: acc, pod: podRef{name: pod.Name, uid: string(pod.UID)},
+		lines: instances.LogIdentity(w, pod, acc.index, LinesSourceType),
+	}, nil
 }
 
 // reserve takes a session of the proxy's and the user's bounds.
@@ -289,4 +334,12 @@ func (s *Server) release(owner string) {
 	if s.perUser[owner]--; s.perUser[owner] <= 0 {
 		delete(s.perUser, owner)
 	}
+}
+
+// line puts a line into the app's log stream, when the proxy sends lines.
+func (s *Server) line(g *grant, text string) {
+	if s.d.Lines == nil {
+		return
+	}
+	s.d.Lines.Emit(loggregator.NewLog(g.lines, time.Now(), loggregator_v2.Log_OUT, []byte(text)), nil)
 }

@@ -13,7 +13,8 @@ import (
 )
 
 // LoggregatorConfig is the `loggregator` section: where opi's leader sends the CELL lines of
-// the apps' instances (package k8s/internal/lifecycle). Absent: no lifecycle lines.
+// the apps' instances (package k8s/internal/lifecycle), and `opi ssh-proxy` its SSH lines.
+// Absent: no lines.
 type LoggregatorConfig struct {
 	// Addr is Loggregator's v2 ingress, host:port (a Doppler's, or a Loggregator agent
 	// reachable from the cluster).
@@ -34,7 +35,7 @@ type LoggregatorTLSConfig struct {
 
 // bindFlags binds the section's flags, named as the agent's (opi agent).
 func (c *LoggregatorConfig) bindFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.Addr, "loggregator-addr", c.Addr, "Loggregator's v2 ingress, HOST:PORT, for the leader's lifecycle lines (none: no lines)")
+	fs.StringVar(&c.Addr, "loggregator-addr", c.Addr, "Loggregator's v2 ingress, HOST:PORT, for the lines opi puts into the apps' log streams (none: no lines)")
 	fs.StringVar(&c.TLS.CAFile, "loggregator-ca", c.TLS.CAFile, "CA (PEM) of the Loggregator ingress's certificate")
 	fs.StringVar(&c.TLS.CertFile, "loggregator-cert", c.TLS.CertFile, "client certificate (PEM) presented to the Loggregator ingress")
 	fs.StringVar(&c.TLS.KeyFile, "loggregator-key", c.TLS.KeyFile, "client key (PEM) for the Loggregator ingress")
@@ -79,28 +80,41 @@ func (c LoggregatorConfig) sender() loggregator.SenderConfig {
 	return loggregator.SenderConfig{Addr: c.Addr, CAFile: c.TLS.CAFile, CertFile: c.TLS.CertFile, KeyFile: c.TLS.KeyFile, ServerName: c.ServerName}
 }
 
-// wireLoggregator makes the Sender of the lifecycle lines (its TLS files read now: a file that
-// cannot be read is refused at start-up) and sends with it until the returned stop is called;
-// a section not set wires nothing. Loggregator being down is no error: the Sender buffers (bounded) and retries,
-// and opi's readiness does not depend on it.
+// wireLoggregator makes the Sender of the lifecycle lines and sends with it until the returned
+// stop is called; a section not set wires nothing.
 func wireLoggregator(cfg LoggregatorConfig, logger lager.Logger, opts *k8s.Options) (func(), error) {
-	if !cfg.set() {
+	sender, stop, err := startLoggregator(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	if sender == nil {
 		logger.Info("lifecycle-lines-off", lager.Data{"reason": "no loggregator.addr configured"})
-		return func() {}, nil
+		return stop, nil
+	}
+	opts.Clients.Lifecycle = sender
+	logger.Info("lifecycle-lines", lager.Data{"loggregator": cfg.Addr})
+	return stop, nil
+}
+
+// startLoggregator makes the section's Sender (its TLS files read now: a file that cannot be
+// read is refused at start-up) and sends with it until the returned stop is called; a section
+// not set makes none (nil). Loggregator being down is no error: the Sender buffers (bounded)
+// and retries, and readiness does not depend on it.
+func startLoggregator(cfg LoggregatorConfig, logger lager.Logger) (*loggregator.Sender, func(), error) {
+	if !cfg.set() {
+		return nil, func() {}, nil
 	}
 	sender, err := loggregator.NewSender(cfg.sender(), logger)
 	if err != nil {
-		return nil, fmt.Errorf("loggregator: %w", err)
+		return nil, nil, fmt.Errorf("loggregator: %w", err)
 	}
-	opts.Clients.Lifecycle = sender
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		_ = sender.Run(ctx)
 	}()
-	logger.Info("lifecycle-lines", lager.Data{"loggregator": cfg.Addr})
-	return func() {
+	return sender, func() {
 		cancel()
 		<-done
 		_ = sender.Close()

@@ -51,6 +51,9 @@ type SSHProxyConfig struct {
 	// OpsListen is the plain HTTP ops endpoint (/healthz, /readyz, /fingerprints); "" none.
 	OpsListen string `json:"ops_listen"`
 	LogLevel  string `json:"log_level"`
+	// Loggregator is where the proxy sends the lines saying who came into an instance and
+	// when they left (as `opi connect`'s section); absent: no lines.
+	Loggregator LoggregatorConfig `json:"loggregator"`
 
 	// hostKey is HostKey's key, read by validate.
 	hostKey ssh.Signer
@@ -105,6 +108,7 @@ func parseSSHProxyFlags(args []string, cfg *SSHProxyConfig) (configPath string, 
 	fs.Var(&cfg.AuthTimeout, "auth-timeout", "how long a connection may take to authenticate")
 	fs.StringVar(&cfg.OpsListen, "ops-listen", cfg.OpsListen, "address of the plain HTTP ops endpoint (/healthz, /readyz, /fingerprints); empty: none")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, error or fatal")
+	cfg.Loggregator.bindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return "", err
 	}
@@ -153,6 +157,9 @@ func (c *SSHProxyConfig) validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("log_level %q is not one of debug, info, error, fatal", c.LogLevel))
 	}
+	if err := c.Loggregator.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -193,9 +200,26 @@ func runSSHProxy(ctx context.Context, cfg SSHProxyConfig) error {
 	if err != nil {
 		return err
 	}
+	forwarder, err := sshproxy.NewPodForwarder(restConfig, cfg.Namespace)
+	if err != nil {
+		return err
+	}
+	deps := sshproxy.Deps{Executor: executor, Forwarder: forwarder, Logger: logger}
+	sender, stopSender, err := startLoggregator(cfg.Loggregator, logger)
+	if err != nil {
+		return err
+	}
+	defer stopSender()
+	if sender != nil {
+		deps.Lines = sender
+		logger.Info("ssh-lines", lager.Data{"loggregator": cfg.Loggregator.Addr})
+	} else {
+		logger.Info("ssh-lines-off", lager.Data{"reason": "no loggregator.addr configured"})
+	}
 	reader := sshproxy.NewInstances(client, cfg.Namespace, cfg.Backend == k8s.StatefulSets, logger)
 	defer reader.Shutdown()
-	srv, err := sshproxy.New(cfg.options(), sshproxy.Deps{Instances: reader, Executor: executor, Logger: logger})
+	deps.Instances = reader
+	srv, err := sshproxy.New(cfg.options(), deps)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/opi-bridge/opi/loggregator"
 	"github.com/opi-bridge/opi/sshproxy"
 )
 
@@ -91,6 +92,28 @@ idle_timeout: 5m
 		Expect(cfg.options().IdleTimeout).To(Equal(5 * time.Minute))
 	})
 
+	It("reads the loggregator section with opi connect's keys and flags", func() {
+		file := filepath.Join(dir, "ssh-proxy.yml")
+		Expect(os.WriteFile(file, []byte(`
+loggregator:
+  addr: doppler.service.cf.internal:8082
+  server_name: doppler
+  tls:
+    ca_file: /ca.pem
+    cert_file: /cert.pem
+    key_file: /key.pem
+`), 0o600)).To(Succeed())
+		cfg, err := LoadSSHProxyConfig(required("--config", file, "--loggregator-addr", "127.0.0.1:3458"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cfg.Loggregator.sender()).To(Equal(loggregator.SenderConfig{
+			Addr: "127.0.0.1:3458", CAFile: "/ca.pem", CertFile: "/cert.pem", KeyFile: "/key.pem", ServerName: "doppler",
+		}))
+
+		cfg, err = LoadSSHProxyConfig(required())
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cfg.Loggregator.set()).To(BeFalse(), "no section: no lines")
+	})
+
 	DescribeTable("refuses a configuration it cannot run with",
 		func(args func() []string, message string) {
 			_, err := LoadSSHProxyConfig(args())
@@ -108,6 +131,7 @@ idle_timeout: 5m
 			"the UAA client id and secret are required"),
 		Entry("an unknown backend", func() []string { return required("--backend", "pods") }, `backend "pods" is not one of deployments, statefulsets`),
 		Entry("no bound", func() []string { return required("--max-sessions", "0") }, "max-sessions (0) and max-sessions-per-user (20) must be at least 1"),
+		Entry("a loggregator address without TLS", func() []string { return required("--loggregator-addr", "127.0.0.1:3458") }, "loggregator needs mutual TLS"),
 	)
 
 	It("reads the kustomize component's config file and is run and probed as its Deployment says", func() {

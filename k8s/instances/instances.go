@@ -8,6 +8,7 @@ package instances
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"code.cloudfoundry.org/lager/v3"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/opi-bridge/opi/k8s/internal/store"
 	"github.com/opi-bridge/opi/k8s/names"
+	"github.com/opi-bridge/opi/loggregator"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -28,7 +30,7 @@ import (
 // cannot import it.
 type (
 	// Pod is an LRP's pod as the ranking reads it: its name, uid, creation and deletion times,
-	// its LRP, its state, whether it ended, its image and ordinal.
+	// its LRP, its state, whether it ended, its image, ordinal and IP.
 	Pod = store.PodRecord
 	// Workload is an LRP's Deployment or StatefulSet: its LRP, CC's names and the counts the
 	// ranking needs.
@@ -104,6 +106,8 @@ func rankedPodOf(obj any) (any, error) {
 	return &store.PodRecord{
 		ObjectMeta: p.ObjectMeta, LRPRef: p.LRPRef,
 		State: p.State, Terminal: p.Terminal, Image: p.Image, Ordinal: p.Ordinal,
+		// An SSH tunnel may name the instance by its IP.
+		IP: p.IP,
 	}, nil
 }
 
@@ -158,3 +162,24 @@ func (r *Reader) CachedPods() []any { return r.pods.GetStore().List() }
 
 // PodOf is the record of a pod the caller holds (from an informer of its own).
 func PodOf(p *corev1.Pod) *Pod { return store.PodRecordOf(p) }
+
+// LogIdentity is who an instance's log lines are about, as every line opi sends for it carries
+// it: the app guid as source_id, the index as instance_id, and the app's tags with that source
+// type ("" is the process's own, APP/PROC/<TYPE>).
+func LogIdentity(w *Workload, p *Pod, index int32, sourceType string) loggregator.Identity {
+	processType := w.ProcessType
+	if processType == "" {
+		processType = "web"
+	}
+	if sourceType == "" {
+		sourceType = loggregator.ProcessSourceType(processType)
+	}
+	return loggregator.Identity{SourceID: w.AppGUID, InstanceID: strconv.Itoa(int(index)), Tags: loggregator.AppTags{
+		SourceType: sourceType,
+		AppID:      w.AppGUID, AppName: w.AppName,
+		SpaceID: w.SpaceGUID, SpaceName: w.SpaceName,
+		OrgID: w.OrgGUID, OrgName: w.OrgName,
+		ProcessID: w.GUID, ProcessType: processType,
+		ProcessInstanceID: string(p.UID),
+	}.Map()}
+}

@@ -24,6 +24,7 @@ import (
 	"code.cloudfoundry.org/lager/v3"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/opi-bridge/opi/k8s/instances"
 	"github.com/opi-bridge/opi/k8s/internal/queue"
 	"github.com/opi-bridge/opi/k8s/internal/store"
 	"github.com/opi-bridge/opi/loggregator"
@@ -270,16 +271,5 @@ func (r *Reporter) send(now time.Time, st *podState, line string) {
 // identity is who a pod's lines are about: as its app logs' (package agent), with the CELL
 // source type.
 func identity(w *store.WorkloadRecord, p *store.PodRecord, index int32) loggregator.Identity {
-	processType := w.ProcessType
-	if processType == "" {
-		processType = "web"
-	}
-	return loggregator.Identity{SourceID: w.AppGUID, InstanceID: strconv.Itoa(int(index)), Tags: loggregator.AppTags{
-		SourceType: SourceType,
-		AppID:      w.AppGUID, AppName: w.AppName,
-		SpaceID: w.SpaceGUID, SpaceName: w.SpaceName,
-		OrgID: w.OrgGUID, OrgName: w.OrgName,
-		ProcessID: w.GUID, ProcessType: processType,
-		ProcessInstanceID: string(p.UID),
-	}.Map()}
+	return instances.LogIdentity(w, p, index, SourceType)
 }
