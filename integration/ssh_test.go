@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -220,7 +221,7 @@ var _ = Describe("cf ssh through opi ssh-proxy", Ordered, func() {
 			Expect(os.WriteFile(askpass, []byte("#!/bin/sh\necho "+sshCode+"\n"), 0o700)).To(Succeed())
 		})
 
-		openSSH := func(stdin string, args ...string) (string, string, error) {
+		sshCommand := func(args ...string) *exec.Cmd {
 			host, port, err := net.SplitHostPort(proxyAddr)
 			Expect(err).NotTo(HaveOccurred())
 			cmd := exec.Command("ssh", append([]string{
@@ -230,10 +231,14 @@ var _ = Describe("cf ssh through opi ssh-proxy", Ordered, func() {
 				"-o", "NumberOfPasswordPrompts=1", "-o", "LogLevel=ERROR", host,
 			}, args...)...)
 			cmd.Env = append(os.Environ(), "SSH_ASKPASS="+askpass, "SSH_ASKPASS_REQUIRE=force", "DISPLAY=none")
+			return cmd
+		}
+		openSSH := func(stdin string, args ...string) (string, string, error) {
+			cmd := sshCommand(args...)
 			cmd.Stdin = strings.NewReader(stdin)
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			err = cmd.Run()
+			err := cmd.Run()
 			return stdout.String(), stderr.String(), err
 		}
 
@@ -245,9 +250,24 @@ var _ = Describe("cf ssh through opi ssh-proxy", Ordered, func() {
 		})
 
 		It("runs an interactive shell under a pty (-tt)", func() {
-			stdout, stderr, err := openSSH("echo $((6*7))\nexit\n", "-tt")
-			Expect(err).NotTo(HaveOccurred(), stderr)
-			Expect(stdout).To(ContainSubstring("42"))
+			// Typed as a user types: the next line once the shell has answered the last. All of
+			// it at once with the end of input would race the input's end against the shell
+			// reading it (the pty hangs up on the shell when its input ends).
+			cmd := sshCommand("-tt")
+			stdin, err := cmd.StdinPipe()
+			Expect(err).NotTo(HaveOccurred())
+			stdout, stderr := gbytes.NewBuffer(), gbytes.NewBuffer()
+			cmd.Stdout, cmd.Stderr = stdout, stderr
+			Expect(cmd.Start()).To(Succeed())
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			_, err = io.WriteString(stdin, "echo $((6*7))\n")
+			Expect(err).NotTo(HaveOccurred())
+			Eventually(stdout, "30s").Should(gbytes.Say("42"))
+			_, err = io.WriteString(stdin, "exit\n")
+			Expect(err).NotTo(HaveOccurred())
+			Expect(stdin.Close()).To(Succeed())
+			Eventually(done, "30s").Should(Receive(BeNil()), func() string { return string(stderr.Contents()) })
 		})
 	})
 })
