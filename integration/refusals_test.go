@@ -126,6 +126,9 @@ var _ = Describe("Refused before the first write", Ordered, func() {
 			}
 			return w[0].Status.AvailableReplicas
 		}, 60*time.Second).Should(BeEquivalentTo(2))
+		// The leader routes its two instances (the route's Ingress, Service and EndpointSlices)
+		// after the desire: the states compared below start after that too.
+		Eventually(func() []string { return routeEndpoints(ns, "ingresses", "dora.example.com", "/") }).Should(HaveLen(2))
 	})
 
 	It("learnt the cluster's env-name rule at start-up and logged it", func() {
@@ -208,19 +211,24 @@ var _ = Describe("Refused before the first write", Ordered, func() {
 
 	It("undoes a desire that a quota refuses halfway, and says why", func() {
 		ctx := context.Background()
+		// As many Services as there are (the running app's and its route's): a new app's is one
+		// too many.
+		services, err := kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		have := int64(len(services.Items))
 		quota := &corev1.ResourceQuota{
-			ObjectMeta: metav1.ObjectMeta{Name: "one-service"},
-			Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceServices: resource.MustParse("1")}},
+			ObjectMeta: metav1.ObjectMeta{Name: "no-more-services"},
+			Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceServices: *resource.NewQuantity(have, resource.DecimalSI)}},
 		}
-		_, err := kube.CoreV1().ResourceQuotas(ns).Create(ctx, quota, metav1.CreateOptions{})
+		_, err = kube.CoreV1().ResourceQuotas(ns).Create(ctx, quota, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func() { _ = kube.CoreV1().ResourceQuotas(ns).Delete(ctx, quota.Name, metav1.DeleteOptions{}) })
 		Eventually(func() bool {
 			q, err := kube.CoreV1().ResourceQuotas(ns).Get(ctx, quota.Name, metav1.GetOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			used, ok := q.Status.Used[corev1.ResourceServices]
-			return ok && used.Value() == 1
-		}).Should(BeTrue(), "the quota controller did not count the running app's service")
+			return ok && used.Value() == have
+		}).Should(BeTrue(), "the quota controller did not count the running app's services")
 
 		before := settledState(ns)
 		a := newApp()
