@@ -192,7 +192,7 @@ var _ = Describe("Agent ops endpoint", func() {
 		}, 10*time.Second).Should(ContainSubstring(`"offset":`))
 	})
 
-	It("holds of the namespace's pods only what the instance ranking reads", func() {
+	It("holds of the namespace's pods only what the instance ranking (and an SSH tunnel) reads", func() {
 		_, cfg := startIngress()
 		web := appPod("dora-dev-b0c4a1e2-5d8f9-abcde", "web-uid", node, t0)
 		web.Annotations = map[string]string{"big": strings.Repeat("x", 4096)}
@@ -215,6 +215,7 @@ var _ = Describe("Agent ops endpoint", func() {
 			State:      opi.InstanceRunning,
 			Image:      "registry.example.com/dora@sha256:abc",
 			Ordinal:    -1,
+			IP:         "10.0.0.7",
 		}))
 		Expect(r.Name).To(Equal(web.Name))
 		Expect(string(r.UID)).To(Equal("web-uid"))
