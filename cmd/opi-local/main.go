@@ -148,6 +148,10 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 	if _, err := os.Stat(*opiBin); err != nil {
 		return fmt.Errorf("checking the opi binary (make build makes bin/opi): %w", err)
 	}
+	// kwok reads its configuration once, at start: the instances' port is forwarded from then.
+	appPortServer, kwokConfig := startAppPort(*namespace)
+	defer appPortServer.Close()
+	f.opts.KwokConfig = kwokConfig
 
 	c, err := startCluster(ctx, f, out)
 	if err != nil {

@@ -4,7 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/opi-bridge/opi/testsupport/sshlocal"
@@ -46,6 +50,37 @@ func startSSHProxy(ctx context.Context, c sshlocal.Cluster, o sshOptions, out io
 	return p, nil
 }
 
+// appPort is the port the guide's app listens on (its PORT).
+const appPort = 8080
+
+// appPortAnswer is what a tunnel to an instance's appPort reads under make run.
+const appPortAnswer = "hello from the instance's port 8080 (opi-local answers for it: no container runs under kwok)\n"
+
+// startAppPort serves appPortAnswer on loopback and returns kwok's configuration forwarding
+// appPort of every pod in namespace there: kwok runs no container, so without it a tunnel to an
+// instance's port would find nothing listening.
+func startAppPort(namespace string) (*httptest.Server, string) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, appPortAnswer)
+	}))
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	return srv, `apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterPortForward
+metadata:
+  name: opi-local-app-port
+spec:
+  selector:
+    matchNamespaces:
+    - ` + strconv.Quote(namespace) + `
+  forwards:
+  - ports:
+    - ` + strconv.Itoa(appPort) + `
+    target:
+      address: 127.0.0.1
+      port: ` + strconv.Itoa(port) + `
+`
+}
+
 // sshGuide is what the printed guide says of the proxy.
 type sshGuide struct {
 	proxy *sshlocal.Proxy
@@ -77,7 +112,8 @@ answers the password question with the code (or leave SSH_ASKPASS* out and type 
   # a shell under a pty
   %[12]s
 
-  # a tunnel from local port 8081 to the instance's port 8080 (pods/portforward), -N: no shell
+  # a tunnel from local port 8081 to the instance's port 8080 (pods/portforward), -N: no
+  # shell; then, in another terminal, curl -sS localhost:8081 (opi-local answers for the port)
   %[13]s
 
 %[14]s

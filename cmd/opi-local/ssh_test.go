@@ -2,9 +2,14 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"sigs.k8s.io/yaml"
 
 	"github.com/opi-bridge/opi/testsupport/sshlocal"
 )
@@ -25,6 +30,7 @@ var _ = Describe("make run's SSH proxy", func() {
 			ContainSubstring("  "+ssh+user+" 'echo hi from $(pwd)'\n"),
 			ContainSubstring("  "+ssh+"-t "+user+"\n"),
 			ContainSubstring("  "+ssh+"-N -L 8081:localhost:8080 "+user+"\n"),
+			ContainSubstring("curl -sS localhost:8081"),
 			ContainSubstring("app_ssh.host_key_fingerprint: SHA256:abc (MD5:aa:bb)"),
 			ContainSubstring("curl -sS http://127.0.0.1:41001/fingerprints"),
 			ContainSubstring("the one-time code "+sshlocal.Code),
@@ -37,6 +43,38 @@ var _ = Describe("make run's SSH proxy", func() {
 		var out bytes.Buffer
 		printGuide(&out, guide{Base: "http://127.0.0.1:8085", SSH: &sshGuide{proxy: proxy, lines: true}})
 		Expect(out.String()).To(ContainSubstring("loggregator-standin: <app guid> [0] SSH OUT Successful remote access by 127.0.0.1:<port>"))
+	})
+
+	It("has kwok forward the instances' port 8080 to a loopback server answering for the app", func() {
+		srv, config := startAppPort("cf-workloads")
+		DeferCleanup(srv.Close)
+		var forward struct {
+			Kind string
+			Spec struct {
+				Selector struct{ MatchNamespaces []string }
+				Forwards []struct {
+					Ports  []int
+					Target struct {
+						Address string
+						Port    int
+					}
+				}
+			}
+		}
+		Expect(yaml.Unmarshal([]byte(config), &forward)).To(Succeed())
+		Expect(forward.Kind).To(Equal("ClusterPortForward"))
+		Expect(forward.Spec.Selector.MatchNamespaces).To(Equal([]string{"cf-workloads"}))
+		Expect(forward.Spec.Forwards).To(HaveLen(1))
+		f := forward.Spec.Forwards[0]
+		Expect(f.Ports).To(Equal([]int{8080}))
+		Expect(net.JoinHostPort(f.Target.Address, fmt.Sprint(f.Target.Port))).To(Equal(srv.Listener.Addr().String()))
+
+		resp, err := http.Get(srv.URL)
+		Expect(err).NotTo(HaveOccurred())
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(body)).To(Equal(appPortAnswer))
 	})
 
 	It("quotes a command for the shell", func() {
