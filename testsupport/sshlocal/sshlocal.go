@@ -162,7 +162,7 @@ func (p *Proxy) writeFiles(dir string) (string, error) {
 
 // Command is a shell line running OpenSSH against the proxy as the cf CLI's user for instance
 // index of process guid, the code given by the askpass script and the host key checked against
-// known_hosts; args follow the destination (a command) or precede it when they are options.
+// known_hosts: options before the destination, command ("" a shell) quoted after it.
 func (p *Proxy) Command(guid string, index int, options []string, command string) string {
 	host, port, _ := net.SplitHostPort(p.Addr)
 	line := []string{"SSH_ASKPASS=" + p.Askpass, "SSH_ASKPASS_REQUIRE=force", "ssh", "-p", port,
