@@ -68,19 +68,25 @@ var _ = Describe("The routing-nats kustomize component", func() {
 	})
 })
 
-// kustomizeWith writes an overlay of resource (under deploy/kustomize) with the component of
-// that name in a temporary folder, builds it with the suite's kubectl (kustomize, no request to
-// the cluster), as an operator adds a component, and returns the objects by kind/name.
-func kustomizeWith(resource, component string) map[string][]byte {
+// overlayWith writes an overlay of resource (under deploy/kustomize) with the component of
+// that name and more of a kustomization's keys (YAML) in a temporary folder, as an operator
+// adds a component, and returns the folder.
+func overlayWith(resource, component, more string) string {
 	dir := GinkgoT().TempDir()
 	deploy, err := filepath.Abs("../deploy/kustomize")
 	Expect(err).NotTo(HaveOccurred())
 	rel, err := filepath.Rel(dir, deploy) // kustomize refuses absolute paths
 	Expect(err).NotTo(HaveOccurred())
 	Expect(os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(
-		"resources: ["+filepath.Join(rel, resource)+"]\ncomponents: ["+filepath.Join(rel, "components", component)+"]\n"), 0o600)).To(Succeed())
+		"resources: ["+filepath.Join(rel, resource)+"]\ncomponents: ["+filepath.Join(rel, "components", component)+"]\n"+more), 0o600)).To(Succeed())
+	return dir
+}
+
+// kustomizeWith builds overlayWith's overlay with the suite's kubectl (kustomize, no request to
+// the cluster) and returns the objects by kind/name.
+func kustomizeWith(resource, component string) map[string][]byte {
 	objects := map[string][]byte{}
-	for _, doc := range strings.Split(kubectl("kustomize", dir), "\n---\n") {
+	for _, doc := range strings.Split(kubectl("kustomize", overlayWith(resource, component, "")), "\n---\n") {
 		var meta struct {
 			Kind     string `json:"kind"`
 			Metadata struct {

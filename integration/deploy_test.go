@@ -51,7 +51,10 @@ var _ = Describe("Deploying with the manifests", Ordered, func() {
 			_ = kube.CoreV1().Namespaces().Delete(context.Background(), deployNamespace, metav1.DeleteOptions{})
 		})
 		DeferCleanup(deleteAgentObjects)
-		kubectl("apply", "--server-side", "-k", "../deploy/kustomize/overlays/cf")
+		// The cf overlay with the ssh-proxy component, as an operator adds it to theirs (whose
+		// images entry then names the proxy's image too).
+		kubectl("apply", "--server-side", "-k", overlayWith("overlays/cf", "ssh-proxy",
+			"images:\n- name: opi\n  newName: opi-bridge/opi\n  newTag: latest\n"))
 
 		// The Secrets the overlay mounts, as an operator creates them (docs/operating.md: "TLS, step by step").
 		dir = GinkgoT().TempDir()
@@ -330,6 +333,99 @@ var _ = Describe("Deploying with the manifests", Ordered, func() {
 		}
 	})
 
+	It("runs the ssh-proxy component: opi's image as opi ssh-proxy, a Service on 2222, its own ServiceAccount and Role", func() {
+		ctx := context.Background()
+		d, err := kube.AppsV1().Deployments(deployNamespace).Get(ctx, sshProxyName, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		pod := d.Spec.Template.Spec
+		Expect(pod.ServiceAccountName).To(Equal(sshProxyName))
+		Expect(*pod.SecurityContext.RunAsNonRoot).To(BeTrue())
+		Expect(pod.Containers).To(HaveLen(1))
+		c := pod.Containers[0]
+		Expect(c.Image).To(Equal("opi-bridge/opi:latest"), "opi's image, as the overlay sets it")
+		Expect(c.Command).To(Equal([]string{"/opi", "ssh-proxy"}))
+		Expect(c.Args).To(Equal([]string{"--config", "/etc/opi-ssh-proxy/ssh-proxy.yml"}))
+		Expect(c.ReadinessProbe.HTTPGet.Path).To(Equal("/readyz"))
+		Expect(*c.SecurityContext.ReadOnlyRootFilesystem).To(BeTrue())
+		Expect(*c.SecurityContext.AllowPrivilegeEscalation).To(BeFalse())
+		Expect(c.SecurityContext.Capabilities.Drop).To(ConsistOf(corev1.Capability("ALL")))
+		var secrets []string
+		for _, v := range pod.Volumes {
+			if v.Secret != nil {
+				secrets = append(secrets, v.Secret.SecretName)
+			}
+		}
+		Expect(secrets).To(ConsistOf(sshProxyName), "the host key and the UAA client's secret")
+
+		svc, err := kube.CoreV1().Services(deployNamespace).Get(ctx, sshProxyName, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(svc.Spec.Selector).To(Equal(d.Spec.Selector.MatchLabels))
+		Expect(svc.Spec.Ports).To(HaveLen(1))
+		Expect(svc.Spec.Ports[0].Port).To(BeEquivalentTo(2222))
+		Expect(svc.Spec.Ports[0].TargetPort).To(Equal(intstr.FromString("ssh")))
+		_, err = kube.CoreV1().ServiceAccounts(deployNamespace).Get(ctx, sshProxyName, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		cm, err := kube.CoreV1().ConfigMaps(deployNamespace).Get(ctx,
+			kubectl("-n", deployNamespace, "get", "deployment", sshProxyName, "-o", "jsonpath={.spec.template.spec.volumes[?(@.name=='config')].configMap.name}"),
+			metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cm.Data["ssh-proxy.yml"]).To(ContainSubstring("uaa_client_secret_file:"))
+
+		// The Role is the component's rbac.yaml, rule for rule.
+		role, err := kube.RbacV1().Roles(deployNamespace).Get(ctx, sshProxyName, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(role.Rules).To(Equal(roleRulesIn("../deploy/kustomize/components/ssh-proxy/rbac.yaml")))
+		binding, err := kube.RbacV1().RoleBindings(deployNamespace).Get(ctx, sshProxyName, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(binding.RoleRef.Name).To(Equal(sshProxyName))
+		Expect(binding.Subjects).To(ConsistOf(rbacv1.Subject{Kind: "ServiceAccount", Name: sshProxyName, Namespace: deployNamespace}))
+	})
+
+	It("lets the proxy's ServiceAccount read the instances and enter them, and nothing more; opi's own may not enter them", func() {
+		proxyCan := func(args ...string) string {
+			return canIAs(deployNamespace, sshProxyName, append(args, "-n", deployNamespace)...)
+		}
+		for _, verb := range []string{"get", "list", "watch"} {
+			for _, resource := range []string{"pods", "deployments.apps", "statefulsets.apps"} {
+				Expect(proxyCan(verb, resource)).To(Equal("yes"), "%s %s", verb, resource)
+			}
+		}
+		for _, yes := range [][]string{
+			{"list", "jobs.batch"}, {"watch", "jobs.batch"},
+			{"create", "pods", "--subresource=exec"},
+			{"create", "pods", "--subresource=portforward"},
+			{"patch", "pods", "--subresource=ephemeralcontainers"},
+		} {
+			Expect(proxyCan(yes...)).To(Equal("yes"), "%v", yes)
+		}
+		for _, no := range [][]string{
+			{"create", "pods"}, {"delete", "pods"}, {"patch", "pods"}, {"update", "pods"},
+			{"get", "pods", "--subresource=exec"}, {"get", "pods", "--subresource=portforward"},
+			{"update", "pods", "--subresource=ephemeralcontainers"},
+			{"get", "pods", "--subresource=log"},
+			{"get", "secrets"}, {"list", "secrets"}, {"get", "configmaps"},
+			{"create", "deployments.apps"}, {"patch", "deployments.apps"}, {"delete", "statefulsets.apps"},
+			{"get", "jobs.batch"}, {"create", "jobs.batch"},
+			{"create", "serviceaccounts", "--subresource=token"},
+		} {
+			Expect(proxyCan(no...)).To(Equal("no"), "%v", no)
+		}
+		Expect(canIAs(deployNamespace, sshProxyName, "list", "pods", "-n", "kube-system")).To(Equal("no"))
+		Expect(canIAs(deployNamespace, sshProxyName, "list", "pods", "--all-namespaces")).To(Equal("no"))
+
+		// Exec lives only in the proxy's Role: opi's has none of its rights into a pod.
+		for _, rule := range rbacRules() {
+			Expect(rule.Resources).NotTo(ContainElement(BeElementOf("pods/exec", "pods/portforward", "pods/ephemeralcontainers", "pods/attach", "pods/*", "*")))
+		}
+		for _, no := range [][]string{
+			{"create", "pods", "--subresource=exec"}, {"get", "pods", "--subresource=exec"},
+			{"create", "pods", "--subresource=portforward"}, {"create", "pods", "--subresource=attach"},
+			{"patch", "pods", "--subresource=ephemeralcontainers"}, {"update", "pods", "--subresource=ephemeralcontainers"},
+		} {
+			Expect(canIAs(deployNamespace, "opi", append(no, "-n", deployNamespace)...)).To(Equal("no"), "opi: %v", no)
+		}
+	})
+
 	It("runs opi agent with the in-cluster configuration and only its own rights: its caches sync, nothing is forbidden", func() {
 		ctx := context.Background()
 		apiServer, err := url.Parse(cluster.Server())
@@ -511,6 +607,9 @@ var _ = Describe("Deploying with the manifests", Ordered, func() {
 // includes).
 const agentNamespace, agentName = "opi-agent", "opi-agent"
 
+// sshProxyName names the ssh-proxy component's Deployment, Service, ServiceAccount and Role.
+const sshProxyName = "opi-ssh-proxy"
+
 // deleteAgentObjects deletes what the agent's component created outside opi's namespace.
 func deleteAgentObjects() {
 	ctx := context.Background()
@@ -531,8 +630,11 @@ func canIAs(namespace, name string, args ...string) string {
 }
 
 // rbacRules are the Role's rules in deploy/rbac.yaml.
-func rbacRules() []rbacv1.PolicyRule {
-	data, err := os.ReadFile("../deploy/rbac.yaml")
+func rbacRules() []rbacv1.PolicyRule { return roleRulesIn("../deploy/rbac.yaml") }
+
+// roleRulesIn are the rules of the Role in the manifest at path.
+func roleRulesIn(path string) []rbacv1.PolicyRule {
+	data, err := os.ReadFile(path)
 	Expect(err).NotTo(HaveOccurred())
 	for _, doc := range strings.Split(string(data), "\n---\n") {
 		var role rbacv1.Role
@@ -541,6 +643,6 @@ func rbacRules() []rbacv1.PolicyRule {
 			return role.Rules
 		}
 	}
-	Fail("deploy/rbac.yaml holds no Role")
+	Fail(path + " holds no Role")
 	return nil
 }

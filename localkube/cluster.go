@@ -60,6 +60,9 @@ type Options struct {
 	// Log receives the output of every process, each line tagged with the process name. Default:
 	// one file per process in <work folder>/logs.
 	Log io.Writer
+	// KwokConfig is more of kwok's configuration (YAML documents, e.g. a ClusterPortForward for
+	// a port the simulated pods should answer on), read after localkube's own. Default: none.
+	KwokConfig string
 }
 
 // Timeouts of the start-up waits; a cold machine running the test suite in parallel needs more
@@ -249,7 +252,11 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 	c.execDir = execDir
 	ourStages := filepath.Join(c.workDir, "localkube-stages.yaml")
-	if err := os.WriteFile(ourStages, []byte(c.opts.Tuning.kwokConfig()+execRule(execDir, execIDs)+crashStage+"---\n"+imagePullStage+"---\n"+taskStages), 0o644); err != nil {
+	more := ""
+	if c.opts.KwokConfig != "" {
+		more = "---\n" + c.opts.KwokConfig
+	}
+	if err := os.WriteFile(ourStages, []byte(c.opts.Tuning.kwokConfig()+execRule(execDir, execIDs)+crashStage+"---\n"+imagePullStage+"---\n"+taskStages+more), 0o644); err != nil {
 		return fmt.Errorf("writing our kwok stages: %w", err)
 	}
 	kwok, err := c.run("kwok",

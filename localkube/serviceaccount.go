@@ -15,15 +15,15 @@ import (
 
 // ServiceAccountKubeconfig applies manifest (YAML, with the cluster's kubectl, as an operator
 // would) and returns the path of a kubeconfig, in the cluster's folder, that authenticates as the
-// ServiceAccount namespace/name with a one-hour token: a client with exactly the permissions
-// the manifest grants it.
+// ServiceAccount namespace/name with a day-long token (`make run` may stay up that long): a client
+// with exactly the permissions the manifest grants it.
 func (c *Cluster) ServiceAccountKubeconfig(ctx context.Context, manifest, namespace, name string) (string, error) {
 	apply := exec.CommandContext(ctx, filepath.Join(c.BinDir(), "kubectl"), "--kubeconfig", c.Kubeconfig(), "apply", "-f", "-")
 	apply.Stdin = strings.NewReader(manifest)
 	if out, err := apply.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("kubectl apply: %w: %s", err, out)
 	}
-	expiry := int64(3600)
+	expiry := int64(24 * 3600)
 	token, err := c.Clientset().CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
 	if err != nil {

@@ -43,7 +43,7 @@ var _ = Describe("make run with the agent", func() {
 			ContainSubstring(`"sleep 3600" as its command`),
 			ContainSubstring("opi's leader sends its lifecycle lines (source_type CELL, STG for docker staging) there too."),
 		))
-		Expect(out.String()).To(MatchRegexp(`(?s)Ctrl-C stops opi.*The node agent:`))
+		Expect(out.String()).To(MatchRegexp(`(?s)Ctrl-C stops the ssh proxy, opi.*The node agent:`))
 	})
 
 	It("leaves the agent out of the guide without --agent", func() {

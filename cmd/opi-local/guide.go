@@ -119,6 +119,8 @@ type guide struct {
 	NATSURL string
 	// Agent is set when the node agents run (--agent).
 	Agent *agentGuide
+	// SSH is set when the SSH proxy runs.
+	SSH *sshGuide
 }
 
 // printGuide tells the user how to drive opi with curl, see the callbacks it sends to the
@@ -173,10 +175,13 @@ Each callback it receives is printed here with a "cc-standin:" prefix; all of th
 %[19]sSee what opi made:
   %[7]s --kubeconfig %[8]s -n %[2]s get deployments,pods,services,secrets,ingresses,networkpolicies
 
-Ctrl-C stops opi, the stand-in, the registry, then the control plane.
+Ctrl-C stops the ssh proxy, opi, the stand-ins, the registry, then the control plane.
 `, g.Base, g.Namespace, pg, indent(desireBody), app, updateBody, g.Kubectl, g.Kubeconfig, localkube.CrashAnnotation,
 		g.CCURL, g.CCCA, g.CCCert, g.CCKey, g.Image, exampleStagingGUID, indent(stagingBody(g.Image, stagingCallback)),
 		exampleTaskGUID, indent(taskBody(taskCallback)), natsGuide(g.Base, g.NATSURL))
+	if g.SSH != nil {
+		printSSHGuide(out, *g.SSH)
+	}
 	if g.Agent != nil {
 		printAgentGuide(out, *g.Agent)
 	}

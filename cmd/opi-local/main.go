@@ -26,7 +26,7 @@ const usage = `usage:
       start a control plane, write its kubeconfig, run until Ctrl-C/SIGTERM
   opi-local run [--opi-bin bin/opi] [--listen 127.0.0.1:8085] [--namespace cf-workloads] [--backend deployments] [flags]
       start a control plane, a Cloud Controller stand-in, an image registry with a sample image,
-      and opi connected to them; run until Ctrl-C/SIGTERM
+      and opi connected to them, and opi ssh-proxy with UAA and CC stand-ins; run until Ctrl-C/SIGTERM
 
 Run "opi-local cluster -h" or "opi-local run -h" for every flag.
 `
@@ -140,12 +140,18 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 	backend := fs.String("backend", "deployments", "opi's backend: deployments or statefulsets (passed to opi as --backend)")
 	routing := fs.String("routing", "", "opi's routing mode (passed to opi as --routing; default opi's, ingress); nats also starts a NATS server on loopback and prints what opi sends on router.*")
 	withAgent := fs.Bool("agent", false, "also run opi agent for each node against a Loggregator stand-in, with a kubelet stand-in writing the pods' log files")
+	sshListen := fs.String("ssh-listen", "127.0.0.1:2222", "address opi ssh-proxy listens on")
+	sshRBAC := fs.String("ssh-proxy-rbac", "deploy/kustomize/components/ssh-proxy/rbac.yaml", "the ssh-proxy component's Role, which the proxy runs with")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if _, err := os.Stat(*opiBin); err != nil {
 		return fmt.Errorf("checking the opi binary (make build makes bin/opi): %w", err)
 	}
+	// kwok reads its configuration once, at start: the instances' port is forwarded from then.
+	appPortServer, kwokConfig := startAppPort(*namespace)
+	defer appPortServer.Close()
+	f.opts.KwokConfig = kwokConfig
 
 	c, err := startCluster(ctx, f, out)
 	if err != nil {
@@ -220,10 +226,23 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 		}
 		agentInfo, agentDone = &la.guide, la.done()
 	}
+	sshOpts := sshOptions{opiBin: *opiBin, namespace: *namespace, backend: *backend, listen: *sshListen, rbac: *sshRBAC,
+		dir: filepath.Join(c.WorkDir(), "ssh-proxy")}
+	if la != nil {
+		sshOpts.lines = la.opiArgs()
+	}
+	proxy, err := startSSHProxy(ctx, c, sshOpts, out)
+	if err != nil {
+		return errors.Join(fmt.Errorf("starting the ssh proxy: %w", err), stopAll())
+	}
+	stops = append(stops, func() error {
+		fmt.Fprintln(out, "stopping the ssh proxy...")
+		return proxy.Stop()
+	})
 	printGuide(out, guide{
 		Base: base, Kubectl: filepath.Join(c.BinDir(), "kubectl"), Kubeconfig: f.kubeconfigOut, Namespace: *namespace,
 		CCURL: local.cc.URL, CCCA: local.cc.CAFile, CCCert: local.cc.ClientCertFile, CCKey: local.cc.ClientKeyFile,
-		Image: local.image, NATSURL: natsURL, Agent: agentInfo,
+		Image: local.image, NATSURL: natsURL, Agent: agentInfo, SSH: &sshGuide{proxy: proxy, lines: la != nil},
 	})
 
 	var runErr error
@@ -231,6 +250,8 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 	case <-ctx.Done():
 	case <-opi.Done():
 		runErr = fmt.Errorf("opi exited: %v", opi.Err())
+	case <-proxy.Done():
+		runErr = fmt.Errorf("the ssh proxy exited: see %s", proxy.Log)
 	case <-agentDone:
 		runErr = errors.New("an opi agent exited: see its log")
 	}

@@ -28,6 +28,10 @@ type Options struct {
 	Code, UserID string
 	// ProcessGUID is CC's answer to a granted ssh_access: "<guid>-<version>".
 	ProcessGUID string
+	// Grants, when set, are CC's answers by the process guid the user names (the path's
+	// guid): "<guid>-<version>" for a granted one; any other is unknown to CC (404), as an app
+	// CC does not have. ProcessGUID is then not used.
+	Grants map[string]string
 }
 
 // Server is the two stand-ins.
@@ -39,6 +43,7 @@ type Server struct {
 	mu                sync.Mutex
 	ccStatus          int
 	ccBody            string
+	ccAnswerSet       bool
 	uaaCalls, ccCalls []string
 }
 
@@ -65,7 +70,7 @@ func (s *Server) Token() string { return s.token }
 func (s *Server) SetCCAnswer(status int, body string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.ccStatus, s.ccBody = status, body
+	s.ccStatus, s.ccBody, s.ccAnswerSet = status, body, true
 }
 
 // UAACalls are the token requests so far: "METHOD path client:secret form".
@@ -108,6 +113,9 @@ func (s *Server) serveSSHAccess(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.ccCalls = append(s.ccCalls, fmt.Sprintf("%s %s %s", r.Method, r.URL.Path, r.Header.Get("Authorization")))
 	status, body := s.ccStatus, s.ccBody
+	if s.o.Grants != nil && !s.ccAnswerSet {
+		status, body = s.grant(r.URL.Path)
+	}
 	s.mu.Unlock()
 	if r.Header.Get("Authorization") != "bearer "+s.token {
 		w.WriteHeader(http.StatusUnauthorized)
@@ -116,6 +124,16 @@ func (s *Server) serveSSHAccess(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = io.WriteString(w, body)
+}
+
+// grant is CC's answer from Grants to the ssh_access path: the process guid named in it, or
+// CC's error for an app it does not know.
+func (s *Server) grant(path string) (int, string) {
+	guid, _, _ := strings.Cut(strings.TrimPrefix(path, "/internal/apps/"), "/ssh_access/")
+	if pg, ok := s.o.Grants[guid]; ok {
+		return http.StatusOK, fmt.Sprintf(`{"process_guid":%q}`, pg)
+	}
+	return http.StatusNotFound, `{"code":100004,"description":"The app could not be found","error_code":"CF-AppNotFound"}`
 }
 
 // User is the cf CLI's SSH user name for an instance of a process.
