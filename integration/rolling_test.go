@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -169,10 +170,12 @@ func gatewayClient() gateway.Interface {
 	return gateway.NewForConfigOrDie(cluster.RestConfig())
 }
 
-// readyTargets is what a route must send to with carriers carrying it: each Ready instance of
-// each, on the carrier's port. It fails g until each has its desired instances, all Ready.
-func readyTargets(g Gomega, ns string, carriers []carrier) []string {
+// readyTargets is what a route must send to with carriers carrying it: each Ready instance (Ready,
+// with an IP, not being deleted) of each, on the carrier's port, sorted. The error says why the
+// carriers are not settled yet: a live instance not Ready, or live instances other than desired.
+func readyTargets(ns string, carriers ...carrier) ([]string, error) {
 	out := []string{}
+	var errs []error
 	for _, c := range carriers {
 		live := 0
 		for _, p := range pods(ns, c.lrp) {
@@ -180,13 +183,18 @@ func readyTargets(g Gomega, ns string, carriers []carrier) []string {
 				continue
 			}
 			live++
-			g.Expect(natsRegistrable(p)).To(BeTrue(), "pod %s Ready with an IP", p.Name)
+			if !natsRegistrable(p) {
+				errs = append(errs, fmt.Errorf("pod %s not Ready with an IP", p.Name))
+				continue
+			}
 			out = append(out, served(c.lrp.guid, p.Status.PodIP, int32(c.port), string(p.UID)))
 		}
-		g.Expect(live).To(Equal(c.instances), "live instances of %s", c.lrp.guid)
+		if live != c.instances {
+			errs = append(errs, fmt.Errorf("%d live instances of %s, want %d", live, c.lrp.guid, c.instances))
+		}
 	}
 	slices.Sort(out)
-	return out
+	return out, errors.Join(errs...)
 }
 
 // routeCheck follows one route through the steps of a spec: after each, what the route sends to
@@ -206,7 +214,8 @@ type routeCheck struct {
 func (r *routeCheck) expect(carriers []carrier, stopped ...*app) {
 	GinkgoHelper()
 	Eventually(func(g Gomega) {
-		want := readyTargets(g, r.o.Namespace, carriers)
+		want, err := readyTargets(r.o.Namespace, carriers...)
+		g.Expect(err).NotTo(HaveOccurred())
 		if !r.view.routes() {
 			want = []string{}
 		}
