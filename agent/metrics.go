@@ -23,6 +23,14 @@ import (
 // DefaultMetricsInterval is how often container metrics are sent (Diego's rep: every 15 s).
 const DefaultMetricsInterval = 15 * time.Second
 
+// MinMetricsInterval and MaxMetricsInterval bound the interval an operator may set: below a
+// second each round costs the kubelet a full stats summary for little gain, and above a few
+// minutes `cf app` shows usage too old to act on.
+const (
+	MinMetricsInterval = time.Second
+	MaxMetricsInterval = 5 * time.Minute
+)
+
 // maxSummaryBytes bounds the kubelet's answer read (a full node's summary is well below it).
 const maxSummaryBytes = 64 << 20
 

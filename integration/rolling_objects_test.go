@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	. "github.com/onsi/gomega"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -20,11 +19,10 @@ type ingressView struct{ ns string }
 func (ingressView) routes() bool { return true }
 
 func (v ingressView) read(g Gomega, host, path string) ([]string, string) {
-	list, err := kube.NetworkingV1().Ingresses(v.ns).List(context.Background(), metav1.ListOptions{LabelSelector: names.RouteSelector})
-	g.Expect(err).NotTo(HaveOccurred())
-	ing := oneForHost(g, list.Items, host)
-	g.Expect(ing).NotTo(BeNil(), "an Ingress for %s", host)
-	key := routeGroupKey(g, ing.ObjectMeta)
+	o := routeObjectOf(g, v.ns, "ingresses", host)
+	g.Expect(o).NotTo(BeNil(), "an Ingress for %s", host)
+	ing := o.Ingress
+	key := routeGroupKey(g, o.Meta)
 	g.Expect(ing.Spec.Rules).To(HaveLen(1))
 	rule := ing.Spec.Rules[0]
 	g.Expect(rule.Host).To(Equal(host))
@@ -54,11 +52,10 @@ type gatewayView struct{ ns string }
 func (gatewayView) routes() bool { return true }
 
 func (v gatewayView) read(g Gomega, host, path string) ([]string, string) {
-	list, err := gatewayClient().GatewayV1().HTTPRoutes(v.ns).List(context.Background(), metav1.ListOptions{LabelSelector: names.RouteSelector})
-	g.Expect(err).NotTo(HaveOccurred())
-	route := oneForHost(g, list.Items, host)
-	g.Expect(route).NotTo(BeNil(), "an HTTPRoute for %s", host)
-	key := routeGroupKey(g, route.ObjectMeta)
+	o := routeObjectOf(g, v.ns, "httproutes", host)
+	g.Expect(o).NotTo(BeNil(), "an HTTPRoute for %s", host)
+	route := o.HTTPRoute
+	key := routeGroupKey(g, o.Meta)
 	g.Expect(route.Spec.Hostnames).To(Equal([]gatewayv1.Hostname{gatewayv1.Hostname(host)}))
 	want := matchedPrefix(path)
 	var ref *gatewayv1.HTTPBackendRef
@@ -79,25 +76,6 @@ func (v gatewayView) read(g Gomega, host, path string) ([]string, string) {
 
 func (v gatewayView) gone(g Gomega, _, _ string) {
 	g.Expect(routingObjects(g, v.ns)).To(BeEmpty())
-}
-
-// oneForHost is the object among items whose route-host annotation is host, nil if none; more
-// than one fails g: a host has one Ingress or HTTPRoute per space.
-func oneForHost[T any, PT interface {
-	*T
-	GetAnnotations() map[string]string
-}](g Gomega, items []T, host string) *T {
-	var out []*T
-	for i := range items {
-		if PT(&items[i]).GetAnnotations()[names.AnnotationRouteHost] == host {
-			out = append(out, &items[i])
-		}
-	}
-	g.Expect(len(out)).To(BeNumerically("<=", 1), "one route object for %s", host)
-	if len(out) == 0 {
-		return nil
-	}
-	return out[0]
 }
 
 // routeGroupKey checks that meta is the route object of its (space, hostname) group, named by
@@ -134,10 +112,8 @@ func serviceTargets(g Gomega, ns, name, key, host, path string) ([]string, strin
 	}
 	g.Expect(svc.Spec.Selector).To(BeEmpty(), "opi keeps the endpoints: no selector")
 	g.Expect(svc.Spec.Ports).To(ConsistOf(And(HaveField("Name", "http"), HaveField("Port", BeEquivalentTo(names.RouteServicePort)))))
-	list, err := kube.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + name})
-	g.Expect(err).NotTo(HaveOccurred())
 	out := []string{}
-	for _, s := range list.Items {
+	for _, s := range routeSlices(g, ns, name) {
 		g.Expect(s.Labels).To(And(HaveKeyWithValue(names.LabelRouteKey, key), HaveKeyWithValue(names.LabelSourceType, names.SourceTypeRoute)))
 		g.Expect(s.Ports).To(HaveLen(1), "slice %s: one port, its LRP's", s.Name)
 		g.Expect(s.Ports[0].Name).To(HaveValue(Equal("http")))
@@ -146,8 +122,10 @@ func serviceTargets(g Gomega, ns, name, key, host, path string) ([]string, strin
 			g.Expect(e.Addresses).To(HaveLen(1))
 			g.Expect(e.TargetRef).NotTo(BeNil())
 			g.Expect(e.TargetRef.Kind).To(Equal("Pod"))
-			t := served(s.Labels[names.LabelGUID], e.Addresses[0], *s.Ports[0].Port, string(e.TargetRef.UID))
-			if e.Conditions.Ready == nil || !*e.Conditions.Ready {
+		}
+		for _, e := range sliceEndpoints(s) {
+			t := e.target
+			if !e.ready {
 				t += " not ready"
 			}
 			out = append(out, t)

@@ -3,12 +3,14 @@ package integration_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
 	"time"
 
+	"code.cloudfoundry.org/go-loggregator/v10/rpc/loggregator_v2"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -55,8 +57,8 @@ type routeView interface {
 // rollingMode is one routing mode the rolling specs run in.
 type rollingMode struct {
 	name string
-	// gauges runs the node's agent in the rolling spec, to check the gauges' sources: one mode
-	// per backend is enough, as the routing mode changes nothing of them.
+	// gauges runs the node's agent in the rolling spec, to check the gauges' sources after each
+	// step: one mode per backend is enough, as the routing mode changes nothing of them.
 	gauges bool
 	// start runs opi in ns in the mode and returns it with its view of routes.
 	start func(ns string) (*opiServer, routeView)
@@ -168,10 +170,12 @@ func gatewayClient() gateway.Interface {
 	return gateway.NewForConfigOrDie(cluster.RestConfig())
 }
 
-// readyTargets is what a route must send to with carriers carrying it: each Ready instance of
-// each, on the carrier's port. It fails g until each has its desired instances, all Ready.
-func readyTargets(g Gomega, ns string, carriers []carrier) []string {
+// readyTargets is what a route must send to with carriers carrying it: each Ready instance (Ready,
+// with an IP, not being deleted) of each, on the carrier's port, sorted. The error says why the
+// carriers are not settled yet: a live instance not Ready, or live instances other than desired.
+func readyTargets(ns string, carriers ...carrier) ([]string, error) {
 	out := []string{}
+	var errs []error
 	for _, c := range carriers {
 		live := 0
 		for _, p := range pods(ns, c.lrp) {
@@ -179,13 +183,18 @@ func readyTargets(g Gomega, ns string, carriers []carrier) []string {
 				continue
 			}
 			live++
-			g.Expect(natsRegistrable(p)).To(BeTrue(), "pod %s Ready with an IP", p.Name)
+			if !natsRegistrable(p) {
+				errs = append(errs, fmt.Errorf("pod %s not Ready with an IP", p.Name))
+				continue
+			}
 			out = append(out, served(c.lrp.guid, p.Status.PodIP, int32(c.port), string(p.UID)))
 		}
-		g.Expect(live).To(Equal(c.instances), "live instances of %s", c.lrp.guid)
+		if live != c.instances {
+			errs = append(errs, fmt.Errorf("%d live instances of %s, want %d", live, c.lrp.guid, c.instances))
+		}
 	}
 	slices.Sort(out)
-	return out
+	return out, errors.Join(errs...)
 }
 
 // routeCheck follows one route through the steps of a spec: after each, what the route sends to
@@ -205,7 +214,8 @@ type routeCheck struct {
 func (r *routeCheck) expect(carriers []carrier, stopped ...*app) {
 	GinkgoHelper()
 	Eventually(func(g Gomega) {
-		want := readyTargets(g, r.o.Namespace, carriers)
+		want, err := readyTargets(r.o.Namespace, carriers...)
+		g.Expect(err).NotTo(HaveOccurred())
 		if !r.view.routes() {
 			want = []string{}
 		}
@@ -288,9 +298,13 @@ type gaugeWatch struct {
 	ns      string
 	ingress *standin.Server
 	kubelet *kubeletstats.Server
+	// owner is the process guid of each pod the kubelet stand-in reported so far, by uid: a
+	// round the agent read before the last summary was set names earlier pods.
+	owner map[string]string
 }
 
-// startGaugeWatch starts the agent of the suite's node for the apps of ns.
+// startGaugeWatch starts the agent of the suite's node for the apps of ns, sending every second
+// so that each step of a spec sees rounds of its own.
 func startGaugeWatch(ns string) *gaugeWatch {
 	ingress, err := standin.Start(GinkgoT().TempDir())
 	Expect(err).NotTo(HaveOccurred())
@@ -298,15 +312,17 @@ func startGaugeWatch(ns string) *gaugeWatch {
 	kubelet, err := kubeletstats.Start(GinkgoT().TempDir(), "agent-token")
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(kubelet.Close)
-	agent := &agentProcess{args: agentArgs(suiteNode(), ns, GinkgoT().TempDir(), GinkgoT().TempDir(), ingress, kubelet)}
+	args := append(agentArgs(suiteNode(), ns, GinkgoT().TempDir(), GinkgoT().TempDir(), ingress, kubelet), "--metrics-interval", "1s")
+	agent := &agentProcess{args: args}
 	DeferCleanup(agent.stop)
 	agent.start()
-	return &gaugeWatch{ns: ns, ingress: ingress, kubelet: kubelet}
+	return &gaugeWatch{ns: ns, ingress: ingress, kubelet: kubelet, owner: map[string]string{}}
 }
 
-// expect has the kubelet report every live instance of lrps and waits for a round of their
-// gauges: what CC's OPI mode reads of each process (its guid's source, by instance_id) is
-// exactly its own instances, one pod each, and no gauge goes under any other source.
+// expect has the kubelet report every live instance of lrps and checks the agent's gauges from
+// then on: every gauge goes under the guid of its pod's process (none under another's, in any
+// round), and a whole round read as CC's OPI mode reads a process (its guid's source, by
+// instance_id) is exactly each process's own instances, one pod each.
 func (w *gaugeWatch) expect(lrps ...*app) {
 	GinkgoHelper()
 	want := map[string]map[string][]string{}
@@ -322,6 +338,7 @@ func (w *gaugeWatch) expect(lrps ...*app) {
 				want[a.guid] = map[string][]string{}
 			}
 			want[a.guid][strconv.Itoa(i)] = []string{string(pod.UID)}
+			w.owner[string(pod.UID)] = a.guid
 			stats = append(stats, statsv1alpha1.PodStats{
 				PodRef: statsv1alpha1.PodReference{Name: pod.Name, Namespace: w.ns, UID: string(pod.UID)},
 				Containers: []statsv1alpha1.ContainerStats{{
@@ -334,23 +351,48 @@ func (w *gaugeWatch) expect(lrps ...*app) {
 	}
 	w.kubelet.SetSummary(statsv1alpha1.Summary{Node: statsv1alpha1.NodeStats{NodeName: suiteNode()}, Pods: stats})
 	mark := len(w.ingress.Envelopes())
-	// The agent sends every 15 s, as Diego's rep: one round after mark has every instance.
-	Eventually(func() map[string]map[string][]string {
-		out := map[string]map[string][]string{}
-		for source, rows := range standin.GaugesBySource(w.ingress.Envelopes()[mark:]) {
-			out[source] = map[string][]string{}
-			for id, envs := range rows {
-				uids := []string{}
-				for _, e := range envs {
-					if uid := e.Tags["process_instance_id"]; !slices.Contains(uids, uid) {
-						uids = append(uids, uid)
-					}
-				}
-				out[source][id] = uids
+	Eventually(func(g Gomega) {
+		rounds := gaugeRounds(w.ingress.Envelopes()[mark:])
+		for _, round := range rounds {
+			for _, e := range round {
+				uid := e.Tags["process_instance_id"]
+				g.Expect(w.owner).To(HaveKey(uid), "a gauge of a pod the kubelet reported")
+				g.Expect(e.SourceId).To(Equal(w.owner[uid]), "the gauges of pod %s under its own process's guid", uid)
 			}
 		}
-		return out
-	}, 60*time.Second).Should(Equal(want))
+		// The last round may still be arriving; the one before it is whole.
+		g.Expect(len(rounds)).To(BeNumerically(">=", 2), "a whole round of gauges")
+		out := map[string]map[string][]string{}
+		for source, rows := range standin.GaugesBySource(rounds[len(rounds)-2]) {
+			out[source] = map[string][]string{}
+			for id, envs := range rows {
+				for _, e := range envs {
+					out[source][id] = append(out[source][id], e.Tags["process_instance_id"])
+				}
+			}
+		}
+		g.Expect(out).To(Equal(want))
+	}, 60*time.Second).Should(Succeed())
+}
+
+// gaugeRounds are the gauge envelopes among envs by round of the agent, in order: a round's
+// gauges carry the one time it read the kubelet's summary at.
+func gaugeRounds(envs []*loggregator_v2.Envelope) [][]*loggregator_v2.Envelope {
+	var out [][]*loggregator_v2.Envelope
+	at := map[int64]int{}
+	for _, e := range envs {
+		if e.GetGauge() == nil {
+			continue
+		}
+		i, ok := at[e.Timestamp]
+		if !ok {
+			i = len(out)
+			at[e.Timestamp] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], e)
+	}
+	return out
 }
 
 // appGUID is the app guid CC sends for a: its own unless the test gave another.
@@ -395,33 +437,42 @@ var _ = Describe("Rolling deploys and blue-green: a route sends to every Ready i
 				onRoute(a, "dora.example.com", 8080)
 				a.extra["app_guid"] = a.guid
 				r := &routeCheck{o: o, view: view, host: "dora.example.com"}
+				// step checks the route and CC's reads at carriers and, where the agent runs, that
+				// each carrier's gauges go under its own guid with exactly its instances.
+				step := func(carriers []carrier, stopped ...*app) {
+					GinkgoHelper()
+					r.expect(carriers, stopped...)
+					if gauges != nil {
+						var lrps []*app
+						for _, c := range carriers {
+							lrps = append(lrps, c.lrp)
+						}
+						gauges.expect(lrps...)
+					}
+				}
 
 				By("A, two instances")
 				desire(o, a)
-				r.expect([]carrier{{a, 2, 8080}})
+				step([]carrier{{a, 2, 8080}})
 
 				By("B, A's new web process: one instance on the same route")
 				b := newProcessOf(a)
 				desire(o, b)
-				r.expect([]carrier{{a, 2, 8080}, {b, 1, 8080}})
-				if gauges != nil {
-					// Both web processes of the app run: each one's gauges under its own guid.
-					gauges.expect(a, b)
-				}
+				step([]carrier{{a, 2, 8080}, {b, 1, 8080}})
 
 				By("B at 1, A down to 1")
 				scaleInstances(o, b, 1, "1700000001.0")
 				scaleInstances(o, a, 1, "1700000001.0")
-				r.expect([]carrier{{a, 1, 8080}, {b, 1, 8080}})
+				step([]carrier{{a, 1, 8080}, {b, 1, 8080}})
 
 				By("B up to 2, A down to 0")
 				scaleInstances(o, b, 2, "1700000002.0")
 				scaleInstances(o, a, 0, "1700000002.0")
-				r.expect([]carrier{{a, 0, 8080}, {b, 2, 8080}})
+				step([]carrier{{a, 0, 8080}, {b, 2, 8080}})
 
 				By("A stopped: B alone")
 				stop(o, a)
-				r.expect([]carrier{{b, 2, 8080}}, a)
+				step([]carrier{{b, 2, 8080}}, a)
 
 				By("B stopped: nothing carries the route")
 				stop(o, b)

@@ -8,7 +8,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,52 +17,119 @@ import (
 )
 
 // routeObject is what a route object of ingress or gateway mode says: its name, hostname,
-// owners, and each path's Service.
+// owners, and each path's Service; and the object itself, for a view's checks of its mode.
 type routeObject struct {
 	Name, Host string
 	Owned      bool
 	Services   map[string]string // path -> Service
+	Meta       metav1.ObjectMeta
+	Ingress    *networkingv1.Ingress
+	HTTPRoute  *gatewayv1.HTTPRoute
 }
 
 // routeObjects are the Ingresses (kind "ingresses") or HTTPRoutes ("httproutes") opi keeps for
-// the routes of namespace ns, as kubectl shows them.
+// the routes of namespace ns.
 func routeObjects(ns, kind string) []routeObject {
+	GinkgoHelper()
+	return readRouteObjects(Default, ns, kind)
+}
+
+// readRouteObjects is routeObjects failing g.
+func readRouteObjects(g Gomega, ns, kind string) []routeObject {
+	ctx := context.Background()
+	byRoute := metav1.ListOptions{LabelSelector: names.RouteSelector}
 	var out []routeObject
 	if kind == "httproutes" {
-		var list gatewayv1.HTTPRouteList
-		kubectlJSON(&list, "get", kind, "-n", ns, "-l", names.RouteSelector)
-		for _, r := range list.Items {
-			o := routeObject{Name: r.Name, Host: string(r.Spec.Hostnames[0]), Owned: len(r.OwnerReferences) > 0, Services: map[string]string{}}
+		list, err := gatewayClient().GatewayV1().HTTPRoutes(ns).List(ctx, byRoute)
+		g.Expect(err).NotTo(HaveOccurred())
+		for i := range list.Items {
+			r := &list.Items[i]
+			o := routeObject{Name: r.Name, Owned: len(r.OwnerReferences) > 0, Services: map[string]string{}, Meta: r.ObjectMeta, HTTPRoute: r}
+			if len(r.Spec.Hostnames) > 0 {
+				o.Host = string(r.Spec.Hostnames[0])
+			}
 			for _, rule := range r.Spec.Rules {
-				o.Services[*rule.Matches[0].Path.Value] = string(rule.BackendRefs[0].Name)
+				if len(rule.Matches) > 0 && rule.Matches[0].Path != nil && rule.Matches[0].Path.Value != nil && len(rule.BackendRefs) > 0 {
+					o.Services[*rule.Matches[0].Path.Value] = string(rule.BackendRefs[0].Name)
+				}
 			}
 			out = append(out, o)
 		}
 		return out
 	}
-	var list networkingv1.IngressList
-	kubectlJSON(&list, "get", kind, "-n", ns, "-l", names.RouteSelector)
-	for _, ing := range list.Items {
-		o := routeObject{Name: ing.Name, Host: ing.Spec.Rules[0].Host, Owned: len(ing.OwnerReferences) > 0, Services: map[string]string{}}
-		for _, p := range ing.Spec.Rules[0].HTTP.Paths {
-			o.Services[p.Path] = p.Backend.Service.Name
+	list, err := kube.NetworkingV1().Ingresses(ns).List(ctx, byRoute)
+	g.Expect(err).NotTo(HaveOccurred())
+	for i := range list.Items {
+		ing := &list.Items[i]
+		o := routeObject{Name: ing.Name, Owned: len(ing.OwnerReferences) > 0, Services: map[string]string{}, Meta: ing.ObjectMeta, Ingress: ing}
+		if len(ing.Spec.Rules) > 0 {
+			o.Host = ing.Spec.Rules[0].Host
+			if http := ing.Spec.Rules[0].HTTP; http != nil {
+				for _, p := range http.Paths {
+					if p.Backend.Service != nil {
+						o.Services[p.Path] = p.Backend.Service.Name
+					}
+				}
+			}
 		}
 		out = append(out, o)
 	}
 	return out
 }
 
-// routeSlices are the EndpointSlices of the route Services of ns.
-func routeSlices(ns string) []discoveryv1.EndpointSlice {
-	list, err := kube.DiscoveryV1().EndpointSlices(ns).List(context.Background(), metav1.ListOptions{LabelSelector: names.RouteSelector})
-	ExpectWithOffset(2, err).NotTo(HaveOccurred())
+// routeObjectOf is the route object of ns (kind as routeObjects') whose route-host annotation
+// is host, nil if none; more than one fails g: a host has one Ingress or HTTPRoute per space.
+func routeObjectOf(g Gomega, ns, kind, host string) *routeObject {
+	var out []routeObject
+	for _, o := range readRouteObjects(g, ns, kind) {
+		if o.Meta.Annotations[names.AnnotationRouteHost] == host {
+			out = append(out, o)
+		}
+	}
+	g.Expect(len(out)).To(BeNumerically("<=", 1), "one route object for %s", host)
+	if len(out) == 0 {
+		return nil
+	}
+	return &out[0]
+}
+
+// routeSlices are the EndpointSlices of the route Services of ns; of Service service only,
+// unless it is "".
+func routeSlices(g Gomega, ns, service string) []discoveryv1.EndpointSlice {
+	selector := names.RouteSelector
+	if service != "" {
+		selector = discoveryv1.LabelServiceName + "=" + service
+	}
+	list, err := kube.DiscoveryV1().EndpointSlices(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+	g.Expect(err).NotTo(HaveOccurred())
 	return list.Items
+}
+
+// routeEndpoint is one endpoint of a route Service's EndpointSlice.
+type routeEndpoint struct {
+	// target is the endpoint as served: the guid its slice is labelled with, address, port and
+	// pod uid.
+	target string
+	ready  bool
+}
+
+// sliceEndpoints are the endpoints of slice s, whose one port is its LRP's.
+func sliceEndpoints(s discoveryv1.EndpointSlice) []routeEndpoint {
+	var out []routeEndpoint
+	for _, e := range s.Endpoints {
+		out = append(out, routeEndpoint{
+			target: served(s.Labels[names.LabelGUID], e.Addresses[0], *s.Ports[0].Port, string(e.TargetRef.UID)),
+			ready:  e.Conditions.Ready != nil && *e.Conditions.Ready,
+		})
+	}
+	return out
 }
 
 // routedTo is, for each hostname whose route objects (kind "ingresses" or "httproutes") send a
 // path to app a, that path and the port of a's EndpointSlices there ("path→port").
 func routedTo(ns string, a *app, kind string) map[string][]string {
-	slices := routeSlices(ns)
+	GinkgoHelper()
+	slices := routeSlices(Default, ns, "")
 	out := map[string][]string{}
 	for _, o := range routeObjects(ns, kind) {
 		for path, svc := range o.Services {
@@ -78,9 +144,10 @@ func routedTo(ns string, a *app, kind string) map[string][]string {
 	return out
 }
 
-// routeEndpoints are the "<pod uid> ip:port" endpoints the route objects of ns give hostname host and
-// path (kind "ingresses" or "httproutes"), sorted; nil when no object routes the path.
+// routeEndpoints are the Ready endpoints, as served, the route objects of ns give hostname host
+// and path (kind "ingresses" or "httproutes"), sorted; nil when no object routes the path.
 func routeEndpoints(ns, kind, host, path string) []string {
+	GinkgoHelper()
 	var svc string
 	for _, o := range routeObjects(ns, kind) {
 		if o.Host == host && o.Services[path] != "" {
@@ -91,30 +158,10 @@ func routeEndpoints(ns, kind, host, path string) []string {
 		return nil
 	}
 	out := []string{}
-	for _, s := range routeSlices(ns) {
-		if s.Labels[discoveryv1.LabelServiceName] != svc {
-			continue
-		}
-		for _, e := range s.Endpoints {
-			if e.Conditions.Ready != nil && *e.Conditions.Ready {
-				out = append(out, string(e.TargetRef.UID)+" "+e.Addresses[0]+":"+itoa(*s.Ports[0].Port))
-			}
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-// readyEndpoints are "<pod uid> ip:port" of app a's Ready pods, sorted.
-func readyEndpoints(ns string, a *app, port int32) []string {
-	out := []string{}
-	for _, p := range pods(ns, a) {
-		if p.DeletionTimestamp != nil || p.Status.PodIP == "" {
-			continue
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-				out = append(out, string(p.UID)+" "+p.Status.PodIP+":"+itoa(port))
+	for _, s := range routeSlices(Default, ns, svc) {
+		for _, e := range sliceEndpoints(s) {
+			if e.ready {
+				out = append(out, e.target)
 			}
 		}
 	}
@@ -131,8 +178,13 @@ var _ = Describe("Route objects across terms", func() {
 		first := startOpiWith(kubeconfig, ns, args...)
 		second := startOpiWith(kubeconfig, ns, args...)
 		desire(first, a)
-		Eventually(func() []string { return readyEndpoints(ns, a, 8080) }).Should(HaveLen(2))
-		Eventually(func() []string { return routeEndpoints(ns, "ingresses", "dora.example.com", "/") }).Should(Equal(readyEndpoints(ns, a, 8080)))
+		// ready are a's Ready instances, whatever their count.
+		ready := func() []string {
+			out, _ := readyTargets(ns, carrier{lrp: a, port: 8080})
+			return out
+		}
+		Eventually(ready).Should(HaveLen(2))
+		Eventually(func() []string { return routeEndpoints(ns, "ingresses", "dora.example.com", "/") }).Should(Equal(ready()))
 		objects := routeObjects(ns, "ingresses")
 		Expect(objects).To(HaveLen(1))
 		uid := func() string {
@@ -150,33 +202,33 @@ var _ = Describe("Route objects across terms", func() {
 			leader, follower = second, first
 		}
 		leader.kill()
-		before := readyEndpoints(ns, a, 8080)
+		before := ready()
 		kubectl("delete", "pod", pods(ns, a)[0].Name, "-n", ns, "--wait=false")
 		Consistently(func() string { return uid() }, "2s").Should(Equal(ingressUID))
 		Eventually(func() bool { return leading(follower) }, "30s").Should(BeTrue())
 		Eventually(func() []string {
-			now := readyEndpoints(ns, a, 8080)
+			now := ready()
 			if len(now) != 2 || slices.Equal(now, before) {
 				return nil
 			}
 			return routeEndpoints(ns, "ingresses", "dora.example.com", "/")
-		}, "60s").Should(Equal(readyEndpoints(ns, a, 8080)))
+		}, "60s").Should(Equal(ready()))
 		Expect(uid()).To(Equal(ingressUID), "never deleted")
 
 		By("the only replica killed, an instance replaced while none runs, a new opi started")
 		follower.kill()
-		before = readyEndpoints(ns, a, 8080)
+		before = ready()
 		kubectl("delete", "pod", pods(ns, a)[0].Name, "-n", ns, "--wait=false")
 		Eventually(func() []string {
-			now := readyEndpoints(ns, a, 8080)
+			now := ready()
 			if len(now) != 2 || slices.Equal(now, before) {
 				return nil
 			}
 			return now
 		}, "60s").ShouldNot(BeNil())
-		Expect(routeEndpoints(ns, "ingresses", "dora.example.com", "/")).NotTo(Equal(readyEndpoints(ns, a, 8080)), "no opi ran to follow it")
+		Expect(routeEndpoints(ns, "ingresses", "dora.example.com", "/")).NotTo(Equal(ready()), "no opi ran to follow it")
 		follower.start()
-		Eventually(func() []string { return routeEndpoints(ns, "ingresses", "dora.example.com", "/") }, "60s").Should(Equal(readyEndpoints(ns, a, 8080)))
+		Eventually(func() []string { return routeEndpoints(ns, "ingresses", "dora.example.com", "/") }, "60s").Should(Equal(ready()))
 		Expect(uid()).To(Equal(ingressUID), "never deleted")
 		leader.start() // back as a follower, so that the spec's clean-up stops it as usual
 	})

@@ -50,7 +50,7 @@ func parseAgentFlags(args []string) (AgentConfig, error) {
 			BytesPerSecond: agent.DefaultBytesPerSecond,
 			ByteBurst:      agent.DefaultByteBurst,
 			Loggregator:    loggregator.SenderConfig{ServerName: loggregator.DefaultServerName},
-			Kubelet:        agent.Kubelet{URL: kubeletURL},
+			Kubelet:        agent.Kubelet{URL: kubeletURL, Interval: agent.DefaultMetricsInterval},
 		},
 		Kubeconfig: os.Getenv("KUBECONFIG"),
 		LogLevel:   "info",
@@ -85,6 +85,7 @@ func agentFlags(cfg *AgentConfig) *flag.FlagSet {
 	fs.StringVar(&cfg.Kubelet.URL, "kubelet-url", cfg.Kubelet.URL, "the node's kubelet, https://HOST:PORT, for container metrics (default https://$NODE_IP:10250; none: no metrics)")
 	fs.StringVar(&cfg.Kubelet.CAFile, "kubelet-ca", cfg.Kubelet.CAFile, "CA (PEM) of the kubelet's serving certificate")
 	fs.StringVar(&cfg.Kubelet.TokenFile, "kubelet-token-file", cfg.Kubelet.TokenFile, "bearer token presented to the kubelet (default the service account's)")
+	fs.DurationVar(&cfg.Kubelet.Interval, "metrics-interval", cfg.Kubelet.Interval, fmt.Sprintf("how often the container metrics are sent (%s to %s)", agent.MinMetricsInterval, agent.MaxMetricsInterval))
 	fs.StringVar(&cfg.Loggregator.Addr, "loggregator-addr", cfg.Loggregator.Addr, "Loggregator's v2 ingress, HOST:PORT (required)")
 	fs.StringVar(&cfg.Loggregator.CAFile, "loggregator-ca", cfg.Loggregator.CAFile, "CA (PEM) of the ingress's certificate")
 	fs.StringVar(&cfg.Loggregator.CertFile, "loggregator-cert", cfg.Loggregator.CertFile, "client certificate (PEM) presented to the ingress")
@@ -144,6 +145,9 @@ func (c *AgentConfig) validate() error {
 				errs = append(errs, fmt.Errorf("%s: %w", flagName, err))
 			}
 		}
+	}
+	if i := c.Kubelet.Interval; i < agent.MinMetricsInterval || i > agent.MaxMetricsInterval {
+		errs = append(errs, fmt.Errorf("--metrics-interval %s is not within %s and %s", i, agent.MinMetricsInterval, agent.MaxMetricsInterval))
 	}
 	if c.OpsListen != "" {
 		if _, _, err := net.SplitHostPort(c.OpsListen); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -47,17 +48,18 @@ var _ = Describe("opi agent's flags", func() {
 		Expect(cfg.Loggregator.ServerName).To(Equal("metron"))
 		Expect(cfg.Kubeconfig).To(BeEmpty())
 		Expect(cfg.Kubelet.URL).To(BeEmpty(), "no kubelet, no container metrics")
+		Expect(cfg.Kubelet.Interval).To(Equal(15*time.Second), "Diego's rep's interval")
 
 		cfg, err = parseAgentFlags(valid("--namespace", "apps", "--backend", "statefulsets", "--pod-logs", "/logs",
 			"--kubeconfig", "/kc", "--kubelet-url", "https://10.0.0.1:10250", "--kubelet-ca", ca, "--kubelet-token-file", key,
 			"--loggregator-server-name", "doppler", "--log-rate", "50", "--log-burst", "200", "--log-level", "debug",
-			"--log-bytes-rate", "4096", "--log-bytes-burst", "65536"))
+			"--log-bytes-rate", "4096", "--log-bytes-burst", "65536", "--metrics-interval", "1s"))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(cfg.Namespace).To(Equal("apps"))
 		Expect(cfg.Workload).To(Equal(agent.WorkloadStatefulSets))
 		Expect(cfg.PodLogs).To(Equal("/logs"))
 		Expect(cfg.Kubeconfig).To(Equal("/kc"))
-		Expect(cfg.Kubelet).To(Equal(agent.Kubelet{URL: "https://10.0.0.1:10250", CAFile: ca, TokenFile: key, Interval: agent.DefaultMetricsInterval}))
+		Expect(cfg.Kubelet).To(Equal(agent.Kubelet{URL: "https://10.0.0.1:10250", CAFile: ca, TokenFile: key, Interval: time.Second}))
 		Expect(cfg.Loggregator.Addr).To(Equal("doppler.service.cf.internal:8082"))
 		Expect([]string{cfg.Loggregator.CAFile, cfg.Loggregator.CertFile, cfg.Loggregator.KeyFile}).To(Equal([]string{ca, cert, key}))
 		Expect(cfg.Loggregator.ServerName).To(Equal("doppler"))
@@ -66,6 +68,15 @@ var _ = Describe("opi agent's flags", func() {
 		Expect(cfg.BytesPerSecond).To(Equal(int64(4096)))
 		Expect(cfg.ByteBurst).To(Equal(int64(65536)))
 		Expect(cfg.LogLevel).To(Equal("debug"))
+	})
+
+	It("takes a metrics interval within its bounds", func() {
+		for _, interval := range []string{"1s", "90s", "5m"} {
+			cfg, err := parseAgentFlags(valid("--metrics-interval", interval))
+			Expect(err).NotTo(HaveOccurred(), interval)
+			want, _ := time.ParseDuration(interval)
+			Expect(cfg.Kubelet.Interval).To(Equal(want))
+		}
 	})
 
 	It("takes the node from $NODE_NAME (the downward API)", func() {
@@ -108,6 +119,9 @@ var _ = Describe("opi agent's flags", func() {
 			`--backend "pods" is neither deployments nor statefulsets`: valid("--backend", "pods"),
 			"--log-rate (0) must be above 0":                           valid("--log-rate", "0"),
 			"--log-bytes-burst (0) at least 1":                         valid("--log-bytes-burst", "0"),
+			"--metrics-interval 999ms is not within 1s and 5m0s":       valid("--metrics-interval", "999ms"),
+			"--metrics-interval 5m1s is not within 1s and 5m0s":        valid("--metrics-interval", "5m1s"),
+			"--metrics-interval 0s is not within":                      valid("--metrics-interval", "0"),
 			"must not be in the pod log folder":                        valid("--pod-logs", dir, "--state-dir", filepath.Join(dir, "state")),
 			"takes no arguments":                                       valid("extra"),
 		} {

@@ -39,9 +39,6 @@ import (
 	"github.com/opi-bridge/opi/opi"
 )
 
-//go:generate go tool counterfeiter -generate
-//counterfeiter:generate . Cache
-
 // Cache is what the controller reads of the store (package k8s/internal/store's *Store).
 type Cache interface {
 	Workload(id opi.LRPIdentifier) *store.WorkloadRecord

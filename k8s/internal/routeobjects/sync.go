@@ -215,23 +215,25 @@ func (c *Controller) slices() kind[*discoveryv1.EndpointSlice] {
 }
 
 func (c *Controller) ingresses() kind[*networkingv1.Ingress] {
-	return kind[*networkingv1.Ingress]{
-		name: "ingress", client: c.client.NetworkingV1().Ingresses(c.cfg.Namespace), logger: c.logger,
-		differs: func(have, want *networkingv1.Ingress) bool {
-			return !equality.Semantic.DeepEqual(have.Spec, want.Spec)
-		},
-		set:  func(have, want *networkingv1.Ingress) { have.Spec = want.Spec },
-		copy: (*networkingv1.Ingress).DeepCopy,
-	}
+	return specKind(c.logger, "ingress", c.client.NetworkingV1().Ingresses(c.cfg.Namespace),
+		func(o *networkingv1.Ingress) *networkingv1.IngressSpec { return &o.Spec })
 }
 
 func (c *Controller) httpRoutes() kind[*gatewayv1.HTTPRoute] {
-	return kind[*gatewayv1.HTTPRoute]{
-		name: "httproute", client: c.gateway.GatewayV1().HTTPRoutes(c.cfg.Namespace), logger: c.logger,
-		differs: func(have, want *gatewayv1.HTTPRoute) bool {
-			return !equality.Semantic.DeepEqual(have.Spec, want.Spec)
-		},
-		set:  func(have, want *gatewayv1.HTTPRoute) { have.Spec = want.Spec },
-		copy: (*gatewayv1.HTTPRoute).DeepCopy,
+	return specKind(c.logger, "httproute", c.gateway.GatewayV1().HTTPRoutes(c.cfg.Namespace),
+		func(o *gatewayv1.HTTPRoute) *gatewayv1.HTTPRouteSpec { return &o.Spec })
+}
+
+// specKind is the kind of a route object whose content opi sets is its whole spec, which spec
+// points at: an Ingress or an HTTPRoute.
+func specKind[T interface {
+	metav1.Object
+	DeepCopy() T
+}, S any](logger lager.Logger, name string, cl client[T], spec func(T) *S) kind[T] {
+	return kind[T]{
+		name: name, client: cl, logger: logger,
+		differs: func(have, want T) bool { return !equality.Semantic.DeepEqual(*spec(have), *spec(want)) },
+		set:     func(have, want T) { *spec(have) = *spec(want) },
+		copy:    T.DeepCopy,
 	}
 }
