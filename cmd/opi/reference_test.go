@@ -109,6 +109,15 @@ func configKeys(t reflect.Type, prefix string, keys map[string][]string) {
 
 // connectFlags lists the flags `opi connect` defines, from its own usage text.
 func connectFlags() []string {
+	return usageFlags(func(args []string) error {
+		cfg := DefaultConfig()
+		_, err := parseFlags(args, &cfg)
+		return err
+	})
+}
+
+// usageFlags lists the flags a command's parse defines, from the usage text it prints for -h.
+func usageFlags(parse func(args []string) error) []string {
 	r, w, err := os.Pipe()
 	Expect(err).NotTo(HaveOccurred())
 	stderr := os.Stderr
@@ -118,8 +127,7 @@ func connectFlags() []string {
 		b, _ := io.ReadAll(r)
 		read <- b
 	}()
-	cfg := DefaultConfig()
-	_, parseErr := parseFlags([]string{"-h"}, &cfg)
+	parseErr := parse([]string{"-h"})
 	os.Stderr = stderr
 	Expect(w.Close()).To(Succeed())
 	usage := <-read
@@ -286,5 +294,34 @@ var _ = Describe("The configuration reference's `opi agent` section", func() {
 		agentFlags(&cfg).VisitAll(func(f *flag.Flag) { defined = append(defined, f.Name) })
 		Expect(defined).To(ContainElements("node", "loggregator-addr", "state-dir"))
 		Expect(documented).To(ConsistOf(defined))
+	})
+})
+
+// sshGuidePath is the SSH proxy's guide, whose settings table is a `| key | flag | ...` table.
+const sshGuidePath = "../../docs/ssh.md"
+
+var _ = Describe("The SSH proxy's settings in docs/ssh.md", func() {
+	It("has a row for every key and flag of opi ssh-proxy, and names only real ones", func() {
+		// When this fails: a field of SSHProxyConfig or a flag of parseSSHProxyFlags was added
+		// without its row in the guide's settings table, or a row names one that went away.
+		doc, err := os.ReadFile(sshGuidePath)
+		Expect(err).NotTo(HaveOccurred())
+		var documentedKeys, documentedFlags []string
+		for _, row := range referenceRows(string(doc)) {
+			documentedKeys = append(documentedKeys, row.keys...)
+			documentedFlags = append(documentedFlags, row.flags...)
+		}
+		keys := map[string][]string{}
+		configKeys(reflect.TypeFor[SSHProxyConfig](), "", keys)
+		Expect(keys).To(HaveKey("loggregator.tls.ca_file"))
+		Expect(documentedKeys).To(ConsistOf(sortedKeys(keys)))
+
+		flags := usageFlags(func(args []string) error {
+			cfg := DefaultSSHProxyConfig()
+			_, err := parseSSHProxyFlags(args, &cfg)
+			return err
+		})
+		Expect(flags).To(ContainElements("config", "host-key", "loggregator-addr"))
+		Expect(documentedFlags).To(ConsistOf(flags))
 	})
 })
