@@ -125,8 +125,7 @@ func (se *session) request(ctx context.Context, req *ssh.Request, started *bool)
 		}
 		*started = true
 		if t, ok := scpTransfer(command, se.g.index); ok {
-			go se.run(ctx, launch{kind: req.Type, command: t.command, transfer: t, reply: replyOnce(req)})
-			return false, true
+			return se.startTransfer(ctx, req, t)
 		}
 		go se.run(ctx, launch{kind: req.Type, command: shellCommand(command), tty: se.pty != nil})
 		return true, false
@@ -140,25 +139,25 @@ func (se *session) request(ctx context.Context, req *ssh.Request, started *bool)
 			return false, false
 		}
 		*started = true
-		t := sftpTransfer(se.s.o.SFTPServerPaths, se.g.index)
-		go se.run(ctx, launch{kind: req.Type, command: t.command, transfer: t, reply: replyOnce(req)})
-		return false, true
+		return se.startTransfer(ctx, req, sftpTransfer(se.s.o.SFTPServerPaths, se.g.index))
 	default:
 		// env, signal, agent forwarding, x11: refused.
 		return false, false
 	}
 }
 
-// replyOnce answers req (when it wants an answer) at most once.
-func replyOnce(req *ssh.Request) func(ok bool) {
+// startTransfer runs a file transfer for req, which it answers later, once (request's result).
+func (se *session) startTransfer(ctx context.Context, req *ssh.Request, t *transfer) (ok, later bool) {
 	var once sync.Once
-	return func(ok bool) {
+	reply := func(ok bool) {
 		once.Do(func() {
 			if req.WantReply {
 				_ = req.Reply(ok, nil)
 			}
 		})
 	}
+	go se.run(ctx, launch{kind: req.Type, command: t.command, transfer: t, reply: reply})
+	return false, true
 }
 
 // finish ends a session whose command never started.
