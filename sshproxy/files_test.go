@@ -68,18 +68,26 @@ var _ = Describe("File transfers: sftp and legacy scp", func() {
 		stdout, stderr string
 		// status is the exit-status sent, nil when none was.
 		status *uint32
+		// settledFirst says the proxy's keepalive was answered before the request's answer came.
+		settledFirst bool
 	}
 	transfer := func(reqType, arg, input string) result {
 		GinkgoHelper()
 		ch, reqs, err := p.connect().OpenChannel("session", nil)
 		Expect(err).NotTo(HaveOccurred())
 		statuses := make(chan uint32, 1)
+		var settled atomic.Bool
 		go func() {
 			defer close(statuses)
 			for req := range reqs {
 				var exit struct{ Status uint32 }
 				if req.Type == "exit-status" && ssh.Unmarshal(req.Payload, &exit) == nil {
 					statuses <- exit.Status
+				}
+				if req.WantReply {
+					// As OpenSSH answers what it does not know (the proxy's keepalives).
+					settled.Store(req.Type == "keepalive@openssh.com")
+					_ = req.Reply(false, nil)
 				}
 			}
 		}()
@@ -89,6 +97,7 @@ var _ = Describe("File transfers: sftp and legacy scp", func() {
 		var r result
 		r.granted, err = ch.SendRequest(reqType, true, ssh.Marshal(struct{ Arg string }{arg}))
 		Expect(err).NotTo(HaveOccurred())
+		r.settledFirst = settled.Load()
 		if r.granted {
 			// A command that ended at once has closed the channel: the input has nowhere to go.
 			_, _ = io.WriteString(ch, input)
@@ -160,6 +169,7 @@ var _ = Describe("File transfers: sftp and legacy scp", func() {
 			Expect(r.stderr).To(Equal("opi ssh-proxy: sftp (and scp, which uses it) is not available in instance 0: " +
 				"the image has no sftp-server (looked for /a/sftp-server, /b/sftp-server)\r\n"))
 			Expect(r.status).To(BeNil(), "no command ran for the client")
+			Expect(r.settledFirst).To(BeTrue(), "the client took the reason before the failure (OpenSSH drops what comes after)")
 			Expect(string(p.logger.Buffer().Contents())).To(ContainSubstring("exit status 127"), "the exec's own error is kept for the operator")
 		})
 
@@ -244,6 +254,7 @@ var _ = Describe("File transfers: sftp and legacy scp", func() {
 			r := exec("scp -t /tmp", "")
 			Expect(r.granted).To(BeFalse())
 			Expect(r.stderr).To(Equal("opi ssh-proxy: legacy scp (scp -O) is not available in instance 0: the image has no scp command\r\n"))
+			Expect(r.settledFirst).To(BeTrue())
 		})
 
 		It("returns the remote end's exit status", func() {

@@ -136,6 +136,7 @@ func (se *session) request(ctx context.Context, req *ssh.Request, started *bool)
 		}
 		if sub.Name != sftpSubsystem {
 			se.tell(false, fmt.Sprintf("the %q subsystem is not served, only %q", truncate(sub.Name, 64), sftpSubsystem))
+			se.settle()
 			return false, false
 		}
 		*started = true
@@ -285,7 +286,15 @@ func (se *session) refuseTransfer(ctx context.Context, l launch, gone bool, err 
 	}
 	se.logger.Info("transfer-refused", data)
 	se.tell(false, message)
+	se.settle()
 	l.reply(false)
+}
+
+// settle returns once the client has taken what the channel carried so far: its answer to a
+// keepalive comes after that. OpenSSH drops what it has not yet written out of a channel whose
+// subsystem or exec request failed, and the proxy's reason would go with it.
+func (se *session) settle() {
+	_, _ = se.ch.SendRequest("keepalive@openssh.com", true, nil)
 }
 
 // endAfterInput ends a file transfer's command (cancel) when it runs on for InputEndGrace after
