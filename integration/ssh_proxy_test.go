@@ -112,6 +112,8 @@ type openSSH struct {
 	proxy      *sshProxy
 	knownHosts string
 	askpass    string
+	// logLevel is the client's; INFO shows the proxy's banner, where its refusals are.
+	logLevel string
 }
 
 // openSSH fails the spec when OpenSSH's client is missing, and writes its files.
@@ -123,7 +125,7 @@ func (p *sshProxy) openSSH() *openSSH {
 	dir := GinkgoT().TempDir()
 	host, port, err := net.SplitHostPort(p.addr)
 	Expect(err).NotTo(HaveOccurred())
-	o := &openSSH{proxy: p, knownHosts: filepath.Join(dir, "known_hosts"), askpass: filepath.Join(dir, "askpass")}
+	o := &openSSH{proxy: p, knownHosts: filepath.Join(dir, "known_hosts"), askpass: filepath.Join(dir, "askpass"), logLevel: "ERROR"}
 	line := fmt.Sprintf("[%s]:%s %s", host, port, ssh.MarshalAuthorizedKey(p.hostKey))
 	Expect(os.WriteFile(o.knownHosts, []byte(line), 0o600)).To(Succeed())
 	// OpenSSH asks SSH_ASKPASS for the password (the code) when told to.
@@ -131,16 +133,44 @@ func (p *sshProxy) openSSH() *openSSH {
 	return o
 }
 
+// logging is o with the client's log level.
+func (o *openSSH) logging(level string) *openSSH {
+	c := *o
+	c.logLevel = level
+	return &c
+}
+
+// host is the proxy's host, as OpenSSH's programs name it.
+func (o *openSSH) host() string {
+	GinkgoHelper()
+	host, _, err := net.SplitHostPort(o.proxy.addr)
+	Expect(err).NotTo(HaveOccurred())
+	return host
+}
+
 // command is `ssh` to instance 0 through the proxy with args after the host.
 func (o *openSSH) command(args ...string) *exec.Cmd {
 	GinkgoHelper()
-	host, port, err := net.SplitHostPort(o.proxy.addr)
+	return o.program("ssh", append([]string{o.host()}, args...)...)
+}
+
+// program is one of OpenSSH's programs (ssh, sftp, scp) reaching instance 0 through the proxy;
+// args name the proxy's host (host()) where the program expects it.
+func (o *openSSH) program(name string, args ...string) *exec.Cmd {
+	GinkgoHelper()
+	if _, err := exec.LookPath(name); err != nil {
+		Fail(fmt.Sprintf("OpenSSH's %s is missing: install openssh-client (.ci/run does when it runs as root)", name))
+	}
+	_, port, err := net.SplitHostPort(o.proxy.addr)
 	Expect(err).NotTo(HaveOccurred())
-	cmd := exec.Command("ssh", append([]string{
-		"-F", "none", "-p", port, "-l", sshstandin.User(o.proxy.app.guid, 0),
+	cmd := exec.Command(name, append([]string{
+		"-F", "none", "-o", "Port=" + port, "-o", "User=" + sshstandin.User(o.proxy.app.guid, 0),
 		"-o", "UserKnownHostsFile=" + o.knownHosts, "-o", "StrictHostKeyChecking=yes",
 		"-o", "PreferredAuthentications=password", "-o", "PubkeyAuthentication=no",
-		"-o", "NumberOfPasswordPrompts=1", "-o", "LogLevel=ERROR", host,
+		"-o", "NumberOfPasswordPrompts=1", "-o", "LogLevel=" + o.logLevel,
+		// sftp -b asks ssh for batch mode, which never asks for a password (the code); the
+		// first value given wins.
+		"-o", "BatchMode=no",
 	}, args...)...)
 	cmd.Env = append(os.Environ(), "SSH_ASKPASS="+o.askpass, "SSH_ASKPASS_REQUIRE=force", "DISPLAY=none")
 	return cmd
