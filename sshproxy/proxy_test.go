@@ -72,13 +72,19 @@ func runningPod(name string) *instances.Pod {
 	return &instances.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name)}, State: opi.InstanceRunning}
 }
 
-func startProxy(st *standIns, tune func(*sshproxy.Options)) *proxy {
+// newHostKey is a fresh ed25519 host key.
+func newHostKey() ssh.Signer {
+	GinkgoHelper()
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	Expect(err).NotTo(HaveOccurred())
 	signer, err := ssh.NewSignerFromKey(priv)
 	Expect(err).NotTo(HaveOccurred())
+	return signer
+}
+
+func startProxy(st *standIns, tune func(*sshproxy.Options)) *proxy {
 	opts := sshproxy.Options{
-		HostKey: signer,
+		HostKey: newHostKey(),
 		Auth: sshproxy.AuthConfig{
 			UAATokenURL: st.TokenURL(), UAAClientID: clientID, UAAClientSecret: clientSecret,
 			CCAPIURL: st.CCURL(),
@@ -89,6 +95,7 @@ func startProxy(st *standIns, tune func(*sshproxy.Options)) *proxy {
 	if tune != nil {
 		tune(&opts)
 	}
+	var err error
 	p := &proxy{instances: &sshproxyfakes.FakeInstances{}, executor: &sshproxyfakes.FakeExecutor{}, lines: &sshproxyfakes.FakeEmitter{}, forwarder: &sshproxyfakes.FakeForwarder{}, logger: lagertest.NewTestLogger("ssh-proxy")}
 	p.instances.InstanceStub = func(opi.LRPIdentifier, int32) (*instances.Pod, *instances.Workload, bool) {
 		return runningPod("dora-0"), &instances.Workload{}, true

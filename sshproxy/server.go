@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path"
+	"strings"
 	"sync"
 	"time"
 
@@ -62,6 +64,12 @@ type Options struct {
 	// InstanceCheckPeriod is how often a session checks that its pod is still a live instance
 	// (default DefaultInstanceCheckPeriod).
 	InstanceCheckPeriod time.Duration
+	// SFTPServerPaths are where the sftp subsystem looks for the image's sftp-server, the
+	// first that is an executable serving (default DefaultSFTPServerPaths).
+	SFTPServerPaths []string
+	// InputEndGrace is how long a file transfer's command may run on after the client ended
+	// its input before the proxy ends it (default DefaultInputEndGrace).
+	InputEndGrace time.Duration
 }
 
 // Defaults of the bounds.
@@ -71,6 +79,7 @@ const (
 	DefaultIdleTimeout         = 30 * time.Minute
 	DefaultAuthTimeout         = 10 * time.Second
 	DefaultInstanceCheckPeriod = 2 * time.Second
+	DefaultInputEndGrace       = 2 * time.Second
 )
 
 // minHandshakes is the least number of connections that may authenticate at once, so a
@@ -95,6 +104,11 @@ func (o Options) Validate() error {
 	}
 	if o.IdleTimeout <= 0 || o.AuthTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("idle-timeout (%s) and auth-timeout (%s) must be positive", o.IdleTimeout, o.AuthTimeout))
+	}
+	for _, p := range o.SFTPServerPaths {
+		if !path.IsAbs(p) || strings.ContainsAny(p, "\x00\n") {
+			errs = append(errs, fmt.Errorf("sftp-server path %q is not an absolute path", p))
+		}
 	}
 	return errors.Join(append(errs, o.Auth.Validate())...)
 }
@@ -132,6 +146,12 @@ func New(o Options, d Deps) (*Server, error) {
 	}
 	if o.InstanceCheckPeriod <= 0 {
 		o.InstanceCheckPeriod = DefaultInstanceCheckPeriod
+	}
+	if len(o.SFTPServerPaths) == 0 {
+		o.SFTPServerPaths = DefaultSFTPServerPaths
+	}
+	if o.InputEndGrace <= 0 {
+		o.InputEndGrace = DefaultInputEndGrace
 	}
 	auth, err := newAuthenticator(o.Auth)
 	if err != nil {

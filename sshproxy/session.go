@@ -86,50 +86,79 @@ func (se *session) serve(ctx context.Context, reqs <-chan *ssh.Request) {
 				<-se.done
 				return
 			}
-			ok = se.request(ctx, req, &started)
-			if req.WantReply {
+			if ok, later := se.request(ctx, req, &started); !later && req.WantReply {
 				_ = req.Reply(ok, nil)
 			}
 		}
 	}
 }
 
-// request handles one channel request and says whether it was granted.
-func (se *session) request(ctx context.Context, req *ssh.Request, started *bool) bool {
+// request handles one channel request and says whether it was granted, or that the answer
+// comes later (a file transfer's, once its program was found or not).
+func (se *session) request(ctx context.Context, req *ssh.Request, started *bool) (ok, later bool) {
 	switch req.Type {
 	case "pty-req":
 		var p ptyRequest
 		if *started || ssh.Unmarshal(req.Payload, &p) != nil {
-			return false
+			return false, false
 		}
 		se.pty = &p
 		se.sizes.push(p.Columns, p.Rows)
-		return true
+		return true, false
 	case "window-change":
 		var w windowChange
 		if ssh.Unmarshal(req.Payload, &w) == nil {
 			se.sizes.push(w.Columns, w.Rows)
 		}
-		return true
+		return true, false
 	case "shell", "exec":
 		if *started {
-			return false
+			return false, false
 		}
 		var command string
 		if req.Type == "exec" {
 			var e struct{ Command string }
 			if ssh.Unmarshal(req.Payload, &e) != nil {
-				return false
+				return false, false
 			}
 			command = e.Command
 		}
 		*started = true
-		go se.run(ctx, req.Type, command)
-		return true
+		if t, ok := scpTransfer(command, se.g.index); ok {
+			return se.startTransfer(ctx, req, t)
+		}
+		go se.run(ctx, launch{kind: req.Type, command: shellCommand(command), tty: se.pty != nil})
+		return true, false
+	case "subsystem":
+		var sub struct{ Name string }
+		if *started || ssh.Unmarshal(req.Payload, &sub) != nil {
+			return false, false
+		}
+		if sub.Name != sftpSubsystem {
+			se.tell(false, fmt.Sprintf("the %q subsystem is not served, only %q", truncate(sub.Name, 64), sftpSubsystem))
+			se.settle()
+			return false, false
+		}
+		*started = true
+		return se.startTransfer(ctx, req, sftpTransfer(se.s.o.SFTPServerPaths, se.g.index))
 	default:
-		// env, subsystem (sftp: not yet), signal, agent forwarding, x11: refused.
-		return false
+		// env, signal, agent forwarding, x11: refused.
+		return false, false
 	}
+}
+
+// startTransfer runs a file transfer for req, which it answers later, once (request's result).
+func (se *session) startTransfer(ctx context.Context, req *ssh.Request, t *transfer) (ok, later bool) {
+	var once sync.Once
+	reply := func(ok bool) {
+		once.Do(func() {
+			if req.WantReply {
+				_ = req.Reply(ok, nil)
+			}
+		})
+	}
+	go se.run(ctx, launch{kind: req.Type, command: t.command, transfer: t, reply: reply})
+	return false, true
 }
 
 // finish ends a session whose command never started.
@@ -147,9 +176,22 @@ func shellCommand(command string) []string {
 	return []string{"/bin/sh", "-c", fmt.Sprintf(shellScript, `-c "$1"`), "sh", command}
 }
 
+// launch is what a session runs.
+type launch struct {
+	// kind is the request's type (shell, exec, subsystem).
+	kind    string
+	command []string
+	tty     bool
+	// transfer, when set, is the file transfer command runs: its request is answered by
+	// reply, once the probe found the program, or refused when the command ended without.
+	transfer *transfer
+	reply    func(ok bool)
+}
+
 // run runs the session's command in the pod and returns its exit status to the client. The
-// command ends with the channel, the connection, or the instance.
-func (se *session) run(ctx context.Context, kind, command string) {
+// command ends with the channel, the connection, or the instance; a file transfer's also after
+// the client ended its input (endAfterInput).
+func (se *session) run(ctx context.Context, l launch) {
 	defer se.finish()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -162,36 +204,121 @@ func (se *session) run(ctx context.Context, kind, command string) {
 	}()
 	gone := se.watchInstance(ctx, cancel)
 
-	tty := se.pty != nil
-	req := ExecRequest{Pod: se.g.pod.name, Command: shellCommand(command), Stdin: se.ch, Stdout: se.ch, TTY: tty}
-	if tty {
+	req := ExecRequest{Pod: se.g.pod.name, Command: l.command, Stdin: se.ch, Stdout: se.ch, TTY: l.tty}
+	if l.tty {
 		req.Sizes = se.sizes
 	} else {
 		req.Stderr = se.ch.Stderr()
 	}
-	se.logger.Info("exec", lager.Data{"kind": kind, "tty": tty})
+	var gate *probeGate
+	ended := &atomic.Bool{}
+	if l.transfer != nil {
+		gate = newProbeGate(se.ch.Stderr())
+		req.Stderr = gate
+		in := newInputEnd(se.ch)
+		req.Stdin = in
+		ended = se.endAfterInput(ctx, in, cancel)
+		go func() {
+			select {
+			case <-gate.found:
+				se.logger.Info("transfer-started", lager.Data{"transfer": l.transfer.name, "program": gate.path})
+				l.reply(true)
+			case <-ctx.Done():
+			}
+		}()
+	}
+	se.logger.Info("exec", lager.Data{"kind": l.kind, "tty": l.tty})
 	err := se.s.d.Executor.Exec(ctx, req)
 
+	if gate != nil {
+		gate.flush()
+		if !gate.isFound() {
+			se.refuseTransfer(ctx, l, gone.Load(), err)
+			return
+		}
+		// The answer precedes the exit status, even when the command ended at once.
+		l.reply(true)
+	}
 	status := uint32(0)
 	var exit interface{ ExitStatus() int }
 	switch {
 	case err == nil:
+	case ended.Load():
+		// The transfer was complete: the client had ended it.
 	case errors.As(err, &exit):
 		status = uint32(exit.ExitStatus())
 	default:
 		status = exitStatusFailed
 		message := fmt.Sprintf("the session with instance %d failed: %v", se.g.index, err)
 		if gone.Load() {
-			message = fmt.Sprintf("instance %d has stopped; the session ends", se.g.index)
+			message = se.stopped()
 		} else if ctx.Err() != nil {
 			// The client left: nobody reads a message or a status.
 			return
 		}
 		se.logger.Info("exec-ended", lager.Data{"reason": message})
-		se.tell(tty, message)
+		se.tell(l.tty, message)
 	}
 	_ = se.ch.CloseWrite()
 	_, _ = se.ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{status}))
+}
+
+// stopped is the message of a session whose instance went away.
+func (se *session) stopped() string {
+	return fmt.Sprintf("instance %d has stopped; the session ends", se.g.index)
+}
+
+// refuseTransfer refuses a file transfer whose program was not found: the reason on stderr,
+// then the request's failure. The probe's command cannot tell "not found" (exit 127) apart
+// from other failures through every runtime (kwok passes no exit code), so the log keeps err.
+func (se *session) refuseTransfer(ctx context.Context, l launch, gone bool, err error) {
+	message := l.transfer.missing
+	switch {
+	case gone:
+		message = se.stopped()
+	case ctx.Err() != nil:
+		l.reply(false)
+		return
+	}
+	data := lager.Data{"transfer": l.transfer.name, "reason": message}
+	if err != nil {
+		data["error"] = err.Error()
+	}
+	se.logger.Info("transfer-refused", data)
+	se.tell(false, message)
+	se.settle()
+	l.reply(false)
+}
+
+// settle returns once the client has taken what the channel carried so far: its answer to a
+// keepalive comes after that. OpenSSH drops what it has not yet written out of a channel whose
+// subsystem or exec request failed, and the proxy's reason would go with it.
+func (se *session) settle() {
+	_, _ = se.ch.SendRequest("keepalive@openssh.com", true, nil)
+}
+
+// endAfterInput ends a file transfer's command (cancel) when it runs on for InputEndGrace after
+// the client ended its input: the protocols carry nothing after that end (sftp-server and scp's
+// sink stop on it), and a command whose stdin the runtime never closes would hold the session
+// and the client's scp or sftp. The flag says it did.
+func (se *session) endAfterInput(ctx context.Context, in *inputEnd, cancel context.CancelFunc) *atomic.Bool {
+	ended := &atomic.Bool{}
+	go func() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-in.done:
+		}
+		t := time.NewTimer(se.s.o.InputEndGrace)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+			ended.Store(true)
+			cancel()
+		}
+	}()
+	return ended
 }
 
 // tell writes the proxy's own message to the user: on stderr, or the terminal.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -48,6 +49,8 @@ type SSHProxyConfig struct {
 	MaxSessionsPerUser int      `json:"max_sessions_per_user"`
 	IdleTimeout        Duration `json:"idle_timeout"`
 	AuthTimeout        Duration `json:"auth_timeout"`
+	// SFTPServerPaths are where the sftp subsystem looks for the image's sftp-server.
+	SFTPServerPaths []string `json:"sftp_server_paths"`
 	// OpsListen is the plain HTTP ops endpoint (/healthz, /readyz, /fingerprints); "" none.
 	OpsListen string `json:"ops_listen"`
 	LogLevel  string `json:"log_level"`
@@ -69,6 +72,7 @@ func DefaultSSHProxyConfig() SSHProxyConfig {
 		MaxSessionsPerUser: sshproxy.DefaultMaxSessionsPerUser,
 		IdleTimeout:        Duration{sshproxy.DefaultIdleTimeout},
 		AuthTimeout:        Duration{sshproxy.DefaultAuthTimeout},
+		SFTPServerPaths:    slices.Clone(sshproxy.DefaultSFTPServerPaths),
 		OpsListen:          ":2223",
 		LogLevel:           "info",
 	}
@@ -106,6 +110,7 @@ func parseSSHProxyFlags(args []string, cfg *SSHProxyConfig) (configPath string, 
 	fs.IntVar(&cfg.MaxSessionsPerUser, "max-sessions-per-user", cfg.MaxSessionsPerUser, "authenticated connections one user holds at once")
 	fs.Var(&cfg.IdleTimeout, "idle-timeout", "how long a connection may carry nothing before it is closed")
 	fs.Var(&cfg.AuthTimeout, "auth-timeout", "how long a connection may take to authenticate")
+	fs.Var((*stringList)(&cfg.SFTPServerPaths), "sftp-server-paths", "comma-separated paths where the sftp subsystem looks for the image's sftp-server, in order")
 	fs.StringVar(&cfg.OpsListen, "ops-listen", cfg.OpsListen, "address of the plain HTTP ops endpoint (/healthz, /readyz, /fingerprints); empty: none")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, error or fatal")
 	cfg.Loggregator.bindFlags(fs)
@@ -178,6 +183,7 @@ func (c SSHProxyConfig) options() sshproxy.Options {
 		MaxSessionsPerUser: c.MaxSessionsPerUser,
 		IdleTimeout:        c.IdleTimeout.Duration,
 		AuthTimeout:        c.AuthTimeout.Duration,
+		SFTPServerPaths:    c.SFTPServerPaths,
 	}
 }
 

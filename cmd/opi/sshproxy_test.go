@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -52,6 +53,7 @@ var _ = Describe("opi ssh-proxy's configuration", func() {
 		Expect(opts.MaxSessionsPerUser).To(Equal(sshproxy.DefaultMaxSessionsPerUser))
 		Expect(opts.IdleTimeout).To(Equal(sshproxy.DefaultIdleTimeout))
 		Expect(opts.AuthTimeout).To(Equal(sshproxy.DefaultAuthTimeout))
+		Expect(opts.SFTPServerPaths).To(Equal(sshproxy.DefaultSFTPServerPaths))
 		Expect(opts.Auth).To(Equal(sshproxy.AuthConfig{
 			UAATokenURL: "https://uaa.example.com/oauth/token", UAAClientID: "ssh-proxy", UAAClientSecret: "s3cret",
 			CCAPIURL: "https://api.example.com",
@@ -66,6 +68,23 @@ var _ = Describe("opi ssh-proxy's configuration", func() {
 		Expect(cfg.options()).To(HaveField("AuthTimeout", 3*time.Second))
 		Expect(cfg.Backend).To(Equal("statefulsets"))
 		Expect(cfg.Namespace).To(Equal("apps"))
+	})
+
+	It("reads where the sftp subsystem looks for sftp-server, from the file or the flag, leaving the defaults as they are", func() {
+		defaults := slices.Clone(sshproxy.DefaultSFTPServerPaths)
+		file := filepath.Join(dir, "ssh-proxy.yml")
+		Expect(os.WriteFile(file, []byte("sftp_server_paths: [/opt/a/sftp-server, /opt/b/sftp-server]\n"), 0o600)).To(Succeed())
+		cfg, err := LoadSSHProxyConfig(required("--config", file))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cfg.options().SFTPServerPaths).To(Equal([]string{"/opt/a/sftp-server", "/opt/b/sftp-server"}))
+		Expect(sshproxy.DefaultSFTPServerPaths).To(Equal(defaults))
+
+		cfg, err = LoadSSHProxyConfig(required("--config", file, "--sftp-server-paths", "/usr/lib/sftp-server, /opt/c/sftp-server"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cfg.options().SFTPServerPaths).To(Equal([]string{"/usr/lib/sftp-server", "/opt/c/sftp-server"}))
+
+		_, err = LoadSSHProxyConfig(required("--sftp-server-paths", "sftp-server"))
+		Expect(err).To(MatchError(ContainSubstring(`sftp-server path "sftp-server" is not an absolute path`)))
 	})
 
 	It("reads a YAML file whose keys the flags override, and the secret from a file", func() {
