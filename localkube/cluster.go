@@ -249,7 +249,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 	c.execDir = execDir
 	ourStages := filepath.Join(c.workDir, "localkube-stages.yaml")
-	if err := os.WriteFile(ourStages, []byte(c.opts.Tuning.kwokConfig()+execRule(execDir, execIDs)+crashStage+"---\n"+imagePullStage+"---\n"+taskStages), 0o644); err != nil {
+	if err := os.WriteFile(ourStages, []byte(c.opts.Tuning.kwokConfig()+execRule(execDir, execIDs)+crashStage+"---\n"+imagePullStage+"---\n"+taskStages+"---\n"+ephemeralContainersStage), 0o644); err != nil {
 		return fmt.Errorf("writing our kwok stages: %w", err)
 	}
 	kwok, err := c.run("kwok",
