@@ -96,22 +96,27 @@ func (f *podForwarder) Forward(ctx context.Context, pod string, port uint16, s S
 			failed <- fmt.Errorf("port %d: %s", port, msg)
 		}
 	}()
+	return splice(ctx, s, data, data, failed)
+}
+
+// splice copies between the client's stream s and the far side (r, w) until the far side's
+// output ends, failed says why the far side failed, or ctx ends. The client's EOF closes w.
+func splice(ctx context.Context, s Stream, r io.Reader, w io.WriteCloser, failed <-chan error) error {
 	go func() {
-		// The client's EOF is the port's EOF.
-		defer data.Close()
-		_, _ = io.Copy(data, s)
+		defer w.Close()
+		_, _ = io.Copy(w, s)
 	}()
-	fromPod := make(chan error, 1)
+	fromFar := make(chan error, 1)
 	go func() {
-		_, err := io.Copy(s, data)
+		_, err := io.Copy(s, r)
 		_ = s.CloseWrite()
-		fromPod <- err
+		fromFar <- err
 	}()
 	select {
 	case err := <-failed:
 		return err
-	case err := <-fromPod:
-		// A reason the kubelet sent as the data stream ended wins over a plain end.
+	case err := <-fromFar:
+		// A reason the far side sent as its output ended wins over a plain end.
 		select {
 		case ferr := <-failed:
 			return ferr
@@ -131,8 +136,9 @@ type directTCPIP struct {
 	OriginPort uint32
 }
 
-// tunnel serves a direct-tcpip channel to a port of the granted instance itself; any other
-// host is refused: the proxy never dials from its own network position.
+// tunnel serves a direct-tcpip channel: to a port of the granted instance itself through
+// pods/portforward, to any other host through the relay, which dials from inside the instance's
+// pod. The proxy never dials from its own network position.
 func (s *Server) tunnel(ctx context.Context, g *grant, newCh ssh.NewChannel, logger lager.Logger) {
 	var req directTCPIP
 	if err := ssh.Unmarshal(newCh.ExtraData(), &req); err != nil {
@@ -148,10 +154,13 @@ func (s *Server) tunnel(ctx context.Context, g *grant, newCh ssh.NewChannel, log
 		_ = newCh.Reject(ssh.ConnectionFailed, fmt.Sprintf("opi ssh-proxy: instance %d is gone", g.index))
 		return
 	}
-	if !isInstanceHost(req.Host, p.IP) || req.Port == 0 || req.Port > 65535 {
-		_ = newCh.Reject(ssh.Prohibited, fmt.Sprintf(
-			"opi ssh-proxy: tunnels reach only the instance's own ports (localhost or its IP), not %s",
-			net.JoinHostPort(truncate(req.Host, 120), strconv.Itoa(int(req.Port)))))
+	target := net.JoinHostPort(truncate(req.Host, 120), strconv.Itoa(int(req.Port)))
+	if !isInstanceHost(req.Host, p.IP) {
+		s.relayTunnel(ctx, g, newCh, req, target, logger)
+		return
+	}
+	if req.Port == 0 || req.Port > 65535 {
+		_ = newCh.Reject(ssh.Prohibited, "opi ssh-proxy: no such port: "+target)
 		return
 	}
 	ch, reqs, err := newCh.Accept()
@@ -164,6 +173,41 @@ func (s *Server) tunnel(ctx context.Context, g *grant, newCh ssh.NewChannel, log
 		logger.Info("tunnel-failed", lager.Data{"port": req.Port, "error": err.Error()})
 	}
 }
+
+// relayTunnel serves a tunnel to another host through the relay; the channel is accepted only
+// once the relay connected, so a failure reaches the client as the channel's refusal.
+func (s *Server) relayTunnel(ctx context.Context, g *grant, newCh ssh.NewChannel, req directTCPIP, target string, logger lager.Logger) {
+	if s.d.Relay == nil {
+		_ = newCh.Reject(ssh.Prohibited, fmt.Sprintf(
+			"opi ssh-proxy: tunnels reach only the instance's own ports (localhost or its IP), not %s: tunnels to other hosts are turned off", target))
+		return
+	}
+	if err := CheckRelayTarget(req.Host, int(req.Port)); err != nil {
+		_ = newCh.Reject(ssh.Prohibited, "opi ssh-proxy: cannot tunnel to "+target+": "+err.Error())
+		return
+	}
+	conn, err := s.d.Relay.Open(ctx, g.pod.name, g.pod.uid, req.Host, uint16(req.Port))
+	if err != nil {
+		logger.Info("relay-refused", lager.Data{"target": target, "reason": err.Error()})
+		_ = newCh.Reject(ssh.ConnectionFailed, fmt.Sprintf("opi ssh-proxy: cannot reach %s from instance %d: %v", target, g.index, err))
+		return
+	}
+	defer conn.Close()
+	ch, reqs, err := newCh.Accept()
+	if err != nil {
+		return
+	}
+	defer ch.Close()
+	go ssh.DiscardRequests(reqs)
+	if err := splice(ctx, ch, conn, closeWriter{conn}, nil); err != nil && !errors.Is(err, io.EOF) {
+		logger.Info("tunnel-failed", lager.Data{"target": target, "error": err.Error()})
+	}
+}
+
+// closeWriter is a RelayConn whose Close ends only what is sent (the client's EOF).
+type closeWriter struct{ RelayConn }
+
+func (c closeWriter) Close() error { return c.CloseWrite() }
 
 // isInstanceHost says whether host names the instance itself: the loopback names, or its IP.
 func isInstanceHost(host, podIP string) bool {
