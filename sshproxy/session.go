@@ -28,7 +28,7 @@ type ExecRequest struct {
 	Pod string
 	// Container is the container the command runs in; empty: the app's.
 	Container string
-	Command []string
+	Command   []string
 	// Stdin is streamed to the command; its EOF closes the command's stdin.
 	Stdin io.Reader
 	// Stdout and Stderr receive the command's output; with TTY Stderr is nil (a terminal has
