@@ -62,7 +62,8 @@ func RelayDialFor(ctx context.Context, host, port string, timeout time.Duration,
 	dialer := net.Dialer{Timeout: timeout}
 	conn, err := dialer.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		fmt.Fprintf(stderr, "%scannot reach %s: %v\n", relayLinePrefix, addr, unwrapDial(err))
+		// The proxy names the address and the instance; the reason is what it lacks.
+		fmt.Fprintf(stderr, "%s%v\n", relayLinePrefix, unwrapDial(err))
 		return fmt.Errorf("dialling %s: %w", addr, err)
 	}
 	defer conn.Close()
