@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"time"
 
 	"code.cloudfoundry.org/lager/v3"
 	"golang.org/x/crypto/ssh"
@@ -86,14 +87,17 @@ func (f *podForwarder) Forward(ctx context.Context, pod string, port uint16, s S
 	if err != nil {
 		return fmt.Errorf("creating the data stream: %w", err)
 	}
+	// The error stream's end, with the kubelet's reason if it wrote one (nil if not).
 	failed := make(chan error, 1)
 	go func() {
 		msg, err := io.ReadAll(errStream)
 		switch {
-		case err != nil:
-			failed <- fmt.Errorf("reading the error stream: %w", err)
 		case len(msg) > 0:
 			failed <- fmt.Errorf("port %d: %s", port, msg)
+		case err != nil:
+			failed <- fmt.Errorf("reading the error stream: %w", err)
+		default:
+			failed <- nil
 		}
 	}()
 	go func() {
@@ -109,19 +113,34 @@ func (f *podForwarder) Forward(ctx context.Context, pod string, port uint16, s S
 	}()
 	select {
 	case err := <-failed:
-		return err
+		if err != nil {
+			return err
+		}
+		select {
+		case err := <-fromPod:
+			return err
+		case <-ctx.Done():
+			return nil
+		}
 	case err := <-fromPod:
-		// A reason the kubelet sent as the data stream ended wins over a plain end.
+		// A kubelet may end the data stream before it writes its reason (kwok does), and ends
+		// the error stream right after: a reason that comes wins over a plain end.
 		select {
 		case ferr := <-failed:
-			return ferr
-		default:
+			if ferr != nil {
+				return ferr
+			}
+		case <-time.After(errorStreamGrace):
+		case <-ctx.Done():
 		}
 		return err
 	case <-ctx.Done():
 		return nil
 	}
 }
+
+// errorStreamGrace bounds the wait for the error stream's end once the data stream ended.
+const errorStreamGrace = 5 * time.Second
 
 // directTCPIP is RFC 4254's "direct-tcpip" payload: where the client wants to reach.
 type directTCPIP struct {
