@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"time"
 
 	"code.cloudfoundry.org/lager/v3"
 	"golang.org/x/crypto/ssh"
@@ -86,21 +87,25 @@ func (f *podForwarder) Forward(ctx context.Context, pod string, port uint16, s S
 	if err != nil {
 		return fmt.Errorf("creating the data stream: %w", err)
 	}
+	// The error stream's end, with the kubelet's reason if it wrote one (nil if not).
 	failed := make(chan error, 1)
 	go func() {
 		msg, err := io.ReadAll(errStream)
 		switch {
-		case err != nil:
-			failed <- fmt.Errorf("reading the error stream: %w", err)
 		case len(msg) > 0:
 			failed <- fmt.Errorf("port %d: %s", port, msg)
+		case err != nil:
+			failed <- fmt.Errorf("reading the error stream: %w", err)
+		default:
+			failed <- nil
 		}
 	}()
 	return splice(ctx, s, data, data, failed)
 }
 
 // splice copies between the client's stream s and the far side (r, w) until the far side's
-// output ends, failed says why the far side failed, or ctx ends. The client's EOF closes w.
+// output ends or ctx does. The client's EOF closes w. failed, when not nil, ends once with the
+// far side's reason for failing (nil: none), which wins over a plain end of its output.
 func splice(ctx context.Context, s Stream, r io.Reader, w io.WriteCloser, failed <-chan error) error {
 	go func() {
 		defer w.Close()
@@ -114,19 +119,37 @@ func splice(ctx context.Context, s Stream, r io.Reader, w io.WriteCloser, failed
 	}()
 	select {
 	case err := <-failed:
-		return err
+		if err != nil {
+			return err
+		}
+		select {
+		case err := <-fromFar:
+			return err
+		case <-ctx.Done():
+			return nil
+		}
 	case err := <-fromFar:
-		// A reason the far side sent as its output ended wins over a plain end.
+		if failed == nil {
+			return err
+		}
+		// A kubelet may end the data stream before it writes its reason (kwok does), and ends
+		// the error stream right after: a reason that comes wins over a plain end.
 		select {
 		case ferr := <-failed:
-			return ferr
-		default:
+			if ferr != nil {
+				return ferr
+			}
+		case <-time.After(errorStreamGrace):
+		case <-ctx.Done():
 		}
 		return err
 	case <-ctx.Done():
 		return nil
 	}
 }
+
+// errorStreamGrace bounds the wait for the error stream's end once the data stream ended.
+const errorStreamGrace = 5 * time.Second
 
 // directTCPIP is RFC 4254's "direct-tcpip" payload: where the client wants to reach.
 type directTCPIP struct {
