@@ -122,12 +122,14 @@ var _ = Describe("cf ssh -L through opi ssh-proxy", Ordered, func() {
 				`tunnel-failed.*port ` + strconv.Itoa(unforwardedPort) + `.*forward not found for port ` + strconv.Itoa(unforwardedPort)))
 		})
 
-		// Today's behaviour for other hosts: refused before any Kubernetes call.
-		It("refuses a tunnel to a host other than the instance", func() {
+		// This proxy runs outside a pod with no relay image: it has no relay for other hosts
+		// (ssh_relay_test.go has one), and never dials them itself.
+		It("refuses a tunnel to a host other than the instance when the proxy has no relay, before any Kubernetes call", func() {
+			Expect(proxy.session.Out.Contents()).To(ContainSubstring("other-host-tunnels-off"))
 			_, err := client.Dial("tcp", "db.internal:5432")
 			Expect(err).To(MatchError(And(
 				ContainSubstring("administratively prohibited"),
-				ContainSubstring("tunnels reach only the instance's own ports (localhost or its IP), not db.internal:5432"),
+				ContainSubstring("tunnels reach only the instance's own ports (localhost or its IP), not db.internal:5432: tunnels to other hosts are turned off"),
 			)))
 		})
 	})
