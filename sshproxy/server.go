@@ -81,7 +81,8 @@ const minHandshakes = 16
 // MaxSessions does.
 const maxChannelsPerConn = 10
 
-// maxTunnelsPerConn bounds the tunnels (port-forwards) one connection carries at once.
+// maxTunnelsPerConn bounds the tunnels (port-forwards and relayed dials) one connection carries
+// at once.
 const maxTunnelsPerConn = 32
 
 // Validate reports every setting the proxy cannot run with.
