@@ -461,6 +461,8 @@ func (a *Agent) podSeen(obj any) {
 		return
 	}
 	podDir := p.Namespace + "_" + p.Name + "_" + string(p.UID)
+	// Only the app container's files: what else runs in the pod (the SSH proxy's relay
+	// container, names.RelayContainerName) is not the app's output.
 	f := &followed{
 		key:    podDir + "/" + names.ContainerName,
 		source: loggregator.ContainerKey(string(p.UID), names.ContainerName),

@@ -162,9 +162,14 @@ func taskPod() *corev1.Pod {
 	}
 }
 
-// logFile appends CRI lines to the kubelet's file of pod's app container (restart count 0).
+// writeLines appends CRI lines to the kubelet's file of pod's app container (restart count 0).
 func writeLines(root string, pod *corev1.Pod, lines ...string) {
-	dir := filepath.Join(root, fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, pod.UID), names.ContainerName)
+	writeContainerLines(root, pod, names.ContainerName, lines...)
+}
+
+// writeContainerLines appends CRI lines to the kubelet's file of one of pod's containers.
+func writeContainerLines(root string, pod *corev1.Pod, container string, lines ...string) {
+	dir := filepath.Join(root, fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, pod.UID), container)
 	Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
 	f, err := os.OpenFile(filepath.Join(dir, "0.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	Expect(err).NotTo(HaveOccurred())
@@ -296,6 +301,21 @@ var _ = Describe("Agent", func() {
 			}
 		}
 		Expect(webSeen).To(Equal(wantWeb))
+	})
+
+	It("ships nothing of the SSH proxy's relay container in an instance's pod, only the app's lines", func() {
+		web := appPod("dora-dev-b0c4a1e2-5d8f9-abcde", "web-uid", node, t0)
+		web.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: names.RelayContainerName}}}
+		client = fake.NewClientset(deployment(1), web)
+		writeContainerLines(podLogs, web, names.RelayContainerName, cri(t0.Add(1), "stderr", "F", "relay: dialled db.internal:5432"))
+		writeLines(podLogs, web, cri(t0.Add(2), "stdout", "F", "listening on 8080"))
+		_, stop := start()
+		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(ContainElement("listening on 8080"))
+		writeContainerLines(podLogs, web, names.RelayContainerName, cri(t0.Add(3), "stderr", "F", "relay: dialled db.internal:5433"))
+		writeLines(podLogs, web, cri(t0.Add(4), "stdout", "F", "served GET /"))
+		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(ContainElement("served GET /"))
+		stop()
+		Expect(payloads(ingress.Envelopes())).To(Equal([]string{"listening on 8080", "served GET /"}))
 	})
 
 	It("reports the index opi reports: the rank among the LRP's pods, by creation time", func() {

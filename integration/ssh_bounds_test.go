@@ -8,6 +8,8 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gbytes"
 	"github.com/onsi/gomega/gexec"
+
+	"github.com/opi-bridge/opi/testsupport/sshstandin"
 )
 
 // openShell is an interactive shell through OpenSSH (ssh -tt), typed into as a user types.
@@ -17,9 +19,9 @@ type openShell struct {
 }
 
 // startShell opens a shell in the app's instance 0 through o; it is killed after the spec.
-func startShell(o *openSSH) *openShell {
+func startShell(o *sshstandin.OpenSSH) *openShell {
 	GinkgoHelper()
-	cmd := o.command("-tt")
+	cmd := o.Command("-tt")
 	stdin, err := cmd.StdinPipe()
 	Expect(err).NotTo(HaveOccurred())
 	session, err := gexec.Start(cmd, GinkgoWriter, GinkgoWriter)
@@ -65,9 +67,9 @@ var _ = Describe("opi ssh-proxy's bounds and a session's end, with OpenSSH", Ord
 
 	// refused runs a command through client that the proxy must refuse before any session: OpenSSH
 	// shows the proxy's banner (its reason) at log level INFO.
-	refused := func(client *openSSH, message string) {
+	refused := func(client *sshstandin.OpenSSH, message string) {
 		GinkgoHelper()
-		session, err := gexec.Start(client.logging("INFO").command("echo in"), GinkgoWriter, GinkgoWriter)
+		session, err := gexec.Start(client.Logging("INFO").Command("echo in"), GinkgoWriter, GinkgoWriter)
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(session, "30s").Should(gexec.Exit(255))
 		Expect(session.Err).To(gbytes.Say("opi ssh-proxy: " + message))
@@ -84,7 +86,7 @@ var _ = Describe("opi ssh-proxy's bounds and a session's end, with OpenSSH", Ord
 			first.exit()
 
 			// Its end freed its place.
-			session, err := gexec.Start(client.command("echo in"), GinkgoWriter, GinkgoWriter)
+			session, err := gexec.Start(client.Command("echo in"), GinkgoWriter, GinkgoWriter)
 			Expect(err).NotTo(HaveOccurred())
 			Eventually(session, "30s").Should(gexec.Exit(0), func() string { return string(session.Err.Contents()) })
 			Expect(session.Out).To(gbytes.Say("in"))

@@ -13,6 +13,8 @@ import (
 	"github.com/onsi/gomega/gbytes"
 	"github.com/onsi/gomega/gexec"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
+
+	"github.com/opi-bridge/opi/testsupport/sshstandin"
 )
 
 // The files of an instance through opi ssh-proxy with OpenSSH's sftp and scp. kwok runs the
@@ -22,7 +24,7 @@ var _ = Describe("Files through opi ssh-proxy: OpenSSH's sftp and scp", Ordered,
 	var (
 		a  *app
 		ns string
-		o  *openSSH
+		o  *sshstandin.OpenSSH
 	)
 
 	BeforeAll(func() {
@@ -77,7 +79,7 @@ var _ = Describe("Files through opi ssh-proxy: OpenSSH's sftp and scp", Ordered,
 		dir, data := local()
 		name := remote()
 		batch := sftpBatch(dir, "put up.bin "+name+"\nget "+name+" back.bin\n")
-		transfer(dir, true, o.program("sftp", "-b", batch, o.host()))
+		transfer(dir, true, o.Program("sftp", "-b", batch, o.Host()))
 		sameBytes(filepath.Join(cluster.ExecDir(), name), data)
 		sameBytes(filepath.Join(dir, "back.bin"), data)
 	})
@@ -85,18 +87,18 @@ var _ = Describe("Files through opi ssh-proxy: OpenSSH's sftp and scp", Ordered,
 	It("copies a file to the instance and back with scp (through sftp, scp's default)", func() {
 		dir, data := local()
 		name := remote()
-		transfer(dir, true, o.program("scp", "up.bin", o.host()+":"+name))
+		transfer(dir, true, o.Program("scp", "up.bin", o.Host()+":"+name))
 		sameBytes(filepath.Join(cluster.ExecDir(), name), data)
-		transfer(dir, true, o.program("scp", o.host()+":"+name, "back.bin"))
+		transfer(dir, true, o.Program("scp", o.Host()+":"+name, "back.bin"))
 		sameBytes(filepath.Join(dir, "back.bin"), data)
 	})
 
 	It("copies a file to the instance and back with legacy scp (scp -O: scp's own protocol)", func() {
 		dir, data := local()
 		name := remote()
-		transfer(dir, true, o.program("scp", "-O", "up.bin", o.host()+":"+name))
+		transfer(dir, true, o.Program("scp", "-O", "up.bin", o.Host()+":"+name))
 		sameBytes(filepath.Join(cluster.ExecDir(), name), data)
-		transfer(dir, true, o.program("scp", "-O", o.host()+":"+name, "back.bin"))
+		transfer(dir, true, o.Program("scp", "-O", o.Host()+":"+name, "back.bin"))
 		sameBytes(filepath.Join(dir, "back.bin"), data)
 	})
 
@@ -107,16 +109,16 @@ var _ = Describe("Files through opi ssh-proxy: OpenSSH's sftp and scp", Ordered,
 		dir, _ := local()
 		name := remote()
 
-		session := transfer(dir, false, refusing.program("sftp", "-b", sftpBatch(dir, "put up.bin "+name+"\n"), refusing.host()))
+		session := transfer(dir, false, refusing.Program("sftp", "-b", sftpBatch(dir, "put up.bin "+name+"\n"), refusing.Host()))
 		Expect(session.Err).To(gbytes.Say(message))
 		Expect(session.Err).To(gbytes.Say("subsystem request failed"))
 
-		session = transfer(dir, false, refusing.program("scp", "up.bin", refusing.host()+":"+name))
+		session = transfer(dir, false, refusing.Program("scp", "up.bin", refusing.Host()+":"+name))
 		Expect(session.Err).To(gbytes.Say(message))
 		Expect(filepath.Join(cluster.ExecDir(), name)).NotTo(BeAnExistingFile())
 
 		// Legacy scp needs no sftp-server: the same proxy copies with it.
-		transfer(dir, true, refusing.program("scp", "-O", "up.bin", refusing.host()+":"+name))
+		transfer(dir, true, refusing.Program("scp", "-O", "up.bin", refusing.Host()+":"+name))
 		Expect(filepath.Join(cluster.ExecDir(), name)).To(BeARegularFile())
 	})
 })

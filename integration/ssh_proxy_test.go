@@ -2,14 +2,8 @@ package integration_test
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -54,13 +48,8 @@ func startSSHProxy(ns string, a *app, extraArgs ...string) *sshProxy {
 	})
 	DeferCleanup(st.Close)
 
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	Expect(err).NotTo(HaveOccurred())
-	der, err := x509.MarshalPKCS8PrivateKey(priv)
-	Expect(err).NotTo(HaveOccurred())
 	keyFile := filepath.Join(GinkgoT().TempDir(), "host-key.pem")
-	Expect(os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600)).To(Succeed())
-	signer, err := ssh.NewSignerFromKey(priv)
+	hostKey, err := sshstandin.WriteHostKey(keyFile)
 	Expect(err).NotTo(HaveOccurred())
 
 	rbac, err := os.ReadFile("../deploy/kustomize/components/ssh-proxy/rbac.yaml")
@@ -69,14 +58,12 @@ func startSSHProxy(ns string, a *app, extraArgs ...string) *sshProxy {
 		strings.ReplaceAll(string(rbac), "cf-workloads", ns), ns, "opi-ssh-proxy")
 	Expect(err).NotTo(HaveOccurred())
 
-	p := &sshProxy{addr: freeAddr(), hostKey: signer.PublicKey(), app: a}
+	p := &sshProxy{addr: freeAddr(), hostKey: hostKey, app: a}
 	opsAddr := freeAddr()
 	p.session, err = gexec.Start(exec.Command(opiBin, append([]string{"ssh-proxy",
 		"--kubeconfig", kubeconfig, "--namespace", ns, "--backend", testBackend,
 		"--listen", p.addr, "--ops-listen", opsAddr, "--host-key", keyFile,
-		"--uaa-token-url", st.TokenURL(), "--uaa-client-id", sshClientID, "--uaa-client-secret", sshClientSecret,
-		"--cc-api-url", st.CCURL(),
-	}, extraArgs...)...), GinkgoWriter, GinkgoWriter)
+	}, append(st.ProxyFlags(), extraArgs...)...)...), GinkgoWriter, GinkgoWriter)
 	Expect(err).NotTo(HaveOccurred())
 	session := p.session
 	DeferCleanup(func() {
@@ -106,72 +93,14 @@ func (p *sshProxy) dial(code string, banner io.Writer) (*ssh.Client, error) {
 	return sshstandin.Dial(p.addr, sshstandin.User(p.app.guid, 0), code, p.prints.MD5, banner)
 }
 
-// openSSH runs OpenSSH's client against a proxy: the proxy's host key its only known host, the
-// code given through SSH_ASKPASS.
-type openSSH struct {
-	proxy      *sshProxy
-	knownHosts string
-	askpass    string
-	// logLevel is the client's; INFO shows the proxy's banner, where its refusals are.
-	logLevel string
-}
-
-// openSSH fails the spec when OpenSSH's client is missing, and writes its files.
-func (p *sshProxy) openSSH() *openSSH {
+// openSSH is OpenSSH's client to instance 0 through the proxy; it fails the spec when the client
+// is missing.
+func (p *sshProxy) openSSH() *sshstandin.OpenSSH {
 	GinkgoHelper()
 	if _, err := exec.LookPath("ssh"); err != nil {
 		Fail("OpenSSH's client (ssh) is missing: install openssh-client (.ci/run does when it runs as root)")
 	}
-	dir := GinkgoT().TempDir()
-	host, port, err := net.SplitHostPort(p.addr)
+	o, err := sshstandin.NewOpenSSH(GinkgoT().TempDir(), p.addr, sshstandin.User(p.app.guid, 0), sshCode, p.hostKey)
 	Expect(err).NotTo(HaveOccurred())
-	o := &openSSH{proxy: p, knownHosts: filepath.Join(dir, "known_hosts"), askpass: filepath.Join(dir, "askpass"), logLevel: "ERROR"}
-	line := fmt.Sprintf("[%s]:%s %s", host, port, ssh.MarshalAuthorizedKey(p.hostKey))
-	Expect(os.WriteFile(o.knownHosts, []byte(line), 0o600)).To(Succeed())
-	// OpenSSH asks SSH_ASKPASS for the password (the code) when told to.
-	Expect(os.WriteFile(o.askpass, []byte("#!/bin/sh\necho "+sshCode+"\n"), 0o700)).To(Succeed())
 	return o
-}
-
-// logging is o with the client's log level.
-func (o *openSSH) logging(level string) *openSSH {
-	c := *o
-	c.logLevel = level
-	return &c
-}
-
-// host is the proxy's host, as OpenSSH's programs name it.
-func (o *openSSH) host() string {
-	GinkgoHelper()
-	host, _, err := net.SplitHostPort(o.proxy.addr)
-	Expect(err).NotTo(HaveOccurred())
-	return host
-}
-
-// command is `ssh` to instance 0 through the proxy with args after the host.
-func (o *openSSH) command(args ...string) *exec.Cmd {
-	GinkgoHelper()
-	return o.program("ssh", append([]string{o.host()}, args...)...)
-}
-
-// program is one of OpenSSH's programs (ssh, sftp, scp) reaching instance 0 through the proxy;
-// args name the proxy's host (host()) where the program expects it.
-func (o *openSSH) program(name string, args ...string) *exec.Cmd {
-	GinkgoHelper()
-	if _, err := exec.LookPath(name); err != nil {
-		Fail(fmt.Sprintf("OpenSSH's %s is missing: install openssh-client (.ci/run does when it runs as root)", name))
-	}
-	_, port, err := net.SplitHostPort(o.proxy.addr)
-	Expect(err).NotTo(HaveOccurred())
-	cmd := exec.Command(name, append([]string{
-		"-F", "none", "-o", "Port=" + port, "-o", "User=" + sshstandin.User(o.proxy.app.guid, 0),
-		"-o", "UserKnownHostsFile=" + o.knownHosts, "-o", "StrictHostKeyChecking=yes",
-		"-o", "PreferredAuthentications=password", "-o", "PubkeyAuthentication=no",
-		"-o", "NumberOfPasswordPrompts=1", "-o", "LogLevel=" + o.logLevel,
-		// sftp -b asks ssh for batch mode, which never asks for a password (the code); the
-		// first value given wins.
-		"-o", "BatchMode=no",
-	}, args...)...)
-	cmd.Env = append(os.Environ(), "SSH_ASKPASS="+o.askpass, "SSH_ASKPASS_REQUIRE=force", "DISPLAY=none")
-	return cmd
 }

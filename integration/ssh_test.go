@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	lgstandin "github.com/opi-bridge/opi/testsupport/loggregator"
+	"github.com/opi-bridge/opi/testsupport/sshstandin"
 )
 
 var _ = Describe("cf ssh through opi ssh-proxy", Ordered, func() {
@@ -124,12 +125,12 @@ var _ = Describe("cf ssh through opi ssh-proxy", Ordered, func() {
 	})
 
 	Context("with OpenSSH's client", func() {
-		var openssh *openSSH
+		var openssh *sshstandin.OpenSSH
 
 		BeforeAll(func() { openssh = proxy.openSSH() })
 
 		openSSH := func(stdin string, args ...string) (string, string, error) {
-			cmd := openssh.command(args...)
+			cmd := openssh.Command(args...)
 			cmd.Stdin = strings.NewReader(stdin)
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -148,7 +149,7 @@ var _ = Describe("cf ssh through opi ssh-proxy", Ordered, func() {
 			// Typed as a user types: the next line once the shell has answered the last. All of
 			// it at once with the end of input would race the input's end against the shell
 			// reading it (the pty hangs up on the shell when its input ends).
-			cmd := openssh.command("-tt")
+			cmd := openssh.Command("-tt")
 			stdin, err := cmd.StdinPipe()
 			Expect(err).NotTo(HaveOccurred())
 			stdout, stderr := gbytes.NewBuffer(), gbytes.NewBuffer()

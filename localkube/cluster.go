@@ -38,8 +38,8 @@ const StagesFile = "kwok-stages.yaml"
 
 // Options configures Start. Zero values mean the defaults noted on each field.
 type Options struct {
-	// BinDir holds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and
-	// kwok-stages.yaml. Default: BinDir() (builds them on first use).
+	// BinDir holds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok,
+	// kwok-stages.yaml and kwok-crds.yaml. Default: BinDir() (builds them on first use).
 	BinDir string
 	// WorkDir is the folder in which a fresh localkube-* folder is made for this cluster's data,
 	// certificates, kubeconfig and logs. Default: os.TempDir(). The fresh folder, and the scratch
@@ -108,7 +108,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		}
 		opts.BinDir = dir
 	}
-	for _, f := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", StagesFile} {
+	for _, f := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", StagesFile, CRDsFile} {
 		if _, err := os.Stat(filepath.Join(opts.BinDir, f)); err != nil {
 			return nil, fmt.Errorf("checking the bin folder (run tools/kube/build.sh): %w", err)
 		}
@@ -251,12 +251,15 @@ func (c *Cluster) start(ctx context.Context) error {
 		return err
 	}
 	c.execDir = execDir
+	if err := c.installCRDs(ctx); err != nil {
+		return err
+	}
 	ourStages := filepath.Join(c.workDir, "localkube-stages.yaml")
 	more := ""
 	if c.opts.KwokConfig != "" {
 		more = "---\n" + c.opts.KwokConfig
 	}
-	if err := os.WriteFile(ourStages, []byte(c.opts.Tuning.kwokConfig()+execRule(execDir, execIDs)+crashStage+"---\n"+imagePullStage+"---\n"+taskStages+more), 0o644); err != nil {
+	if err := os.WriteFile(ourStages, []byte(c.opts.Tuning.kwokConfig()+execRule(execDir, execIDs)+crashStage+"---\n"+imagePullStage+"---\n"+taskStages+"---\n"+ephemeralContainersStage+more), 0o644); err != nil {
 		return fmt.Errorf("writing our kwok stages: %w", err)
 	}
 	kwok, err := c.run("kwok",
@@ -265,6 +268,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		"--config", ourStages,
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector", NodeAnnotation+"=fake",
+		"--enable-crds", kwokCRDs,
 		// Pod IPs come from one pool shared by every node without a podCIDR (ours have none):
 		// a /16 gives each of tens of thousands of pods its own IP, as gorouter's registrations
 		// need (kwok's default /24 runs out at 254 and hands IPs out again).
@@ -384,14 +388,9 @@ func (c *Cluster) exitedComponent(proc *process) *process {
 // StartAPIServer starts kube-apiserver (again, after StopAPIServer) on the cluster's port with its
 // certificates and waits until /readyz answers ok.
 func (c *Cluster) StartAPIServer(ctx context.Context) error {
-	c.mu.Lock()
-	for _, p := range c.procs {
-		if p.name == "kube-apiserver" && !p.exited() {
-			c.mu.Unlock()
-			return errors.New("starting kube-apiserver: it is already running")
-		}
+	if c.apiServer() != nil {
+		return errors.New("starting kube-apiserver: it is already running")
 	}
-	c.mu.Unlock()
 	p, err := c.run("kube-apiserver", c.opts.Tuning.apiServerArgs(
 		"--etcd-servers", "http://127.0.0.1:"+strconv.Itoa(c.etcdPort),
 		"--bind-address", "127.0.0.1",
@@ -426,14 +425,7 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 // StopAPIServer stops kube-apiserver (SIGTERM, then SIGKILL after 10 s) and leaves the rest
 // running, to test how clients ride out an API server outage.
 func (c *Cluster) StopAPIServer() error {
-	c.mu.Lock()
-	var api *process
-	for _, p := range c.procs {
-		if p.name == "kube-apiserver" && !p.exited() {
-			api = p
-		}
-	}
-	c.mu.Unlock()
+	api := c.apiServer()
 	if api == nil {
 		return errors.New("stopping kube-apiserver: it is not running")
 	}
@@ -635,4 +627,16 @@ func FreeAddr() (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("127.0.0.1:%d", ports[0]), nil
+}
+
+// apiServer is the running kube-apiserver, or nil.
+func (c *Cluster) apiServer() *process {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.procs {
+		if p.name == "kube-apiserver" && !p.exited() {
+			return p
+		}
+	}
+	return nil
 }

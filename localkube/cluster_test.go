@@ -210,7 +210,7 @@ var _ = Describe("Start and Stop", func() {
 	It("fails with the failing component's output and stops what it started", func(ctx SpecContext) {
 		// A bin folder whose kube-apiserver exits at once: etcd starts, the API server does not.
 		bin := GinkgoT().TempDir()
-		for _, name := range []string{"etcd", "kube-controller-manager", "kube-scheduler", "kwok", localkube.StagesFile} {
+		for _, name := range []string{"etcd", "kube-controller-manager", "kube-scheduler", "kwok", localkube.StagesFile, localkube.CRDsFile} {
 			Expect(os.Symlink(filepath.Join(binDir, name), filepath.Join(bin, name))).To(Succeed())
 		}
 		script := "#!/bin/sh\necho 'cannot start: the flux capacitor is missing' >&2\nexit 3\n"

@@ -15,7 +15,8 @@ const execUser = "nobody"
 // execRule is the kwok ClusterExec (with its separator) that answers exec for every container
 // of every pod: the command runs on this machine in the scratch folder dir, with HOME there too,
 // as execUser when we are root (kwok sets the process's credentials, which needs root), else as
-// ourselves. Port-forwarding is left to the tests that need it: each knows its own target.
+// ourselves. Port-forwarding is left to the tests that need it (ForwardPorts): each knows its own
+// target.
 func execRule(dir string, ids *execIDs) string {
 	rule := `apiVersion: kwok.x-k8s.io/v1alpha1
 kind: ClusterExec

@@ -203,3 +203,29 @@ const (
         {{ end }}
 `
 )
+
+// ephemeralContainersStage reports a running pod's ephemeral containers as running, as a
+// kubelet does once it started them: kwok's fast stages never write ephemeralContainerStatuses,
+// and the SSH proxy waits for its relay container to run before it execs into it. It matches a
+// running pod with more ephemeral containers than statuses of them; afterwards the counts agree
+// and the pod matches no stage of ours again.
+var ephemeralContainersStage = podStage("localkube-pod-ephemeral-containers-running", `    matchExpressions:
+`+notDeleted+`    - key: '.status.phase'
+      operator: 'In'
+      values:
+      - 'Running'
+    - key: '( .spec.ephemeralContainers // [] | length ) > ( .status.ephemeralContainerStatuses // [] | length )'
+      operator: 'In'
+      values:
+      - 'true'
+`, statusPatch+`        ephemeralContainerStatuses:
+        {{ range .spec.ephemeralContainers }}
+        - image: {{ .image | Quote }}
+          name: {{ .name | Quote }}
+          ready: false
+          restartCount: 0
+          state:
+            running:
+              startedAt: {{ $now | Quote }}
+        {{ end }}
+`)

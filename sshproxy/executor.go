@@ -13,7 +13,7 @@ import (
 	"github.com/opi-bridge/opi/k8s/names"
 )
 
-// podExecutor runs commands in the app container of the namespace's pods through the API
+// podExecutor runs commands in the containers of the namespace's pods through the API
 // server's pods/exec, over SPDY: its POST needs only create on pods/exec, where the WebSocket
 // upgrade (a GET) also needs get, a right the proxy's Role need not have.
 type podExecutor struct {
@@ -32,11 +32,15 @@ func NewPodExecutor(config *rest.Config, namespace string) (Executor, error) {
 	return &podExecutor{config: config, client: client.CoreV1().RESTClient(), namespace: namespace}, nil
 }
 
-// Exec runs req's command in its pod's app container.
+// Exec runs req's command in its pod's container.
 func (e *podExecutor) Exec(ctx context.Context, req ExecRequest) error {
+	container := req.Container
+	if container == "" {
+		container = names.ContainerName
+	}
 	url := e.client.Post().Namespace(e.namespace).Resource("pods").Name(req.Pod).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{
-			Container: names.ContainerName,
+			Container: container,
 			Command:   req.Command,
 			Stdin:     req.Stdin != nil,
 			Stdout:    req.Stdout != nil,

@@ -83,6 +83,11 @@ func newHostKey() ssh.Signer {
 }
 
 func startProxy(st *standIns, tune func(*sshproxy.Options)) *proxy {
+	return startProxyWith(st, tune, nil)
+}
+
+// startProxyWith starts a proxy whose deps (the fakes filled in) relay adjusts.
+func startProxyWith(st *standIns, tune func(*sshproxy.Options), relay func(*proxy) sshproxy.Relay) *proxy {
 	opts := sshproxy.Options{
 		HostKey: newHostKey(),
 		Auth: sshproxy.AuthConfig{
@@ -101,7 +106,11 @@ func startProxy(st *standIns, tune func(*sshproxy.Options)) *proxy {
 		return runningPod("dora-0"), &instances.Workload{}, true
 	}
 	p.instances.PodStub = func(name string) (*instances.Pod, bool) { return runningPod(name), true }
-	p.server, err = sshproxy.New(opts, sshproxy.Deps{Instances: p.instances, Executor: p.executor, Lines: p.lines, Forwarder: p.forwarder, Logger: p.logger})
+	deps := sshproxy.Deps{Instances: p.instances, Executor: p.executor, Lines: p.lines, Forwarder: p.forwarder, Logger: p.logger}
+	if relay != nil {
+		deps.Relay = relay(p)
+	}
+	p.server, err = sshproxy.New(opts, deps)
 	Expect(err).NotTo(HaveOccurred())
 	p.prints = p.server.Fingerprints()
 	l, err := net.Listen("tcp", "127.0.0.1:0")

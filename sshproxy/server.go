@@ -90,7 +90,8 @@ const minHandshakes = 16
 // MaxSessions does.
 const maxChannelsPerConn = 10
 
-// maxTunnelsPerConn bounds the tunnels (port-forwards) one connection carries at once.
+// maxTunnelsPerConn bounds the tunnels (port-forwards and relayed dials) one connection carries
+// at once.
 const maxTunnelsPerConn = 32
 
 // Validate reports every setting the proxy cannot run with.
@@ -117,8 +118,12 @@ func (o Options) Validate() error {
 type Deps struct {
 	Instances Instances
 	Executor  Executor
-	// Forwarder carries the tunnels (direct-tcpip channels); nil: tunnels are refused.
+	// Forwarder carries the tunnels (direct-tcpip channels) to the instance's own ports; nil:
+	// tunnels are refused.
 	Forwarder Forwarder
+	// Relay carries the tunnels to other hosts from inside the instance's pod; nil: they are
+	// refused.
+	Relay Relay
 	// Lines, when set, receives the lines saying in the app's log stream who came in and when
 	// they left (cf logs shows them); nil: no lines.
 	Lines  Emitter

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 )
 
-// Executor runs a command in a pod's app container (pods/exec).
+// Executor runs a command in a container of a pod (pods/exec).
 //
 //counterfeiter:generate . Executor
 type Executor interface {
@@ -25,8 +25,10 @@ type Executor interface {
 
 // ExecRequest is one command in one pod.
 type ExecRequest struct {
-	Pod     string
-	Command []string
+	Pod string
+	// Container is the container the command runs in; empty: the app's.
+	Container string
+	Command   []string
 	// Stdin is streamed to the command; its EOF closes the command's stdin.
 	Stdin io.Reader
 	// Stdout and Stderr receive the command's output; with TTY Stderr is nil (a terminal has

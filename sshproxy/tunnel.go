@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"time"
 
 	"code.cloudfoundry.org/lager/v3"
 	"golang.org/x/crypto/ssh"
@@ -86,42 +87,69 @@ func (f *podForwarder) Forward(ctx context.Context, pod string, port uint16, s S
 	if err != nil {
 		return fmt.Errorf("creating the data stream: %w", err)
 	}
+	// The error stream's end, with the kubelet's reason if it wrote one (nil if not).
 	failed := make(chan error, 1)
 	go func() {
 		msg, err := io.ReadAll(errStream)
 		switch {
-		case err != nil:
-			failed <- fmt.Errorf("reading the error stream: %w", err)
 		case len(msg) > 0:
 			failed <- fmt.Errorf("port %d: %s", port, msg)
+		case err != nil:
+			failed <- fmt.Errorf("reading the error stream: %w", err)
+		default:
+			failed <- nil
 		}
 	}()
+	return splice(ctx, s, data, data, failed)
+}
+
+// splice copies between the client's stream s and the far side (r, w) until the far side's
+// output ends or ctx does. The client's EOF closes w. failed, when not nil, ends once with the
+// far side's reason for failing (nil: none), which wins over a plain end of its output.
+func splice(ctx context.Context, s Stream, r io.Reader, w io.WriteCloser, failed <-chan error) error {
 	go func() {
-		// The client's EOF is the port's EOF.
-		defer data.Close()
-		_, _ = io.Copy(data, s)
+		defer w.Close()
+		_, _ = io.Copy(w, s)
 	}()
-	fromPod := make(chan error, 1)
+	fromFar := make(chan error, 1)
 	go func() {
-		_, err := io.Copy(s, data)
+		_, err := io.Copy(s, r)
 		_ = s.CloseWrite()
-		fromPod <- err
+		fromFar <- err
 	}()
 	select {
 	case err := <-failed:
-		return err
-	case err := <-fromPod:
-		// A reason the kubelet sent as the data stream ended wins over a plain end.
+		if err != nil {
+			return err
+		}
+		select {
+		case err := <-fromFar:
+			return err
+		case <-ctx.Done():
+			return nil
+		}
+	case err := <-fromFar:
+		if failed == nil {
+			return err
+		}
+		// A kubelet may end the data stream before it writes its reason (kwok does), and ends
+		// the error stream right after: a reason that comes wins over a plain end.
 		select {
 		case ferr := <-failed:
-			return ferr
-		default:
+			if ferr != nil {
+				return ferr
+			}
+		case <-time.After(errorStreamGrace):
+		case <-ctx.Done():
 		}
 		return err
 	case <-ctx.Done():
 		return nil
 	}
 }
+
+// errorStreamGrace bounds the wait for the error stream's end once the data stream ended.
+const errorStreamGrace = 5 * time.Second
 
 // directTCPIP is RFC 4254's "direct-tcpip" payload: where the client wants to reach.
 type directTCPIP struct {
@@ -131,8 +159,9 @@ type directTCPIP struct {
 	OriginPort uint32
 }
 
-// tunnel serves a direct-tcpip channel to a port of the granted instance itself; any other
-// host is refused: the proxy never dials from its own network position.
+// tunnel serves a direct-tcpip channel: to a port of the granted instance itself through
+// pods/portforward, to any other host through the relay, which dials from inside the instance's
+// pod. The proxy never dials from its own network position.
 func (s *Server) tunnel(ctx context.Context, g *grant, newCh ssh.NewChannel, logger lager.Logger) {
 	var req directTCPIP
 	if err := ssh.Unmarshal(newCh.ExtraData(), &req); err != nil {
@@ -148,10 +177,13 @@ func (s *Server) tunnel(ctx context.Context, g *grant, newCh ssh.NewChannel, log
 		_ = newCh.Reject(ssh.ConnectionFailed, fmt.Sprintf("opi ssh-proxy: instance %d is gone", g.index))
 		return
 	}
-	if !isInstanceHost(req.Host, p.IP) || req.Port == 0 || req.Port > 65535 {
-		_ = newCh.Reject(ssh.Prohibited, fmt.Sprintf(
-			"opi ssh-proxy: tunnels reach only the instance's own ports (localhost or its IP), not %s",
-			net.JoinHostPort(truncate(req.Host, 120), strconv.Itoa(int(req.Port)))))
+	target := net.JoinHostPort(truncate(req.Host, 120), strconv.Itoa(int(req.Port)))
+	if !isInstanceHost(req.Host, p.IP) {
+		s.relayTunnel(ctx, g, newCh, req, target, logger)
+		return
+	}
+	if req.Port == 0 || req.Port > 65535 {
+		_ = newCh.Reject(ssh.Prohibited, "opi ssh-proxy: no such port: "+target)
 		return
 	}
 	ch, reqs, err := newCh.Accept()
@@ -164,6 +196,41 @@ func (s *Server) tunnel(ctx context.Context, g *grant, newCh ssh.NewChannel, log
 		logger.Info("tunnel-failed", lager.Data{"port": req.Port, "error": err.Error()})
 	}
 }
+
+// relayTunnel serves a tunnel to another host through the relay; the channel is accepted only
+// once the relay connected, so a failure reaches the client as the channel's refusal.
+func (s *Server) relayTunnel(ctx context.Context, g *grant, newCh ssh.NewChannel, req directTCPIP, target string, logger lager.Logger) {
+	if s.d.Relay == nil {
+		_ = newCh.Reject(ssh.Prohibited, fmt.Sprintf(
+			"opi ssh-proxy: tunnels reach only the instance's own ports (localhost or its IP), not %s: tunnels to other hosts are turned off", target))
+		return
+	}
+	if err := CheckRelayTarget(req.Host, int(req.Port)); err != nil {
+		_ = newCh.Reject(ssh.Prohibited, "opi ssh-proxy: cannot tunnel to "+target+": "+err.Error())
+		return
+	}
+	conn, err := s.d.Relay.Open(ctx, g.pod.name, g.pod.uid, req.Host, uint16(req.Port))
+	if err != nil {
+		logger.Info("relay-refused", lager.Data{"target": target, "reason": err.Error()})
+		_ = newCh.Reject(ssh.ConnectionFailed, fmt.Sprintf("opi ssh-proxy: cannot reach %s from instance %d: %v", target, g.index, err))
+		return
+	}
+	defer conn.Close()
+	ch, reqs, err := newCh.Accept()
+	if err != nil {
+		return
+	}
+	defer ch.Close()
+	go ssh.DiscardRequests(reqs)
+	if err := splice(ctx, ch, conn, closeWriter{conn}, nil); err != nil && !errors.Is(err, io.EOF) {
+		logger.Info("tunnel-failed", lager.Data{"target": target, "error": err.Error()})
+	}
+}
+
+// closeWriter is a RelayConn whose Close ends only what is sent (the client's EOF).
+type closeWriter struct{ RelayConn }
+
+func (c closeWriter) Close() error { return c.CloseWrite() }
 
 // isInstanceHost says whether host names the instance itself: the loopback names, or its IP.
 func isInstanceHost(host, podIP string) bool {

@@ -218,4 +218,15 @@ var _ = Describe("The pods/portforward Forwarder", func() {
 		Expect(errSide.out.Close()).To(Succeed())
 		Eventually(done).Should(Receive(MatchError("port 8080: error forwarding port 8080 to pod: connection refused")))
 	})
+
+	It("returns the reason a kubelet writes after it ended the data stream", func() {
+		_, done := forward("")
+		var errSide, data podSide
+		Eventually(conn.created).Should(Receive(&errSide))
+		Eventually(conn.created).Should(Receive(&data))
+		Expect(data.out.Close()).To(Succeed())
+		_, _ = errSide.out.Write([]byte("error forwarding port 8080 to pod: no forward found"))
+		Expect(errSide.out.Close()).To(Succeed())
+		Eventually(done).Should(Receive(MatchError("port 8080: error forwarding port 8080 to pod: no forward found")))
+	})
 })

@@ -1,5 +1,6 @@
 // Command opi is the OPI server: `opi connect` serves Cloud Controller's LRP API and runs the
-// apps on Kubernetes; `opi agent` ships a node's app logs; `opi ssh-proxy` is `cf ssh`'s endpoint.
+// apps on Kubernetes; `opi agent` ships a node's app logs; `opi ssh-proxy` is `cf ssh`'s endpoint;
+// `opi relay` runs in an instance's pod for the proxy's tunnels to other hosts.
 package main
 
 import (
@@ -28,6 +29,7 @@ import (
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/k8s/apiclient"
 	"github.com/opi-bridge/opi/metrics"
+	"github.com/opi-bridge/opi/sshproxy"
 )
 
 // defaultGCPercent is opi's GOGC unless the environment sets one.
@@ -36,6 +38,7 @@ const defaultGCPercent = 25
 const usage = `usage: opi connect [--config FILE] [--listen ADDR] [--kubeconfig PATH] [--namespace NS] [flags]
        opi agent --node NAME --state-dir DIR --loggregator-addr HOST:PORT [flags]
        opi ssh-proxy --host-key FILE --uaa-token-url URL --uaa-client-id ID --cc-api-url URL [flags]
+       opi relay idle | dial [--timeout D] -- HOST PORT   (run by the SSH proxy in an instance's pod)
        opi --version
 
 Serves Cloud Controller's OPI API and runs its apps on Kubernetes. "opi connect -h" lists the flags.
@@ -52,6 +55,10 @@ func main() {
 	}
 	if len(os.Args) >= 2 && os.Args[1] == "ssh-proxy" {
 		mainSSHProxy(os.Args[2:])
+		return
+	}
+	if len(os.Args) >= 2 && os.Args[1] == sshproxy.RelayCommand {
+		mainRelay(os.Args[2:])
 		return
 	}
 	if len(os.Args) < 2 || os.Args[1] != "connect" {

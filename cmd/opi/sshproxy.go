@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -10,9 +11,11 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"code.cloudfoundry.org/lager/v3"
 	"golang.org/x/crypto/ssh"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/opi-bridge/opi/k8s"
@@ -54,6 +57,18 @@ type SSHProxyConfig struct {
 	// OpsListen is the plain HTTP ops endpoint (/healthz, /readyz, /fingerprints); "" none.
 	OpsListen string `json:"ops_listen"`
 	LogLevel  string `json:"log_level"`
+	// OtherHostTunnels allows tunnels to hosts other than the instance itself, dialled from
+	// inside the instance's pod by a relay container of RelayImage added to it.
+	OtherHostTunnels bool `json:"other_host_tunnels"`
+	// RelayImage is the relay container's image, opi's own; empty: the image the proxy's own
+	// pod runs (read through POD_NAME and POD_NAMESPACE).
+	RelayImage string `json:"relay_image"`
+	// RelayBinary is the path of opi's binary in RelayImage.
+	RelayBinary string `json:"relay_binary"`
+	// RelayDialTimeout bounds a relay's dial; RelayStartTimeout how long a new relay container
+	// may take to run.
+	RelayDialTimeout  Duration `json:"relay_dial_timeout"`
+	RelayStartTimeout Duration `json:"relay_start_timeout"`
 	// Loggregator is where the proxy sends the lines saying who came into an instance and
 	// when they left (as `opi connect`'s section); absent: no lines.
 	Loggregator LoggregatorConfig `json:"loggregator"`
@@ -75,6 +90,10 @@ func DefaultSSHProxyConfig() SSHProxyConfig {
 		SFTPServerPaths:    slices.Clone(sshproxy.DefaultSFTPServerPaths),
 		OpsListen:          ":2223",
 		LogLevel:           "info",
+		OtherHostTunnels:   true,
+		RelayBinary:        sshproxy.DefaultRelayBinary,
+		RelayDialTimeout:   Duration{sshproxy.DefaultRelayDialTimeout},
+		RelayStartTimeout:  Duration{sshproxy.DefaultRelayStartTimeout},
 	}
 }
 
@@ -113,6 +132,11 @@ func parseSSHProxyFlags(args []string, cfg *SSHProxyConfig) (configPath string, 
 	fs.Var((*stringList)(&cfg.SFTPServerPaths), "sftp-server-paths", "comma-separated paths where the sftp subsystem looks for the image's sftp-server, in order")
 	fs.StringVar(&cfg.OpsListen, "ops-listen", cfg.OpsListen, "address of the plain HTTP ops endpoint (/healthz, /readyz, /fingerprints); empty: none")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, error or fatal")
+	fs.BoolVar(&cfg.OtherHostTunnels, "other-host-tunnels", cfg.OtherHostTunnels, "allow tunnels to hosts other than the instance, dialled from inside its pod by a relay container")
+	fs.StringVar(&cfg.RelayImage, "relay-image", cfg.RelayImage, "the relay container's image, opi's own (default: the image of the proxy's own pod, read through POD_NAME and POD_NAMESPACE)")
+	fs.StringVar(&cfg.RelayBinary, "relay-binary", cfg.RelayBinary, "the path of opi's binary in the relay image")
+	fs.Var(&cfg.RelayDialTimeout, "relay-dial-timeout", "how long a relay's dial to another host may take")
+	fs.Var(&cfg.RelayStartTimeout, "relay-start-timeout", "how long a new relay container may take to run (its image pulled)")
 	cfg.Loggregator.bindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return "", err
@@ -164,6 +188,17 @@ func (c *SSHProxyConfig) validate() error {
 	}
 	if err := c.Loggregator.validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.OtherHostTunnels {
+		if !strings.HasPrefix(c.RelayBinary, "/") {
+			errs = append(errs, fmt.Errorf("relay_binary %q is not an absolute path", c.RelayBinary))
+		}
+		if d := c.RelayDialTimeout.Duration; d <= 0 || d > time.Minute {
+			errs = append(errs, fmt.Errorf("relay_dial_timeout (%s) must be positive and at most 1m", d))
+		}
+		if c.RelayStartTimeout.Duration <= 0 {
+			errs = append(errs, fmt.Errorf("relay_start_timeout (%s) must be positive", c.RelayStartTimeout.Duration))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -222,6 +257,9 @@ func runSSHProxy(ctx context.Context, cfg SSHProxyConfig) error {
 	} else {
 		logger.Info("ssh-lines-off", lager.Data{"reason": "no loggregator.addr configured"})
 	}
+	if relay := wireRelay(ctx, client, executor, cfg, logger); relay != nil {
+		deps.Relay = relay
+	}
 	reader := sshproxy.NewInstances(client, cfg.Namespace, cfg.Backend == k8s.StatefulSets, logger)
 	defer reader.Shutdown()
 	deps.Instances = reader
@@ -253,6 +291,49 @@ func runSSHProxy(ctx context.Context, cfg SSHProxyConfig) error {
 	logger.Info("listening", lager.Data{"addr": l.Addr().String()})
 	return srv.Serve(ctx, l)
 }
+
+// wireRelay is the relay of the tunnels to other hosts, nil when they are off: turned off, or
+// with no image to run (logged).
+func wireRelay(ctx context.Context, client kubernetes.Interface, executor sshproxy.Executor, cfg SSHProxyConfig, logger lager.Logger) sshproxy.Relay {
+	if !cfg.OtherHostTunnels {
+		logger.Info("other-host-tunnels-off", lager.Data{"reason": "other_host_tunnels is false"})
+		return nil
+	}
+	image, err := relayImage(ctx, client, cfg.RelayImage, os.Getenv("POD_NAME"), cmp.Or(os.Getenv("POD_NAMESPACE"), cfg.Namespace))
+	if err != nil {
+		logger.Info("other-host-tunnels-off", lager.Data{"reason": err.Error()})
+		return nil
+	}
+	logger.Info("other-host-tunnels", lager.Data{"relay-image": image, "relay-binary": cfg.RelayBinary})
+	return sshproxy.NewPodRelay(client, cfg.Namespace, executor, sshproxy.RelayOptions{
+		Image: image, Binary: cfg.RelayBinary,
+		DialTimeout: cfg.RelayDialTimeout.Duration, StartTimeout: cfg.RelayStartTimeout.Duration,
+	})
+}
+
+// relayImage is the configured relay image, else the image of the proxy's own pod (the
+// container running opi ssh-proxy), so the relay runs the same binary as the proxy.
+func relayImage(ctx context.Context, client kubernetes.Interface, configured, podName, namespace string) (string, error) {
+	if configured != "" {
+		return configured, nil
+	}
+	if podName == "" {
+		return "", errors.New("no relay_image configured and POD_NAME unset (not in a pod)")
+	}
+	pod, err := client.CoreV1().Pods(namespace).Get(ctx, podName, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("reading the proxy's own pod for its image: %w", err)
+	}
+	for _, c := range pod.Spec.Containers {
+		if c.Name == sshProxyContainer {
+			return c.Image, nil
+		}
+	}
+	return "", fmt.Errorf("the proxy's own pod %s has no container %s", podName, sshProxyContainer)
+}
+
+// sshProxyContainer is the proxy's container in its kustomize component's Deployment.
+const sshProxyContainer = "opi-ssh-proxy"
 
 // mainSSHProxy is `opi ssh-proxy`: the SSH endpoint of `cf ssh`.
 func mainSSHProxy(args []string) {

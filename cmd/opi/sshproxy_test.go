@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/x509"
@@ -13,6 +14,9 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 	"sigs.k8s.io/yaml"
 
 	"github.com/opi-bridge/opi/loggregator"
@@ -87,6 +91,49 @@ var _ = Describe("opi ssh-proxy's configuration", func() {
 		Expect(err).To(MatchError(ContainSubstring(`sftp-server path "sftp-server" is not an absolute path`)))
 	})
 
+	It("allows tunnels to other hosts by default, through opi's binary at /opi, and reads the relay's flags", func() {
+		cfg, err := LoadSSHProxyConfig(required())
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cfg.OtherHostTunnels).To(BeTrue())
+		Expect(cfg.RelayImage).To(BeEmpty(), "the proxy's own image")
+		Expect(cfg.RelayBinary).To(Equal("/opi"))
+		Expect(cfg.RelayDialTimeout.Duration).To(Equal(10 * time.Second))
+		Expect(cfg.RelayStartTimeout.Duration).To(Equal(time.Minute))
+
+		cfg, err = LoadSSHProxyConfig(required("--other-host-tunnels=false", "--relay-image", "registry.example.com/opi:1",
+			"--relay-binary", "/usr/local/bin/opi", "--relay-dial-timeout", "3s", "--relay-start-timeout", "20s"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cfg.OtherHostTunnels).To(BeFalse())
+		Expect(cfg.RelayImage).To(Equal("registry.example.com/opi:1"))
+		Expect(cfg.RelayBinary).To(Equal("/usr/local/bin/opi"))
+		Expect(cfg.RelayDialTimeout.Duration).To(Equal(3 * time.Second))
+		Expect(cfg.RelayStartTimeout.Duration).To(Equal(20 * time.Second))
+	})
+
+	Describe("the relay's image", func() {
+		ownPod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "opi-ssh-proxy-7d9f-abcde", Namespace: "cf-workloads"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{
+				{Name: "istio-proxy", Image: "istio/proxyv2"},
+				{Name: "opi-ssh-proxy", Image: "registry.example.com/opi@sha256:abc"},
+			}},
+		}
+
+		It("is the configured one, else the proxy container's of the proxy's own pod", func() {
+			client := fake.NewClientset(ownPod)
+			Expect(relayImage(context.Background(), client, "opi:configured", ownPod.Name, "cf-workloads")).To(Equal("opi:configured"))
+			Expect(relayImage(context.Background(), client, "", ownPod.Name, "cf-workloads")).To(Equal("registry.example.com/opi@sha256:abc"))
+		})
+
+		It("is unknown outside a pod, or when the own pod cannot be read", func() {
+			client := fake.NewClientset()
+			_, err := relayImage(context.Background(), client, "", "", "cf-workloads")
+			Expect(err).To(MatchError("no relay_image configured and POD_NAME unset (not in a pod)"))
+			_, err = relayImage(context.Background(), client, "", "gone", "cf-workloads")
+			Expect(err).To(MatchError(ContainSubstring("reading the proxy's own pod for its image")))
+		})
+	})
+
 	It("reads a YAML file whose keys the flags override, and the secret from a file", func() {
 		secret := filepath.Join(dir, "secret")
 		Expect(os.WriteFile(secret, []byte("from-file\n"), 0o600)).To(Succeed())
@@ -150,6 +197,8 @@ loggregator:
 			"the UAA client id and secret are required"),
 		Entry("an unknown backend", func() []string { return required("--backend", "pods") }, `backend "pods" is not one of deployments, statefulsets`),
 		Entry("no bound", func() []string { return required("--max-sessions", "0") }, "max-sessions (0) and max-sessions-per-user (20) must be at least 1"),
+		Entry("a relative relay binary", func() []string { return required("--relay-binary", "opi") }, `relay_binary "opi" is not an absolute path`),
+		Entry("an unbounded relay dial", func() []string { return required("--relay-dial-timeout", "5m") }, "relay_dial_timeout (5m0s) must be positive and at most 1m"),
 		Entry("a loggregator address without TLS", func() []string { return required("--loggregator-addr", "127.0.0.1:3458") }, "loggregator needs mutual TLS"),
 	)
 
@@ -162,13 +211,23 @@ loggregator:
 		Expect(cfg.OpsListen).To(Equal(":2223"))
 		Expect(cfg.HostKey).To(Equal("/etc/opi-ssh-proxy/secret/host-key.pem"))
 		Expect(cfg.UAAClientSecretFile).To(Equal("/etc/opi-ssh-proxy/secret/uaa-client-secret"))
+		Expect(cfg.OtherHostTunnels).To(BeTrue())
+		Expect(cfg.RelayBinary).To(Equal("/opi"))
 
 		data, err = os.ReadFile("../../deploy/kustomize/components/ssh-proxy/deployment.yaml")
 		Expect(err).NotTo(HaveOccurred())
 		var d appsv1.Deployment
 		Expect(yaml.Unmarshal(data, &d)).To(Succeed())
 		c := d.Spec.Template.Spec.Containers[0]
+		Expect(c.Name).To(Equal(sshProxyContainer), "the relay's default image is this container's")
 		Expect(c.Command).To(Equal([]string{"/opi", "ssh-proxy"}))
+		env := map[string]string{}
+		for _, e := range c.Env {
+			if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+				env[e.Name] = e.ValueFrom.FieldRef.FieldPath
+			}
+		}
+		Expect(env).To(Equal(map[string]string{"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}))
 		Expect(c.Args).To(Equal([]string{"--config", "/etc/opi-ssh-proxy/ssh-proxy.yml"}))
 		ports := map[string]int32{}
 		for _, p := range c.Ports {

@@ -57,6 +57,9 @@ const (
 const (
 	// ContainerName is the name of the app's container in every pod.
 	ContainerName = "opi"
+	// RelayContainerName is the name of the ephemeral container the SSH proxy adds to an
+	// instance's pod for tunnels to other hosts; the node agent ships none of its output.
+	RelayContainerName = "opi-relay"
 
 	// maxNameLen leaves room in a 63-char name for the ReplicaSet hash (11) and pod suffix (6).
 	maxNameLen = 45

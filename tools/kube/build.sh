@@ -8,7 +8,8 @@
 # folder (it is then used as it is).
 #
 # Next to the binaries it writes kwok-stages.yaml: the Stage documents of kwok's fast node and
-# pod stage sets, read from the pinned kwok module at build time (kwok exits without stages).
+# pod stage sets, read from the pinned kwok module at build time (kwok exits without stages), and
+# kwok-crds.yaml: the definition of kwok's PortForward resource, from the same module.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -40,8 +41,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   done
 fi
 
-stages="$dir/kwok-stages.yaml"
-if [ ! -s "$stages" ]; then
+# The pinned kwok module's folder (downloaded when the build cache has it but the module cache
+# does not) and version, for the files below.
+kwok_module() {
   cd "$here"
   kwok_dir=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
   if [ -z "$kwok_dir" ] || [ ! -d "$kwok_dir" ]; then
@@ -49,18 +51,42 @@ if [ ! -s "$stages" ]; then
     kwok_dir=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
   fi
   kwok_version=$(go list -m -f '{{.Version}}' sigs.k8s.io/kwok)
+}
+
+# concat FILE... prints the YAML files as one stream of documents, each ending with exactly one
+# newline ($(...) drops trailing newlines), kustomization.yaml files and a leading separator left
+# out.
+concat() {
+  local sep="" f
+  for f in "$@"; do
+    [ "$(basename "$f")" = kustomization.yaml ] && continue
+    printf '%s' "$sep"
+    printf '%s\n' "$(sed '1{/^---$/d}' "$f")"
+    sep=$'---\n'
+  done
+}
+
+stages="$dir/kwok-stages.yaml"
+if [ ! -s "$stages" ]; then
+  kwok_module
   {
     echo "# kwok's fast node and pod stages, from sigs.k8s.io/kwok@$kwok_version (written by tools/kube/build.sh)"
-    sep=""
-    for f in "$kwok_dir"/kustomize/stage/node/fast/*.yaml "$kwok_dir"/kustomize/stage/pod/fast/*.yaml; do
-      [ "$(basename "$f")" = kustomization.yaml ] && continue
-      printf '%s' "$sep"
-      # $(cat) drops trailing newlines, so each document ends with exactly one.
-      printf '%s\n' "$(cat "$f")"
-      sep=$'---\n'
-    done
+    concat "$kwok_dir"/kustomize/stage/node/fast/*.yaml "$kwok_dir"/kustomize/stage/pod/fast/*.yaml
   } >"$stages.$$.tmp"
   mv "$stages.$$.tmp" "$stages"
   echo "  wrote $stages" >&2
+fi
+
+# The definition of kwok's PortForward resource, which localkube installs so that tests create
+# port-forward rules while kwok runs.
+crds="$dir/kwok-crds.yaml"
+if [ ! -s "$crds" ]; then
+  kwok_module
+  {
+    echo "# kwok's port-forward resource definition, from sigs.k8s.io/kwok@$kwok_version (written by tools/kube/build.sh)"
+    concat "$kwok_dir"/kustomize/crd/bases/kwok.x-k8s.io_portforwards.yaml
+  } >"$crds.$$.tmp"
+  mv "$crds.$$.tmp" "$crds"
+  echo "  wrote $crds" >&2
 fi
 echo "$dir"
