@@ -347,7 +347,7 @@ func benchTunnels(ctx context.Context, cfg sshBenchConfig, cluster *localkube.Cl
 		fig.Cipher = "unknown"
 	}
 
-	kubectl, kubectlAddr, err := startPortForward(cluster, opiNamespace, pod, benchAppPort)
+	kubectl, kubectlAddr, err := cluster.KubectlPortForward(opiNamespace, pod, benchAppPort)
 	if err != nil {
 		return err
 	}
@@ -488,27 +488,6 @@ func scanCipher(r io.Reader, found chan<- string) {
 			sent = true
 		}
 	}
-}
-
-// startPortForward runs kubectl port-forward to the pod's port and returns its local address.
-func startPortForward(cluster *localkube.Cluster, ns, pod string, port int) (*exec.Cmd, string, error) {
-	cmd := exec.Command(filepath.Join(cluster.BinDir(), "kubectl"), "--kubeconfig", cluster.Kubeconfig(),
-		"-n", ns, "port-forward", "--address", "127.0.0.1", "pod/"+pod, ":"+strconv.Itoa(port))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, "", err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, "", fmt.Errorf("starting kubectl port-forward: %w", err)
-	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	m := regexp.MustCompile(`Forwarding from (127\.0\.0\.1:\d+) -> `).FindStringSubmatch(line)
-	if err != nil || m == nil {
-		stopCommand(cmd)
-		return nil, "", fmt.Errorf("kubectl port-forward said %q: %v", line, err)
-	}
-	go func() { _, _ = io.Copy(io.Discard, out) }()
-	return cmd, m[1], nil
 }
 
 func stopCommand(cmd *exec.Cmd) {
