@@ -172,6 +172,14 @@ bench-tasks: build opi-bench
 bench-agent: opi-bench
 	$(BIN)/opi-bench agent $(BENCH_RECORD) $(BENCH_FLAGS)
 
+# `opi ssh-proxy` on a local control plane: session setup p50/p99 with 50 clients at once (dial,
+# the one-time code through the stand-ins, `echo ok` through pods/exec), and one tunnel stream
+# through OpenSSH's `ssh -N -L` against `kubectl port-forward` to the same pod port, in turns.
+# `make bench-ssh RECORD=1` records a run.
+.PHONY: bench-ssh
+bench-ssh: build opi-bench
+	$(BIN)/opi-bench ssh -opi-bin $(BIN)/opi -backend $(BACKEND) $(BENCH_RECORD) $(BENCH_FLAGS)
+
 # --- Load test (independent of `make test`) ---
 # 50 concurrent clients mixing every LRP route on a local control plane for DURATION (at most
 # MAX_REQUESTS requests), then Kubernetes and GET /apps are compared with the driver's model.

@@ -1,6 +1,7 @@
 package localkube
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -8,7 +9,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -152,4 +155,29 @@ func established(crd *unstructured.Unstructured) bool {
 		}
 	}
 	return false
+}
+
+// KubectlPortForward starts `kubectl port-forward` to the pod's port, listening on a loopback
+// port kubectl picks, and returns it with that address once it listens; the caller ends it
+// (Process.Kill, then Wait). kubectl ends by itself when a forwarded connection fails.
+func (c *Cluster) KubectlPortForward(namespace, pod string, port int) (*exec.Cmd, string, error) {
+	cmd := exec.Command(filepath.Join(c.opts.BinDir, "kubectl"), "--kubeconfig", c.kubeconfig,
+		"-n", namespace, "port-forward", "--address", "127.0.0.1", "pod/"+pod, ":"+strconv.Itoa(port))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, "", fmt.Errorf("starting kubectl port-forward: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, "", fmt.Errorf("starting kubectl port-forward: %w", err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	m := regexp.MustCompile(`Forwarding from (127\.0\.0\.1:\d+) -> ` + strconv.Itoa(port)).FindStringSubmatch(line)
+	if err != nil || m == nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, "", fmt.Errorf("kubectl port-forward said %q: %v", line, err)
+	}
+	// kubectl writes a line per connection; unread, they would fill the pipe and stop it.
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	return cmd, m[1], nil
 }

@@ -1,14 +1,9 @@
 package localkube_test
 
 import (
-	"bufio"
 	"crypto/rand"
 	"fmt"
 	"net"
-	"os/exec"
-	"path/filepath"
-	"regexp"
-	"strconv"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -45,21 +40,13 @@ var _ = Describe("Port-forward to simulated pods", func() {
 	// listens on; kubectl ends when a forwarded connection fails, so each attempt runs its own.
 	portForward := func(port int) string {
 		GinkgoHelper()
-		cmd := exec.Command(filepath.Join(cluster.BinDir(), "kubectl"), "--kubeconfig", cluster.Kubeconfig(),
-			"-n", ns, "port-forward", "--address", "127.0.0.1", "pod/db", ":"+strconv.Itoa(port))
-		out, err := cmd.StdoutPipe()
+		cmd, addr, err := cluster.KubectlPortForward(ns, "db", port)
 		Expect(err).NotTo(HaveOccurred())
-		cmd.Stderr = GinkgoWriter
-		Expect(cmd.Start()).To(Succeed())
 		DeferCleanup(func() {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 		})
-		line, err := bufio.NewReader(out).ReadString('\n')
-		Expect(err).NotTo(HaveOccurred())
-		m := regexp.MustCompile(`Forwarding from (127\.0\.0\.1:\d+) -> ` + strconv.Itoa(port)).FindStringSubmatch(line)
-		Expect(m).NotTo(BeNil(), line)
-		return m[1]
+		return addr
 	}
 
 	roundTrip := func(port int, out []byte) ([]byte, error) {

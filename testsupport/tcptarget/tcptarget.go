@@ -34,7 +34,8 @@ func Echo(limit int64) (*Server, error) {
 	})
 }
 
-// Source serves connections that get n bytes and then the connection's end.
+// Source serves connections that get n bytes and then the connection's end. Through kwok's
+// port-forward that end reaches the client only once the client has ended its own side.
 func Source(n int64) (*Server, error) {
 	return start(func(c net.Conn) {
 		_, _ = io.CopyN(c, zeros{}, n)

@@ -72,6 +72,9 @@ type recordedRun struct {
 	Agent       *agentFigures  `json:"agent"`
 	AgentBounds *boundsFigures `json:"agent_bounds"`
 
+	// SSH proxy runs (opi-bench ssh).
+	SSH *sshFigures `json:"ssh"`
+
 	// Nats runs (nats_report.go).
 	natsRecorded
 
@@ -106,8 +109,8 @@ func readRuns(r io.Reader) ([]recordedRun, error) {
 		if run.at.IsZero() {
 			return nil, fmt.Errorf("line %d: date %q is in none of the formats %q", n, run.Date, runDateLayouts)
 		}
-		if run.N == 0 && run.Tasks == 0 && run.Agent == nil && run.AgentBounds == nil {
-			return nil, fmt.Errorf("line %d: neither n, tasks nor agent (nor agent_bounds) is set", n)
+		if run.N == 0 && run.Tasks == 0 && run.Agent == nil && run.AgentBounds == nil && run.SSH == nil {
+			return nil, fmt.Errorf("line %d: neither n, tasks, agent, agent_bounds nor ssh is set", n)
 		}
 		run.line = n
 		runs = append(runs, run)
@@ -320,10 +323,12 @@ func generatedTables(runs []recordedRun) string {
 
 	var b strings.Builder
 	b.WriteString(generatedBegin + "\n\n")
-	lrp, tasks, agents := 0, 0, 0
+	lrp, tasks, agents, sshRuns := 0, 0, 0, 0
 	for _, r := range runs {
 		if r.Agent != nil || r.AgentBounds != nil {
 			agents++
+		} else if r.SSH != nil {
+			sshRuns++
 		} else if r.Tasks > 0 {
 			tasks++
 		} else {
@@ -334,6 +339,9 @@ func generatedTables(runs []recordedRun) string {
 		kinds := fmt.Sprintf("%d of LRPs, %d of tasks", lrp, tasks)
 		if agents > 0 {
 			kinds += fmt.Sprintf(", %d of the node agent", agents)
+		}
+		if sshRuns > 0 {
+			kinds += fmt.Sprintf(", %d of the SSH proxy", sshRuns)
 		}
 		fmt.Fprintf(&b, "%d recorded runs (%s), %s to %s. Each table gives, per N (apps, or tasks), the figure of the latest run that measured it, its date and how many runs measured it; `docs/benchmarks/runs.jsonl` holds every run's figures.\n",
 			len(ordered), kinds, ordered[0].at.Format(runDateLayouts[0]), ordered[len(ordered)-1].at.Format(runDateLayouts[0]))
@@ -389,6 +397,7 @@ func generatedTables(runs []recordedRun) string {
 	}
 	b.WriteString(agentTables(ordered))
 	b.WriteString(boundsTables(ordered))
+	b.WriteString(sshTables(ordered))
 	b.WriteString("\n" + strings.TrimPrefix(oldBench, " ") + " Measured by the earlier bench: one floor making opi's objects, in batches of N/10 alternating with opi's, without the quiet wait before each side.\n\n")
 	b.WriteString(generatedEnd + "\n")
 	return b.String()

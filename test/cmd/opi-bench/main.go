@@ -127,19 +127,15 @@ func parseFlags(args []string) (config, error) {
 }
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "agent" {
-		if err := agentMain(os.Args[2:]); err != nil && !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "opi-bench agent:", err)
-			os.Exit(1)
+	subcommands := map[string]func([]string) error{"agent": agentMain, "report": reportMain, "ssh": sshMain}
+	if len(os.Args) > 1 {
+		if sub, ok := subcommands[os.Args[1]]; ok {
+			if err := sub(os.Args[2:]); err != nil && !errors.Is(err, flag.ErrHelp) {
+				fmt.Fprintf(os.Stderr, "opi-bench %s: %v\n", os.Args[1], err)
+				os.Exit(1)
+			}
+			return
 		}
-		return
-	}
-	if len(os.Args) > 1 && os.Args[1] == "report" {
-		if err := reportMain(os.Args[2:]); err != nil && !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "opi-bench report:", err)
-			os.Exit(1)
-		}
-		return
 	}
 	cfg, err := parseFlags(os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {
