@@ -7,10 +7,6 @@ package sshlocal
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -123,39 +119,19 @@ func Start(ctx context.Context, c Cluster, o Options) (*Proxy, error) {
 // writeFiles writes a new host key, the known_hosts line for it at p.Addr, the askpass script
 // and the client secret (a file, as the component mounts it), and returns the key's path.
 func (p *Proxy) writeFiles(dir string) (string, error) {
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return "", fmt.Errorf("generating the host key: %w", err)
-	}
-	der, err := x509.MarshalPKCS8PrivateKey(priv)
-	if err != nil {
-		return "", fmt.Errorf("encoding the host key: %w", err)
-	}
-	signer, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		return "", fmt.Errorf("reading the host key: %w", err)
-	}
-	host, port, err := net.SplitHostPort(p.Addr)
-	if err != nil {
-		return "", fmt.Errorf("the ssh address %q: %w", p.Addr, err)
-	}
-	p.SHA256, p.MD5 = ssh.FingerprintSHA256(signer.PublicKey()), ssh.FingerprintLegacyMD5(signer.PublicKey())
 	keyFile := filepath.Join(dir, "host-key.pem")
-	p.KnownHosts, p.Askpass = filepath.Join(dir, "known_hosts"), filepath.Join(dir, "askpass")
-	for _, f := range []struct {
-		path string
-		data []byte
-		mode os.FileMode
-	}{
-		{keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600},
-		{p.KnownHosts, []byte(fmt.Sprintf("[%s]:%s %s", host, port, ssh.MarshalAuthorizedKey(signer.PublicKey()))), 0o600},
-		// OpenSSH runs it for the password when SSH_ASKPASS_REQUIRE=force.
-		{p.Askpass, []byte("#!/bin/sh\necho " + Code + "\n"), 0o700},
-		{filepath.Join(dir, "uaa-client-secret"), []byte(ClientSecret + "\n"), 0o600},
-	} {
-		if err := os.WriteFile(f.path, f.data, f.mode); err != nil {
-			return "", fmt.Errorf("writing %s: %w", f.path, err)
-		}
+	hostKey, err := sshstandin.WriteHostKey(keyFile)
+	if err != nil {
+		return "", err
+	}
+	p.SHA256, p.MD5 = ssh.FingerprintSHA256(hostKey), ssh.FingerprintLegacyMD5(hostKey)
+	files, err := sshstandin.WriteClientFiles(dir, p.Addr, Code, hostKey)
+	if err != nil {
+		return "", err
+	}
+	p.KnownHosts, p.Askpass = files.KnownHosts, files.Askpass
+	if err := os.WriteFile(filepath.Join(dir, "uaa-client-secret"), []byte(ClientSecret+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("writing the client secret: %w", err)
 	}
 	return keyFile, nil
 }

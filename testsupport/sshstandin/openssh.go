@@ -51,22 +51,36 @@ type OpenSSH struct {
 	logLevel string
 }
 
-// NewOpenSSH writes the known hosts and the askpass script into dir for a proxy at addr and
-// returns the client for user.
-func NewOpenSSH(dir, addr, user, code string, hostKey ssh.PublicKey) (*OpenSSH, error) {
+// ClientFiles are what OpenSSH needs to reach a proxy without a question: a known_hosts file
+// holding the proxy's host key at its address, and an askpass script answering the code.
+type ClientFiles struct{ KnownHosts, Askpass string }
+
+// WriteClientFiles writes the client files for a proxy at addr into dir.
+func WriteClientFiles(dir, addr, code string, hostKey ssh.PublicKey) (ClientFiles, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return nil, fmt.Errorf("reading the proxy's address: %w", err)
+		return ClientFiles{}, fmt.Errorf("reading the proxy's address: %w", err)
 	}
-	o := &OpenSSH{addr: addr, user: user, knownHosts: filepath.Join(dir, "known_hosts"), askpass: filepath.Join(dir, "askpass"), logLevel: "ERROR"}
+	f := ClientFiles{KnownHosts: filepath.Join(dir, "known_hosts"), Askpass: filepath.Join(dir, "askpass")}
 	line := fmt.Sprintf("[%s]:%s %s", host, port, ssh.MarshalAuthorizedKey(hostKey))
-	if err := os.WriteFile(o.knownHosts, []byte(line), 0o600); err != nil {
-		return nil, fmt.Errorf("writing the known hosts: %w", err)
+	if err := os.WriteFile(f.KnownHosts, []byte(line), 0o600); err != nil {
+		return ClientFiles{}, fmt.Errorf("writing the known hosts: %w", err)
 	}
-	if err := os.WriteFile(o.askpass, []byte("#!/bin/sh\necho '"+code+"'\n"), 0o700); err != nil {
-		return nil, fmt.Errorf("writing the askpass script: %w", err)
+	// OpenSSH runs it for the password when SSH_ASKPASS_REQUIRE=force.
+	if err := os.WriteFile(f.Askpass, []byte("#!/bin/sh\necho '"+code+"'\n"), 0o700); err != nil {
+		return ClientFiles{}, fmt.Errorf("writing the askpass script: %w", err)
 	}
-	return o, nil
+	return f, nil
+}
+
+// NewOpenSSH writes the client files into dir for a proxy at addr and returns the client for
+// user.
+func NewOpenSSH(dir, addr, user, code string, hostKey ssh.PublicKey) (*OpenSSH, error) {
+	f, err := WriteClientFiles(dir, addr, code, hostKey)
+	if err != nil {
+		return nil, err
+	}
+	return &OpenSSH{addr: addr, user: user, knownHosts: f.KnownHosts, askpass: f.Askpass, logLevel: "ERROR"}, nil
 }
 
 // Logging is o with the programs' log level.
