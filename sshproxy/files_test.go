@@ -14,7 +14,6 @@ import (
 	"golang.org/x/crypto/ssh"
 	utilexec "k8s.io/client-go/util/exec"
 
-	"github.com/opi-bridge/opi/k8s/instances"
 	"github.com/opi-bridge/opi/sshproxy"
 )
 
@@ -310,14 +309,8 @@ var _ = Describe("File transfers: sftp and legacy scp", func() {
 		})
 
 		It("ends the transfer with a message when the instance goes away", func() {
-			p = startProxy(st, func(o *sshproxy.Options) { o.InstanceCheckPeriod = 20 * time.Millisecond })
-			var gone atomic.Bool
-			p.instances.PodStub = func(name string) (*instances.Pod, bool) {
-				if gone.Load() {
-					return nil, false
-				}
-				return runningPod(name), true
-			}
+			var gone *atomic.Bool
+			p, gone = startProxyLosingInstance(st)
 			p.executor.ExecStub = func(ctx context.Context, req sshproxy.ExecRequest) error {
 				_, _ = io.WriteString(req.Stderr, found("/usr/lib/sftp-server"))
 				gone.Store(true)

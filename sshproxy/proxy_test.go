@@ -82,6 +82,20 @@ func newHostKey() ssh.Signer {
 	return signer
 }
 
+// startProxyLosingInstance starts a proxy that checks its instances often and whose instance is
+// gone once the flag is set.
+func startProxyLosingInstance(st *standIns) (*proxy, *atomic.Bool) {
+	p := startProxy(st, func(o *sshproxy.Options) { o.InstanceCheckPeriod = 20 * time.Millisecond })
+	gone := &atomic.Bool{}
+	p.instances.PodStub = func(name string) (*instances.Pod, bool) {
+		if gone.Load() {
+			return nil, false
+		}
+		return runningPod(name), true
+	}
+	return p, gone
+}
+
 func startProxy(st *standIns, tune func(*sshproxy.Options)) *proxy {
 	return startProxyWith(st, tune, nil)
 }
@@ -417,14 +431,8 @@ var _ = Describe("Sessions", func() {
 	})
 
 	It("ends the session with a message when the instance goes away", func() {
-		p = startProxy(st, func(o *sshproxy.Options) { o.InstanceCheckPeriod = 20 * time.Millisecond })
-		var gone atomic.Bool
-		p.instances.PodStub = func(name string) (*instances.Pod, bool) {
-			if gone.Load() {
-				return nil, false
-			}
-			return runningPod(name), true
-		}
+		var gone *atomic.Bool
+		p, gone = startProxyLosingInstance(st)
 		p.executor.ExecStub = func(ctx context.Context, req sshproxy.ExecRequest) error {
 			gone.Store(true)
 			<-ctx.Done()
