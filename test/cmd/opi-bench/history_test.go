@@ -72,13 +72,15 @@ var _ = Describe("the recorded runs and docs/benchmarks.md's tables", func() {
 			`{"date":"2026-12-01 01:28 UTC","n":1000,"backend":"deployments","opi_desire":{"per_second":53.1,"p50_ms":888,"p99_ms":1728}}`,
 			`{"date":"2026-12-02 06:43 UTC","ssh":{"backend":"deployments","sessions":200,"setup_p50_ms":1817.5,"setup_p99_ms":2996.6,"setup_errors":2,"cipher":"chacha20-poly1305@openssh.com","tunnel_mb_per_s":82.64,"kubectl_mb_per_s":109.21,"tunnel_ratio":0.7567,"tunnel_cpu_s_per_gb":{"ssh-proxy":7.38,"ssh":2.4},"kubectl_cpu_s_per_gb":{"kubectl":4.8},"others_cpu_share":0.22}}`,
 			`{"date":"2026-12-02 06:45 UTC","ssh":{"backend":"deployments","sessions":200,"setup_p50_ms":1799.8,"setup_p99_ms":2764.1,"setup_errors":4,"cipher":"aes128-gcm@openssh.com","tunnel_mb_per_s":106.23,"kubectl_mb_per_s":110.37,"tunnel_ratio":0.9625,"tunnel_cpu_s_per_gb":{"ssh-proxy":4.6},"kubectl_cpu_s_per_gb":{"kubectl":4.4},"others_cpu_share":0.27}}`,
+			`{"date":"2026-12-02 07:30 UTC","ssh":{"backend":"deployments","sessions":200,"setup_p50_ms":1175,"setup_p99_ms":1736,"setup_errors":1,"setup_lost_outputs":5,"setup_apiserver_cuts":9,"cipher":"aes128-gcm@openssh.com","tunnel_mb_per_s":98.2,"kubectl_mb_per_s":62.7,"tunnel_ratio":1.566,"tunnel_cpu_s_per_gb":{"ssh-proxy":6.2},"kubectl_cpu_s_per_gb":{"kubectl":13.8},"others_cpu_share":0.19}}`,
 		))
-		Expect(out).To(ContainSubstring("3 recorded runs (1 of LRPs, 0 of tasks, 2 of the SSH proxy)"))
+		Expect(out).To(ContainSubstring("4 recorded runs (1 of LRPs, 0 of tasks, 3 of the SSH proxy)"))
 		Expect(section(out, "SSH proxy (`make bench-ssh`): session setup, 50 clients at once; one tunnel stream against kubectl port-forward")).To(HavePrefix("\n" +
-			"| backend | setup p50 / p99 (sessions, errors) | tunnel, cipher | kubectl port-forward | ratio (target ≥ 0.8) | met | CPU s per GB: tunnel; kubectl | others' CPU share | date |\n" +
+			"| backend | setup p50 / p99 (sessions, errors, outputs lost below the proxy) | tunnel, cipher | kubectl port-forward | ratio (target ≥ 0.8) | met | CPU s per GB: tunnel; kubectl | others' CPU share | date |\n" +
 			"| --- | --- | --- | --- | ---: | --- | --- | ---: | --- |\n" +
 			"| deployments | 1818 / 2997 ms (200, 2) | 82.6 MB/s, chacha20-poly1305@openssh.com | 109.2 MB/s | 0.76 | **no** | ssh-proxy 7.4, ssh 2.4; kubectl 4.8 | 22 % | 2026-12-02 06:43 UTC |\n" +
-			"| deployments | 1800 / 2764 ms (200, 4) | 106.2 MB/s, aes128-gcm@openssh.com | 110.4 MB/s | 0.96 | yes | ssh-proxy 4.6; kubectl 4.4 | 27 % | 2026-12-02 06:45 UTC |\n"))
+			"| deployments | 1800 / 2764 ms (200, 4) | 106.2 MB/s, aes128-gcm@openssh.com | 110.4 MB/s | 0.96 | yes | ssh-proxy 4.6; kubectl 4.4 | 27 % | 2026-12-02 06:45 UTC |\n" +
+			"| deployments | 1175 / 1736 ms (200, 1, 5 lost) | 98.2 MB/s, aes128-gcm@openssh.com | 62.7 MB/s | 1.57 | yes | ssh-proxy 6.2; kubectl 13.8 | 19 % | 2026-12-02 07:30 UTC |\n"))
 		Expect(section(out, "Desire through opi, all batches (PUT /apps/{process_guid}, concurrency 50)")).NotTo(ContainSubstring("| 0 |"))
 	})
 

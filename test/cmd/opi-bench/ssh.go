@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -69,7 +70,14 @@ type sshFigures struct {
 	SetupP99        float64 `json:"setup_p99_ms"`
 	SetupErrors     int     `json:"setup_errors"`
 	SetupFirstError string  `json:"setup_first_error,omitempty"`
-	GoCipher        string  `json:"go_client_cipher"`
+	// SetupLost is the sessions whose `echo ok` ended with exit status 0 and no output, counted
+	// apart from the errors and out of the latencies (lostOutputs says why); nil in the runs
+	// before it was counted, whose errors include them.
+	SetupLost *int `json:"setup_lost_outputs,omitempty"`
+	// APIServerCuts is how many exec connections the API server cut during the sessions,
+	// its "Error proxying data from client to backend" lines.
+	APIServerCuts int    `json:"setup_apiserver_cuts"`
+	GoCipher      string `json:"go_client_cipher"`
 	// Tunnel throughput: MB (10^6 bytes) per second of one stream, each side's median.
 	StreamMB    int          `json:"stream_mb"`
 	Streams     int          `json:"streams"`
@@ -201,25 +209,28 @@ func runSSHBench(ctx context.Context, cfg sshBenchConfig) (err error) {
 	defer stopProcess("the ssh proxy", proxy.proc, &err)
 
 	logf("session setup: %d sessions, %d clients at once", cfg.sessions, cfg.clients)
+	apiServerLog := filepath.Join(cluster.WorkDir(), "logs", "kube-apiserver.log")
+	cutsBefore := countLines(apiServerLog, apiServerCut)
+	var lost lostOutputs
 	setup, err := timed(ctx, cfg.sessions, cfg.clients, func(ctx context.Context, _ int) (time.Duration, error) {
 		start := time.Now()
 		out, err := proxy.command("echo ok")
-		if err != nil {
+		if err := lost.check(out, err); err != nil {
 			return 0, err
-		}
-		if out != "ok\n" {
-			return 0, fmt.Errorf("the command answered %q", out)
 		}
 		return time.Since(start), nil
 	})
 	if err != nil {
 		return fmt.Errorf("session setup: %w", err)
 	}
-	fig.SetupP50, fig.SetupP99, fig.SetupErrors, fig.SetupFirstError = setup.P50, setup.P99, setup.Errors, setup.FirstError
+	fig.SetupP50, fig.SetupP99 = setup.P50, setup.P99
+	fig.SetupErrors, fig.SetupFirstError, fig.SetupLost = lost.apart(setup)
+	fig.APIServerCuts = countLines(apiServerLog, apiServerCut) - cutsBefore
 	// golang.org/x/crypto/ssh's client prefers AES-128-GCM and the proxy (the same package)
 	// supports it: the cf CLI's sessions use it.
 	fig.GoCipher = "aes128-gcm@openssh.com"
-	logf("session setup: p50 %.0f ms, p99 %.0f ms, %d errors %s", setup.P50, setup.P99, setup.Errors, setup.FirstError)
+	logf("session setup: p50 %.0f ms, p99 %.0f ms, %d errors %s; %d outputs lost, %d exec connections cut by the API server",
+		fig.SetupP50, fig.SetupP99, fig.SetupErrors, fig.SetupFirstError, *fig.SetupLost, fig.APIServerCuts)
 
 	if err := benchTunnels(ctx, cfg, cluster, proxy, pod, workDir, fig); err != nil {
 		return err
@@ -230,6 +241,57 @@ func runSSHBench(ctx context.Context, cfg sshBenchConfig) (err error) {
 		return err
 	}
 	return printRun(res.table(), line, cfg.record, cfg.doc)
+}
+
+// lostOutputs counts the sessions whose command ran, exit status 0, but whose output never
+// reached the client. The loss is below the proxy, in the API server's SPDY exec proxy: once
+// the kubelet (kwok here) has sent the output and the status and closed the exec's connection,
+// the client's close of stdin arriving after it fails to be written there, and the API server
+// then drops the connection to the client with what it had not yet relayed (docs/benchmarks.md,
+// "The SSH proxy"). Such a session is no error of the proxy's and has no latency to the output.
+type lostOutputs struct {
+	n        atomic.Int64
+	firstErr atomic.Value
+}
+
+// errLostOutput is a session's whose output was lost.
+var errLostOutput = errors.New("no output, exit status 0")
+
+// check is a session's error for timed: nil when it answered "ok".
+func (l *lostOutputs) check(out string, err error) error {
+	switch {
+	case err == nil && out == "":
+		l.n.Add(1)
+		return errLostOutput
+	case err == nil && out != "ok\n":
+		err = fmt.Errorf("the command answered %q", out)
+	case err == nil:
+		return nil
+	}
+	l.firstErr.CompareAndSwap(nil, err.Error())
+	return err
+}
+
+// apart is the phase's errors and first error without the lost outputs, and those.
+func (l *lostOutputs) apart(p phase) (errs int, first string, lost *int) {
+	n := int(l.n.Load())
+	if v := l.firstErr.Load(); v != nil {
+		first = v.(string)
+	}
+	return p.Errors - n, first, &n
+}
+
+// apiServerCut is the API server's log line of a proxied upgraded connection (exec,
+// port-forward) it ended because a write towards the kubelet failed.
+const apiServerCut = "Error proxying data from client to backend"
+
+// countLines is the number of lines of the file that contain s (0 without the file).
+func countLines(path, s string) int {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	return strings.Count(string(data), s)
 }
 
 // benchProxy is the proxy the run started and how to reach it as each client does.
@@ -516,8 +578,11 @@ func median(vs []float64) float64 {
 func (r sshRun) table() string {
 	f := r.SSH
 	b := newMeasureTable()
-	fmt.Fprintf(b, "| session setup, %d clients at once, %d sessions (dial, code, `echo ok` through pods/exec) | p50 %.0f ms, p99 %.0f ms, %d errors (%s) |\n",
-		f.Clients, f.Sessions, f.SetupP50, f.SetupP99, f.SetupErrors, f.GoCipher)
+	fmt.Fprintf(b, "| session setup, %d clients at once, %d sessions (dial, code, `echo ok` through pods/exec) | p50 %.0f ms, p99 %.0f ms, %s (%s) |\n",
+		f.Clients, f.Sessions, f.SetupP50, f.SetupP99, f.setupFailures(), f.GoCipher)
+	if f.SetupLost != nil {
+		fmt.Fprintf(b, "| exec connections the API server cut during the sessions (its %q lines) | %d |\n", apiServerCut, f.APIServerCuts)
+	}
 	fmt.Fprintf(b, "| one stream of %d MB, `ssh -N -L` through the proxy (%s) | %.1f MB/s (CPU s per GB: %s) |\n",
 		f.StreamMB, f.Cipher, f.TunnelMBps, f.TunnelCPU)
 	fmt.Fprintf(b, "| the same, `kubectl port-forward` | %.1f MB/s (CPU s per GB: %s) |\n", f.KubectlMBps, f.KubectlCPU)
@@ -526,6 +591,23 @@ func (r sshRun) table() string {
 		fmt.Fprintf(b, "| the proxy's costliest functions during one more stream (perf, self time) | %s |\n", strings.Join(f.MissProfile, "; "))
 	}
 	return b.String()
+}
+
+// setupFailures is the session setup's errors, and its lost outputs where the run counted them
+// apart.
+func (f sshFigures) setupFailures() string {
+	if f.SetupLost == nil {
+		return fmt.Sprintf("%d errors", f.SetupErrors)
+	}
+	return fmt.Sprintf("%d errors, %d outputs lost below the proxy", f.SetupErrors, *f.SetupLost)
+}
+
+// setupCounts is setupFailures in the runs' table.
+func (f sshFigures) setupCounts() string {
+	if f.SetupLost == nil {
+		return strconv.Itoa(f.SetupErrors)
+	}
+	return fmt.Sprintf("%d, %d lost", f.SetupErrors, *f.SetupLost)
 }
 
 // String lists the processes' CPU seconds, the costliest first.
@@ -563,12 +645,12 @@ func sshTables(runs []recordedRun) string {
 	}
 	var b strings.Builder
 	b.WriteString("\n### SSH proxy (`make bench-ssh`): session setup, 50 clients at once; one tunnel stream against kubectl port-forward\n\n")
-	fmt.Fprintf(&b, "| backend | setup p50 / p99 (sessions, errors) | tunnel, cipher | kubectl port-forward | ratio (target ≥ %.1f) | met | CPU s per GB: tunnel; kubectl | others' CPU share | date |\n", targetTunnelRatio)
+	fmt.Fprintf(&b, "| backend | setup p50 / p99 (sessions, errors, outputs lost below the proxy) | tunnel, cipher | kubectl port-forward | ratio (target ≥ %.1f) | met | CPU s per GB: tunnel; kubectl | others' CPU share | date |\n", targetTunnelRatio)
 	b.WriteString("| --- | --- | --- | --- | ---: | --- | --- | ---: | --- |\n")
 	for _, r := range rows {
 		f := r.SSH
-		fmt.Fprintf(&b, "| %s | %.0f / %.0f ms (%d, %d) | %.1f MB/s, %s | %.1f MB/s | %s | %s | %s; %s | %.0f %% | %s |\n",
-			f.Backend, f.SetupP50, f.SetupP99, f.Sessions, f.SetupErrors, f.TunnelMBps, f.Cipher, f.KubectlMBps,
+		fmt.Fprintf(&b, "| %s | %.0f / %.0f ms (%d, %s) | %.1f MB/s, %s | %.1f MB/s | %s | %s | %s; %s | %.0f %% | %s |\n",
+			f.Backend, f.SetupP50, f.SetupP99, f.Sessions, f.setupCounts(), f.TunnelMBps, f.Cipher, f.KubectlMBps,
 			ratioString(f.TunnelRatio, targetTunnelRatio), met(f.TunnelRatio >= targetTunnelRatio),
 			f.TunnelCPU, f.KubectlCPU, 100*f.OthersCPU, r.at.Format(runDateLayouts[0]))
 	}
