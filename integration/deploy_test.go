@@ -392,7 +392,7 @@ var _ = Describe("Deploying with the manifests", Ordered, func() {
 		}
 		for _, yes := range [][]string{
 			{"list", "jobs.batch"}, {"watch", "jobs.batch"},
-			{"create", "pods", "--subresource=exec"},
+			{"create", "pods", "--subresource=exec"}, {"get", "pods", "--subresource=exec"},
 			{"create", "pods", "--subresource=portforward"},
 			{"patch", "pods", "--subresource=ephemeralcontainers"},
 		} {
@@ -400,7 +400,7 @@ var _ = Describe("Deploying with the manifests", Ordered, func() {
 		}
 		for _, no := range [][]string{
 			{"create", "pods"}, {"delete", "pods"}, {"patch", "pods"}, {"update", "pods"},
-			{"get", "pods", "--subresource=exec"}, {"get", "pods", "--subresource=portforward"},
+			{"get", "pods", "--subresource=portforward"}, {"get", "pods", "--subresource=attach"},
 			{"update", "pods", "--subresource=ephemeralcontainers"},
 			{"get", "pods", "--subresource=log"},
 			{"get", "secrets"}, {"list", "secrets"}, {"get", "configmaps"},

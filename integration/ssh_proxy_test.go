@@ -43,6 +43,21 @@ type sshProxy struct {
 // component, extraArgs added to its flags, and stops it (SIGTERM, a clean exit) at cleanup.
 func startSSHProxy(ns string, a *app, extraArgs ...string) *sshProxy {
 	GinkgoHelper()
+	return startSSHProxyWithRole(ns, a, sshProxyRole(), extraArgs...)
+}
+
+// sshProxyRole is the ssh-proxy component's rbac.yaml: the proxy's ServiceAccount, Role and
+// RoleBinding.
+func sshProxyRole() string {
+	GinkgoHelper()
+	rbac, err := os.ReadFile("../deploy/kustomize/components/ssh-proxy/rbac.yaml")
+	Expect(err).NotTo(HaveOccurred())
+	return string(rbac)
+}
+
+// startSSHProxyWithRole is startSSHProxy with the component's rbac.yaml as rbac says.
+func startSSHProxyWithRole(ns string, a *app, rbac string, extraArgs ...string) *sshProxy {
+	GinkgoHelper()
 	st := sshstandin.Start(sshstandin.Options{
 		ClientID: sshClientID, ClientSecret: sshClientSecret, Code: sshCode, UserID: "user-1", ProcessGUID: a.processGUID(),
 	})
@@ -52,10 +67,8 @@ func startSSHProxy(ns string, a *app, extraArgs ...string) *sshProxy {
 	hostKey, err := sshstandin.WriteHostKey(keyFile)
 	Expect(err).NotTo(HaveOccurred())
 
-	rbac, err := os.ReadFile("../deploy/kustomize/components/ssh-proxy/rbac.yaml")
-	Expect(err).NotTo(HaveOccurred())
 	kubeconfig, err := cluster.ServiceAccountKubeconfig(context.Background(),
-		strings.ReplaceAll(string(rbac), "cf-workloads", ns), ns, "opi-ssh-proxy")
+		strings.ReplaceAll(rbac, "cf-workloads", ns), ns, "opi-ssh-proxy")
 	Expect(err).NotTo(HaveOccurred())
 
 	p := &sshProxy{addr: freeAddr(), hostKey: hostKey, app: a}

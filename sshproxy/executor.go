@@ -9,13 +9,18 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/streaming/pkg/httpstream"
 
 	"github.com/opi-bridge/opi/k8s/names"
 )
 
 // podExecutor runs commands in the containers of the namespace's pods through the API
-// server's pods/exec, over SPDY: its POST needs only create on pods/exec, where the WebSocket
-// upgrade (a GET) also needs get, a right the proxy's Role need not have.
+// server's pods/exec: over WebSocket (a GET, which needs get and, since Kubernetes 1.35, create
+// on pods/exec), else over SPDY (a POST: create alone) when the upgrade is refused. The API
+// server's SPDY relay drops a command's last output and its status when the client's end of
+// input crosses the command's end (the relay stops both ways at the first write that fails),
+// so a `-c` command would now and then answer nothing with status 0; its WebSocket translation
+// does not.
 type podExecutor struct {
 	config    *rest.Config
 	client    rest.Interface
@@ -47,7 +52,18 @@ func (e *podExecutor) Exec(ctx context.Context, req ExecRequest) error {
 			Stderr:    req.Stderr != nil,
 			TTY:       req.TTY,
 		}, scheme.ParameterCodec).URL()
-	exec, err := remotecommand.NewSPDYExecutor(e.config, "POST", url)
+	spdy, err := remotecommand.NewSPDYExecutor(e.config, "POST", url)
+	if err != nil {
+		return fmt.Errorf("making the exec client: %w", err)
+	}
+	ws, err := remotecommand.NewWebSocketExecutor(e.config, "GET", url.String())
+	if err != nil {
+		return fmt.Errorf("making the exec client: %w", err)
+	}
+	// client-go's WebSocket transport reports a refused upgrade as k8s.io/streaming's error type.
+	exec, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
 	if err != nil {
 		return fmt.Errorf("making the exec client: %w", err)
 	}
