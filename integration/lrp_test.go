@@ -68,6 +68,18 @@ func allRunning(o *opiServer, a *app) func() []string {
 	return func() []string { return states(instances(o, a)) }
 }
 
+// runningApp starts opi for ns (opiArgs added to its flags) and desires an app of one instance
+// through it; it returns both once the instance is RUNNING.
+func runningApp(ns string, opiArgs ...string) (*opiServer, *app) {
+	GinkgoHelper()
+	o := startOpi(ns, opiArgs...)
+	a := newApp()
+	a.instances = 1
+	desire(o, a)
+	Eventually(allRunning(o, a)).Should(Equal(running(1)))
+	return o, a
+}
+
 func running(n int) []string {
 	out := make([]string, n)
 	for i := range out {

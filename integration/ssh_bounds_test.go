@@ -58,11 +58,7 @@ var _ = Describe("opi ssh-proxy's bounds and a session's end, with OpenSSH", Ord
 
 	BeforeAll(func() {
 		ns = newNamespace()
-		o = startOpi(ns)
-		a = newApp()
-		a.instances = 1
-		desire(o, a)
-		Eventually(allRunning(o, a)).Should(Equal(running(1)))
+		o, a = runningApp(ns)
 	})
 
 	// refused runs a command through client that the proxy must refuse before any session: OpenSSH

@@ -1,7 +1,6 @@
 package integration_test
 
 import (
-	"bytes"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -18,11 +17,7 @@ var _ = Describe("cf ssh's commands where the proxy's Role has no get on pods/ex
 
 	BeforeAll(func() {
 		ns = newNamespace()
-		o := startOpi(ns)
-		a := newApp()
-		a.instances = 1
-		desire(o, a)
-		Eventually(allRunning(o, a)).Should(Equal(running(1)))
+		_, a := runningApp(ns)
 
 		rbac := sshProxyRole()
 		const execRule = "resources: [\"pods/exec\"]\n  verbs: [\"create\", \"get\"]"
@@ -34,15 +29,6 @@ var _ = Describe("cf ssh's commands where the proxy's Role has no get on pods/ex
 		Expect(canIAs(ns, "opi-ssh-proxy", "get", "pods", "--subresource=exec", "-n", ns)).To(Equal("no"))
 		Expect(canIAs(ns, "opi-ssh-proxy", "create", "pods", "--subresource=exec", "-n", ns)).To(Equal("yes"))
 
-		client, err := proxy.dial(sshCode, nil)
-		Expect(err).NotTo(HaveOccurred())
-		defer client.Close()
-		session, err := client.NewSession()
-		Expect(err).NotTo(HaveOccurred())
-		var stdout, stderr bytes.Buffer
-		session.Stdout, session.Stderr = &stdout, &stderr
-		Expect(session.Run("echo hi; echo oops >&2")).To(Succeed())
-		Expect(stdout.String()).To(Equal("hi\n"))
-		Expect(stderr.String()).To(Equal("oops\n"))
+		proxy.expectOutputsApart()
 	})
 })

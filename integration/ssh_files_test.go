@@ -29,11 +29,7 @@ var _ = Describe("Files through opi ssh-proxy: OpenSSH's sftp and scp", Ordered,
 
 	BeforeAll(func() {
 		ns = newNamespace()
-		opi := startOpi(ns)
-		a = newApp()
-		a.instances = 1
-		desire(opi, a)
-		Eventually(allRunning(opi, a)).Should(Equal(running(1)))
+		_, a = runningApp(ns)
 		o = startSSHProxy(ns, a).openSSH()
 	})
 

@@ -22,20 +22,13 @@ var _ = Describe("make run's SSH proxy and the ssh commands it prints", Ordered,
 	)
 
 	BeforeAll(func() {
-		if _, err := exec.LookPath("ssh"); err != nil {
-			Fail("OpenSSH's client (ssh) is missing: install openssh-client (.ci/run does when it runs as root)")
-		}
+		requireOpenSSH()
 		ns := newNamespace()
-		o := startOpi(ns)
-		a = newApp()
-		a.instances = 1
-		desire(o, a)
-		Eventually(allRunning(o, a)).Should(Equal(running(1)))
+		_, a = runningApp(ns)
 
-		rbac, err := os.ReadFile("../deploy/kustomize/components/ssh-proxy/rbac.yaml")
-		Expect(err).NotTo(HaveOccurred())
+		var err error
 		proxy, err = sshlocal.Start(context.Background(), cluster, sshlocal.Options{
-			OpiBin: opiBin, Namespace: ns, Backend: testBackend, RBAC: string(rbac),
+			OpiBin: opiBin, Namespace: ns, Backend: testBackend, RBAC: sshProxyRole(),
 			Dir: filepath.Join(GinkgoT().TempDir(), "ssh-proxy"), Grants: map[string]string{a.guid: a.processGUID()},
 		})
 		Expect(err).NotTo(HaveOccurred())

@@ -106,14 +106,40 @@ func (p *sshProxy) dial(code string, banner io.Writer) (*ssh.Client, error) {
 	return sshstandin.Dial(p.addr, sshstandin.User(p.app.guid, 0), code, p.prints.MD5, banner)
 }
 
+// run runs command in instance 0 through a new connection, as `cf ssh APP -c COMMAND` does, and
+// returns its stdout and stderr, apart, and how it ended.
+func (p *sshProxy) run(command string) (string, string, error) {
+	GinkgoHelper()
+	client, err := p.dial(sshCode, nil)
+	Expect(err).NotTo(HaveOccurred())
+	defer client.Close()
+	return sshstandin.Run(client, command, nil)
+}
+
+// expectOutputsApart runs a command writing to both its outputs through p: each arrives on its
+// own stream, and the exit status is 0.
+func (p *sshProxy) expectOutputsApart() {
+	GinkgoHelper()
+	stdout, stderr, err := p.run("echo hi; echo oops >&2")
+	Expect(err).NotTo(HaveOccurred())
+	Expect(stdout).To(Equal("hi\n"))
+	Expect(stderr).To(Equal("oops\n"))
+}
+
 // openSSH is OpenSSH's client to instance 0 through the proxy; it fails the spec when the client
 // is missing.
 func (p *sshProxy) openSSH() *sshstandin.OpenSSH {
 	GinkgoHelper()
-	if _, err := exec.LookPath("ssh"); err != nil {
-		Fail("OpenSSH's client (ssh) is missing: install openssh-client (.ci/run does when it runs as root)")
-	}
+	requireOpenSSH()
 	o, err := sshstandin.NewOpenSSH(GinkgoT().TempDir(), p.addr, sshstandin.User(p.app.guid, 0), sshCode, p.hostKey)
 	Expect(err).NotTo(HaveOccurred())
 	return o
+}
+
+// requireOpenSSH fails the spec when OpenSSH's client is not installed.
+func requireOpenSSH() {
+	GinkgoHelper()
+	if _, err := exec.LookPath("ssh"); err != nil {
+		Fail("OpenSSH's client (ssh) is missing: install openssh-client (.ci/run does when it runs as root)")
+	}
 }

@@ -92,11 +92,7 @@ var _ = Describe("cf ssh -L to other hosts through opi ssh-proxy's relay", Order
 	BeforeAll(func() {
 		ns = newNamespace()
 		// The relay container must meet the strictest level the API server enforces.
-		o := startOpi(ns, "--pod-security", "restricted")
-		a = newApp()
-		a.instances = 1
-		desire(o, a)
-		Eventually(allRunning(o, a)).Should(Equal(running(1)))
+		_, a = runningApp(ns, "--pod-security", "restricted")
 
 		// kwok runs the relay's exec on this machine as an unprivileged user, who can read the
 		// exec folder but not the build's.

@@ -31,11 +31,7 @@ var _ = Describe("cf ssh through opi ssh-proxy", Ordered, func() {
 
 	BeforeAll(func() {
 		ns := newNamespace()
-		o := startOpi(ns)
-		a = newApp()
-		a.instances = 1
-		desire(o, a)
-		Eventually(allRunning(o, a)).Should(Equal(running(1)))
+		_, a = runningApp(ns)
 		namespace = ns
 
 		var err error
@@ -48,27 +44,12 @@ var _ = Describe("cf ssh through opi ssh-proxy", Ordered, func() {
 			"--loggregator-key", files.Key, "--loggregator-server-name", lgstandin.ServerName)
 	})
 
-	run := func(command string) (string, string, error) {
-		client, err := proxy.dial(sshCode, nil)
-		Expect(err).NotTo(HaveOccurred())
-		defer client.Close()
-		session, err := client.NewSession()
-		Expect(err).NotTo(HaveOccurred())
-		var stdout, stderr bytes.Buffer
-		session.Stdout, session.Stderr = &stdout, &stderr
-		err = session.Run(command)
-		return stdout.String(), stderr.String(), err
-	}
-
 	It("runs a command in the instance for a CLI-shaped client: its output, stderr apart, exit status 0", func() {
-		stdout, stderr, err := run("echo hi; echo oops >&2")
-		Expect(err).NotTo(HaveOccurred())
-		Expect(stdout).To(Equal("hi\n"))
-		Expect(stderr).To(Equal("oops\n"))
+		proxy.expectOutputsApart()
 	})
 
 	It("ends a failing command with a non-zero exit status", func() {
-		_, _, err := run("exit 3")
+		_, _, err := proxy.run("exit 3")
 		var exit *ssh.ExitError
 		Expect(errors.As(err, &exit)).To(BeTrue(), fmt.Sprint(err))
 		Expect(exit.ExitStatus()).NotTo(BeZero())

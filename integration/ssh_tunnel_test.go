@@ -44,11 +44,7 @@ var _ = Describe("cf ssh -L through opi ssh-proxy", Ordered, func() {
 
 	BeforeAll(func(ctx SpecContext) {
 		ns := newNamespace()
-		o := startOpi(ns)
-		a := newApp()
-		a.instances = 1
-		desire(o, a)
-		Eventually(allRunning(o, a)).Should(Equal(running(1)))
+		_, a := runningApp(ns)
 		proxy = startSSHProxy(ns, a)
 
 		payload = make([]byte, 4<<20)

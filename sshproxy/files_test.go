@@ -55,10 +55,7 @@ var _ = Describe("File transfers: sftp and legacy scp", func() {
 		p  *proxy
 	)
 
-	BeforeEach(func() {
-		st = startStandIns()
-		p = startProxy(st, nil)
-	})
+	beforeEachProxy(&st, &p)
 
 	// transfer opens a session channel, asks for the subsystem or the exec, and when granted
 	// sends input and ends it; it returns what the client saw.
@@ -150,8 +147,7 @@ var _ = Describe("File transfers: sftp and legacy scp", func() {
 
 		It("runs without a terminal even when the client asked for a pty (the protocol is binary)", func() {
 			p.executor.ExecStub = serveProgram("/usr/lib/sftp-server", "", nil)
-			session, err := p.connect().NewSession()
-			Expect(err).NotTo(HaveOccurred())
+			session := newSession(p.connect())
 			Expect(session.RequestPty("xterm", 40, 80, ssh.TerminalModes{})).To(Succeed())
 			Expect(session.RequestSubsystem("sftp")).To(Succeed())
 			Eventually(p.executor.ExecCallCount).Should(Equal(1))
@@ -182,8 +178,7 @@ var _ = Describe("File transfers: sftp and legacy scp", func() {
 		DescribeTable("refuses other subsystems, without exec, and the channel stays usable",
 			func(name string) {
 				p.executor.ExecStub = execWriting("hi\n", "", nil)
-				session, err := p.connect().NewSession()
-				Expect(err).NotTo(HaveOccurred())
+				session := newSession(p.connect())
 				stderr, err := session.StderrPipe()
 				Expect(err).NotTo(HaveOccurred())
 				Expect(session.RequestSubsystem(name)).To(MatchError(ContainSubstring("subsystem request failed")))
@@ -204,8 +199,7 @@ var _ = Describe("File transfers: sftp and legacy scp", func() {
 
 		It("refuses a second command on the same channel", func() {
 			p.executor.ExecStub = serveProgram("/usr/lib/sftp-server", "", nil)
-			session, err := p.connect().NewSession()
-			Expect(err).NotTo(HaveOccurred())
+			session := newSession(p.connect())
 			Expect(session.RequestSubsystem("sftp")).To(Succeed())
 			ok, err := session.SendRequest("exec", true, ssh.Marshal(struct{ Command string }{"id"}))
 			Expect(err).NotTo(HaveOccurred())
@@ -309,14 +303,9 @@ var _ = Describe("File transfers: sftp and legacy scp", func() {
 		})
 
 		It("ends the transfer with a message when the instance goes away", func() {
-			var gone *atomic.Bool
-			p, gone = startProxyLosingInstance(st)
-			p.executor.ExecStub = func(ctx context.Context, req sshproxy.ExecRequest) error {
+			p = startProxyLosingInstance(st, func(req sshproxy.ExecRequest) {
 				_, _ = io.WriteString(req.Stderr, found("/usr/lib/sftp-server"))
-				gone.Store(true)
-				<-ctx.Done()
-				return ctx.Err()
-			}
+			})
 			r := sftp("")
 			Expect(r.granted).To(BeTrue())
 			Expect(r.status).To(HaveValue(Equal(uint32(255))))

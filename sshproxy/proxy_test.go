@@ -82,9 +82,9 @@ func newHostKey() ssh.Signer {
 	return signer
 }
 
-// startProxyLosingInstance starts a proxy that checks its instances often and whose instance is
-// gone once the flag is set.
-func startProxyLosingInstance(st *standIns) (*proxy, *atomic.Bool) {
+// startProxyLosingInstance starts a proxy that checks its instances often and whose command
+// calls begin (when not nil), then loses its instance and runs until the proxy ends it.
+func startProxyLosingInstance(st *standIns, begin func(sshproxy.ExecRequest)) *proxy {
 	p := startProxy(st, func(o *sshproxy.Options) { o.InstanceCheckPeriod = 20 * time.Millisecond })
 	gone := &atomic.Bool{}
 	p.instances.PodStub = func(name string) (*instances.Pod, bool) {
@@ -93,7 +93,24 @@ func startProxyLosingInstance(st *standIns) (*proxy, *atomic.Bool) {
 		}
 		return runningPod(name), true
 	}
-	return p, gone
+	p.executor.ExecStub = func(ctx context.Context, req sshproxy.ExecRequest) error {
+		if begin != nil {
+			begin(req)
+		}
+		gone.Store(true)
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return p
+}
+
+// beforeEachProxy starts, before each spec of the calling container, the stand-ins into *st
+// and a proxy of the usual settings into *p.
+func beforeEachProxy(st **standIns, p **proxy) {
+	BeforeEach(func() {
+		*st = startStandIns()
+		*p = startProxy(*st, nil)
+	})
 }
 
 func startProxy(st *standIns, tune func(*sshproxy.Options)) *proxy {
@@ -154,12 +171,53 @@ func (p *proxy) cfClient(user, code string, banner *gbytes.Buffer) (*ssh.Client,
 
 func user(index int) string { return sshstandin.User(processGUID, index) }
 
+// connect connects as the cf CLI does to instance 0 with the good code; the connection closes at
+// cleanup.
 func (p *proxy) connect() *ssh.Client {
+	GinkgoHelper()
+	client := p.dialInstance0()
+	DeferCleanup(client.Close)
+	return client
+}
+
+func (p *proxy) dialInstance0() *ssh.Client {
 	GinkgoHelper()
 	client, err := p.cfClient(user(0), goodCode, nil)
 	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(client.Close)
 	return client
+}
+
+// connectToBeClosed is connect for a spec where the proxy closes the connection: closing it
+// again at cleanup may fail.
+func (p *proxy) connectToBeClosed() *ssh.Client {
+	GinkgoHelper()
+	client := p.dialInstance0()
+	DeferCleanup(func() { _ = client.Close() })
+	return client
+}
+
+// newSession opens a session channel on client.
+func newSession(client *ssh.Client) *ssh.Session {
+	GinkgoHelper()
+	session, err := client.NewSession()
+	Expect(err).NotTo(HaveOccurred())
+	return session
+}
+
+// startUntilEnded starts a command in a new session of client that runs until the proxy ends
+// it; ended is closed then.
+func (p *proxy) startUntilEnded(client *ssh.Client) (session *ssh.Session, ended <-chan struct{}) {
+	GinkgoHelper()
+	done := make(chan struct{})
+	p.executor.ExecStub = func(ctx context.Context, req sshproxy.ExecRequest) error {
+		<-ctx.Done()
+		close(done)
+		return ctx.Err()
+	}
+	session = newSession(client)
+	Expect(session.Start("sleep 1000")).To(Succeed())
+	Eventually(p.executor.ExecCallCount).Should(Equal(1))
+	return session, done
 }
 
 var _ = Describe("Authentication", func() {
@@ -168,17 +226,11 @@ var _ = Describe("Authentication", func() {
 		p  *proxy
 	)
 
-	BeforeEach(func() {
-		st = startStandIns()
-		p = startProxy(st, nil)
-	})
+	beforeEachProxy(&st, &p)
 
 	It("exchanges the code at UAA, asks CC with the user's token, and enters the instance CC's process guid names", func() {
 		p.executor.ExecReturns(nil)
-		client := p.connect()
-		session, err := client.NewSession()
-		Expect(err).NotTo(HaveOccurred())
-		Expect(session.Run("true")).To(Succeed())
+		Expect(newSession(p.connect()).Run("true")).To(Succeed())
 
 		Expect(st.UAACalls()).To(Equal([]string{"POST /oauth/token " + clientID + ":" + clientSecret + " code=" + goodCode + "&grant_type=authorization_code"}))
 		Expect(st.CCCalls()).To(Equal([]string{"GET /internal/apps/" + processGUID + "/ssh_access/0 bearer " + st.Token()}))
@@ -257,9 +309,9 @@ var _ = Describe("The SSH log lines", func() {
 		p  *proxy
 	)
 
+	beforeEachProxy(&st, &p)
+
 	BeforeEach(func() {
-		st = startStandIns()
-		p = startProxy(st, nil)
 		pod := runningPod("dora-1")
 		workload := &instances.Workload{
 			LRPRef:  instances.LRPRef{GUID: processGUID, Version: version},
@@ -285,9 +337,7 @@ var _ = Describe("The SSH log lines", func() {
 	It("puts who came in and that they left into the app's log stream, with the instance's identity and source type SSH", func() {
 		client, err := p.cfClient(user(1), goodCode, nil)
 		Expect(err).NotTo(HaveOccurred())
-		session, err := client.NewSession()
-		Expect(err).NotTo(HaveOccurred())
-		Expect(session.Run("true")).To(Succeed())
+		Expect(newSession(client).Run("true")).To(Succeed())
 		remote := client.LocalAddr().String()
 		Expect(client.Close()).To(Succeed())
 
@@ -341,23 +391,11 @@ var _ = Describe("Sessions", func() {
 		p  *proxy
 	)
 
-	BeforeEach(func() {
-		st = startStandIns()
-		p = startProxy(st, nil)
-	})
-
-	run := func(client *ssh.Client, command string, stdin io.Reader) (string, string, error) {
-		session, err := client.NewSession()
-		Expect(err).NotTo(HaveOccurred())
-		var stdout, stderr bytes.Buffer
-		session.Stdout, session.Stderr, session.Stdin = &stdout, &stderr, stdin
-		err = session.Run(command)
-		return stdout.String(), stderr.String(), err
-	}
+	beforeEachProxy(&st, &p)
 
 	It("runs an exec request's command with bash if present, else sh, stdout and stderr apart, exit status 0", func() {
 		p.executor.ExecStub = execWriting("hi\n", "oops\n", nil)
-		stdout, stderr, err := run(p.connect(), "echo hi; echo oops >&2", nil)
+		stdout, stderr, err := sshstandin.Run(p.connect(), "echo hi; echo oops >&2", nil)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(stdout).To(Equal("hi\n"))
 		Expect(stderr).To(Equal("oops\n"))
@@ -373,7 +411,7 @@ var _ = Describe("Sessions", func() {
 	DescribeTable("returns the command's exit status as SSH's exit-status",
 		func(execErr error, status int, stderr string) {
 			p.executor.ExecStub = execWriting("", "", execErr)
-			_, errOut, err := run(p.connect(), "false", nil)
+			_, errOut, err := sshstandin.Run(p.connect(), "false", nil)
 			var exit *ssh.ExitError
 			Expect(errors.As(err, &exit)).To(BeTrue(), fmt.Sprint(err))
 			Expect(exit.ExitStatus()).To(Equal(status))
@@ -394,7 +432,7 @@ var _ = Describe("Sessions", func() {
 			_, _ = req.Stdout.Write(bytes.ToUpper(in))
 			return nil
 		}
-		stdout, _, err := run(p.connect(), "tr a-z A-Z", strings.NewReader("hello\nworld\n"))
+		stdout, _, err := sshstandin.Run(p.connect(), "tr a-z A-Z", strings.NewReader("hello\nworld\n"))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(stdout).To(Equal("HELLO\nWORLD\n"))
 	})
@@ -413,8 +451,7 @@ var _ = Describe("Sessions", func() {
 			_, _ = io.WriteString(req.Stdout, "$ ")
 			return nil
 		}
-		session, err := p.connect().NewSession()
-		Expect(err).NotTo(HaveOccurred())
+		session := newSession(p.connect())
 		var stdout bytes.Buffer
 		session.Stdout = &stdout
 		Expect(session.RequestPty("xterm", 40, 80, ssh.TerminalModes{})).To(Succeed())
@@ -431,14 +468,8 @@ var _ = Describe("Sessions", func() {
 	})
 
 	It("ends the session with a message when the instance goes away", func() {
-		var gone *atomic.Bool
-		p, gone = startProxyLosingInstance(st)
-		p.executor.ExecStub = func(ctx context.Context, req sshproxy.ExecRequest) error {
-			gone.Store(true)
-			<-ctx.Done()
-			return ctx.Err()
-		}
-		_, stderr, err := run(p.connect(), "sleep 1000", nil)
+		p = startProxyLosingInstance(st, nil)
+		_, stderr, err := sshstandin.Run(p.connect(), "sleep 1000", nil)
 		var exit *ssh.ExitError
 		Expect(errors.As(err, &exit)).To(BeTrue(), fmt.Sprint(err))
 		Expect(exit.ExitStatus()).To(Equal(255))
@@ -446,17 +477,7 @@ var _ = Describe("Sessions", func() {
 	})
 
 	It("ends the command when the client closes the session", func() {
-		ended := make(chan struct{})
-		p.executor.ExecStub = func(ctx context.Context, req sshproxy.ExecRequest) error {
-			<-ctx.Done()
-			close(ended)
-			return ctx.Err()
-		}
-		client := p.connect()
-		session, err := client.NewSession()
-		Expect(err).NotTo(HaveOccurred())
-		Expect(session.Start("sleep 1000")).To(Succeed())
-		Eventually(p.executor.ExecCallCount).Should(Equal(1))
+		session, ended := p.startUntilEnded(p.connect())
 		Expect(session.Close()).To(Succeed())
 		Eventually(ended).Should(BeClosed())
 	})
@@ -529,19 +550,8 @@ var _ = Describe("Bounds", func() {
 
 	It("ends its connections and their commands when it stops", func() {
 		p := startProxy(st, nil)
-		ended := make(chan struct{})
-		p.executor.ExecStub = func(ctx context.Context, req sshproxy.ExecRequest) error {
-			<-ctx.Done()
-			close(ended)
-			return ctx.Err()
-		}
-		client, err := p.cfClient(user(0), goodCode, nil)
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(func() { _ = client.Close() })
-		session, err := client.NewSession()
-		Expect(err).NotTo(HaveOccurred())
-		Expect(session.Start("sleep 1000")).To(Succeed())
-		Eventually(p.executor.ExecCallCount).Should(Equal(1))
+		client := p.connectToBeClosed()
+		_, ended := p.startUntilEnded(client)
 
 		p.stop()
 		Expect(ended).To(BeClosed())
@@ -550,9 +560,7 @@ var _ = Describe("Bounds", func() {
 
 	It("closes a connection that carries nothing for the idle timeout", func() {
 		p := startProxy(st, func(o *sshproxy.Options) { o.IdleTimeout = 300 * time.Millisecond })
-		client, err := p.cfClient(user(0), goodCode, nil)
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(func() { _ = client.Close() })
+		client := p.connectToBeClosed()
 		done := make(chan error, 1)
 		go func() { done <- client.Wait() }()
 		Eventually(done).Should(Receive())

@@ -71,6 +71,10 @@ const relayReadyGrace = 15 * time.Second
 // maxRelayLine bounds the line the dial subcommand answers with.
 const maxRelayLine = 1024
 
+// maxRunningRelays bounds the pods whose running relay container is remembered; past it, one is
+// forgotten (its next tunnel reads its pod again).
+const maxRunningRelays = 4096
+
 // podRelay adds one ephemeral container of opi's image to a pod the first time a tunnel needs
 // it (patch on pods/ephemeralcontainers) and runs each tunnel's dial as an exec into it.
 type podRelay struct {
@@ -80,6 +84,9 @@ type podRelay struct {
 
 	mu     sync.Mutex
 	perPod map[types.UID]*podLock
+	// running are the pods (by uid: a replaced pod's is new) whose relay container was seen
+	// running: their tunnels dial at once, without reading the pod.
+	running map[types.UID]struct{}
 }
 
 // kubernetesPods is the pods client of the apps' namespace.
@@ -107,7 +114,10 @@ func NewPodRelay(client kubernetes.Interface, namespace string, exec Executor, o
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = DefaultRelayStartTimeout
 	}
-	return &podRelay{pods: client.CoreV1().Pods(namespace), exec: exec, o: o, perPod: map[types.UID]*podLock{}}
+	return &podRelay{
+		pods: client.CoreV1().Pods(namespace), exec: exec, o: o,
+		perPod: map[types.UID]*podLock{}, running: map[types.UID]struct{}{},
+	}
 }
 
 // RelayContainer is the ephemeral container the relay adds: opi's binary idling, meeting Pod
@@ -132,12 +142,53 @@ func RelayContainer(o RelayOptions) corev1.EphemeralContainer {
 	}}
 }
 
-// Open makes sure the pod's relay container runs, then dials through it.
+// Open dials through the pod's relay container, first making sure it runs unless it was seen
+// running. A dial whose exec fails before the relay answers forgets the container (it may be
+// gone: the pod deleted or replaced, the container ended); the pod is then read again as for a
+// first tunnel, which names the reason or, the container still running, dials anew.
 func (r *podRelay) Open(ctx context.Context, pod, uid, host string, port uint16) (RelayConn, error) {
-	if err := r.ensure(ctx, pod, types.UID(uid)); err != nil {
+	id := types.UID(uid)
+	if r.isRunning(id) {
+		conn, err := r.dial(ctx, pod, host, port)
+		if !errors.As(err, new(relayExecFailed)) {
+			return conn, err
+		}
+		r.forget(id)
+	}
+	if err := r.ensure(ctx, pod, id); err != nil {
 		return nil, err
 	}
-	return r.dial(ctx, pod, host, port)
+	conn, err := r.dial(ctx, pod, host, port)
+	if errors.As(err, new(relayExecFailed)) {
+		r.forget(id)
+	}
+	return conn, err
+}
+
+func (r *podRelay) isRunning(uid types.UID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.running[uid]
+	return ok
+}
+
+// remember notes that the pod's relay container runs.
+func (r *podRelay) remember(uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.running) >= maxRunningRelays {
+		for old := range r.running {
+			delete(r.running, old)
+			break
+		}
+	}
+	r.running[uid] = struct{}{}
+}
+
+func (r *podRelay) forget(uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.running, uid)
 }
 
 // lock takes the pod's lock and returns its release.
@@ -164,9 +215,13 @@ func (r *podRelay) lock(uid types.UID) func() {
 // errInstanceGone ends a tunnel whose pod went while its relay was being readied.
 var errInstanceGone = refuse("the instance is gone")
 
-// ensure adds the pod's relay container unless it has one, and waits until it runs.
+// ensure adds the pod's relay container unless it has one, and waits until it runs; it remembers
+// that it does. A tunnel that waited while another readied it reads nothing.
 func (r *podRelay) ensure(ctx context.Context, pod string, uid types.UID) error {
 	defer r.lock(uid)()
+	if r.isRunning(uid) {
+		return nil
+	}
 	added := false
 	var waiting string
 	err := wait.PollUntilContextTimeout(ctx, relayPollPeriod, r.o.StartTimeout, true, func(ctx context.Context) (bool, error) {
@@ -202,6 +257,7 @@ func (r *podRelay) ensure(ctx context.Context, pod string, uid types.UID) error 
 	var ref *refusal
 	switch {
 	case err == nil:
+		r.remember(uid)
 		return nil
 	case errors.As(err, &ref):
 		return err
@@ -295,7 +351,7 @@ func (r *podRelay) dial(ctx context.Context, pod, host string, port uint16) (Rel
 		case line = <-first.line:
 		default:
 			conn.Close()
-			return nil, refuse("the relay in the instance failed: %s", truncate(fmt.Sprint(err), 300))
+			return nil, relayExecFailed{refuse("the relay in the instance failed: %s", truncate(fmt.Sprint(err), 300))}
 		}
 	case <-timer.C:
 		conn.Close()
@@ -310,6 +366,14 @@ func (r *podRelay) dial(ctx context.Context, pod, host string, port uint16) (Rel
 	}
 	return conn, nil
 }
+
+// relayExecFailed is a dial whose exec failed before the relay answered: the container may be
+// gone (not found, not running). Any such failure counts, as the API server, kubelets and
+// runtimes each word it their own way; forgetting a container that still runs costs one read of
+// its pod.
+type relayExecFailed struct{ error }
+
+func (e relayExecFailed) Unwrap() error { return e.error }
 
 // relayConn is a dial's exec: its stdout is what the far host sends, its stdin what it gets.
 type relayConn struct {

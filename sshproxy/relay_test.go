@@ -23,7 +23,9 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/opi-bridge/opi/k8s/instances"
 	"github.com/opi-bridge/opi/k8s/names"
+	"github.com/opi-bridge/opi/opi"
 	"github.com/opi-bridge/opi/sshproxy"
 )
 
@@ -95,6 +97,27 @@ func (k *kubelet) patches() []map[string]any {
 		}
 	}
 	return out
+}
+
+// podGets counts the reads of a pod so far.
+func (k *kubelet) podGets() int {
+	n := 0
+	for _, a := range k.client.Actions() {
+		if a.GetVerb() == "get" && a.GetResource() == podsResource && a.GetSubresource() == "" {
+			n++
+		}
+	}
+	return n
+}
+
+// updatePod changes the pod as the kubelet or a controller would.
+func (k *kubelet) updatePod(change func(*corev1.Pod)) {
+	GinkgoHelper()
+	obj, err := k.client.Tracker().Get(podsResource, relayNamespace, "dora-0")
+	Expect(err).NotTo(HaveOccurred())
+	pod := obj.(*corev1.Pod).DeepCopy()
+	change(pod)
+	Expect(k.client.Tracker().Update(podsResource, pod, relayNamespace)).To(Succeed())
 }
 
 func appPod() *corev1.Pod {
@@ -172,6 +195,14 @@ var _ = Describe("Tunnels to other hosts (the relay)", func() {
 		return open.Message
 	}
 
+	// tunnel opens a tunnel to the database through client and checks it carries a line.
+	tunnel := func(client *ssh.Client, word string) {
+		GinkgoHelper()
+		conn, err := client.Dial("tcp", "db.internal:5432")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(roundTrip(conn, word)).To(Equal(strings.ToUpper(word)))
+	}
+
 	It("adds one relay container of opi's image to the pod, meeting Pod Security's restricted level", func() {
 		start()
 		conn, err := p.connect().Dial("tcp", "db.internal:5432")
@@ -209,9 +240,7 @@ var _ = Describe("Tunnels to other hosts (the relay)", func() {
 		start()
 		client := p.connect()
 		for _, word := range []string{"one", "two"} {
-			conn, err := client.Dial("tcp", "db.internal:5432")
-			Expect(err).NotTo(HaveOccurred())
-			Expect(roundTrip(conn, word)).To(Equal(strings.ToUpper(word)))
+			tunnel(client, word)
 		}
 		Expect(k.patches()).To(HaveLen(1))
 		Expect(p.executor.ExecCallCount()).To(Equal(2))
@@ -225,6 +254,59 @@ var _ = Describe("Tunnels to other hosts (the relay)", func() {
 		Expect(p.forwarder.ForwardCallCount()).To(BeZero(), "the proxy never forwards another host")
 	})
 
+	It("reads the pod only until its relay container runs: a second tunnel dials at once", func() {
+		start()
+		client := p.connect()
+		tunnel(client, "one")
+		gets := k.podGets()
+		Expect(gets).To(BeNumerically(">", 0))
+		tunnel(client, "two")
+		tunnel(p.connect(), "three")
+		Expect(k.podGets()).To(Equal(gets), "no read of the pod once its relay was seen running")
+		Expect(p.executor.ExecCallCount()).To(Equal(3))
+		Expect(k.patches()).To(HaveLen(1))
+	})
+
+	It("readies a relay in the pod that replaced the instance's (a new uid)", func() {
+		start()
+		tunnel(p.connect(), "one")
+		gets := k.podGets()
+
+		Expect(k.client.Tracker().Delete(podsResource, relayNamespace, "dora-0")).To(Succeed())
+		replaced := appPod()
+		replaced.UID = "uid-new"
+		Expect(k.client.Tracker().Add(replaced)).To(Succeed())
+		granted := runningPod("dora-0")
+		granted.UID = "uid-new"
+		p.instances.InstanceStub = func(opi.LRPIdentifier, int32) (*instances.Pod, *instances.Workload, bool) {
+			return granted, &instances.Workload{}, true
+		}
+		p.instances.PodStub = func(string) (*instances.Pod, bool) { return granted, true }
+
+		tunnel(p.connect(), "two")
+		Expect(k.podGets()).To(BeNumerically(">", gets))
+		patches := k.patches()
+		Expect(patches).To(HaveLen(2))
+		Expect(patches[1]).To(HaveKeyWithValue("metadata", map[string]any{"uid": "uid-new"}))
+	})
+
+	It("forgets a relay container seen running once an exec finds it gone, and says why", func() {
+		start()
+		tunnel(p.connect(), "one")
+		k.updatePod(func(pod *corev1.Pod) {
+			pod.Status.EphemeralContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "OOMKilled", ExitCode: 137}}
+		})
+		p.executor.ExecStub = func(context.Context, sshproxy.ExecRequest) error {
+			return errors.New(`container not found ("opi-relay")`)
+		}
+		gets := k.podGets()
+		Expect(refused("db.internal:5432")).To(ContainSubstring("the relay container in the instance has ended (OOMKilled)"))
+		Expect(k.podGets()).To(BeNumerically(">", gets), "the pod is read again")
+		gets = k.podGets()
+		Expect(refused("db.internal:5432")).To(ContainSubstring("the relay container in the instance has ended (OOMKilled)"))
+		Expect(k.podGets()).To(BeNumerically(">", gets), "and not remembered since")
+	})
+
 	It("adds one relay container however many tunnels open at once", func() {
 		start()
 		client := p.connect()
@@ -234,10 +316,7 @@ var _ = Describe("Tunnels to other hosts (the relay)", func() {
 			go func() {
 				defer GinkgoRecover()
 				defer wg.Done()
-				conn, err := client.Dial("tcp", "db.internal:5432")
-				Expect(err).NotTo(HaveOccurred())
-				word := "tunnel " + strconv.Itoa(i)
-				Expect(roundTrip(conn, word)).To(Equal(strings.ToUpper(word)))
+				tunnel(client, "tunnel "+strconv.Itoa(i))
 			}()
 		}
 		wg.Wait()

@@ -1,9 +1,11 @@
 // Package sshstandin stands in for the two services `opi ssh-proxy` asks before it lets a user
 // in, UAA's token endpoint and Cloud Controller's ssh_access endpoint (plain HTTP on loopback),
-// and connects to a proxy as the cf CLI does. The proxy's specs and the integration suite use it.
+// and connects to a proxy as the cf CLI does (and runs commands through it). The proxy's specs and
+// the integration suite use it.
 package sshstandin
 
 import (
+	"bytes"
 	"crypto/md5"
 	"encoding/base64"
 	"encoding/json"
@@ -166,4 +168,19 @@ func Dial(addr, user, code, md5Fingerprint string, banner io.Writer) (*ssh.Clien
 		Timeout: 10 * time.Second,
 	}
 	return ssh.Dial("tcp", addr, config)
+}
+
+// Run runs command in a new session of client, as `cf ssh -c` does, with stdin as its input
+// (nil: none), and returns what it wrote on stdout and stderr, apart, and how it ended (an
+// *ssh.ExitError for a non-zero exit status).
+func Run(client *ssh.Client, command string, stdin io.Reader) (stdout, stderr string, err error) {
+	session, err := client.NewSession()
+	if err != nil {
+		return "", "", fmt.Errorf("opening a session: %w", err)
+	}
+	defer session.Close()
+	var out, errOut bytes.Buffer
+	session.Stdout, session.Stderr, session.Stdin = &out, &errOut, stdin
+	err = session.Run(command)
+	return out.String(), errOut.String(), err
 }

@@ -9,13 +9,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"code.cloudfoundry.org/go-loggregator/v10/rpc/loggregator_v2"
@@ -140,13 +138,9 @@ func parseAgentFlags(args []string) (agentBenchConfig, error) {
 	return c, nil
 }
 
-func agentMain(args []string) error {
-	cfg, err := parseAgentFlags(args)
-	if err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+// runAgent runs `opi-bench agent` as its flags say: the agent itself (-child), the bounds'
+// measurement (-bounds) or the agent's benchmark.
+func runAgent(ctx context.Context, cfg agentBenchConfig) error {
 	if cfg.child {
 		return runAgentChild(ctx, cfg)
 	}

@@ -126,8 +126,15 @@ func parseFlags(args []string) (config, error) {
 	return c, nil
 }
 
+// subcommands are opi-bench's commands other than the LRP (and -tasks) run, by their first
+// argument.
+var subcommands = map[string]func([]string) error{
+	"agent":  func(args []string) error { return runCommand(args, parseAgentFlags, runAgent) },
+	"report": reportMain,
+	"ssh":    func(args []string) error { return runCommand(args, parseSSHFlags, runSSHBench) },
+}
+
 func main() {
-	subcommands := map[string]func([]string) error{"agent": agentMain, "report": reportMain, "ssh": sshMain}
 	if len(os.Args) > 1 {
 		if sub, ok := subcommands[os.Args[1]]; ok {
 			if err := sub(os.Args[2:]); err != nil && !errors.Is(err, flag.ErrHelp) {
@@ -137,21 +144,38 @@ func main() {
 			return
 		}
 	}
-	cfg, err := parseFlags(os.Args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
+	err := runCommand(os.Args[1:], parseFlags, run)
+	var bad flagsError
+	switch {
+	case err == nil || errors.Is(err, flag.ErrHelp):
+	case errors.As(err, &bad):
 		fmt.Fprintln(os.Stderr, "opi-bench:", err)
 		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, cfg); err != nil {
+	default:
 		fmt.Fprintln(os.Stderr, "opi-bench:", err)
 		os.Exit(1)
 	}
 }
+
+// runCommand is the shape of every opi-bench command that measures: its flags parsed and
+// checked by parse (a failure comes back as a flagsError), then run with a context that SIGINT
+// or SIGTERM cancels, so a stopped run still stops what it started.
+func runCommand[C any](args []string, parse func([]string) (C, error), run func(context.Context, C) error) error {
+	cfg, err := parse(args)
+	if err != nil {
+		return flagsError{err}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return run(ctx, cfg)
+}
+
+// flagsError is a command's flags refused (the main run exits 2 on it, as the flag package's
+// own commands do).
+type flagsError struct{ err error }
+
+func (e flagsError) Error() string { return e.err.Error() }
+func (e flagsError) Unwrap() error { return e.err }
 
 // logf prints progress to stderr, stamped with the time since start.
 var benchStart = time.Now()

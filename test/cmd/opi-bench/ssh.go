@@ -12,14 +12,12 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -120,16 +118,6 @@ func parseSSHFlags(args []string) (sshBenchConfig, error) {
 		return c, errors.New("-doc needs -record")
 	}
 	return c, nil
-}
-
-func sshMain(args []string) error {
-	cfg, err := parseSSHFlags(args)
-	if err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return runSSHBench(ctx, cfg)
 }
 
 // The stand-ins' client and code.
