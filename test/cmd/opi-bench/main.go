@@ -1,6 +1,7 @@
 // Command opi-bench measures opi on a local control plane (see package localkube) in one run:
 // desire throughput and latency through opi's HTTP API against a direct client-go floor, GET
-// /apps against a live LIST of the workloads, instances at 10 apps and at N, stop throughput,
+// /apps against a live LIST of the workloads, instances at 10 apps and at N, both reads under a
+// burst of concurrent callers (burst.go), stop throughput,
 // the API server requests opi makes per call and opi's memory. It prints a markdown table and
 // one JSON line, and with -record appends the JSON line to the runs file
 // (docs/benchmarks/runs.jsonl) and, with -doc, regenerates docs/benchmarks.md's tables from it.

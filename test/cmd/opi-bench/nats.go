@@ -25,8 +25,9 @@ import (
 // nats-server in this process: opi runs with --routing nats --nats-url, the run subscribes to
 // router.* as gorouter does, answers router.greet and announces a register interval of
 // natsInterval with router.start (gorouter's built-in default; BOSH's is 20 s), and measures
-//   - desire throughput of N apps in one burst against the one-Deployment floor's (opi makes no
-//     Service in this mode; the API server requests per desire say how many writes it made);
+//   - desire throughput of N apps in one burst against the one-Deployment floor's and the
+//     same-objects floor's (opi makes no Service in this mode; the API server requests per
+//     desire say how many writes it made);
 //   - each instance's time from Ready (the run's own pod watch seeing the Ready condition, and
 //     the condition's lastTransitionTime, whole seconds) to its first router.register arriving;
 //   - the burst: from the first desire to the last instance registered, against the floor's
