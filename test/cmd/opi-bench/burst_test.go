@@ -144,3 +144,16 @@ var _ = Describe("reads under a burst", func() {
 		}
 	})
 })
+
+var _ = Describe("the API server requests of a read window", func() {
+	It("leaves out the janitor's sweep, marked by its LIST of Secrets, and counts any other request", func() {
+		reads, janitor, verbs := readRequests(map[string]float64{
+			"list secrets": 1, "list services": 1, "list ingresses": 1, "watch pods": 3, "get deployments": 2,
+		})
+		Expect([]float64{reads, janitor}).To(Equal([]float64{2, 3}))
+		Expect(verbs).To(Equal(map[string]int{"list secrets": 1, "list services": 1, "list ingresses": 1, "get deployments": 2}))
+
+		reads, janitor, _ = readRequests(map[string]float64{"list ingresses": 1, "list services": 1})
+		Expect([]float64{reads, janitor}).To(Equal([]float64{1, 1}), "no sweep in the window: a LIST of Ingresses is the reads'")
+	})
+})
