@@ -14,21 +14,7 @@ import (
 var _ = Describe("the recorded runs and docs/benchmarks.md's tables", func() {
 	const doc = "# Benchmarks\n\nMethod.\n\n" + generatedBegin + "\nstale\n" + generatedEnd + "\n\n## Findings\n\nText.\n"
 
-	runs := func(lines ...string) []recordedRun {
-		rs, err := readRuns(strings.NewReader(strings.Join(lines, "\n") + "\n"))
-		Expect(err).NotTo(HaveOccurred())
-		return rs
-	}
-	// section is the figure's table: from its heading to the next heading.
-	section := func(out, title string) string {
-		i := strings.Index(out, "### "+title+"\n")
-		ExpectWithOffset(1, i).To(BeNumerically(">=", 0), "no table %q in:\n%s", title, out)
-		s := out[i+len("### "+title+"\n"):]
-		if j := strings.Index(s, "\n### "); j >= 0 {
-			s = s[:j]
-		}
-		return s
-	}
+	runs, section := mustRuns, tableOf
 
 	It("keeps the committed tables equal to what opi-bench report makes from the committed runs", func() {
 		root, err := localkube.RepoRoot()
@@ -175,3 +161,21 @@ var _ = Describe("the recorded runs and docs/benchmarks.md's tables", func() {
 		})
 	})
 })
+
+// mustRuns reads JSON lines as a runs file.
+func mustRuns(lines ...string) []recordedRun {
+	rs, err := readRuns(strings.NewReader(strings.Join(lines, "\n") + "\n"))
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return rs
+}
+
+// tableOf is a generated figure's section: from its heading to the next.
+func tableOf(out, title string) string {
+	i := strings.Index(out, "### "+title+"\n")
+	ExpectWithOffset(1, i).To(BeNumerically(">=", 0), "no table %q in:\n%s", title, out)
+	s := out[i+len("### "+title+"\n"):]
+	if j := strings.Index(s, "\n### "); j >= 0 {
+		s = s[:j]
+	}
+	return s
+}

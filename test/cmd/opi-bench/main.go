@@ -1,6 +1,7 @@
 // Command opi-bench measures opi on a local control plane (see package localkube) in one run:
 // desire throughput and latency through opi's HTTP API against a direct client-go floor, GET
-// /apps against a live LIST of the workloads, instances at 10 apps and at N, stop throughput,
+// /apps against a live LIST of the workloads, instances at 10 apps and at N, both reads under a
+// burst of concurrent callers (burst.go), stop throughput,
 // the API server requests opi makes per call and opi's memory. It prints a markdown table and
 // one JSON line, and with -record appends the JSON line to the runs file
 // (docs/benchmarks/runs.jsonl) and, with -doc, regenerates docs/benchmarks.md's tables from it.
@@ -63,6 +64,12 @@ type config struct {
 	routing       string
 	natsInstances int
 	natsWait      time.Duration
+	// readCallers closed-loop callers of each read for readBurst, after readSeqCalls
+	// sequential calls taking at least readSeqMin (burst.go); 0 callers skips that phase.
+	readCallers  int
+	readBurst    time.Duration
+	readSeqCalls int
+	readSeqMin   time.Duration
 	// profile is the length in seconds of the CPU profiles taken during opi's last desire
 	// batch; 0 takes none.
 	profile int
@@ -88,6 +95,10 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.burstWorkers, "burst-workers", 10, "concurrent callers in the read burst")
 	fs.IntVar(&c.burstCalls, "burst-calls", 5, "calls per caller in the read burst")
 	fs.IntVar(&c.instanceCalls, "instance-calls", 200, "sequential instances calls, at 10 apps and at n")
+	fs.IntVar(&c.readCallers, "read-callers", 50, "reads under a burst: closed-loop callers of GET /apps, then of instances, at n (0: no such phase)")
+	fs.DurationVar(&c.readBurst, "read-burst", 20*time.Second, "reads under a burst: how long the callers call each read")
+	fs.IntVar(&c.readSeqCalls, "read-seq-calls", 300, "reads under a burst: the least sequential calls of each read that give its cost per call")
+	fs.DurationVar(&c.readSeqMin, "read-seq-min", 5*time.Second, "reads under a burst: the least wall time of the sequential calls (CPU time is counted in 10 ms ticks)")
 	fs.DurationVar(&c.settle, "settle", 10*time.Second, "pause after the reads before steady RSS is sampled")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work folder (opi and control plane logs)")
 	fs.StringVar(&c.backend, "backend", backendDeployments, "opi's backend: deployments or statefulsets (the floor and the live LIST use the same kind)")
@@ -119,6 +130,9 @@ func parseFlags(args []string) (config, error) {
 	}
 	if c.batch < 1 || c.floorEvery < 1 {
 		return c, errors.New("-batch and -floor-every must be positive")
+	}
+	if c.readCallers < 0 || (c.readCallers > 0 && (c.readBurst <= 0 || c.readSeqCalls < 1)) {
+		return c, errors.New("-read-callers must not be negative, and with callers -read-burst and -read-seq-calls must be positive")
 	}
 	if c.concurrency < 1 || c.burstWorkers < 1 || c.burstCalls < 1 || c.seqReads < 1 || c.instanceCalls < 1 {
 		return c, errors.New("concurrency, reads and calls must be positive")

@@ -47,12 +47,15 @@ type reads struct {
 }
 
 // readRequests splits the non-watch requests made during reads into those the reads could
-// have caused and the janitor's periodic sweep (a LIST of opi's Secrets and one of its
-// Services), which runs on its own clock.
+// have caused and the janitor's periodic sweep, which runs on its own clock. A sweep LISTs
+// opi's Secrets and Services, then the objects of the other routing modes and of each hook
+// (Ingresses, NetworkPolicies, ...): a LIST of another kind is the sweep's when the window
+// holds the sweep's LIST of Secrets too.
 func readRequests(d map[string]float64) (reads, janitor float64, verbs map[string]int) {
 	verbs = byVerb(d)
+	swept := verbs["list secrets"] > 0
 	for k, v := range verbs {
-		if k == "list secrets" || k == "list services" {
+		if k == "list secrets" || k == "list services" || (swept && strings.HasPrefix(k, "list ")) {
 			janitor += float64(v)
 		} else {
 			reads += float64(v)

@@ -25,8 +25,9 @@ import (
 // nats-server in this process: opi runs with --routing nats --nats-url, the run subscribes to
 // router.* as gorouter does, answers router.greet and announces a register interval of
 // natsInterval with router.start (gorouter's built-in default; BOSH's is 20 s), and measures
-//   - desire throughput of N apps in one burst against the one-Deployment floor's (opi makes no
-//     Service in this mode; the API server requests per desire say how many writes it made);
+//   - desire throughput of N apps in one burst against the one-Deployment floor's and the
+//     same-objects floor's (opi makes no Service in this mode; the API server requests per
+//     desire say how many writes it made);
 //   - each instance's time from Ready (the run's own pod watch seeing the Ready condition, and
 //     the condition's lastTransitionTime, whole seconds) to its first router.register arriving;
 //   - the burst: from the first desire to the last instance registered, against the floor's
@@ -49,9 +50,15 @@ type natsResults struct {
 	Concurrency int      `json:"concurrency"`
 	Kinds       []string `json:"nats_objects_per_app"`
 
-	Desire          phase          `json:"nats_desire"`
-	FloorOne        phase          `json:"nats_floor_one_deployment"`
-	DesireRatioOne  float64        `json:"nats_desire_ratio_one_deployment"`
+	Desire         phase   `json:"nats_desire"`
+	FloorOne       phase   `json:"nats_floor_one_deployment"`
+	DesireRatioOne float64 `json:"nats_desire_ratio_one_deployment"`
+	// FloorSame makes exactly opi's objects of this mode (the template read back), as the
+	// LRP runs' same-objects floor does; the ratio has the LRP runs' name, so that the
+	// recorded runs' table shows it beside theirs.
+	FloorSame       phase          `json:"nats_floor_same_objects"`
+	FloorSteps      []step         `json:"nats_floor_same_objects_calls"`
+	DesireRatioSame float64        `json:"desire_ratio_same_objects"`
 	DesireAPI       map[string]int `json:"nats_desire_api_requests"`
 	DesireAPIPerApp float64        `json:"opi_desire_api_requests_per_app"`
 
@@ -83,7 +90,9 @@ type natsBurst struct {
 	Apps         int     `json:"apps"`
 	Registered   float64 `json:"last_registered_s"`
 	FloorRunning float64 `json:"floor_all_running_s"`
-	Ratio        float64 `json:"ratio"`
+	// FloorSameRunning is the same-objects floor's first create to all its pods Running.
+	FloorSameRunning float64 `json:"floor_same_objects_all_running_s"`
+	Ratio            float64 `json:"ratio"`
 }
 
 // natsSteady is the cost of keeping the instances registered.
@@ -324,7 +333,6 @@ func (e *env) natsPhases(ctx context.Context, bus *natsBus) (*natsResults, error
 	res.Kinds = tmpl.kinds()
 	logf("opi made for one app: %s", strings.Join(res.Kinds, ", "))
 
-	// The floor: N one-Deployment apps, timed to their creates and to all their pods Running.
 	fc, err := e.floorClient()
 	if err != nil {
 		return nil, err
@@ -332,25 +340,15 @@ func (e *env) natsPhases(ctx context.Context, bus *natsBus) (*natsResults, error
 	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: floorNamespace}}, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("creating the floor namespace: %w", err)
 	}
-	if _, err := e.quiesce(ctx); err != nil {
+	// The floors, one after the other: N one-Deployment apps, then N apps of opi's objects.
+	var sameCalls [][]call
+	if res.FloorOne, _, res.Burst.FloorRunning, err = e.natsFloor(ctx, fc, tmpl, floorOneDeployment); err != nil {
 		return nil, err
 	}
-	logf("one-Deployment floor: %d apps, concurrency %d", cfg.n, cfg.concurrency)
-	start := time.Now()
-	res.FloorOne, _, err = e.floorBatch(ctx, fc, tmpl, floorOneDeployment, cfg.n)
-	if err != nil {
+	if res.FloorSame, sameCalls, res.Burst.FloorSameRunning, err = e.natsFloor(ctx, fc, tmpl, floorSameObjects); err != nil {
 		return nil, err
 	}
-	if _, err := waitPods(ctx, admin, floorNamespace, cfg.n, 5*time.Minute+time.Duration(cfg.n)*30*time.Millisecond); err != nil {
-		return nil, err
-	}
-	res.Burst.FloorRunning = time.Since(start).Seconds()
-	logf("  floor: %.1f apps/s; all %d pods running %.1f s after its first create", res.FloorOne.Throughput, cfg.n, res.Burst.FloorRunning)
-	if d, err := e.cleanFloor(ctx, tmpl); err != nil {
-		return nil, err
-	} else {
-		logf("  its objects gone after %.1f s", d.Seconds())
-	}
+	res.FloorSteps = stepPercentiles(sameCalls)
 
 	// The burst through opi.
 	watch, err := e.watchReady()
@@ -370,7 +368,7 @@ func (e *env) natsPhases(ctx context.Context, bus *natsBus) (*natsResults, error
 		return nil, err
 	}
 	logf("desire: %d apps through opi in one burst, concurrency %d", cfg.n, cfg.concurrency)
-	start = time.Now()
+	start := time.Now()
 	if res.Desire, err = e.desirePhase(ctx, apps, cfg.concurrency); err != nil {
 		return nil, err
 	}
@@ -381,8 +379,9 @@ func (e *env) natsPhases(ctx context.Context, bus *natsBus) (*natsResults, error
 	res.DesireAPI = byVerb(m1.diff(m0))
 	res.DesireAPIPerApp = float64(sum(res.DesireAPI)) / float64(cfg.n)
 	res.DesireRatioOne = ratio(res.Desire.Throughput, res.FloorOne.Throughput)
-	logf("  opi: %.1f apps/s (%.2f × the floor), %d errors; %.2f API requests per desire %v",
-		res.Desire.Throughput, res.DesireRatioOne, res.Desire.Errors, res.DesireAPIPerApp, res.DesireAPI)
+	res.DesireRatioSame = ratio(res.Desire.Throughput, res.FloorSame.Throughput)
+	logf("  opi: %.1f apps/s (%.2f × the one-Deployment floor, %.2f × the same-objects floor), %d errors; %.2f API requests per desire %v",
+		res.Desire.Throughput, res.DesireRatioOne, res.DesireRatioSame, res.Desire.Errors, res.DesireAPIPerApp, res.DesireAPI)
 	if len(res.Desire.failed) > 0 {
 		return nil, fmt.Errorf("%d desires failed: %s", len(res.Desire.failed), res.Desire.FirstError)
 	}
@@ -503,6 +502,32 @@ func (e *env) natsPhases(ctx context.Context, bus *natsBus) (*natsResults, error
 	return res, nil
 }
 
+// natsFloor times one floor of N apps, on a quiet cluster, to its creates and to all its pods
+// Running, then deletes what it made and waits until it is gone.
+func (e *env) natsFloor(ctx context.Context, fc *floorClient, tmpl *template, floor string) (phase, [][]call, float64, error) {
+	n := e.cfg.n
+	if _, err := e.quiesce(ctx); err != nil {
+		return phase{}, nil, 0, err
+	}
+	logf("%s floor: %d apps, concurrency %d", floor, n, e.cfg.concurrency)
+	start := time.Now()
+	p, calls, err := e.floorBatch(ctx, fc, tmpl, floor, n)
+	if err != nil {
+		return p, nil, 0, err
+	}
+	if _, err := waitPods(ctx, e.cluster.Clientset(), floorNamespace, n, 5*time.Minute+time.Duration(n)*30*time.Millisecond); err != nil {
+		return p, nil, 0, err
+	}
+	running := time.Since(start).Seconds()
+	logf("  %s floor: %.1f apps/s; all %d pods running %.1f s after its first create", floor, p.Throughput, n, running)
+	d, err := e.cleanFloor(ctx, tmpl)
+	if err != nil {
+		return p, nil, 0, err
+	}
+	logf("  its objects gone after %.1f s", d.Seconds())
+	return p, calls, running, nil
+}
+
 // opiCPU is opi's CPU seconds so far (0 when unreadable).
 func (e *env) opiCPU() float64 {
 	s, _ := processCPUSeconds(e.opi.Pid())
@@ -517,6 +542,12 @@ func (r *natsResults) table() string {
 	fmt.Fprintf(&b, "| desire, %d apps in one burst, %d at once | %.1f apps/s (p50 %.0f ms, p99 %.0f ms), %d errors; %.2f API requests each (%s) |\n",
 		r.N, r.Concurrency, r.Desire.Throughput, r.Desire.P50, r.Desire.P99, r.Desire.Errors, r.DesireAPIPerApp, verbs(r.DesireAPI))
 	fmt.Fprintf(&b, "| one-Deployment floor | %.1f apps/s; opi ÷ floor %.2f |\n", r.FloorOne.Throughput, r.DesireRatioOne)
+	var calls []string
+	for _, st := range r.FloorSteps {
+		calls = append(calls, fmt.Sprintf("%s %.0f/%.0f", st.Call, st.P50, st.P99))
+	}
+	fmt.Fprintf(&b, "| same-objects floor (%s; the %s first, then the rest in parallel, owned from creation) | %.1f apps/s; opi ÷ floor %.2f (target ≥ %.1f); each call's p50/p99 ms: %s; all pods Running %.1f s after its first create |\n",
+		strings.Join(r.Kinds, ", "), firstOr(r.Kinds), r.FloorSame.Throughput, r.DesireRatioSame, targetDesireRatioSame, strings.Join(calls, "; "), r.Burst.FloorSameRunning)
 	fmt.Fprintf(&b, "| Ready → registered (%d instances) | p50 %.0f ms, p99 %.0f ms; from the condition's time p50 %.0f ms, p99 %.0f ms; opi's metric mean %.0f ms |\n",
 		r.Registration.Instances, r.Registration.P50, r.Registration.P99, r.Registration.ConditionP50, r.Registration.ConditionP99, r.Registration.OpiMean)
 	fmt.Fprintf(&b, "| burst: first desire → last registered | %.1f s (floor: first create → all Running %.1f s; ratio %.2f) |\n",

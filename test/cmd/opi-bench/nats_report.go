@@ -9,6 +9,7 @@ type natsRecorded struct {
 	NATSKinds        []string          `json:"nats_objects_per_app"`
 	NATSDesire       *phase            `json:"nats_desire"`
 	NATSFloorOne     *phase            `json:"nats_floor_one_deployment"`
+	NATSFloorSame    *phase            `json:"nats_floor_same_objects"`
 	NATSRatioOne     *float64          `json:"nats_desire_ratio_one_deployment"`
 	NATSRegistration *natsRegistration `json:"nats_ready_to_registered"`
 	NATSBurst        *natsBurst        `json:"nats_burst"`
@@ -19,11 +20,15 @@ func (r recordedRun) natsRun() bool { return r.Routing == routingNATS }
 
 // natsFigures are the nats runs' tables, after the LRP and task ones.
 var natsFigures = []figure{
-	{title: "Routing nats: desire throughput, opi ÷ the one-Deployment floor (one burst of N apps, concurrency 50), and API server requests per desire", nats: true, value: func(r recordedRun) (string, string, bool) {
+	{title: "Routing nats: desire throughput, opi ÷ the one-Deployment floor (one burst of N apps, concurrency 50), ÷ the same-objects floor, and API server requests per desire", nats: true, value: func(r recordedRun) (string, string, bool) {
 		if r.NATSDesire == nil || r.NATSFloorOne == nil || r.NATSRatioOne == nil {
 			return "", "", false
 		}
-		s := fmt.Sprintf("%.2f (%.1f ÷ %.1f apps/s); %.2f requests per desire", *r.NATSRatioOne, r.NATSDesire.Throughput, r.NATSFloorOne.Throughput, f2(r.DesireAPIPerApp))
+		s := fmt.Sprintf("%.2f (%.1f ÷ %.1f apps/s)", *r.NATSRatioOne, r.NATSDesire.Throughput, r.NATSFloorOne.Throughput)
+		if r.NATSFloorSame != nil && r.DesireRatioSame != nil {
+			s += fmt.Sprintf("; ÷ the same-objects floor %s (%.1f apps/s)", ratioString(*r.DesireRatioSame, targetDesireRatioSame), r.NATSFloorSame.Throughput)
+		}
+		s += fmt.Sprintf("; %.2f requests per desire", f2(r.DesireAPIPerApp))
 		if r.NATSDesire.Errors > 0 {
 			s += fmt.Sprintf(", %d errors", r.NATSDesire.Errors)
 		}

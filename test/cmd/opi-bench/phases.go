@@ -329,6 +329,22 @@ func (e *env) phases(ctx context.Context) error {
 	}
 	e.where("reads", &readsCost)
 
+	// 5b. Reads under a burst (burst.go), on every app in the cluster.
+	all := append(append([]app{}, warm...), apps...)
+	if cfg.readCallers > 0 {
+		t = time.Now()
+		var burstCost phaseCost
+		if _, err := e.stretch(ctx, &burstCost, func() error {
+			var err error
+			res.BurstApps, res.BurstInstances, err = e.readsBurst(ctx, all, res.Apps.Bytes)
+			return err
+		}); err != nil {
+			return err
+		}
+		e.where("reads under a burst", &burstCost)
+		res.Phases.ReadsBurst = time.Since(t).Seconds()
+	}
+
 	// 6. Steady memory after the reads.
 	t = time.Now()
 	logf("settling %s before sampling steady RSS", cfg.settle)
@@ -354,7 +370,6 @@ func (e *env) phases(ctx context.Context) error {
 
 	// 8. Stop everything through the new opi.
 	t = time.Now()
-	all := append(append([]app{}, warm...), apps...)
 	logf("opi: stopping %d apps through PUT /apps/{guid}/{version}/stop at concurrency %d", len(all), cfg.concurrency)
 	stopBefore, stopOK := e.snap(ctx)
 	m7, err := e.scrape(ctx)
@@ -604,24 +619,29 @@ func (e *env) waitOpiReady(ctx context.Context) error {
 
 // call sends a request as CC does: a JSON body without a JSON Content-Type.
 func (e *env) call(ctx context.Context, method, path string, body []byte) ([]byte, int, error) {
-	var r io.Reader
-	if body != nil {
-		r = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, e.opiURL+path, r)
-	if err != nil {
-		return nil, 0, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	}
-	resp, err := e.http.Do(req)
+	resp, err := e.do(ctx, method, path, body)
 	if err != nil {
 		return nil, 0, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return b, resp.StatusCode, err
+}
+
+// do sends a request to opi as call does and leaves its answer to the caller.
+func (e *env) do(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, e.opiURL+path, r)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	return e.http.Do(req)
 }
 
 func (e *env) get(ctx context.Context, path string) ([]byte, int, error) {

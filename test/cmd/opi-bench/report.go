@@ -84,6 +84,10 @@ type results struct {
 	List        reads   `json:"live_list"`
 	ListSpeedup float64 `json:"list_p50_over_get_apps_p50"`
 
+	// BurstApps and BurstInstances are the reads under a burst (burst.go).
+	BurstApps      burstRead `json:"reads_burst_get_apps"`
+	BurstInstances burstRead `json:"reads_burst_instances"`
+
 	Instances10     reads   `json:"instances_at_10"`
 	InstancesN      reads   `json:"instances_at_n"`
 	InstancesRatio  float64 `json:"instances_p50_ratio"`
@@ -211,6 +215,7 @@ type phaseSeconds struct {
 	Quiesce      float64 `json:"quiesce"`
 	Settle       float64 `json:"pods_settle"`
 	Reads        float64 `json:"reads"`
+	ReadsBurst   float64 `json:"reads_burst"`
 	Steady       float64 `json:"steady_rss"`
 	Startup      float64 `json:"startup"`
 	Stop         float64 `json:"stop"`
@@ -224,7 +229,7 @@ func (p phaseSeconds) String() string {
 	}{
 		{"control plane", p.ControlPlane}, {"opi start", p.OpiStart}, {"template", p.Template}, {"warm-up", p.WarmUp},
 		{"desire opi", p.DesireOpi}, {"one-Deployment floor", p.FloorOne}, {"same-objects floor", p.FloorSame},
-		{"floor clean-ups", p.FloorCleanup}, {"quiesce before batches", p.Quiesce}, {"pods settle", p.Settle}, {"reads", p.Reads}, {"steady RSS", p.Steady},
+		{"floor clean-ups", p.FloorCleanup}, {"quiesce before batches", p.Quiesce}, {"pods settle", p.Settle}, {"reads", p.Reads}, {"reads under a burst", p.ReadsBurst}, {"steady RSS", p.Steady},
 		{"start-up", p.Startup}, {"stop", p.Stop},
 	} {
 		parts = append(parts, fmt.Sprintf("%s %.0f", x.name, x.s))
@@ -234,7 +239,7 @@ func (p phaseSeconds) String() string {
 
 func (p phaseSeconds) total() float64 {
 	return p.ControlPlane + p.OpiStart + p.Template + p.WarmUp + p.DesireOpi + p.FloorOne + p.FloorSame +
-		p.FloorCleanup + p.Settle + p.Reads + p.Steady + p.Startup + p.Stop
+		p.FloorCleanup + p.Settle + p.Reads + p.ReadsBurst + p.Steady + p.Startup + p.Stop
 }
 
 // step is the latency of one kind of call in the floor.
@@ -387,6 +392,8 @@ func (r *results) checks() []check {
 		{"rss", !checked || r.Peak <= r.RSSTargetMB,
 			fmt.Sprintf("opi's peak RSS is %.1f MB at %d apps (target ≤ %.0f MB); its RSS with no app was %.1f MB, the growth %.1f KB per app",
 				r.Peak, r.N, r.RSSTargetMB, r.IdleRSS, r.MarginalKBPerAp)},
+		{"reads burst apps", len(r.BurstApps.misses()) == 0, strings.Join(r.BurstApps.misses(), "; ")},
+		{"reads burst instances", len(r.BurstInstances.misses()) == 0, strings.Join(r.BurstInstances.misses(), "; ")},
 		{"batch ratio", !r.batchChecked() || r.BatchRatio <= targetBatchRatio,
 			fmt.Sprintf("opi's last batch (at %d apps) took %.2f × per desire its batch at %d apps (target ≤ %.1f)", r.lastBatch().Apps, r.BatchRatio, r.batch1000().Apps, targetBatchRatio)},
 	}
@@ -491,6 +498,19 @@ func (r *results) table() string {
 	row("**instances p50, at N / with 10 apps**", fmt.Sprintf("**%.2f**", r.InstancesRatio), fmt.Sprintf("≤ %.1f", targetInstancesRatio), met(ok("instances ratio")))
 	row("API server requests per instances call", fmt.Sprintf("%.3f (%.0f in %d calls%s)", r.APIPerInstances, r.Instances10.APIRequests+r.InstancesN.APIRequests,
 		r.Instances10.Calls+r.InstancesN.Calls, janitorNote(reads{Janitor: r.Instances10.Janitor + r.InstancesN.Janitor})), "0", met(r.APIPerInstances == 0))
+	for _, x := range []struct {
+		b     burstRead
+		check string
+	}{{r.BurstApps, "reads burst apps"}, {r.BurstInstances, "reads burst instances"}} {
+		if b := x.b; b.Callers > 0 {
+			row(fmt.Sprintf("%s at N, one caller (%d calls in %.1f s)", b.Read, b.SeqCalls, b.SeqSeconds),
+				fmt.Sprintf("p50 %.2f ms, p99 %.2f ms; opi %.3f ms CPU per call (this run %.3f ms)", b.SeqP50, b.SeqP99, b.SeqOpiCPUMs, b.SeqBenchCPUMs), "", "")
+			row(fmt.Sprintf("**%s at N, %d closed-loop callers: throughput ÷ what the CPUs allow at opi's sequential CPU per call**", b.Read, b.Callers),
+				fmt.Sprintf("**%s**; opi %.2f cores, this run %.2f cores (%.3f ms per call; counting it too: %.2f); others %.0f %% of the CPUs", b.summary(),
+					b.OpiCores, b.BenchCores, b.BenchCPUMs, b.ShareWithBench, 100*b.OthersCPU),
+				fmt.Sprintf("≥ %.1f; p99 ≤ %.2f × callers ÷ CPUs × the sequential p50; max ≤ %s; 0 requests", targetBurstShare, burstP99Slack, ccTimeout), met(ok(x.check)))
+		}
+	}
 	row("stop through opi (PUT /apps/{guid}/{version}/stop)", lat(r.Stop), "", "")
 	row("API server requests per stop (opi)", fmt.Sprintf("%.2f (%s)", r.StopAPIPerApp, verbs(r.StopAPI)), "", "")
 	row("opi RSS with no app", fmt.Sprintf("%.1f MB", r.IdleRSS), "", "")
@@ -599,6 +619,12 @@ func (r *results) notes() []string {
 	}{{floorOneDeployment, r.FloorOne}, {floorSameObjects, r.FloorSame}} {
 		if f.p.Errors > 0 {
 			out = append(out, fmt.Sprintf("%d apps of the %s floor failed, the first with: %s.", f.p.Errors, f.name, f.p.FirstError))
+		}
+	}
+	for _, b := range []burstRead{r.BurstApps, r.BurstInstances} {
+		if b.DriverSaturated {
+			out = append(out, fmt.Sprintf("This run itself used %.2f of the %d CPUs reading the answers of the %s burst (%.3f ms per call): it competes with opi for the cores; "+
+				"counting its CPU per call too, the throughput is %.2f × what the CPUs allow.", b.BenchCores, b.CPUs, b.Read, b.BenchCPUMs, b.ShareWithBench))
 		}
 	}
 	if r.Stop.Errors > 0 {
