@@ -118,13 +118,6 @@ func New(logger lager.Logger, deps Deps) (*Registrar, error) {
 // down, or not connected yet) is looked at again, to prune it once they are.
 const recordRetry = 10 * time.Second
 
-// syncWorkers is how many LRPs are synced at once. A sync whose endpoints changed waits for one
-// API write (the record) before it registers them, and the syncs of different LRPs are
-// independent (the queue never hands one LRP to two workers): after a burst of desires a
-// thousand new apps go Ready within a minute, and with 2 workers their registrations queued
-// behind 2 writes at a time (at 1,000 apps on a loaded machine, Ready → registered p50 46 s).
-const syncWorkers = 16
-
 // Run is the leader work: it loads the records, fills the table from the caches (a new
 // leader's table replaces whatever an earlier term left in it) after recording it, hands the
 // table an unregister for every recorded endpoint the table no longer has, runs the table's
@@ -133,7 +126,7 @@ const syncWorkers = 16
 func (r *Registrar) Run(ctx context.Context) {
 	q := queue.New(queue.Config[string]{
 		Name:        "routes",
-		Workers:     syncWorkers,
+		Workers:     2,
 		RateLimiter: workqueue.DefaultTypedControllerRateLimiter[string](),
 	})
 	recorded, err := r.load(ctx)
