@@ -79,6 +79,7 @@ var _ = Describe("RetryLostConnection", func() {
 		Entry("an unexpected EOF", io.ErrUnexpectedEOF),
 		Entry("a broken pipe", syscall.EPIPE),
 		Entry("an HTTP/2 connection force-closed", errors.New("http2: client connection force closed via ClientConn.Close")),
+		Entry("an HTTP/2 connection closed before the write was sent on it", errors.New("http2: client conn is closed")),
 	)
 
 	It("sends a write again when its connection is lost while the response body streams", func() {

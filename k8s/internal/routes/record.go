@@ -23,8 +23,10 @@ import (
 type Records interface {
 	// Load is every LRP's record, by LRP key.
 	Load(ctx context.Context) (map[string][]gorouter.Registration, error)
-	// Save makes regs the LRP's record; none deletes it.
-	Save(ctx context.Context, lrpKey string, regs []gorouter.Registration) error
+	// Save makes regs the LRP's record; none deletes it. exists says whether the caller knows
+	// of a record of the LRP (loaded or saved before), so that a new LRP's record costs one
+	// create rather than a refused update and a create; a wrong guess costs one more call.
+	Save(ctx context.Context, lrpKey string, regs []gorouter.Registration, exists bool) error
 }
 
 // Names of the record ConfigMaps.
@@ -69,9 +71,10 @@ func (c ConfigMapRecords) Load(ctx context.Context) (map[string][]gorouter.Regis
 	return out, nil
 }
 
-// Save creates, replaces or (regs empty) deletes lrpKey's record. The leader is its only
-// writer, so the replacement is unconditional.
-func (c ConfigMapRecords) Save(ctx context.Context, lrpKey string, regs []gorouter.Registration) error {
+// Save creates, replaces or (regs empty) deletes lrpKey's record: with exists an update first
+// (a create if it is not found), else a create first (an update if it exists). The leader is
+// its only writer, so the replacement is unconditional.
+func (c ConfigMapRecords) Save(ctx context.Context, lrpKey string, regs []gorouter.Registration, exists bool) error {
 	name := RecordName(lrpKey)
 	client := c.Client.CoreV1().ConfigMaps(c.Namespace)
 	if len(regs) == 0 {
@@ -88,12 +91,17 @@ func (c ConfigMapRecords) Save(ctx context.Context, lrpKey string, regs []gorout
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace, Labels: map[string]string{LabelRecord: "true"}},
 		Data:       map[string]string{keyLRP: lrpKey, keyEndpoints: string(body)},
 	}
-	_, err = client.Update(ctx, cm, metav1.UpdateOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = client.Create(ctx, cm, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			_, err = client.Update(ctx, cm, metav1.UpdateOptions{})
+	update := func() error { _, err := client.Update(ctx, cm, metav1.UpdateOptions{}); return err }
+	create := func() error { _, err := client.Create(ctx, cm, metav1.CreateOptions{}); return err }
+	if exists {
+		if err = update(); apierrors.IsNotFound(err) {
+			err = create()
 		}
+	} else {
+		err = create()
+	}
+	if apierrors.IsAlreadyExists(err) {
+		err = update()
 	}
 	if err != nil {
 		return fmt.Errorf("save route record: %w", err)

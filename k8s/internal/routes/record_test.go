@@ -23,15 +23,14 @@ var _ = Describe("ConfigMapRecords", func() {
 		client := fakekube.NewClientset()
 		records := routes.ConfigMapRecords{Client: client, Namespace: ns}
 
-		Expect(records.Save(ctx, lrpKey, []gorouter.Registration{reg})).To(Succeed())
+		Expect(records.Save(ctx, lrpKey, []gorouter.Registration{reg}, false)).To(Succeed())
 		other := reg
 		other.Host = "10.0.0.2"
-		Expect(records.Save(ctx, lrpKey, []gorouter.Registration{reg, other})).To(Succeed())
+		Expect(records.Save(ctx, lrpKey, []gorouter.Registration{reg, other}, true)).To(Succeed())
 		Expect(fakekube.ActionsSince(client, 0)).To(Equal([]string{
-			"update configmaps " + routes.RecordName(lrpKey),
 			"create configmaps " + routes.RecordName(lrpKey),
 			"update configmaps " + routes.RecordName(lrpKey),
-		}))
+		}), "one call each")
 		cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx, routes.RecordName(lrpKey), metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(cm.OwnerReferences).To(BeEmpty(), "it outlives the workload")
@@ -39,8 +38,26 @@ var _ = Describe("ConfigMapRecords", func() {
 
 		Expect(records.Load(ctx)).To(Equal(map[string][]gorouter.Registration{lrpKey: {reg, other}}))
 
-		Expect(records.Save(ctx, lrpKey, nil)).To(Succeed())
+		Expect(records.Save(ctx, lrpKey, nil, true)).To(Succeed())
 		Expect(records.Load(ctx)).To(BeEmpty())
-		Expect(records.Save(ctx, lrpKey, nil)).To(Succeed(), "already gone")
+		Expect(records.Save(ctx, lrpKey, nil, true)).To(Succeed(), "already gone")
+	})
+
+	It("falls back to the other call when the caller's guess is wrong", func() {
+		ctx := context.Background()
+		client := fakekube.NewClientset()
+		records := routes.ConfigMapRecords{Client: client, Namespace: ns}
+
+		Expect(records.Save(ctx, lrpKey, []gorouter.Registration{reg}, true)).To(Succeed(), "not there yet")
+		other := reg
+		other.Host = "10.0.0.2"
+		Expect(records.Save(ctx, lrpKey, []gorouter.Registration{other}, false)).To(Succeed(), "there already")
+		Expect(fakekube.ActionsSince(client, 0)).To(Equal([]string{
+			"update configmaps " + routes.RecordName(lrpKey),
+			"create configmaps " + routes.RecordName(lrpKey),
+			"create configmaps " + routes.RecordName(lrpKey),
+			"update configmaps " + routes.RecordName(lrpKey),
+		}))
+		Expect(records.Load(ctx)).To(Equal(map[string][]gorouter.Registration{lrpKey: {other}}))
 	})
 })

@@ -266,7 +266,7 @@ func (r *Registrar) writeAhead(ctx context.Context, lrpKey string, rec pairs, wa
 	if len(next) == len(rec) {
 		return rec, nil
 	}
-	if err := r.records.Save(ctx, lrpKey, next.registrations()); err != nil {
+	if err := r.records.Save(ctx, lrpKey, next.registrations(), len(rec) > 0); err != nil {
 		return rec, err
 	}
 	return next, nil
@@ -320,7 +320,7 @@ func (r *Registrar) sync(ctx context.Context, lrpKey string) (time.Duration, err
 		maps.Copy(next, wanted)
 	}
 	if !maps.EqualFunc(next, rec, func(a, b gorouter.Registration) bool { return a.PrivateInstanceID == b.PrivateInstanceID }) {
-		if err := r.records.Save(ctx, lrpKey, next.registrations()); err != nil {
+		if err := r.records.Save(ctx, lrpKey, next.registrations(), len(rec) > 0); err != nil {
 			// The registers wait for the record: the table keeps what it had.
 			return 0, err
 		}

@@ -266,7 +266,7 @@ var _ = Describe("Route registration", func() {
 		saved := func() map[string][]gorouter.Registration {
 			out := map[string][]gorouter.Registration{}
 			for i := range records.SaveCallCount() {
-				_, key, regs := records.SaveArgsForCall(i)
+				_, key, regs, _ := records.SaveArgsForCall(i)
 				out[key] = regs
 			}
 			return out
@@ -295,6 +295,8 @@ var _ = Describe("Route registration", func() {
 
 			Expect(atRun.replaces).To(Equal(1))
 			Expect(atRun.saves).To(Equal(1), "the one record missing a registration of the table, saved before any send")
+			_, _, _, exists := records.SaveArgsForCall(0)
+			Expect(exists).To(BeTrue(), "the record was loaded")
 			Expect(saved()[lrpKey]).To(ConsistOf(
 				bare(registration("10.0.0.1", "0", "uid-p0", 8080, "dora.example.com", "dora.example.com/api", "old.example.com")),
 				bare(p0Admin), gonePod), "write-ahead: what is recorded stays until unregistered")
@@ -333,6 +335,9 @@ var _ = Describe("Route registration", func() {
 			savedMu.Lock()
 			Expect(savedBeforeSet["uid-p1/8080"]).To(Equal(2), "saved before the register")
 			savedMu.Unlock()
+			_, _, _, existed := records.SaveArgsForCall(0)
+			_, _, _, exists := records.SaveArgsForCall(1)
+			Expect([]bool{existed, exists}).To(Equal([]bool{false, true}), "a new LRP's record is created, then replaced")
 			Expect(saved()[lrpKey]).To(ConsistOf(bare(p0), bare(p0Admin), bare(p1),
 				bare(registration("10.0.0.2", "1", "uid-p1", 9090, "admin.example.com"))))
 		})
@@ -360,9 +365,10 @@ var _ = Describe("Route registration", func() {
 			setWorkload(nil)
 			workloadHandler.OnDelete(stopped)
 			Eventually(records.SaveCallCount).Should(Equal(2))
-			_, key, regs := records.SaveArgsForCall(1)
+			_, key, regs, exists := records.SaveArgsForCall(1)
 			Expect(key).To(Equal(lrpKey))
 			Expect(regs).To(BeEmpty())
+			Expect(exists).To(BeTrue())
 		})
 
 		It("prunes the record of an LRP gone before the term once its unregisters went out", func() {

@@ -81,7 +81,7 @@ func (s *Service) Run(ctx context.Context) {
 		settled: map[types.UID]bool{},
 		read:    map[types.UID]opi.StagingCompletion{},
 	}
-	if err := w.informer.SetTransform(stripManagedFields); err != nil {
+	if err := w.informer.SetTransform(kube.WithoutManagedFields[corev1.Secret]); err != nil {
 		w.logger.Error("set-transform", err)
 	}
 	enqueue := func(obj any) {
@@ -268,18 +268,4 @@ func (w *worker) forget(obj any) {
 		delete(w.read, secret.UID)
 		w.mu.Unlock()
 	}
-}
-
-// stripManagedFields drops what the worker never reads from cached records. It never writes to
-// the object it is handed, which may be shared (a fake clientset's watch hands out the object
-// its store keeps, and the attempt count's patch gives it managed fields): a write would race
-// its readers, so the record is a shallow copy without them.
-func stripManagedFields(obj any) (any, error) {
-	secret, ok := obj.(*corev1.Secret)
-	if !ok || len(secret.ManagedFields) == 0 {
-		return obj, nil
-	}
-	stripped := *secret
-	stripped.ManagedFields = nil
-	return &stripped, nil
 }

@@ -21,7 +21,7 @@ type FakeRecords struct {
 		result1 map[string][]gorouter.Registration
 		result2 error
 	}
-	SaveStub        func(context.Context, string, []gorouter.Registration) error
+	SaveStub        func(context.Context, string, []gorouter.Registration, bool) error
 	saveMutex       sync.RWMutex
 	saveArgsForCall []FakeRecordsSaveArgs
 	saveReturns     struct {
@@ -45,6 +45,7 @@ type FakeRecordsSaveArgs struct {
 	Arg1 context.Context
 	Arg2 string
 	Arg3 []gorouter.Registration
+	Arg4 bool
 }
 
 func (fake *FakeRecords) Load(arg1 context.Context) (map[string][]gorouter.Registration, error) {
@@ -117,7 +118,7 @@ func (fake *FakeRecords) LoadReturnsOnCall(i int, result1 map[string][]gorouter.
 	}{result1, result2}
 }
 
-func (fake *FakeRecords) Save(arg1 context.Context, arg2 string, arg3 []gorouter.Registration) error {
+func (fake *FakeRecords) Save(arg1 context.Context, arg2 string, arg3 []gorouter.Registration, arg4 bool) error {
 	var arg3Copy []gorouter.Registration
 	if arg3 != nil {
 		arg3Copy = make([]gorouter.Registration, len(arg3))
@@ -125,13 +126,13 @@ func (fake *FakeRecords) Save(arg1 context.Context, arg2 string, arg3 []gorouter
 	}
 	fake.saveMutex.Lock()
 	ret, specificReturn := fake.saveReturnsOnCall[len(fake.saveArgsForCall)]
-	fake.saveArgsForCall = append(fake.saveArgsForCall, FakeRecordsSaveArgs{arg1, arg2, arg3Copy})
+	fake.saveArgsForCall = append(fake.saveArgsForCall, FakeRecordsSaveArgs{arg1, arg2, arg3Copy, arg4})
 	stub := fake.SaveStub
 	fakeReturns := fake.saveReturns
-	fake.recordInvocation("Save", []interface{}{arg1, arg2, arg3Copy})
+	fake.recordInvocation("Save", []interface{}{arg1, arg2, arg3Copy, arg4})
 	fake.saveMutex.Unlock()
 	if stub != nil {
-		return stub(arg1, arg2, arg3)
+		return stub(arg1, arg2, arg3, arg4)
 	}
 	if specificReturn {
 		return ret.result1
@@ -145,17 +146,17 @@ func (fake *FakeRecords) SaveCallCount() int {
 	return len(fake.saveArgsForCall)
 }
 
-func (fake *FakeRecords) SaveCalls(stub func(context.Context, string, []gorouter.Registration) error) {
+func (fake *FakeRecords) SaveCalls(stub func(context.Context, string, []gorouter.Registration, bool) error) {
 	fake.saveMutex.Lock()
 	defer fake.saveMutex.Unlock()
 	fake.SaveStub = stub
 }
 
-func (fake *FakeRecords) SaveArgsForCall(i int) (context.Context, string, []gorouter.Registration) {
+func (fake *FakeRecords) SaveArgsForCall(i int) (context.Context, string, []gorouter.Registration, bool) {
 	fake.saveMutex.RLock()
 	defer fake.saveMutex.RUnlock()
 	argsForCall := fake.saveArgsForCall[i]
-	return argsForCall.Arg1, argsForCall.Arg2, argsForCall.Arg3
+	return argsForCall.Arg1, argsForCall.Arg2, argsForCall.Arg3, argsForCall.Arg4
 }
 
 func (fake *FakeRecords) SaveArgs() []FakeRecordsSaveArgs {
