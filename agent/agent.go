@@ -551,12 +551,14 @@ func (a *Agent) read(fl *podlogs.Follower, f *followed, final bool) error {
 		return nil
 	}
 	defer a.reportLost(fl, f)
-	return fl.Next(func(line podlogs.Line, pos podlogs.Position) { a.line(f, in.logs, line, pos) })
+	// The identity and its tags are encoded once for all the lines of this read.
+	enc := loggregator.NewLogEncoder(in.logs)
+	return fl.Next(func(line podlogs.Line, pos podlogs.Position) { a.line(f, enc, line, pos) })
 }
 
-// line hands one line of f to the Sender, or drops it if f is over its rate bound. The bound
-// is checked first: a dropped line builds nothing (no envelope, no tags).
-func (a *Agent) line(f *followed, id loggregator.Identity, line podlogs.Line, pos podlogs.Position) {
+// line hands one line of f to the Sender, encoded by enc, or drops it if f is over its rate
+// bound. The bound is checked first: a dropped line encodes nothing.
+func (a *Agent) line(f *followed, enc *loggregator.LogEncoder, line podlogs.Line, pos podlogs.Position) {
 	a.counters.linesRead.Add(1)
 	now := time.Now()
 	ok, notice := a.bound.Admit(f.source, len(line.Text), now)
@@ -564,8 +566,8 @@ func (a *Agent) line(f *followed, id loggregator.Identity, line podlogs.Line, po
 		if notice != "" {
 			// Diego's notice, as its log streamer sends it: stdout, the instance's own
 			// identity and tags, stamped now.
-			env := loggregator.NewLog(id, now, loggregator_v2.Log_OUT, []byte(notice))
-			if a.sender.EmitWait(a.ctx, f.source, env, nil) != nil {
+			env := enc.Encode(now, loggregator_v2.Log_OUT, notice)
+			if a.sender.EmitEncoded(a.ctx, f.source, env, nil) != nil {
 				return
 			}
 		}
@@ -576,14 +578,14 @@ func (a *Agent) line(f *followed, id loggregator.Identity, line podlogs.Line, po
 	if line.Stream == podlogs.Stderr {
 		typ = loggregator_v2.Log_ERR
 	}
-	env := loggregator.NewLog(id, line.Time, typ, []byte(line.Text))
+	env := enc.Encode(line.Time, typ, line.Text)
 	f.mu.Lock()
 	f.inflight++
 	f.skipped = nil // this line's acknowledgement records a later position
 	f.mu.Unlock()
 	// Back pressure: while the buffer is full this waits, and the file stays unread past this
 	// line. It fails only when the agent stops (the follower stops too).
-	_ = a.sender.EmitWait(a.ctx, f.source, env, a.ackOf(f, pos))
+	_ = a.sender.EmitEncoded(a.ctx, f.source, env, a.ackOf(f, pos))
 }
 
 // ackOf is the acknowledgement of the line before pos. It is made here, not in line, so that

@@ -375,6 +375,11 @@ func (f *Follower) consume(raw []byte, n int, emit func(Line, Position)) {
 		emit(Line{Time: p.time, Stream: e.Stream, Text: string(p.text)}, f.resumeAt(start))
 		p = nil
 	}
+	if p == nil && !e.Partial {
+		// A whole line, nothing pending on its stream: emitted as it is.
+		emit(Line{Time: e.Time, Stream: e.Stream, Text: string(content)}, f.resumeAt(f.pos(f.offset)))
+		return
+	}
 	if p == nil {
 		p = &pendingLine{time: e.Time, start: start, seq: f.seq}
 		f.pending[e.Stream] = p
