@@ -1,0 +1,24 @@
+// Command opi-agent is opi's node agent (docs/logging.md): it ships the logs and container
+// metrics of the app pods on its node to Loggregator. It is a binary of its own, in the same
+// image as opi (`opi agent` execs it), so that what runs on every node links only what the
+// agent needs: no typed clientset, only REST clients of the three API groups it lists and
+// watches (kube.go).
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/opi-bridge/opi/cmd/internal/cli"
+)
+
+func main() {
+	if len(os.Args) == 2 && (os.Args[1] == "--version" || os.Args[1] == "version") {
+		fmt.Println("opi-agent " + buildVersion)
+		return
+	}
+	cli.RunSubcommand("opi-agent", os.Args[1:], parseAgentFlags, runAgent)
+}
+
+// buildVersion is set at build time (-X main.buildVersion=...).
+var buildVersion = "devel"
