@@ -49,6 +49,10 @@ var _ = BeforeSuite(func() {
 	var err error
 	opiBin, err = gexec.Build("github.com/opi-bridge/opi/cmd/opi")
 	Expect(err).NotTo(HaveOccurred())
+	// `opi agent` execs the opi-agent next to opi: gexec builds both into its one folder.
+	agentBin, err := gexec.Build("github.com/opi-bridge/opi/cmd/opi-agent")
+	Expect(err).NotTo(HaveOccurred())
+	Expect(filepath.Dir(agentBin)).To(Equal(filepath.Dir(opiBin)))
 	DeferCleanup(gexec.CleanupBuildArtifacts)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

@@ -8,6 +8,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime/debug"
 
 	"github.com/opi-bridge/opi/cmd/internal/cli"
 )
@@ -17,8 +18,17 @@ func main() {
 		fmt.Println("opi-agent " + buildVersion)
 		return
 	}
+	if os.Getenv("GOGC") == "" {
+		// Most of the agent's heap is short-lived (a line's envelope, until it is delivered):
+		// a lower GC target keeps a node's agent near its live heap instead of up to twice it,
+		// for some more CPU per line. GOGC overrides it.
+		debug.SetGCPercent(defaultGCPercent)
+	}
 	cli.RunSubcommand("opi-agent", os.Args[1:], parseAgentFlags, runAgent)
 }
+
+// defaultGCPercent is the agent's GOGC unless the environment sets one.
+const defaultGCPercent = 50
 
 // buildVersion is set at build time (-X main.buildVersion=...).
 var buildVersion = "devel"
