@@ -115,26 +115,26 @@ var _ = Describe("opi's image", Ordered, func() {
 		check(img)
 	})
 
-	It("has the same digest when built again from the same binary", func() {
+	It("has the same digest when built again from the same binaries", func() {
 		first, err := tarball.ImageFromPath(tarPath, nil)
 		Expect(err).NotTo(HaveOccurred())
 		again := filepath.Join(dir, "again.tar")
-		bin := filepath.Join(dir, "opi-bin")
-		// Rebuild from the binary inside the first image.
+		bins := map[string]string{"opi": filepath.Join(dir, "opi-bin"), "opi-agent": filepath.Join(dir, "opi-agent-bin")}
+		// Rebuild from the binaries inside the first image.
 		fs := mutate.Extract(first)
 		tr := tar.NewReader(fs)
-		for {
+		for found := 0; found < len(bins); {
 			hdr, err := tr.Next()
 			Expect(err).NotTo(HaveOccurred())
-			if hdr.Name == "opi" {
+			if bin, ok := bins[hdr.Name]; ok {
 				data, err := io.ReadAll(tr)
 				Expect(err).NotTo(HaveOccurred())
 				Expect(os.WriteFile(bin, data, 0o755)).To(Succeed())
-				break
+				found++
 			}
 		}
 		fs.Close()
-		Expect(run(Options{Binary: bin, Version: testVersion, Arch: runtime.GOARCH}, "opi-bridge/opi:test", again, "")).To(Succeed())
+		Expect(run(Options{Binary: bins["opi"], AgentBinary: bins["opi-agent"], Version: testVersion, Arch: runtime.GOARCH}, "opi-bridge/opi:test", again, "")).To(Succeed())
 		second, err := tarball.ImageFromPath(again, nil)
 		Expect(err).NotTo(HaveOccurred())
 		d1, err := first.Digest()
