@@ -17,8 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/opi-bridge/opi/k8s/instances"
@@ -29,8 +27,11 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultPodLogs        = "/var/log/pods"
-	DefaultPollInterval   = time.Second
+	DefaultPodLogs      = "/var/log/pods"
+	DefaultPollInterval = time.Second
+	// NotifiedPollFactor: a folder watched for changes is read every NotifiedPollFactor poll
+	// intervals as well (the Follower sees everything a poll would, a lost event is no lost line).
+	NotifiedPollFactor    = 10
 	DefaultLinesPerSecond = 100
 	DefaultLineBurst      = 1000
 	// DefaultBytesPerSecond and DefaultByteBurst bound each container's log text: 110
@@ -38,6 +39,14 @@ const (
 	// of the Sender's 16 MiB buffer.
 	DefaultBytesPerSecond = 64 << 10
 	DefaultByteBurst      = 1 << 20
+	// DefaultMaxBufferedEnvelopes and DefaultMaxBufferedBytes bound the agent's Sender buffer
+	// (below the Sender's own defaults, which opi's emitters keep): the lines waiting for
+	// Loggregator are held once, encoded, and while it is full the followers leave the files
+	// unread (back pressure), so a larger buffer would cover no longer outage, only cost a
+	// node's memory. 2,000 envelopes are under 0.2 s of a node at the default bound (110
+	// instances × 100 lines/s) and 20 batches of the Sender's.
+	DefaultMaxBufferedEnvelopes = 2000
+	DefaultMaxBufferedBytes     = 4 << 20
 	// WorkloadDeployments and WorkloadStatefulSets are opi's workload kinds (its `workload`
 	// setting): StatefulSet instances are indexed by ordinal.
 	WorkloadDeployments  = "deployments"
@@ -65,8 +74,12 @@ type Config struct {
 	LineBurst      int
 	BytesPerSecond int64
 	ByteBurst      int64
-	// PollInterval is how often each container's log folder is read (DefaultPollInterval).
+	// PollInterval is how often each container's log folder is read while it is not watched
+	// (DefaultPollInterval); a watched folder is read when it changes, and every
+	// NotifiedPollFactor poll intervals besides (a safety net).
 	PollInterval time.Duration
+	// PollOnly turns change notification off: every folder is polled.
+	PollOnly bool
 	// MaxLineBytes bounds a line (podlogs.DefaultMaxLineBytes when 0).
 	MaxLineBytes int
 	// Kubelet is where container metrics come from (none without its URL).
@@ -98,6 +111,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Kubelet.Interval <= 0 {
 		c.Kubelet.Interval = DefaultMetricsInterval
+	}
+	if c.Loggregator.MaxBufferedEnvelopes <= 0 {
+		c.Loggregator.MaxBufferedEnvelopes = DefaultMaxBufferedEnvelopes
+	}
+	if c.Loggregator.MaxBufferedBytes <= 0 {
+		c.Loggregator.MaxBufferedBytes = DefaultMaxBufferedBytes
 	}
 	var errs []error
 	if c.Node == "" {
@@ -131,7 +150,7 @@ func isBelow(path, dir string) bool {
 // Agent follows the log files of opi's pods on one node. Build it with New, run it with Run.
 type Agent struct {
 	cfg    Config
-	client kubernetes.Interface
+	src    instances.Sources
 	logger lager.Logger
 
 	sender  *loggregator.Sender
@@ -139,10 +158,10 @@ type Agent struct {
 	bound   *loggregator.RateBound
 	ckpts   *podlogs.Checkpoints
 	saveCh  chan struct{}
+	notify  *notifier
 
-	nodeFactory informers.SharedInformerFactory
-	reader      *instances.Reader
-	nodePods    cache.SharedIndexInformer
+	reader   *instances.Reader
+	nodePods cache.SharedIndexInformer
 
 	counters  counters // the ops endpoint's (ops.go)
 	lostFiles atomic.Uint64
@@ -156,14 +175,14 @@ type Agent struct {
 	ctx      context.Context
 }
 
-// New checks cfg, opens the checkpoints and prepares the sender and informers (nothing runs
-// until Run).
-func New(cfg Config, client kubernetes.Interface, logger lager.Logger) (*Agent, error) {
+// New checks cfg, opens the checkpoints and prepares the sender and the informers of src, the
+// apps namespace's objects (nothing runs until Run).
+func New(cfg Config, src instances.Sources, logger lager.Logger) (*Agent, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if client == nil {
-		return nil, errors.New("agent: a Kubernetes client is required")
+	if src.Pods == nil || src.Jobs == nil || (src.Deployments == nil && src.StatefulSets == nil) {
+		return nil, errors.New("agent: the apps namespace's pods, jobs and workloads are required")
 	}
 	bound, err := loggregator.NewRateBound(loggregator.RateBoundConfig{
 		BytesPerSecond: cfg.BytesPerSecond, ByteBurst: cfg.ByteBurst,
@@ -193,9 +212,10 @@ func New(cfg Config, client kubernetes.Interface, logger lager.Logger) (*Agent, 
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	a := &Agent{
-		cfg: cfg, client: client, logger: logger,
+		cfg: cfg, src: src, logger: logger,
 		sender: sender, kubelet: kubelet, bound: bound, ckpts: ckpts,
 		saveCh:   make(chan struct{}, 1),
+		notify:   newNotifier(logger, cfg.PollOnly),
 		followed: map[string]*followed{},
 	}
 	if ckpts.Unreadable() != nil {
@@ -208,19 +228,14 @@ func New(cfg Config, client kubernetes.Interface, logger lager.Logger) (*Agent, 
 // newInformers sets up the namespace's reader (the pods' identities and indices, as opi reports
 // them) and the node's pod informer (which pods to follow).
 func (a *Agent) newInformers() {
-	ns := a.cfg.Namespace
-	a.reader = instances.New(a.client, instances.Options{
-		Namespace: ns, StatefulSets: a.cfg.Workload == WorkloadStatefulSets, Logger: a.logger,
+	a.reader = instances.New(a.src, instances.Options{
+		Namespace: a.cfg.Namespace, StatefulSets: a.cfg.Workload == WorkloadStatefulSets, Logger: a.logger,
 	})
-
-	a.nodeFactory = informers.NewSharedInformerFactoryWithOptions(a.client, 0,
-		informers.WithNamespace(ns),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", a.cfg.Node).String()
-			o.LabelSelector = names.LabelSourceType + " in (" + names.SourceTypeApp + "," + names.SourceTypeTask + ")"
-		}),
-	)
-	a.nodePods = a.nodeFactory.Core().V1().Pods().Informer()
+	onNode := instances.Filtered(a.src.Pods, func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", a.cfg.Node).String()
+		o.LabelSelector = names.LabelSourceType + " in (" + names.SourceTypeApp + "," + names.SourceTypeTask + ")"
+	})
+	a.nodePods = instances.NewInformer(onNode, &corev1.Pod{})
 	if err := a.nodePods.SetTransform(nodePodOf); err != nil {
 		a.logger.Error("set-transform", err)
 	}
@@ -266,9 +281,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.ctx = ctx
 
 	var bg sync.WaitGroup
-	bg.Add(2)
+	bg.Add(3)
 	go func() { defer bg.Done(); _ = a.sender.Run(ctx) }()
 	go func() { defer bg.Done(); a.saveLoop(ctx) }()
+	go func() { defer bg.Done(); a.notify.run(ctx) }()
 
 	if err := a.reader.Start(ctx); err != nil {
 		cancel()
@@ -289,7 +305,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		bg.Wait()
 		return fmt.Errorf("agent: pod handler: %w", err)
 	}
-	a.nodeFactory.Start(ctx.Done())
+	bg.Add(1)
+	go func() { defer bg.Done(); a.nodePods.RunWithContext(ctx) }()
 	if cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 		a.pruneCheckpoints()
 		a.counters.ready.Store(true)
@@ -301,7 +318,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.logger.Info("started", lager.Data{"pod-logs": a.cfg.PodLogs, "namespace": a.cfg.Namespace})
 
 	<-ctx.Done()
-	a.nodeFactory.Shutdown()
 	a.reader.Shutdown()
 	a.wg.Wait()
 	bg.Wait()
@@ -348,12 +364,7 @@ func (a *Agent) saveLoop(ctx context.Context) {
 	}
 }
 
-func (a *Agent) saveSoon() {
-	select {
-	case a.saveCh <- struct{}{}:
-	default:
-	}
-}
+func (a *Agent) saveSoon() { poke(a.saveCh) }
 
 // nodePod is what the agent keeps of a pod on its node.
 type nodePod struct {
@@ -429,6 +440,8 @@ type followed struct {
 	source string
 	dir    string
 	gone   chan struct{}
+	// wake is poked when dir changes (notifier).
+	wake chan struct{}
 
 	mu      sync.Mutex
 	pod     *nodePod
@@ -468,6 +481,7 @@ func (a *Agent) podSeen(obj any) {
 		source: loggregator.ContainerKey(string(p.UID), names.ContainerName),
 		dir:    filepath.Join(a.cfg.PodLogs, podDir, names.ContainerName),
 		gone:   make(chan struct{}),
+		wake:   make(chan struct{}, 1),
 		pod:    p,
 	}
 	a.followed[string(p.UID)] = f
@@ -495,19 +509,28 @@ func (a *Agent) podGone(obj any) {
 	}
 }
 
-// follow reads f's folder every poll interval until the agent stops or the pod is gone (then
-// once more, to the end of its files).
+// follow reads f's folder when it changes (or every poll interval while it is not watched)
+// until the agent stops or the pod is gone (then once more, to the end of its files).
 func (a *Agent) follow(f *followed) {
 	logger := a.logger.Session("follow", lager.Data{"container": f.key})
 	fl := podlogs.NewFollower(f.dir, a.ckpts.Get(f.key), podlogs.Options{MaxLineBytes: a.cfg.MaxLineBytes, Done: a.ctx.Done()})
 	defer fl.Close()
 	var malformed uint64 // fl's skipped lines already counted
 	defer func() { malformed = a.countMalformed(fl, malformed, logger) }()
+	defer a.notify.unwatch(f.dir)
 	t := time.NewTicker(a.cfg.PollInterval)
 	defer t.Stop()
-	failing := false
+	failing, watched := false, false
 	for {
 		final := false
+		// Watched before the read: a line written after it wakes the follower.
+		if watched = watched && a.notify.watching(f.dir); !watched {
+			if watched = a.notify.watch(f.dir, f.wake); watched {
+				t.Reset(NotifiedPollFactor * a.cfg.PollInterval)
+			} else {
+				t.Reset(a.cfg.PollInterval)
+			}
+		}
 		malformed = a.countMalformed(fl, malformed, logger)
 		if err := a.read(fl, f, false); errors.Is(err, podlogs.ErrStopped) {
 			return
@@ -525,6 +548,7 @@ func (a *Agent) follow(f *followed) {
 		case <-f.gone:
 			final = true
 		case <-t.C:
+		case <-f.wake:
 		}
 		if final {
 			if err := a.read(fl, f, true); errors.Is(err, podlogs.ErrStopped) {
@@ -551,12 +575,14 @@ func (a *Agent) read(fl *podlogs.Follower, f *followed, final bool) error {
 		return nil
 	}
 	defer a.reportLost(fl, f)
-	return fl.Next(func(line podlogs.Line, pos podlogs.Position) { a.line(f, in.logs, line, pos) })
+	// The identity and its tags are encoded once for all the lines of this read.
+	enc := loggregator.NewLogEncoder(in.logs)
+	return fl.Next(func(line podlogs.Line, pos podlogs.Position) { a.line(f, enc, line, pos) })
 }
 
-// line hands one line of f to the Sender, or drops it if f is over its rate bound. The bound
-// is checked first: a dropped line builds nothing (no envelope, no tags).
-func (a *Agent) line(f *followed, id loggregator.Identity, line podlogs.Line, pos podlogs.Position) {
+// line hands one line of f to the Sender, encoded by enc, or drops it if f is over its rate
+// bound. The bound is checked first: a dropped line encodes nothing.
+func (a *Agent) line(f *followed, enc *loggregator.LogEncoder, line podlogs.Line, pos podlogs.Position) {
 	a.counters.linesRead.Add(1)
 	now := time.Now()
 	ok, notice := a.bound.Admit(f.source, len(line.Text), now)
@@ -564,8 +590,8 @@ func (a *Agent) line(f *followed, id loggregator.Identity, line podlogs.Line, po
 		if notice != "" {
 			// Diego's notice, as its log streamer sends it: stdout, the instance's own
 			// identity and tags, stamped now.
-			env := loggregator.NewLog(id, now, loggregator_v2.Log_OUT, []byte(notice))
-			if a.sender.EmitWait(a.ctx, f.source, env, nil) != nil {
+			env := enc.Encode(now, loggregator_v2.Log_OUT, notice)
+			if a.sender.EmitEncoded(a.ctx, f.source, env, nil) != nil {
 				return
 			}
 		}
@@ -576,14 +602,14 @@ func (a *Agent) line(f *followed, id loggregator.Identity, line podlogs.Line, po
 	if line.Stream == podlogs.Stderr {
 		typ = loggregator_v2.Log_ERR
 	}
-	env := loggregator.NewLog(id, line.Time, typ, []byte(line.Text))
+	env := enc.Encode(line.Time, typ, line.Text)
 	f.mu.Lock()
 	f.inflight++
 	f.skipped = nil // this line's acknowledgement records a later position
 	f.mu.Unlock()
 	// Back pressure: while the buffer is full this waits, and the file stays unread past this
 	// line. It fails only when the agent stops (the follower stops too).
-	_ = a.sender.EmitWait(a.ctx, f.source, env, a.ackOf(f, pos))
+	_ = a.sender.EmitEncoded(a.ctx, f.source, env, a.ackOf(f, pos))
 }
 
 // ackOf is the acknowledgement of the line before pos. It is made here, not in line, so that

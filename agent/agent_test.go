@@ -22,6 +22,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/agent"
+	"github.com/opi-bridge/opi/k8s/instances"
+	"github.com/opi-bridge/opi/k8s/instances/clientset"
 	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/loggregator"
 	"github.com/opi-bridge/opi/testsupport/kubeletstats"
@@ -237,9 +239,12 @@ func startKubelet(cfg *agent.Config) *kubeletstats.Server {
 	return kubelet
 }
 
+// sources are the apps namespace's objects through client.
+func sources(client kubernetes.Interface) instances.Sources { return clientset.Sources(client, ns) }
+
 // runAgent runs an agent until stop is called (or the spec ends).
 func runAgent(cfg agent.Config, client kubernetes.Interface) (a *agent.Agent, stop func()) {
-	a, err := agent.New(cfg, client, lagertest.NewTestLogger("agent"))
+	a, err := agent.New(cfg, sources(client), lagertest.NewTestLogger("agent"))
 	Expect(err).NotTo(HaveOccurred())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -565,7 +570,7 @@ var _ = Describe("Agent", func() {
 		// One byte a second: of the 1,000 lines at most one a second is sent and one noticed,
 		// which averages below one allocation a line unless the runs take minutes.
 		cfg.BytesPerSecond, cfg.ByteBurst = 1, 1
-		a, err := agent.New(cfg, fake.NewClientset(), lagertest.NewTestLogger("agent"))
+		a, err := agent.New(cfg, sources(fake.NewClientset()), lagertest.NewTestLogger("agent"))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(agent.DroppedLineAllocs(a, 1000)).To(BeZero())
 		Expect(a.Stats().RateDropped).To(BeNumerically(">=", 1000))
@@ -573,12 +578,42 @@ var _ = Describe("Agent", func() {
 
 	It("refuses a config it cannot work with, naming what is wrong", func() {
 		client = fake.NewClientset()
-		_, err := agent.New(agent.Config{PodLogs: "/var/log/pods", StateDir: "/var/log/pods/opi", Workload: "pods"}, client, lagertest.NewTestLogger("agent"))
+		_, err := agent.New(agent.Config{PodLogs: "/var/log/pods", StateDir: "/var/log/pods/opi", Workload: "pods"}, sources(client), lagertest.NewTestLogger("agent"))
 		Expect(err).To(MatchError(And(
 			ContainSubstring("node name is required"),
 			ContainSubstring("apps namespace is required"),
 			ContainSubstring(`workload "pods"`),
 			ContainSubstring("must not be in the pod log folder"),
 		)))
+	})
+})
+
+var _ = Describe("Agent's change notification", func() {
+	var (
+		ingress *standin.Server
+		cfg     agent.Config
+		web     *corev1.Pod
+	)
+
+	BeforeEach(func() {
+		ingress, cfg = startIngress()
+		web = appPod("dora-dev-b0c4a1e2-5d8f9-abcde", "web-uid", node, t0)
+	})
+
+	It("reads a folder when it changes, without waiting for a poll", func() {
+		cfg.PollInterval = time.Hour // no poll within the spec: only notification reads
+		writeLines(cfg.PodLogs, web, cri(t0.Add(1), "stdout", "F", "first"))
+		runAgent(cfg, fake.NewClientset(deployment(1), web))
+		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal([]string{"first"}))
+
+		writeLines(cfg.PodLogs, web, cri(t0.Add(2), "stdout", "F", "second"), cri(t0.Add(3), "stderr", "F", "third"))
+		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal([]string{"first", "second", "third"}))
+	})
+
+	It("polls where notification is off, and a folder that did not exist when its pod came", func() {
+		cfg.PollOnly = true
+		runAgent(cfg, fake.NewClientset(deployment(1), web))
+		writeLines(cfg.PodLogs, web, cri(t0.Add(1), "stdout", "F", "polled"))
+		Eventually(func() []string { return payloads(ingress.Envelopes()) }, 10*time.Second).Should(Equal([]string{"polled"}))
 	})
 })

@@ -80,7 +80,7 @@ var _ = Describe("Agent ops endpoint", func() {
 		}
 		writeLines(cfg.PodLogs, web, lines...)
 
-		a, err := agent.New(cfg, fake.NewClientset(deployment(1), web), lagertest.NewTestLogger("agent"))
+		a, err := agent.New(cfg, sources(fake.NewClientset(deployment(1), web)), lagertest.NewTestLogger("agent"))
 		Expect(err).NotTo(HaveOccurred())
 		ops := httptest.NewServer(a.OpsHandler())
 		DeferCleanup(ops.Close)
@@ -117,7 +117,7 @@ var _ = Describe("Agent ops endpoint", func() {
 			Containers: []statsv1alpha1.ContainerStats{{Name: "opi", CPU: &statsv1alpha1.CPUStats{UsageNanoCores: ptr.To[uint64](1)}}},
 		}}})
 
-		a, err := agent.New(cfg, fake.NewClientset(deployment(1), web), lagertest.NewTestLogger("agent"))
+		a, err := agent.New(cfg, sources(fake.NewClientset(deployment(1), web)), lagertest.NewTestLogger("agent"))
 		Expect(err).NotTo(HaveOccurred())
 		ops := httptest.NewServer(a.OpsHandler())
 		DeferCleanup(ops.Close)
@@ -156,7 +156,7 @@ var _ = Describe("Agent ops endpoint", func() {
 			cri(t0.Add(3), "stdout", "F", "two"),
 		)
 		logger := lagertest.NewTestLogger("agent")
-		a, err := agent.New(cfg, fake.NewClientset(deployment(1), web), logger)
+		a, err := agent.New(cfg, sources(fake.NewClientset(deployment(1), web)), logger)
 		Expect(err).NotTo(HaveOccurred())
 		ops := httptest.NewServer(a.OpsHandler())
 		DeferCleanup(ops.Close)
@@ -177,7 +177,7 @@ var _ = Describe("Agent ops endpoint", func() {
 		// Torn: what a crash mid-write would leave, had the file been written in place.
 		Expect(os.WriteFile(filepath.Join(cfg.StateDir, "positions.json"), []byte(`{"cf-workloads_dora-dev-b0c4a1e2-5d8f9-abcde_web-uid/opi":{"dev":1,"ino`), 0o600)).To(Succeed())
 		logger := lagertest.NewTestLogger("agent")
-		a, err := agent.New(cfg, fake.NewClientset(deployment(1), web), logger)
+		a, err := agent.New(cfg, sources(fake.NewClientset(deployment(1), web)), logger)
 		Expect(err).NotTo(HaveOccurred())
 		ops := httptest.NewServer(a.OpsHandler())
 		DeferCleanup(ops.Close)
@@ -202,7 +202,7 @@ var _ = Describe("Agent ops endpoint", func() {
 		web.Status.PodIP = "10.0.0.7"
 		web.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "opi", Ready: true,
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
-		a, err := agent.New(cfg, fake.NewClientset(deployment(1), web), lagertest.NewTestLogger("agent"))
+		a, err := agent.New(cfg, sources(fake.NewClientset(deployment(1), web)), lagertest.NewTestLogger("agent"))
 		Expect(err).NotTo(HaveOccurred())
 		run(a)
 		Eventually(func() []any { return agent.HeldPods(a) }, 10*time.Second).Should(HaveLen(1))

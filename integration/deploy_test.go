@@ -232,7 +232,7 @@ var _ = Describe("Deploying with the manifests", Ordered, func() {
 		Expect(pod.Containers).To(HaveLen(1))
 		c := pod.Containers[0]
 		Expect(c.Image).To(Equal("opi-bridge/opi:latest"), "opi's image")
-		Expect(c.Command).To(Equal([]string{"/opi", "agent"}))
+		Expect(c.Command).To(Equal([]string{"/opi-agent"}))
 		Expect(c.Args).To(ContainElements("--node=$(NODE_NAME)", "--namespace="+deployNamespace, "--pod-logs=/var/log/pods", "--state-dir=/var/lib/opi-agent"))
 		env := map[string]string{}
 		for _, e := range c.Env {

@@ -49,6 +49,10 @@ var _ = BeforeSuite(func() {
 	var err error
 	opiBin, err = gexec.Build("github.com/opi-bridge/opi/cmd/opi")
 	Expect(err).NotTo(HaveOccurred())
+	// `opi agent` execs the opi-agent next to opi (each gexec build has a folder of its own).
+	agentBin, err := gexec.Build("github.com/opi-bridge/opi/cmd/opi-agent")
+	Expect(err).NotTo(HaveOccurred())
+	Expect(os.Rename(agentBin, filepath.Join(filepath.Dir(opiBin), "opi-agent"))).To(Succeed())
 	DeferCleanup(gexec.CleanupBuildArtifacts)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

@@ -1,10 +1,13 @@
 package loggregator
 
 import (
+	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"code.cloudfoundry.org/go-loggregator/v10/rpc/loggregator_v2"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // Identity is who an envelope is about: source_id (the app guid), instance_id (the index CC
@@ -118,4 +121,92 @@ func copyTags(tags map[string]string) map[string]string {
 		m[k] = v
 	}
 	return m
+}
+
+// The field numbers of loggregator.v2's Envelope and Log messages (envelope.proto) that
+// LogEncoder writes.
+const (
+	fieldTimestamp  protowire.Number = 1
+	fieldSourceID   protowire.Number = 2
+	fieldLog        protowire.Number = 4
+	fieldInstanceID protowire.Number = 8
+	fieldTags       protowire.Number = 9
+	fieldMapKey     protowire.Number = 1
+	fieldMapValue   protowire.Number = 2
+	fieldLogPayload protowire.Number = 1
+	fieldLogType    protowire.Number = 2
+)
+
+// LogEncoder writes one instance's log envelopes in protobuf's wire format, the same envelope
+// NewLog builds: its identity (source_id, instance_id and the tags) is encoded once, in
+// NewLogEncoder, and each line adds only its timestamp, type and payload. A node agent's lines
+// cost no map, no envelope and no reflection each. Safe for concurrent use (it is read only).
+type LogEncoder struct {
+	head []byte
+}
+
+// NewLogEncoder encodes id for the log envelopes of Encode. Strings that are not UTF-8 (protobuf
+// strings must be) have their bad bytes replaced, as no receiver could decode them otherwise.
+func NewLogEncoder(id Identity) *LogEncoder {
+	var b []byte
+	b = appendString(b, fieldSourceID, id.SourceID)
+	b = appendString(b, fieldInstanceID, id.InstanceID)
+	keys := make([]string, 0, len(id.Tags))
+	for k := range id.Tags {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		var entry []byte
+		entry = appendString(entry, fieldMapKey, k)
+		entry = appendString(entry, fieldMapValue, id.Tags[k])
+		b = protowire.AppendTag(b, fieldTags, protowire.BytesType)
+		b = protowire.AppendBytes(b, entry)
+	}
+	return &LogEncoder{head: b}
+}
+
+func appendString(b []byte, n protowire.Number, s string) []byte {
+	if s == "" {
+		return b // proto3's default: not on the wire
+	}
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	b = protowire.AppendTag(b, n, protowire.BytesType)
+	return protowire.AppendString(b, s)
+}
+
+// Encode is the envelope of one line at t (the line's own timestamp), OUT for stdout and ERR
+// for stderr, in protobuf's wire format (EmitEncoded's), in a slice of its own.
+func (e *LogEncoder) Encode(t time.Time, typ loggregator_v2.Log_Type, payload string) []byte {
+	logSize := 0
+	if len(payload) > 0 {
+		logSize += protowire.SizeTag(fieldLogPayload) + protowire.SizeBytes(len(payload))
+	}
+	if typ != 0 {
+		logSize += protowire.SizeTag(fieldLogType) + protowire.SizeVarint(uint64(typ))
+	}
+	ts := uint64(t.UnixNano())
+	size := len(e.head) + protowire.SizeTag(fieldLog) + protowire.SizeBytes(logSize)
+	if ts != 0 {
+		size += protowire.SizeTag(fieldTimestamp) + protowire.SizeVarint(ts)
+	}
+	b := make([]byte, 0, size)
+	if ts != 0 {
+		b = protowire.AppendTag(b, fieldTimestamp, protowire.VarintType)
+		b = protowire.AppendVarint(b, ts)
+	}
+	b = append(b, e.head...)
+	b = protowire.AppendTag(b, fieldLog, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(logSize))
+	if len(payload) > 0 {
+		b = protowire.AppendTag(b, fieldLogPayload, protowire.BytesType)
+		b = protowire.AppendString(b, payload)
+	}
+	if typ != 0 {
+		b = protowire.AppendTag(b, fieldLogType, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(typ))
+	}
+	return b
 }

@@ -103,3 +103,40 @@ func mustMarshal(env *loggregator_v2.Envelope) []byte {
 	Expect(err).NotTo(HaveOccurred())
 	return b
 }
+
+var _ = Describe("LogEncoder", func() {
+	decode := func(raw []byte) *loggregator_v2.Envelope {
+		env := new(loggregator_v2.Envelope)
+		Expect(proto.Unmarshal(raw, env)).To(Succeed())
+		return env
+	}
+
+	It("encodes the envelope NewLog builds, for either stream, an empty line and a zero time", func() {
+		enc := loggregator.NewLogEncoder(web)
+		for _, c := range []struct {
+			t       time.Time
+			typ     loggregator_v2.Log_Type
+			payload string
+		}{
+			{at, loggregator_v2.Log_OUT, "GET / 200"},
+			{at.Add(time.Second), loggregator_v2.Log_ERR, "panic: ünïcode"},
+			{at, loggregator_v2.Log_OUT, ""},
+			{time.Unix(0, 0), loggregator_v2.Log_ERR, "x"},
+		} {
+			want := loggregator.NewLog(web, c.t, c.typ, []byte(c.payload))
+			Expect(proto.Equal(decode(enc.Encode(c.t, c.typ, c.payload)), want)).To(BeTrue(), "%v", c)
+		}
+	})
+
+	It("encodes an identity without tags or instance id", func() {
+		id := loggregator.Identity{SourceID: "app"}
+		want := loggregator.NewLog(id, at, loggregator_v2.Log_OUT, []byte("line"))
+		Expect(proto.Equal(decode(loggregator.NewLogEncoder(id).Encode(at, loggregator_v2.Log_OUT, "line")), want)).To(BeTrue())
+	})
+
+	It("replaces the bytes of a tag that are not UTF-8, so that the envelope decodes", func() {
+		id := loggregator.Identity{SourceID: "app", Tags: map[string]string{"app_name": "bad\xffname"}}
+		env := decode(loggregator.NewLogEncoder(id).Encode(at, loggregator_v2.Log_OUT, "line"))
+		Expect(env.Tags).To(Equal(map[string]string{"app_name": "bad\uFFFDname"}))
+	})
+})

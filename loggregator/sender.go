@@ -14,6 +14,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/encoding"
+	grpcproto "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -116,7 +120,8 @@ type Sender struct {
 	cfg    SenderConfig
 	logger lager.Logger
 	conn   *grpc.ClientConn
-	client loggregator_v2.IngressClient
+	// batch is the wire form of the batch being sent (reused: one Send at a time).
+	batch []byte
 
 	wake chan struct{}
 	// room is closed (and replaced) each time delivered envelopes leave the buffer: EmitWait's
@@ -143,10 +148,11 @@ type queue struct {
 	granted bool
 }
 
+// entry is one envelope in protobuf's wire format (encoded once, when it is buffered: its
+// size is its length, and a batch holds its bytes as they are).
 type entry struct {
-	env  *loggregator_v2.Envelope
-	size int
-	ack  func()
+	raw []byte
+	ack func()
 }
 
 // NewSender checks cfg, loads the TLS files and prepares the connection (made lazily; a
@@ -185,7 +191,6 @@ func NewSender(cfg SenderConfig, logger lager.Logger) (*Sender, error) {
 		cfg:    cfg,
 		logger: logger.Session("loggregator-sender", lager.Data{"addr": cfg.Addr}),
 		conn:   conn,
-		client: loggregator_v2.NewIngressClient(conn),
 		wake:   make(chan struct{}, 1),
 		room:   make(chan struct{}),
 		queues: map[string]*queue{},
@@ -196,7 +201,12 @@ func NewSender(cfg SenderConfig, logger lager.Logger) (*Sender, error) {
 // nil, is called once it is delivered (in order). It reports false, and counts a drop, if the
 // buffer is full.
 func (s *Sender) Emit(env *loggregator_v2.Envelope, ack func()) bool {
-	size := proto.Size(env)
+	raw, err := proto.Marshal(env)
+	if err != nil {
+		s.logger.Error("envelope-not-encoded", err)
+		return false
+	}
+	size := len(raw)
 	s.mu.Lock()
 	if s.count+1 > s.cfg.MaxBufferedEnvelopes || s.bytes+size > s.cfg.MaxBufferedBytes {
 		s.stats.Dropped++
@@ -212,7 +222,7 @@ func (s *Sender) Emit(env *loggregator_v2.Envelope, ack func()) bool {
 		}
 		return false
 	}
-	s.push("", env, size, ack)
+	s.push("", raw, ack)
 	dropped := s.dropping
 	s.dropping = 0
 	s.mu.Unlock()
@@ -228,12 +238,22 @@ func (s *Sender) Emit(env *loggregator_v2.Envelope, ack func()) bool {
 // once the buffer is empty). It returns ctx's error if ctx ends first: env is then not
 // buffered. Waiters are admitted as room frees up, in no set order.
 func (s *Sender) EmitWait(ctx context.Context, key string, env *loggregator_v2.Envelope, ack func()) error {
-	size := proto.Size(env)
+	raw, err := proto.Marshal(env)
+	if err != nil {
+		return fmt.Errorf("encode envelope: %w", err)
+	}
+	return s.EmitEncoded(ctx, key, raw, ack)
+}
+
+// EmitEncoded is EmitWait for an envelope already in protobuf's wire format (a LogEncoder's):
+// raw is the Sender's from then on (not to be changed).
+func (s *Sender) EmitEncoded(ctx context.Context, key string, raw []byte, ack func()) error {
+	size := len(raw)
 	waited := false
 	for {
 		s.mu.Lock()
 		if s.count == 0 || (s.count+1 <= s.cfg.MaxBufferedEnvelopes && s.bytes+size <= s.cfg.MaxBufferedBytes) {
-			s.push(key, env, size, ack)
+			s.push(key, raw, ack)
 			s.mu.Unlock()
 			s.wakeUp()
 			return nil
@@ -253,16 +273,16 @@ func (s *Sender) EmitWait(ctx context.Context, key string, env *loggregator_v2.E
 }
 
 // push appends to key's queue; s.mu is held.
-func (s *Sender) push(key string, env *loggregator_v2.Envelope, size int, ack func()) {
+func (s *Sender) push(key string, raw []byte, ack func()) {
 	q := s.queues[key]
 	if q == nil {
 		q = &queue{key: key}
 		s.queues[key] = q
 		s.turns = append(s.turns, q)
 	}
-	q.entries = append(q.entries, entry{env: env, size: size, ack: ack})
+	q.entries = append(q.entries, entry{raw: raw, ack: ack})
 	s.count++
-	s.bytes += size
+	s.bytes += len(raw)
 	s.stats.PeakBuffered = max(s.stats.PeakBuffered, s.count)
 	s.stats.PeakBufferedBytes = max(s.stats.PeakBufferedBytes, s.bytes)
 }
@@ -306,8 +326,8 @@ func (s *Sender) Run(ctx context.Context) error {
 	wait := s.cfg.MinBackoff
 	failing := false
 	for {
-		batch := s.next()
-		if len(batch) == 0 {
+		batch, n := s.next()
+		if n == 0 {
 			if stopping() {
 				break
 			}
@@ -321,14 +341,14 @@ func (s *Sender) Run(ctx context.Context) error {
 			break
 		}
 		sendCtx, cancel := context.WithTimeout(drainCtx, s.cfg.SendTimeout)
-		_, err := s.client.Send(sendCtx, &loggregator_v2.EnvelopeBatch{Batch: batch})
+		err := s.conn.Invoke(sendCtx, loggregator_v2.Ingress_Send_FullMethodName, encodedBatch(batch), new(loggregator_v2.SendResponse), grpc.ForceCodecV2(batchCodec{}))
 		cancel()
 		if err != nil {
 			s.mu.Lock()
 			s.stats.FailedSends++
 			s.mu.Unlock()
 			if !failing {
-				s.logger.Error("send-failed-retrying", err, lager.Data{"envelopes": len(batch)})
+				s.logger.Error("send-failed-retrying", err, lager.Data{"envelopes": n})
 				failing = true
 			}
 			var stop <-chan struct{} // a stop ends the wait at once; a drain waits it out
@@ -363,19 +383,44 @@ func (s *Sender) Run(ctx context.Context) error {
 // next is the batch in flight, or a new one taken from the queues in turn: each queue, on its
 // turn, gets a quantum of bytes more and puts in its envelopes while they fit in what it has
 // (deficit round robin). A batch that fills up mid-turn leaves that queue's turn open for the
-// next batch.
-func (s *Sender) next() []*loggregator_v2.Envelope {
+// next batch. It is the EnvelopeBatch in protobuf's wire format (each envelope as its field
+// batch), and n its envelopes.
+func (s *Sender) next() (batch []byte, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.inflight) == 0 {
 		s.fill()
 	}
-	batch := make([]*loggregator_v2.Envelope, len(s.inflight))
-	for i, e := range s.inflight {
-		batch[i] = e.env
+	b := s.batch[:0]
+	for _, e := range s.inflight {
+		b = protowire.AppendTag(b, batchField, protowire.BytesType)
+		b = protowire.AppendBytes(b, e.raw)
 	}
-	return batch
+	s.batch = b
+	return b, len(s.inflight)
 }
+
+// batchField is EnvelopeBatch's field batch (repeated Envelope).
+const batchField protowire.Number = 1
+
+// encodedBatch is an EnvelopeBatch already in protobuf's wire format.
+type encodedBatch []byte
+
+// batchCodec sends an encodedBatch as it is and decodes the reply with gRPC's protobuf codec.
+type batchCodec struct{}
+
+func (batchCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if b, ok := v.(encodedBatch); ok {
+		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+	}
+	return encoding.GetCodecV2(grpcproto.Name).Marshal(v)
+}
+
+func (batchCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	return encoding.GetCodecV2(grpcproto.Name).Unmarshal(data, v)
+}
+
+func (batchCodec) Name() string { return grpcproto.Name }
 
 // fill takes a batch from the queues into s.inflight; s.mu is held.
 func (s *Sender) fill() {
@@ -386,14 +431,15 @@ func (s *Sender) fill() {
 			q.deficit += s.cfg.Quantum
 			q.granted = true
 		}
-		for len(q.entries) > 0 && q.entries[0].size <= q.deficit {
+		for len(q.entries) > 0 && len(q.entries[0].raw) <= q.deficit {
 			e := q.entries[0]
-			if len(s.inflight) == s.cfg.MaxBatchEnvelopes || (len(s.inflight) > 0 && bytes+e.size > s.cfg.MaxBatchBytes) {
+			size := len(e.raw)
+			if len(s.inflight) == s.cfg.MaxBatchEnvelopes || (len(s.inflight) > 0 && bytes+size > s.cfg.MaxBatchBytes) {
 				return
 			}
 			s.inflight = append(s.inflight, e)
-			bytes += e.size
-			q.deficit -= e.size
+			bytes += size
+			q.deficit -= size
 			q.entries[0] = entry{} // the envelope is not kept alive by the queue's array
 			q.entries = q.entries[1:]
 		}
@@ -414,7 +460,7 @@ func (s *Sender) delivered() {
 	n := len(s.inflight)
 	acks := make([]func(), 0, n)
 	for i, e := range s.inflight {
-		s.bytes -= e.size
+		s.bytes -= len(e.raw)
 		if e.ack != nil {
 			acks = append(acks, e.ack)
 		}

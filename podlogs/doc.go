@@ -7,13 +7,14 @@
 // rotation renames <n>.log to <n>.log.<YYYYMMDD-hhmmss> (gzipped later, except the newest) and
 // starts a new <n>.log; a restart starts <n+1>.log.
 //
-// Design: the Follower polls. Next reads whatever the files hold now and returns; it starts no
-// goroutine, so a test drives it step by step and an owner stops it by not calling it again.
-// Polling was chosen over inotify (fsnotify is not a dependency of this module): one folder
-// listing and a read per container per tick is cheap for the ~1,000 files of a full node, it
-// needs no watch per file (inotify's per-user watch limit is shared with everything else on the
-// node), and it sees renames, truncations and new files the same way whatever the filesystem.
-// The cost is a delay of up to one poll interval.
+// Design: the Follower is driven step by step. Next reads whatever the files hold now and
+// returns; it starts no goroutine, so a test drives it step by step and an owner decides when
+// to call it: the node agent calls it when inotify (github.com/fsnotify/fsnotify, one watch per
+// container folder, none per file) reports a change in the folder, and polls (calls it every
+// poll interval) where notification is unavailable: no inotify instance, a folder that cannot be
+// watched (not there yet, the per-user watch limit reached) or an event queue that overflowed
+// (then every folder is read at once). Notification only decides when Next runs: whatever the
+// files hold, renames, truncations and new files included, Next sees the same way as a poll.
 //
 // A file is identified by its device and inode, which the kubelet's rename keeps: after a
 // rotation the renamed file is read to its end through the open descriptor before the next file

@@ -127,6 +127,22 @@ var _ = Describe("Follower", func() {
 		Expect(r.lines[1].Time).To(Equal(ms(3)))
 	})
 
+	It("emits whole a line longer than its read buffer and within the bound, cuts one past the bound, and waits for a long line's end", func() {
+		long, longer := strings.Repeat("y", 20<<10), strings.Repeat("z", podlogs.DefaultMaxLineBytes+5000)
+		write("0.log", cri(1, "stdout", "F", long), cri(2, "stderr", "F", longer), cri(3, "stdout", "F", "after"))
+		Expect(r.next()).To(Equal([]podlogs.Line{
+			{Time: ms(1), Stream: podlogs.Stdout, Text: long},
+			{Time: ms(2), Stream: podlogs.Stderr, Text: longer[:podlogs.DefaultMaxLineBytes]},
+			{Time: ms(3), Stream: podlogs.Stdout, Text: "after"},
+		}))
+
+		unfinished := cri(4, "stdout", "F", long)
+		write("0.log", unfinished[:len(unfinished)-100])
+		Expect(r.next()).To(BeEmpty())
+		write("0.log", unfinished[len(unfinished)-100:])
+		Expect(r.next()).To(Equal([]podlogs.Line{{Time: ms(4), Stream: podlogs.Stdout, Text: long}}))
+	})
+
 	It("reads a rotated file to its end before the new one: rotation between lines", func() {
 		write("0.log", cri(1, "stdout", "F", "one"))
 		Expect(texts(r.next())).To(Equal([]string{"stdout:one"}))

@@ -8,12 +8,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/opi-bridge/opi/k8s/instances"
+	"github.com/opi-bridge/opi/k8s/instances/clientset"
 )
 
 // NewInstances is the read side of opi's LRPs in namespace for the proxy (not started), as
 // opi reports them: StatefulSets when opi runs its LRPs as StatefulSets.
 func NewInstances(client kubernetes.Interface, namespace string, statefulSets bool, logger lager.Logger) *instances.Reader {
-	return instances.New(client, instances.Options{Namespace: namespace, StatefulSets: statefulSets, Logger: logger})
+	return instances.New(clientset.Sources(client, namespace), instances.Options{Namespace: namespace, StatefulSets: statefulSets, Logger: logger})
 }
 
 // OpsHandler serves /healthz, /readyz (once ready says so) and /fingerprints, the host key's

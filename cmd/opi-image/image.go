@@ -26,6 +26,9 @@ const (
 type Options struct {
 	// Binary is the path of a static opi binary.
 	Binary string
+	// AgentBinary, if set, is the path of a static opi-agent binary (the node agent: the
+	// DaemonSet runs /opi-agent, `opi agent` execs it).
+	AgentBinary string
 	// Version goes into the image's labels.
 	Version string
 	// Arch is the binary's GOARCH.
@@ -33,7 +36,7 @@ type Options struct {
 }
 
 // Build assembles the image: a base layer with the user's passwd and group entries and /tmp,
-// then the binary at /opi, run as `/opi connect` by UID.
+// then the binary at /opi (and the agent's at /opi-agent), run as `/opi connect` by UID.
 func Build(opts Options) (v1.Image, error) {
 	bin, err := os.ReadFile(opts.Binary)
 	if err != nil {
@@ -52,7 +55,15 @@ func Build(opts Options) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	app, err := layer([]file{{name: "opi", mode: 0o755, data: bin}})
+	bins := []file{{name: "opi", mode: 0o755, data: bin}}
+	if opts.AgentBinary != "" {
+		agent, err := os.ReadFile(opts.AgentBinary)
+		if err != nil {
+			return nil, fmt.Errorf("read agent binary: %w", err)
+		}
+		bins = append(bins, file{name: "opi-agent", mode: 0o755, data: agent})
+	}
+	app, err := layer(bins)
 	if err != nil {
 		return nil, err
 	}

@@ -32,9 +32,11 @@ var _ = Describe("opi's image", Ordered, func() {
 			"-trimpath", "-ldflags", "-X main.buildVersion="+testVersion)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(gexec.CleanupBuildArtifacts)
+		agentBin, err := gexec.BuildWithEnvironment("github.com/opi-bridge/opi/cmd/opi-agent", []string{"CGO_ENABLED=0"}, "-trimpath")
+		Expect(err).NotTo(HaveOccurred())
 		dir = GinkgoT().TempDir()
 		tarPath, layoutPath = filepath.Join(dir, "opi.tar"), filepath.Join(dir, "oci")
-		Expect(run(Options{Binary: bin, Version: testVersion, Arch: runtime.GOARCH}, "opi-bridge/opi:test", tarPath, layoutPath)).To(Succeed())
+		Expect(run(Options{Binary: bin, AgentBinary: agentBin, Version: testVersion, Arch: runtime.GOARCH}, "opi-bridge/opi:test", tarPath, layoutPath)).To(Succeed())
 	})
 
 	check := func(img v1.Image) {
@@ -56,6 +58,7 @@ var _ = Describe("opi's image", Ordered, func() {
 		// The binary in the image's filesystem is static and answers --version.
 		bin := filepath.Join(GinkgoT().TempDir(), "opi")
 		var passwd string
+		agent := false
 		fs := mutate.Extract(img)
 		defer fs.Close()
 		tr := tar.NewReader(fs)
@@ -73,6 +76,8 @@ var _ = Describe("opi's image", Ordered, func() {
 				_, err = io.Copy(out, tr)
 				Expect(err).NotTo(HaveOccurred())
 				Expect(out.Close()).To(Succeed())
+			case "opi-agent":
+				agent = hdr.FileInfo().Mode().Perm()&0o111 != 0
 			case "etc/passwd":
 				b, err := io.ReadAll(tr)
 				Expect(err).NotTo(HaveOccurred())
@@ -80,6 +85,7 @@ var _ = Describe("opi's image", Ordered, func() {
 			}
 		}
 		Expect(passwd).To(ContainSubstring(":" + user + ":" + group + ":"))
+		Expect(agent).To(BeTrue(), "no executable /opi-agent in the image")
 		f, err := elf.Open(bin)
 		Expect(err).NotTo(HaveOccurred())
 		for _, p := range f.Progs {
@@ -109,26 +115,26 @@ var _ = Describe("opi's image", Ordered, func() {
 		check(img)
 	})
 
-	It("has the same digest when built again from the same binary", func() {
+	It("has the same digest when built again from the same binaries", func() {
 		first, err := tarball.ImageFromPath(tarPath, nil)
 		Expect(err).NotTo(HaveOccurred())
 		again := filepath.Join(dir, "again.tar")
-		bin := filepath.Join(dir, "opi-bin")
-		// Rebuild from the binary inside the first image.
+		bins := map[string]string{"opi": filepath.Join(dir, "opi-bin"), "opi-agent": filepath.Join(dir, "opi-agent-bin")}
+		// Rebuild from the binaries inside the first image.
 		fs := mutate.Extract(first)
 		tr := tar.NewReader(fs)
-		for {
+		for found := 0; found < len(bins); {
 			hdr, err := tr.Next()
 			Expect(err).NotTo(HaveOccurred())
-			if hdr.Name == "opi" {
+			if bin, ok := bins[hdr.Name]; ok {
 				data, err := io.ReadAll(tr)
 				Expect(err).NotTo(HaveOccurred())
 				Expect(os.WriteFile(bin, data, 0o755)).To(Succeed())
-				break
+				found++
 			}
 		}
 		fs.Close()
-		Expect(run(Options{Binary: bin, Version: testVersion, Arch: runtime.GOARCH}, "opi-bridge/opi:test", again, "")).To(Succeed())
+		Expect(run(Options{Binary: bins["opi"], AgentBinary: bins["opi-agent"], Version: testVersion, Arch: runtime.GOARCH}, "opi-bridge/opi:test", again, "")).To(Succeed())
 		second, err := tarball.ImageFromPath(again, nil)
 		Expect(err).NotTo(HaveOccurred())
 		d1, err := first.Digest()

@@ -23,6 +23,7 @@ func main() {
 	var opts Options
 	var tarPath, layoutPath, tag string
 	flag.StringVar(&opts.Binary, "binary", "", "the static opi binary (CGO_ENABLED=0) to put in the image")
+	flag.StringVar(&opts.AgentBinary, "agent-binary", "", "the static opi-agent binary (CGO_ENABLED=0) to put in the image beside opi")
 	flag.StringVar(&opts.Version, "version", "devel", "opi's version, for the image's labels")
 	flag.StringVar(&opts.Arch, "arch", runtime.GOARCH, "the binary's architecture")
 	flag.StringVar(&tarPath, "tar", "", "write a `docker load` tarball here")
@@ -30,7 +31,7 @@ func main() {
 	flag.StringVar(&tag, "tag", "opi-bridge/opi:devel", "the image's name in the tarball and the layout")
 	flag.Parse()
 	if opts.Binary == "" || (tarPath == "" && layoutPath == "") {
-		fmt.Fprintln(os.Stderr, "usage: opi-image --binary PATH [--version V] [--tag NAME] --tar FILE and/or --layout DIR")
+		fmt.Fprintln(os.Stderr, "usage: opi-image --binary PATH [--agent-binary PATH] [--version V] [--tag NAME] --tar FILE and/or --layout DIR")
 		os.Exit(2)
 	}
 	if err := run(opts, tag, tarPath, layoutPath); err != nil {

@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime/debug"
 	"syscall"
 	"time"
@@ -21,10 +20,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/opi-bridge/opi/bifrost"
 	"github.com/opi-bridge/opi/cc"
+	"github.com/opi-bridge/opi/cmd/internal/cli"
 	"github.com/opi-bridge/opi/handler"
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/k8s/apiclient"
@@ -50,7 +49,7 @@ func main() {
 		return
 	}
 	if len(os.Args) >= 2 && os.Args[1] == "agent" {
-		mainAgent(os.Args[2:])
+		execAgent(os.Args[2:])
 		return
 	}
 	if len(os.Args) >= 2 && os.Args[1] == "ssh-proxy" {
@@ -84,43 +83,14 @@ func main() {
 	}
 }
 
-// serviceAccountDir is where Kubernetes mounts a pod's service-account token and CA.
-const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+// The commands' shared helpers (cmd/internal/cli), by the names this package's code uses.
+const serviceAccountDir = cli.ServiceAccountDir
 
-func kubeConfig(path string) (*rest.Config, error) {
-	if path != "" {
-		return clientcmd.BuildConfigFromFlags("", path)
-	}
-	return inClusterConfig(os.Getenv("OPI_SERVICEACCOUNT_DIR"))
-}
-
-// inClusterConfig is client-go's in-cluster configuration (the API server from
-// KUBERNETES_SERVICE_HOST and _PORT, the service account's token and CA), read from dir instead
-// of the fixed path client-go reads. The integration suite runs opi as a process, not in a pod,
-// and has no way to write to that path: OPI_SERVICEACCOUNT_DIR lets it exercise this code path
-// with a token and CA it writes itself. In a pod it is unset and the standard path is used.
-func inClusterConfig(dir string) (*rest.Config, error) {
-	if dir == "" || dir == serviceAccountDir {
-		return rest.InClusterConfig()
-	}
-	host, port := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")
-	if host == "" || port == "" {
-		return nil, rest.ErrNotInCluster
-	}
-	tokenFile, caFile := filepath.Join(dir, "token"), filepath.Join(dir, "ca.crt")
-	if _, err := os.Stat(tokenFile); err != nil {
-		return nil, fmt.Errorf("service account token: %w", err)
-	}
-	if _, err := os.Stat(caFile); err != nil {
-		return nil, fmt.Errorf("service account ca: %w", err)
-	}
-	return &rest.Config{
-		Host:            "https://" + net.JoinHostPort(host, port),
-		TLSClientConfig: rest.TLSClientConfig{CAFile: caFile},
-		// A file, not its contents: client-go rereads it, as the kubelet rotates the token.
-		BearerTokenFile: tokenFile,
-	}, nil
-}
+var (
+	newLogger       = cli.NewLogger
+	kubeConfig      = cli.KubeConfig
+	inClusterConfig = cli.InClusterConfig
+)
 
 // connect serves the OPI API until ctx ends. Each step wires one concern; their order is that of
 // their side effects (requests to the API server, logs, goroutines) and is kept on purpose.

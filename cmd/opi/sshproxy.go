@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/opi-bridge/opi/cmd/internal/cli"
 	"github.com/opi-bridge/opi/k8s"
 	"github.com/opi-bridge/opi/sshproxy"
 )
@@ -274,7 +275,7 @@ func runSSHProxy(ctx context.Context, cfg SSHProxyConfig) error {
 	defer cancel()
 	var ready atomic.Bool
 	if cfg.OpsListen != "" {
-		_, done, err := startAgentOps(ctx, cfg.OpsListen, srv.OpsHandler(ready.Load), logger)
+		_, done, err := cli.StartOps(ctx, cfg.OpsListen, srv.OpsHandler(ready.Load), logger)
 		if err != nil {
 			return err
 		}
@@ -337,5 +338,5 @@ const sshProxyContainer = "opi-ssh-proxy"
 
 // mainSSHProxy is `opi ssh-proxy`: the SSH endpoint of `cf ssh`.
 func mainSSHProxy(args []string) {
-	runSubcommand("opi ssh-proxy", args, LoadSSHProxyConfig, runSSHProxy)
+	cli.RunSubcommand("opi ssh-proxy", args, LoadSSHProxyConfig, runSSHProxy)
 }

@@ -9,15 +9,15 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"time"
+	"sync"
 
 	"code.cloudfoundry.org/lager/v3"
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
-	batchinformers "k8s.io/client-go/informers/batch/v1"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/opi-bridge/opi/k8s/internal/store"
@@ -51,35 +51,72 @@ type Options struct {
 	Logger       lager.Logger
 }
 
+// Sources list and watch the objects of opi's apps namespace a Reader holds, one ListerWatcher
+// of the namespace per kind, unfiltered (the Reader narrows them to opi's with its selectors):
+// from a clientset (package k8s/instances/clientset) or from REST clients of only the API
+// groups they need (package k8s/instances/restsources, the node agent's). StatefulSets is only
+// read with Options.StatefulSets, Deployments only without.
+type Sources struct {
+	Deployments, StatefulSets, Pods, Jobs cache.ListerWatcher
+}
+
+// Filtered is lw with tweak applied to the options of each list and watch (selectors).
+func Filtered(lw cache.ListerWatcher, tweak func(*metav1.ListOptions)) cache.ListerWatcher {
+	return filtered{lw: lw, tweak: tweak}
+}
+
+type filtered struct {
+	lw    cache.ListerWatcher
+	tweak func(*metav1.ListOptions)
+}
+
+func (f filtered) List(o metav1.ListOptions) (runtime.Object, error) {
+	f.tweak(&o)
+	return f.lw.List(o)
+}
+
+func (f filtered) Watch(o metav1.ListOptions) (watch.Interface, error) {
+	f.tweak(&o)
+	return f.lw.Watch(o)
+}
+
+// IsWatchListSemanticsUnSupported passes on what lw says of streaming lists (client-go's
+// informers ask it: a fake clientset has none).
+func (f filtered) IsWatchListSemanticsUnSupported() bool {
+	u, ok := f.lw.(interface{ IsWatchListSemanticsUnSupported() bool })
+	return ok && u.IsWatchListSemanticsUnSupported()
+}
+
+// NewInformer is an informer of lw's objects (of type obj) indexed by namespace, not started.
+func NewInformer(lw cache.ListerWatcher, obj runtime.Object) cache.SharedIndexInformer {
+	return cache.NewSharedIndexInformer(lw, obj, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+}
+
 // Reader holds the namespace's LRP workloads, their pods and the task Jobs in informer caches.
 // Build it with New, then Start it; its look-ups answer from the caches.
 type Reader struct {
-	factory   informers.SharedInformerFactory
+	informers []cache.SharedIndexInformer
+	running   sync.WaitGroup
 	pods      cache.SharedIndexInformer
 	store     *store.Store
 	namespace string
 	byOrdinal bool
 }
 
-// New builds a Reader on its own informers (not started). Its pod cache keeps of each pod only
-// what the ranking reads (Pod), so a node's reader stays small.
-func New(client kubernetes.Interface, o Options) *Reader {
+// New builds a Reader on its own informers of src (not started). Its pod cache keeps of each
+// pod only what the ranking reads (Pod), so a node's reader stays small.
+func New(src Sources, o Options) *Reader {
 	appsOnly := func(lo *metav1.ListOptions) { lo.LabelSelector = names.AppSelector }
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithNamespace(o.Namespace), informers.WithTweakListOptions(appsOnly))
 	var workloads cache.SharedIndexInformer
 	kind, resource := "deployment", "deployments"
 	if o.StatefulSets {
 		kind, resource = "statefulset", "statefulsets"
-		workloads = factory.Apps().V1().StatefulSets().Informer()
+		workloads = NewInformer(Filtered(src.StatefulSets, appsOnly), &appsv1.StatefulSet{})
 	} else {
-		workloads = factory.Apps().V1().Deployments().Informer()
+		workloads = NewInformer(Filtered(src.Deployments, appsOnly), &appsv1.Deployment{})
 	}
-	pods := factory.Core().V1().Pods().Informer()
-	jobs := factory.InformerFor(&batchv1.Job{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return batchinformers.NewFilteredJobInformer(client, o.Namespace, resync, cache.Indexers{},
-			func(lo *metav1.ListOptions) { lo.LabelSelector = names.TaskSelector })
-	})
+	pods := NewInformer(Filtered(src.Pods, appsOnly), &corev1.Pod{})
+	jobs := NewInformer(Filtered(src.Jobs, func(lo *metav1.ListOptions) { lo.LabelSelector = names.TaskSelector }), &batchv1.Job{})
 	s := store.New(store.Config{
 		Namespace: o.Namespace, Workloads: workloads, Pods: pods, Jobs: jobs,
 		Resources: [3]string{resource, "pods", "jobs"}, KindName: kind,
@@ -90,7 +127,7 @@ func New(client kubernetes.Interface, o Options) *Reader {
 	if err := pods.SetTransform(rankedPodOf); err != nil {
 		o.Logger.Error("set-transform", err, lager.Data{"informer": "pods"})
 	}
-	return &Reader{factory: factory, pods: pods, store: s, namespace: o.Namespace, byOrdinal: o.StatefulSets}
+	return &Reader{informers: []cache.SharedIndexInformer{workloads, pods, jobs}, pods: pods, store: s, namespace: o.Namespace, byOrdinal: o.StatefulSets}
 }
 
 // rankedPodOf is the pod cache's transform: the store's record, cut to what the ranking reads.
@@ -114,18 +151,21 @@ func rankedPodOf(obj any) (any, error) {
 // Start starts the informers and waits until every cache has synced. It fails when ctx ends
 // first, naming the cache.
 func (r *Reader) Start(ctx context.Context) error {
-	r.factory.Start(ctx.Done())
-	for typ, ok := range r.factory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return fmt.Errorf("the %v cache did not sync", typ)
+	for _, inf := range r.informers {
+		r.running.Add(1)
+		go func() { defer r.running.Done(); inf.RunWithContext(ctx) }()
+	}
+	for i, inf := range r.informers {
+		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			return fmt.Errorf("the %s cache did not sync", [...]string{"workload", "pod", "job"}[i])
 		}
 	}
 	r.store.SetSynced()
 	return nil
 }
 
-// Shutdown stops the informers and waits for them.
-func (r *Reader) Shutdown() { r.factory.Shutdown() }
+// Shutdown waits for the informers, which stop when Start's context ends.
+func (r *Reader) Shutdown() { r.running.Wait() }
 
 // Job is the task Job of that name.
 func (r *Reader) Job(name string) (*Job, bool) { return r.store.Job(name) }

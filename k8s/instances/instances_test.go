@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s/instances"
+	"github.com/opi-bridge/opi/k8s/instances/clientset"
 	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
@@ -56,7 +57,7 @@ var _ = Describe("Reader", func() {
 
 	start := func(objs ...runtime.Object) *instances.Reader {
 		ctx, cancel := context.WithCancel(context.Background())
-		r := instances.New(fake.NewClientset(objs...), instances.Options{Namespace: namespace, Logger: lagertest.NewTestLogger("instances")})
+		r := instances.New(clientset.Sources(fake.NewClientset(objs...), namespace), instances.Options{Namespace: namespace, Logger: lagertest.NewTestLogger("instances")})
 		DeferCleanup(func() { cancel(); r.Shutdown() })
 		Expect(r.Start(ctx)).To(Succeed())
 		return r

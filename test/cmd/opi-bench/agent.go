@@ -27,6 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/agent"
+	"github.com/opi-bridge/opi/k8s/instances/clientset"
 	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/loggregator"
 	standin "github.com/opi-bridge/opi/testsupport/loggregator"
@@ -57,6 +58,7 @@ type agentBenchConfig struct {
 	poll               time.Duration
 	record, doc, note  string
 	keep               bool
+	agentBin           string
 	// child mode: run the agent.
 	child                               bool
 	podLogs, state, addr, ca, cert, key string
@@ -114,7 +116,8 @@ func parseAgentFlags(args []string) (agentBenchConfig, error) {
 	fs.StringVar(&c.doc, "doc", "", "with -record: regenerate this document's tables")
 	fs.StringVar(&c.note, "note", "", "a note to add to the recorded run")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work folder (the agent's log)")
-	fs.BoolVar(&c.child, "child", false, "run the agent (the driver starts itself so)")
+	fs.StringVar(&c.agentBin, "agent-bin", "bin/opi-agent", "the agent binary measured (make build's bin/opi-agent)")
+	fs.BoolVar(&c.child, "child", false, "run the agent in this binary (the -bounds run starts itself so)")
 	fs.StringVar(&c.podLogs, "pod-logs", "", "child: the pod log folder")
 	fs.StringVar(&c.state, "state", "", "child: the state folder")
 	fs.StringVar(&c.addr, "loggregator-addr", "", "child: the stand-in")
@@ -201,7 +204,7 @@ func runAgentChild(ctx context.Context, cfg agentBenchConfig) error {
 		Loggregator:    loggregator.SenderConfig{Addr: cfg.addr, CAFile: cfg.ca, CertFile: cfg.cert, KeyFile: cfg.key},
 		LinesPerSecond: cfg.linesPerSecond, LineBurst: cfg.burst, PollInterval: cfg.poll,
 		BytesPerSecond: cfg.bytesRate, ByteBurst: cfg.bytesBurst,
-	}, fake.NewClientset(objs...), logger)
+	}, clientset.Sources(fake.NewClientset(objs...), agentNamespace), logger)
 	if err != nil {
 		return err
 	}
@@ -324,8 +327,13 @@ func runAgentBench(ctx context.Context, cfg agentBenchConfig) (err error) {
 	var recv received
 	ingress.Observe(recv.observe)
 
-	self, err := os.Executable()
+	api, err := startAPIStandin(cfg.pods)
 	if err != nil {
+		return err
+	}
+	defer api.stop()
+	kubeconfig := filepath.Join(workDir, "kubeconfig")
+	if err := api.kubeconfig(kubeconfig); err != nil {
 		return err
 	}
 	files := ingress.ClientFiles()
@@ -334,10 +342,13 @@ func runAgentBench(ctx context.Context, cfg agentBenchConfig) (err error) {
 		return err
 	}
 	defer logFile.Close()
-	cmd := exec.Command(self, "agent", "-child", "-pod-logs", podLogs, "-state", state,
-		"-loggregator-addr", ingress.Addr(), "-ca", files.CA, "-cert", files.Cert, "-key", files.Key,
-		"-pods", strconv.Itoa(cfg.pods), "-poll", cfg.poll.String(),
-		"-lines-per-second", "1e9", "-burst", strconv.Itoa(1<<30))
+	// The binary as shipped, with its own flags; the bounds lifted (the default would hold 110
+	// pods to 100 lines/s and 64 KiB/s each), no ops endpoint, no kubelet (no metrics).
+	cmd := exec.Command(cfg.agentBin, "--node", agentNode, "--namespace", agentNamespace, "--kubeconfig", kubeconfig,
+		"--pod-logs", podLogs, "--state-dir", state, "--ops-listen", "", "--kubelet-url", "",
+		"--loggregator-addr", ingress.Addr(), "--loggregator-ca", files.CA, "--loggregator-cert", files.Cert, "--loggregator-key", files.Key,
+		"--log-rate", "1e9", "--log-burst", strconv.Itoa(1<<30), "--log-bytes-rate", strconv.Itoa(1<<40), "--log-bytes-burst", strconv.Itoa(1<<40))
+	cmd.Env = append(os.Environ(), "NODE_IP=", "KUBECONFIG=")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	logf("starting the agent (rate bound lifted for the catch-up)")
 	start := time.Now()

@@ -72,7 +72,7 @@ var _ = Describe("opi agent's ops endpoint", func() {
 		var ds appsv1.DaemonSet
 		Expect(yaml.Unmarshal(data, &ds)).To(Succeed())
 		c := ds.Spec.Template.Spec.Containers[0]
-		Expect(c.Command).To(Equal([]string{"/opi", "agent"}))
+		Expect(c.Command).To(Equal([]string{"/opi-agent"}))
 		// Every argument is a flag of opi agent's (env references left as they are).
 		var cfg AgentConfig
 		fs := agentFlags(&cfg)

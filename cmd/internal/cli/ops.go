@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -11,13 +11,9 @@ import (
 	"code.cloudfoundry.org/lager/v3"
 )
 
-// defaultAgentOpsListen is `opi agent --ops-listen`'s default: the DaemonSet's probes and
-// Prometheus reach it on the pod's address.
-const defaultAgentOpsListen = ":8090"
-
-// startAgentOps listens on addr and serves h (plain HTTP) until ctx ends; done is closed once the
+// StartOps listens on addr and serves h (plain HTTP) until ctx ends; done is closed once the
 // server has stopped. It returns the address listened on.
-func startAgentOps(ctx context.Context, addr string, h http.Handler, logger lager.Logger) (net.Addr, <-chan struct{}, error) {
+func StartOps(ctx context.Context, addr string, h http.Handler, logger lager.Logger) (net.Addr, <-chan struct{}, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--ops-listen: %w", err)

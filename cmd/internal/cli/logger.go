@@ -1,4 +1,6 @@
-package main
+// Package cli holds what opi's commands share: their logger, their Kubernetes configuration and
+// how a subcommand runs.
+package cli
 
 import (
 	"fmt"
@@ -36,9 +38,9 @@ var redactedValues = append(lager.DefaultValuePatterns(),
 	`(?i)(api[-_]?key|access[-_]?token|client[-_]?secret|password|passwd|\bpw)\\*"?\s*[:=]`,
 )
 
-// newLogger logs at level and above to w, one JSON object a line with RFC 3339 timestamps
+// NewLogger logs at level and above to w, one JSON object a line with RFC 3339 timestamps
 // (lager's pretty format, which CF operators' log tooling reads), through a redacting sink.
-func newLogger(w io.Writer, level string) (lager.Logger, error) {
+func NewLogger(w io.Writer, level string) (lager.Logger, error) {
 	minLevel, err := lager.LogLevelFromString(level)
 	if err != nil {
 		return nil, fmt.Errorf("log level: %w", err)
