@@ -1,14 +1,18 @@
 package integration_test
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/testsupport/tcpproxy"
 )
@@ -51,6 +55,10 @@ var _ = Describe("A burst of desires while opi's connections to the API server a
 		ns := newNamespace()
 		kubeconfig, proxy := proxiedKubeconfig(restrictedKubeconfig(ns))
 		o := startOpiWith(kubeconfig, ns, "--create-namespace=false")
+		// A thousand apps are more pods than the suite's node holds: left to the namespace's
+		// deletion, the pending ones are placed as the running ones go, ahead of the next specs'
+		// pods, for minutes. The spec removes its apps and waits until their pods are gone.
+		DeferCleanup(removeApps, ns)
 
 		apps := make([]*app, burstSize)
 		for i := range apps {
@@ -101,3 +109,23 @@ var _ = Describe("A burst of desires while opi's connections to the API server a
 		Expect(st.Incomplete).To(BeEmpty())
 	})
 })
+
+// removeApps deletes every workload in ns and what its controllers made, and waits until no pod
+// of ns is left: the workloads and ReplicaSets first (so nothing makes pods again), then the
+// pods at once, without their grace period.
+func removeApps(ns string) {
+	ctx := context.Background()
+	all, now := metav1.ListOptions{}, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}
+	background := metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}
+	apps := kube.AppsV1()
+	Expect(apps.Deployments(ns).DeleteCollection(ctx, background, all)).To(Succeed())
+	Expect(apps.StatefulSets(ns).DeleteCollection(ctx, background, all)).To(Succeed())
+	Expect(apps.ReplicaSets(ns).DeleteCollection(ctx, background, all)).To(Succeed())
+	Eventually(func() int { return len(listWorkloads(kube, ns, all)) }, 5*time.Minute).Should(BeZero())
+	Eventually(func(g Gomega) int {
+		g.Expect(kube.CoreV1().Pods(ns).DeleteCollection(ctx, now, all)).To(Succeed())
+		list, err := kube.CoreV1().Pods(ns).List(ctx, all)
+		g.Expect(err).NotTo(HaveOccurred())
+		return len(list.Items)
+	}, 5*time.Minute, time.Second).Should(BeZero())
+}
