@@ -10,6 +10,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
@@ -53,12 +54,14 @@ func proxiedKubeconfig(kubeconfig string) (string, *tcpproxy.Proxy) {
 var _ = Describe("A burst of desires while opi's connections to the API server are cut", func() {
 	It("answers every desire 202, none 503, and every app is listed and in Kubernetes after", func() {
 		ns := newNamespace()
+		// A thousand apps are more pods than the suite's node holds, and thousands of objects:
+		// left to the namespace's deletion in the background, the pending pods were placed as
+		// the running ones went, ahead of the next specs' pods, and the garbage collector's
+		// queue delayed the next specs' cleanups past their minute. The spec removes all it made
+		// and waits until it is gone, once opi stopped.
+		DeferCleanup(removeApps, ns)
 		kubeconfig, proxy := proxiedKubeconfig(restrictedKubeconfig(ns))
 		o := startOpiWith(kubeconfig, ns, "--create-namespace=false")
-		// A thousand apps are more pods than the suite's node holds: left to the namespace's
-		// deletion, the pending ones are placed as the running ones go, ahead of the next specs'
-		// pods, for minutes. The spec removes its apps and waits until their pods are gone.
-		DeferCleanup(removeApps, ns)
 
 		apps := make([]*app, burstSize)
 		for i := range apps {
@@ -110,9 +113,10 @@ var _ = Describe("A burst of desires while opi's connections to the API server a
 	})
 })
 
-// removeApps deletes every workload in ns and what its controllers made, and waits until no pod
-// of ns is left: the workloads and ReplicaSets first (so nothing makes pods again), then the
-// pods at once, without their grace period.
+// removeApps deletes every workload in ns and what its controllers made, then ns, and waits
+// until ns is gone: the workloads and ReplicaSets first (so nothing makes pods again), then the
+// pods at once, without their grace period, then the namespace with its Secrets, Services and
+// the rest. The next spec starts on a control plane with none of this work left.
 func removeApps(ns string) {
 	ctx := context.Background()
 	all, now := metav1.ListOptions{}, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}
@@ -128,4 +132,9 @@ func removeApps(ns string) {
 		g.Expect(err).NotTo(HaveOccurred())
 		return len(list.Items)
 	}, 5*time.Minute, time.Second).Should(BeZero())
+	Expect(kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})).To(Succeed())
+	Eventually(func() bool {
+		_, err := kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, 5*time.Minute, time.Second).Should(BeTrue(), "namespace %s still there", ns)
 }
