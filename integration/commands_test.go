@@ -73,7 +73,7 @@ func expectOnlyVersion(o *opiServer, ns string, current, old *app) {
 	status, body = o.call(http.MethodGet, old.path()+"/instances", "")
 	Expect(status).To(Equal(http.StatusNotFound), body)
 	Expect(body).To(ContainSubstring("not found"))
-	Eventually(func() int { return ownedObjects(ns, old) }).Should(BeZero())
+	Eventually(func() []string { return leftObjects(ns, old) }).Should(BeEmpty())
 	Expect(workloads(ns, current)).To(HaveLen(1))
 }
 

@@ -125,7 +125,7 @@ var _ = Describe("Concurrency", func() {
 			Expect(listed(o)).NotTo(HaveKey(a.processGUID()))
 			status, _ := o.call("GET", a.path(), "")
 			Expect(status).To(Equal(http.StatusNotFound))
-			Eventually(func() int { return ownedObjects(ns, a) }, 60*time.Second).Should(BeZero())
+			Eventually(func() []string { return leftObjects(ns, a) }, 60*time.Second).Should(BeEmpty())
 		}
 
 		// CC desires it again (a new start): it converges to exactly what is desired.
@@ -183,7 +183,7 @@ var _ = Describe("Concurrency", func() {
 				// (or, if CC wants the app stopped, its next stop deletes).
 				status, _ := o.call("PUT", a.path()+"/stop", "")
 				Expect(status).To(Equal(http.StatusOK))
-				Eventually(func() int { return ownedObjects(ns, a) }, 60*time.Second).Should(BeZero())
+				Eventually(func() []string { return leftObjects(ns, a) }, 60*time.Second).Should(BeEmpty())
 			}
 		}
 		desire(o, a)

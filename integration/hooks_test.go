@@ -170,7 +170,7 @@ var _ = Describe("Routing, isolation and placement hooks", func() {
 		status, body := o.call("PUT", "/apps/"+a.processGUID(), a.body())
 		Expect(status).To(Equal(http.StatusBadRequest))
 		Expect(body).To(ContainSubstring("icmp"))
-		Expect(ownedObjects(ns, a)).To(BeZero())
+		Expect(leftObjects(ns, a)).To(BeEmpty())
 	})
 
 	It("places an app of an isolation segment on its nodes: node selector and toleration, UNCLAIMED while the segment has none", func() {
@@ -209,7 +209,7 @@ var _ = Describe("Routing, isolation and placement hooks", func() {
 		status, body := o.call("PUT", "/apps/"+missing.processGUID(), missing.body())
 		Expect(status).To(Equal(http.StatusBadRequest))
 		Expect(body).To(ContainSubstring(`no PersistentVolumeClaim \"no-such-claim\"`))
-		Expect(ownedObjects(ns, missing)).To(BeZero())
+		Expect(leftObjects(ns, missing)).To(BeEmpty())
 
 		// fixture.DesireLRP's space guid is space-1.
 		other := newApp()
@@ -217,6 +217,6 @@ var _ = Describe("Routing, isolation and placement hooks", func() {
 		status, body = o.call("PUT", "/apps/"+other.processGUID(), other.body())
 		Expect(status).To(Equal(http.StatusBadRequest))
 		Expect(body).To(ContainSubstring(`PersistentVolumeClaim \"vol-2\" is not labelled opi-bridge.io/space-guid=\"space-1\"`))
-		Expect(ownedObjects(ns, other)).To(BeZero())
+		Expect(leftObjects(ns, other)).To(BeEmpty())
 	})
 })

@@ -57,7 +57,10 @@ var _ = BeforeSuite(func() {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cluster, err = localkube.Start(ctx, localkube.Options{Nodes: 1, NodeMemory: nodeMemory})
+	// The controllers' client rate above the defaults (20 requests/s, burst 30): the specs'
+	// bursts (a thousand apps) leave the garbage collector thousands of dependents to delete,
+	// at 20 a second minutes of a backlog the next specs' cleanups would wait behind.
+	cluster, err = localkube.Start(ctx, localkube.Options{Nodes: 1, NodeMemory: nodeMemory, ControllerQPS: 200, ControllerBurst: 400})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() {
 		pids := cluster.PIDs()

@@ -136,21 +136,57 @@ func liveUIDs(ns string, a *app) []string {
 
 // ownedObjects counts what is left of an app in Kubernetes: every kind opi or its controllers make.
 func ownedObjects(ns string, a *app) int {
+	GinkgoHelper()
+	return len(leftObjects(ns, a))
+}
+
+// leftObjects names what is left of an app in Kubernetes ("Kind/name", with "(deleting)" on an
+// object being deleted): every kind opi or its controllers make. A spec waiting for an app to
+// be gone waits for this to be empty, so a failure says what stayed.
+func leftObjects(ns string, a *app) []string {
+	GinkgoHelper()
 	ctx := context.Background()
 	opts := metav1.ListOptions{LabelSelector: selector(a)}
-	n := len(workloads(ns, a)) + len(pods(ns, a))
+	var out []string
+	add := func(kind string, meta metav1.Object) {
+		name := kind + "/" + meta.GetName()
+		if meta.GetDeletionTimestamp() != nil {
+			name += " (deleting)"
+		}
+		out = append(out, name)
+	}
+	for _, w := range workloads(ns, a) {
+		add("workload", &w.ObjectMeta)
+	}
+	for _, p := range pods(ns, a) {
+		add("Pod", &p)
+	}
 	rs, err := kube.AppsV1().ReplicaSets(ns).List(ctx, opts)
 	Expect(err).NotTo(HaveOccurred())
+	for i := range rs.Items {
+		add("ReplicaSet", &rs.Items[i])
+	}
 	revisions, err := kube.AppsV1().ControllerRevisions(ns).List(ctx, opts)
 	Expect(err).NotTo(HaveOccurred())
-	n += len(revisions.Items)
+	for i := range revisions.Items {
+		add("ControllerRevision", &revisions.Items[i])
+	}
 	secrets, err := kube.CoreV1().Secrets(ns).List(ctx, opts)
 	Expect(err).NotTo(HaveOccurred())
+	for i := range secrets.Items {
+		add("Secret", &secrets.Items[i])
+	}
 	services, err := kube.CoreV1().Services(ns).List(ctx, opts)
 	Expect(err).NotTo(HaveOccurred())
+	for i := range services.Items {
+		add("Service", &services.Items[i])
+	}
 	budgets, err := kube.PolicyV1().PodDisruptionBudgets(ns).List(ctx, opts)
 	Expect(err).NotTo(HaveOccurred())
-	return n + len(rs.Items) + len(secrets.Items) + len(services.Items) + len(budgets.Items)
+	for i := range budgets.Items {
+		add("PodDisruptionBudget", &budgets.Items[i])
+	}
+	return out
 }
 
 // appState is what a request could have changed of an app: every object opi writes, by what
@@ -424,7 +460,7 @@ var _ = Describe("LRPs on Kubernetes", func() {
 		status, _ = o.call("GET", a.path(), "")
 		Expect(status).To(Equal(http.StatusNotFound))
 
-		Eventually(func() int { return ownedObjects(ns, a) }).Should(BeZero())
+		Eventually(func() []string { return leftObjects(ns, a) }).Should(BeEmpty())
 
 		status, body = o.call("PUT", a.path()+"/stop", "")
 		Expect(status).To(Equal(http.StatusOK))

@@ -1,15 +1,22 @@
 package integration_test
 
 import (
+	"context"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/opi-bridge/opi/localkube"
 	"github.com/opi-bridge/opi/testsupport/tcpproxy"
 )
 
@@ -49,6 +56,11 @@ func proxiedKubeconfig(kubeconfig string) (string, *tcpproxy.Proxy) {
 var _ = Describe("A burst of desires while opi's connections to the API server are cut", func() {
 	It("answers every desire 202, none 503, and every app is listed and in Kubernetes after", func() {
 		ns := newNamespace()
+		// A thousand apps are thousands of objects: deleted in the background, as other specs'
+		// namespaces are, they kept the controllers busy well into the next specs (the garbage
+		// collector's queue delayed a cf restart spec's cleanup past its minute). Once opi has
+		// stopped, the spec removes its namespace and waits until that work is done.
+		DeferCleanup(removeNamespace, ns)
 		kubeconfig, proxy := proxiedKubeconfig(restrictedKubeconfig(ns))
 		o := startOpiWith(kubeconfig, ns, "--create-namespace=false")
 
@@ -101,3 +113,39 @@ var _ = Describe("A burst of desires while opi's connections to the API server a
 		Expect(st.Incomplete).To(BeEmpty())
 	})
 })
+
+// removeNamespace deletes ns and waits until it is gone, with all it held, and until the
+// controller-manager's garbage collector has no entry left queued: the next spec starts on a
+// control plane with none of this work left.
+func removeNamespace(ns string) {
+	ctx := context.Background()
+	err := kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+	Expect(err).To(Or(Succeed(), Satisfy(apierrors.IsNotFound)))
+	Eventually(func() bool {
+		_, err := kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, 5*time.Minute, time.Second).Should(BeTrue(), "namespace %s still there", ns)
+	// The garbage collector's queues still hold an entry per dependent of each deleted
+	// workload; a later spec's cleanup would wait behind them.
+	Eventually(garbageCollectorBacklog, 5*time.Minute, time.Second).Should(BeZero())
+}
+
+// garbageCollectorBacklog is how many entries the controller-manager's garbage collector has
+// queued (its workqueue_depth gauges), from the controller-manager's own metrics.
+func garbageCollectorBacklog(g Gomega) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	body, err := cluster.Get(ctx, localkube.ControllerManager, "/metrics")
+	g.Expect(err).NotTo(HaveOccurred())
+	total := 0
+	for line := range strings.Lines(string(body)) {
+		if !strings.HasPrefix(line, `workqueue_depth{name="garbage_collector_`) {
+			continue
+		}
+		fields := strings.Fields(line)
+		depth, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		g.Expect(err).NotTo(HaveOccurred(), line)
+		total += int(depth)
+	}
+	return total
+}
