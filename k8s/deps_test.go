@@ -64,6 +64,12 @@ var depRules = []depRule{
 	// nothing of the writes; the identity its readers' log lines carry (package loggregator).
 	{pkg: "instances", layer: 4, moduleDeps: []string{"opi", "loggregator"},
 		forbidden: []string{k8sPath + "/internal/hooks", k8sPath + "/internal/workload"}},
+	// The read side's sources: from a typed clientset (opi, an SSH proxy, specs) or from REST
+	// clients of the three groups it reads (the node agent's binary, which links no clientset).
+	{pkg: "instances/clientset", layer: 5, moduleDeps: []string{"opi", "loggregator"},
+		forbidden: []string{k8sPath + "/internal/hooks", k8sPath + "/internal/workload"}},
+	{pkg: "instances/restsources", layer: 5, moduleDeps: []string{"opi", "loggregator"},
+		forbidden: []string{k8sPath + "/internal/hooks", k8sPath + "/internal/workload", "k8s.io/client-go/kubernetes"}},
 	{pkg: internal + "workload", layer: 4, moduleDeps: []string{"opi"}},
 	{pkg: internal + "hooks", layer: 5, moduleDeps: []string{"opi"}},
 	// What opi learns of and checks in its cluster at start-up: built on kube and the builders.
@@ -124,13 +130,19 @@ var houseRules = []houseRule{
 	{pkgs: "podlogs", forbidden: []string{"k8s", cmdTree}},
 	// The SSH proxy enters the instances opi reports through the read side's door and the
 	// names, and nothing of the backend's writes.
-	{pkgs: "sshproxy/...", k8s: []string{"instances", "names"}, forbidden: []string{"handler", "bifrost", cmdTree, k8sPath, "agent", "gorouter"}},
+	{pkgs: "sshproxy/...", k8s: []string{"instances", "instances/clientset", "names"}, forbidden: []string{"handler", "bifrost", cmdTree, k8sPath, "agent", "gorouter"}},
 	{pkgs: "loggregator", forbidden: []string{"k8s", cmdTree}},
 	{pkgs: "gorouter", forbidden: []string{"k8s/internal", "k8s/instances", "handler", "bifrost", cmdTree, "agent"}},
 	{pkgs: "metrics", k8s: []string{"apiclient"}, forbidden: []string{"k8s/internal", cmdTree}},
 	{pkgs: "tlsfiles", forbidden: []string{"k8s", cmdTree}},
 	// The commands: opi configures the backend through its root.
 	{pkgs: "cmd/opi", k8s: []string{"", "names", "apiclient"}},
+	// The node agent's own binary: the agent and the read side's REST sources, nothing of the
+	// backend nor the typed clientset (its size is the agent's memory).
+	{pkgs: "cmd/opi-agent", k8s: []string{"instances/restsources"},
+		forbidden: []string{"handler", "bifrost", "sshproxy", "gorouter", k8sPath + "/internal/hooks", k8sPath + "/internal/workload"}},
+	// What the commands share (flags, logging, the ops endpoint, a kubeconfig): nothing of opi.
+	{pkgs: "cmd/internal/cli", forbidden: []string{"k8s", "handler", "bifrost", "agent", "sshproxy"}},
 	{pkgs: "cmd/opi-image", forbidden: []string{"k8s/internal"}},
 	{pkgs: "cmd/opi-local", k8s: []string{"names"}, testSupport: true},
 	// What only tests use: counterfeiter fakes, the test support, the local control plane.
@@ -138,7 +150,7 @@ var houseRules = []houseRule{
 	{pkgs: testSupport + "/...", k8s: []string{"names"}, forbidden: []string{cmdTree}, testSupport: true},
 	{pkgs: localkube, forbidden: []string{cmdTree}, testSupport: true},
 	{pkgs: "integration", testSupport: true},
-	{pkgs: "test/...", k8s: []string{"names", "apiclient"}, testSupport: true},
+	{pkgs: "test/...", k8s: []string{"names", "apiclient", "instances/clientset"}, testSupport: true},
 }
 
 // testOnly are the packages only tests, the tools' module, cmd/opi-local and each other may
@@ -364,6 +376,17 @@ var _ = Describe("the house's package dependencies", func() {
 
 	It("keep the layers of docs/architecture.md in both modules", func() {
 		Expect(houseViolations(houseRules, pkgs)).To(BeEmpty())
+	})
+
+	It("keep the typed clientset out of the node agent's binary (its size is every node's memory)", func() {
+		var agentDeps []string
+		for _, p := range pkgs {
+			if p.ImportPath == modulePath+"/cmd/opi-agent" {
+				agentDeps = p.Deps
+			}
+		}
+		Expect(agentDeps).NotTo(BeEmpty(), "cmd/opi-agent listed")
+		Expect(agentDeps).NotTo(ContainElement(HavePrefix("k8s.io/client-go/kubernetes")))
 	})
 })
 
