@@ -95,6 +95,8 @@ var _ = Describe("Tenant isolation", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(got.Labels).To(HaveKeyWithValue("pod-security.kubernetes.io/enforce", "baseline"))
 		Expect(got.Labels).To(HaveKeyWithValue("pod-security.kubernetes.io/enforce-version", "latest"))
+		// Until its default ServiceAccount exists the API server refuses any pod there, for that.
+		Expect(cluster.WaitForDefaultServiceAccount(context.Background(), ns)).To(Succeed())
 
 		privileged := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "privileged", Namespace: ns},

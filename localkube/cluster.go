@@ -295,9 +295,35 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err := c.waitFor(ctx, clusterReadyTimeout, "every node to be Ready", kwok, c.nodesReady); err != nil {
 		return err
 	}
-	return c.waitFor(ctx, clusterReadyTimeout, "the default ServiceAccount (made by the controller-manager)", cm,
+	return c.waitForDefaultServiceAccount(ctx, "default", cm)
+}
+
+// CreateNamespace creates ns and waits until the controller-manager has made its default
+// ServiceAccount: until then the API server refuses any pod there ("error looking up service
+// account"), which after an API server outage lasts as long as the controllers' watches back off
+// (seconds, up to half a minute), not the fraction of a second the admission plugin waits.
+func (c *Cluster) CreateNamespace(ctx context.Context, ns *corev1.Namespace) (*corev1.Namespace, error) {
+	created, err := c.clientset.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return created, c.WaitForDefaultServiceAccount(ctx, created.Name)
+}
+
+// WaitForDefaultServiceAccount waits until namespace's default ServiceAccount exists (see
+// CreateNamespace), for a namespace created by someone else, such as opi.
+func (c *Cluster) WaitForDefaultServiceAccount(ctx context.Context, namespace string) error {
+	cm := c.running("kube-controller-manager")
+	if cm == nil {
+		return errors.New("waiting for a default ServiceAccount: kube-controller-manager is not running")
+	}
+	return c.waitForDefaultServiceAccount(ctx, namespace, cm)
+}
+
+func (c *Cluster) waitForDefaultServiceAccount(ctx context.Context, namespace string, cm *process) error {
+	return c.waitFor(ctx, clusterReadyTimeout, "the default ServiceAccount of namespace "+namespace+" (made by the controller-manager)", cm,
 		func(ctx context.Context) (bool, error) {
-			_, err := c.clientset.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+			_, err := c.clientset.CoreV1().ServiceAccounts(namespace).Get(ctx, "default", metav1.GetOptions{})
 			return err == nil, nil
 		})
 }
@@ -630,11 +656,14 @@ func FreeAddr() (string, error) {
 }
 
 // apiServer is the running kube-apiserver, or nil.
-func (c *Cluster) apiServer() *process {
+func (c *Cluster) apiServer() *process { return c.running("kube-apiserver") }
+
+// running returns the component called name if it runs.
+func (c *Cluster) running(name string) *process {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, p := range c.procs {
-		if p.name == "kube-apiserver" && !p.exited() {
+		if p.name == name && !p.exited() {
 			return p
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -31,9 +32,9 @@ var _ = Describe("Cluster", func() {
 
 	BeforeEach(func(ctx SpecContext) {
 		client = cluster.Clientset()
-		created, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
+		created, err := cluster.CreateNamespace(ctx, &corev1.Namespace{
 			ObjectMeta: metav1.ObjectMeta{GenerateName: "localkube-test-"},
-		}, metav1.CreateOptions{})
+		})
 		Expect(err).NotTo(HaveOccurred())
 		ns = created.Name
 	})
@@ -173,12 +174,25 @@ var _ = Describe("Cluster", func() {
 		Expect(cluster.StopAPIServer()).To(Succeed())
 		_, err := client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		Expect(err).To(HaveOccurred())
+		// Long enough for the controllers' watches to back off for seconds (as a slow restart
+		// on a busy machine does), so that they learn of new namespaces late.
+		time.Sleep(12 * time.Second)
 
 		Expect(cluster.StartAPIServer(ctx)).To(Succeed())
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "after-restart"}, Spec: podSpec("64Mi")}
 		_, err = client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(getPod(ctx, "after-restart")).WithContext(ctx).Should(HaveField("Status.Phase", corev1.PodRunning))
+
+		// A namespace made right after takes a pod at once: CreateNamespace waited for its
+		// default ServiceAccount, without which the API server refuses the pod.
+		fresh, err := cluster.CreateNamespace(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "localkube-after-"}})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(client.CoreV1().Namespaces().Delete(ctx, fresh.Name, metav1.DeleteOptions{})).To(Succeed())
+		})
+		_, err = client.CoreV1().Pods(fresh.Name).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "fresh"}, Spec: podSpec("64Mi")}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
 	})
 })
 

@@ -19,9 +19,9 @@ var _ = Describe("Port-forward to simulated pods", func() {
 	var ns string
 
 	BeforeEach(func(ctx SpecContext) {
-		created, err := cluster.Clientset().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
+		created, err := cluster.CreateNamespace(ctx, &corev1.Namespace{
 			ObjectMeta: metav1.ObjectMeta{GenerateName: "localkube-forward-"},
-		}, metav1.CreateOptions{})
+		})
 		Expect(err).NotTo(HaveOccurred())
 		ns = created.Name
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "db"}, Spec: podSpec("64Mi")}
