@@ -5,6 +5,9 @@ package clientset
 import (
 	"context"
 
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -16,22 +19,24 @@ import (
 
 // Sources are namespace's objects through client.
 func Sources(client kubernetes.Interface, namespace string) instances.Sources {
-	lw := func(list func(context.Context, metav1.ListOptions) (runtime.Object, error), watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) cache.ListerWatcher {
-		// As client-go's informers: told whether client streams lists (a fake one does not).
-		return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: watchFn}, client)
-	}
 	return instances.Sources{
-		Deployments: lw(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return client.AppsV1().Deployments(namespace).List(ctx, o)
-		}, client.AppsV1().Deployments(namespace).Watch),
-		StatefulSets: lw(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return client.AppsV1().StatefulSets(namespace).List(ctx, o)
-		}, client.AppsV1().StatefulSets(namespace).Watch),
-		Pods: lw(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return client.CoreV1().Pods(namespace).List(ctx, o)
-		}, client.CoreV1().Pods(namespace).Watch),
-		Jobs: lw(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return client.BatchV1().Jobs(namespace).List(ctx, o)
-		}, client.BatchV1().Jobs(namespace).Watch),
+		Deployments:  listWatch[*appsv1.DeploymentList](client, client.AppsV1().Deployments(namespace)),
+		StatefulSets: listWatch[*appsv1.StatefulSetList](client, client.AppsV1().StatefulSets(namespace)),
+		Pods:         listWatch[*corev1.PodList](client, client.CoreV1().Pods(namespace)),
+		Jobs:         listWatch[*batchv1.JobList](client, client.BatchV1().Jobs(namespace)),
 	}
+}
+
+// typed is the list and watch of one resource's typed client, whose lists are of type L.
+type typed[L runtime.Object] interface {
+	List(context.Context, metav1.ListOptions) (L, error)
+	Watch(context.Context, metav1.ListOptions) (watch.Interface, error)
+}
+
+func listWatch[L runtime.Object](client kubernetes.Interface, c typed[L]) cache.ListerWatcher {
+	// As client-go's informers: told whether client streams lists (a fake one does not).
+	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return c.List(ctx, o) },
+		WatchFuncWithContext: c.Watch,
+	}, client)
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -535,12 +536,7 @@ func (r agentRun) table() string {
 
 // agentTables are the generated tables of the agent runs ("" without any).
 func agentTables(runs []recordedRun) string {
-	var rows []recordedRun
-	for _, r := range runs {
-		if r.Agent != nil {
-			rows = append(rows, r)
-		}
-	}
+	rows := slices.DeleteFunc(slices.Clone(runs), func(r recordedRun) bool { return r.Agent == nil })
 	if len(rows) == 0 {
 		return ""
 	}

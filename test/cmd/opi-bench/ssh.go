@@ -622,12 +622,7 @@ func (c cpuByProcess) String() string {
 
 // sshTables are the generated table of the SSH runs ("" without any).
 func sshTables(runs []recordedRun) string {
-	var rows []recordedRun
-	for _, r := range runs {
-		if r.SSH != nil {
-			rows = append(rows, r)
-		}
-	}
+	rows := slices.DeleteFunc(slices.Clone(runs), func(r recordedRun) bool { return r.SSH == nil })
 	if len(rows) == 0 {
 		return ""
 	}
