@@ -29,6 +29,11 @@ import (
 const (
 	DefaultPodLogs      = "/var/log/pods"
 	DefaultPollInterval = time.Second
+	// DefaultCheckpointInterval: while lines are acknowledged the checkpoints are saved at most
+	// this often. A save (the positions written to a temporary file, fsynced, renamed, the
+	// folder fsynced) per acknowledgement cost a catch-up more CPU than its lines did; a crash
+	// sends again at most the lines acknowledged in the last interval, a stop none.
+	DefaultCheckpointInterval = time.Second
 	// NotifiedPollFactor: a folder watched for changes is read every NotifiedPollFactor poll
 	// intervals as well (the Follower sees everything a poll would, a lost event is no lost line).
 	NotifiedPollFactor    = 10
@@ -78,6 +83,9 @@ type Config struct {
 	// (DefaultPollInterval); a watched folder is read when it changes, and every
 	// NotifiedPollFactor poll intervals besides (a safety net).
 	PollInterval time.Duration
+	// CheckpointInterval is the least time between two saves of the checkpoints
+	// (DefaultCheckpointInterval); the first acknowledgement after a quiet while is saved at once.
+	CheckpointInterval time.Duration
 	// PollOnly turns change notification off: every folder is polled.
 	PollOnly bool
 	// MaxLineBytes bounds a line (podlogs.DefaultMaxLineBytes when 0).
@@ -108,6 +116,9 @@ func (c *Config) Validate() error {
 	}
 	if c.PollInterval <= 0 {
 		c.PollInterval = DefaultPollInterval
+	}
+	if c.CheckpointInterval <= 0 {
+		c.CheckpointInterval = DefaultCheckpointInterval
 	}
 	if c.Kubelet.Interval <= 0 {
 		c.Kubelet.Interval = DefaultMetricsInterval
@@ -350,16 +361,28 @@ func (a *Agent) pruneCheckpoints() {
 	}
 }
 
-// saveLoop saves the checkpoints after acknowledgements (coalesced: one save per wake-up).
+// saveLoop saves the checkpoints after acknowledgements: coalesced (one save per wake-up) and
+// at most once per CheckpointInterval (Run saves them once more when the agent stops).
 func (a *Agent) saveLoop(ctx context.Context) {
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-a.saveCh:
-			if err := a.ckpts.Save(); err != nil {
-				a.logger.Error("save-checkpoints", err)
+		}
+		if wait := a.cfg.CheckpointInterval - time.Since(last); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
 			}
+		}
+		last = time.Now()
+		if err := a.ckpts.Save(); err != nil {
+			a.logger.Error("save-checkpoints", err)
 		}
 	}
 }

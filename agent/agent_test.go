@@ -509,6 +509,36 @@ var _ = Describe("Agent", func() {
 		Expect(st.PeakBuffered).To(Equal(5))
 	})
 
+	It("saves the checkpoints at once after a quiet while, then at most once per interval, and all of them when it stops", func() {
+		cfg.CheckpointInterval = time.Hour
+		web := appPod("dora-dev-b0c4a1e2-5d8f9-abcde", "web-uid", node, t0)
+		client = fake.NewClientset(deployment(1), web)
+		logFile := filepath.Join(podLogs, ns+"_"+web.Name+"_web-uid", names.ContainerName, "0.log")
+		savedOffset := func() string {
+			saved, err := os.ReadFile(filepath.Join(stateDir, "positions.json"))
+			if err != nil {
+				return err.Error()
+			}
+			return string(saved)
+		}
+		offset := func() string {
+			info, err := os.Stat(logFile)
+			Expect(err).NotTo(HaveOccurred())
+			return fmt.Sprintf(`"offset":%d`, info.Size())
+		}
+		writeLines(podLogs, web, cri(t0.Add(1), "stdout", "F", "one"))
+		a, stop := start()
+		Eventually(func() uint64 { return a.Stats().Sender.Delivered }, 10*time.Second).Should(Equal(uint64(1)))
+		first := offset()
+		Eventually(savedOffset, 10*time.Second).Should(ContainSubstring(first))
+
+		writeLines(podLogs, web, cri(t0.Add(2), "stdout", "F", "two"))
+		Eventually(func() uint64 { return a.Stats().Sender.Delivered }, 10*time.Second).Should(Equal(uint64(2)))
+		Consistently(savedOffset, time.Second).Should(ContainSubstring(first), "within the interval")
+		stop()
+		Expect(savedOffset()).To(ContainSubstring(offset()))
+	})
+
 	It("records the position past lines the rate bound dropped at the end of a file: a restart does not read them again", func() {
 		cfg.LinesPerSecond, cfg.LineBurst = 0.001, 2
 		web := appPod("dora-dev-b0c4a1e2-5d8f9-abcde", "web-uid", node, t0)
