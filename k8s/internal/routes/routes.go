@@ -114,6 +114,13 @@ func New(logger lager.Logger, deps Deps) (*Registrar, error) {
 		logger: logger.Session("routes"), keys: map[string][]string{}, recorded: map[string]pairs{}, ports: map[string][]int32{}}, nil
 }
 
+// syncWorkers is how many LRPs the leader syncs at once. A sync that registers a new endpoint
+// waits for its record's write first, a round trip that takes the API server's queue under a
+// burst of desires: with 2 at once, a thousand new apps' first registrations came seconds after
+// their instances were Ready (docs/benchmarks/findings.md). Each LRP's record is an object of
+// its own, and the table and the admitted ports have locks of their own.
+const syncWorkers = 16
+
 // recordRetry is how often a record whose endpoints may not all be unregistered yet (NATS
 // down, or not connected yet) is looked at again, to prune it once they are.
 const recordRetry = 10 * time.Second
@@ -126,7 +133,7 @@ const recordRetry = 10 * time.Second
 func (r *Registrar) Run(ctx context.Context) {
 	q := queue.New(queue.Config[string]{
 		Name:        "routes",
-		Workers:     2,
+		Workers:     syncWorkers,
 		RateLimiter: workqueue.DefaultTypedControllerRateLimiter[string](),
 	})
 	recorded, err := r.load(ctx)
