@@ -37,6 +37,7 @@ type Server struct {
 
 	mu        sync.Mutex
 	grpc      *grpc.Server
+	lis       net.Listener
 	envelopes []*loggregator_v2.Envelope
 	sends     int
 	observe   func(at time.Time, envs []*loggregator_v2.Envelope)
@@ -103,7 +104,7 @@ func (s *Server) serve(lis net.Listener) {
 	g := grpc.NewServer(grpc.Creds(s.creds))
 	loggregator_v2.RegisterIngressServer(g, s)
 	s.mu.Lock()
-	s.grpc = g
+	s.grpc, s.lis = g, lis
 	s.mu.Unlock()
 	go func() { _ = g.Serve(lis) }()
 }
@@ -111,11 +112,15 @@ func (s *Server) serve(lis net.Listener) {
 // Stop closes the listener and every connection; Restart serves again on the same port.
 func (s *Server) Stop() {
 	s.mu.Lock()
-	g := s.grpc
-	s.grpc = nil
+	g, lis := s.grpc, s.lis
+	s.grpc, s.lis = nil, nil
 	s.mu.Unlock()
 	if g != nil {
 		g.Stop()
+		// Serve's goroutine may not have begun yet: gRPC's Stop knows only the listeners
+		// Serve took (and a late Serve closes its listener only when it runs), so the port would
+		// stay taken for a moment and a Restart right after could not listen on it.
+		_ = lis.Close()
 	}
 }
 
