@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/opi-bridge/opi/k8s/names"
+	"github.com/opi-bridge/opi/loggregator"
 	"github.com/opi-bridge/opi/podlogs"
 	"github.com/opi-bridge/opi/testsupport/ccstandin"
 	"github.com/opi-bridge/opi/testsupport/fixture"
@@ -356,7 +357,7 @@ var _ = Describe("The node agent, opi agent as a process, with the kubelet's fil
 		Eventually(acknowledged(c)).Should(Equal(endOf(c)))
 		got := payloads()
 		// Each line arrives; what came twice is one run of lines sent before the restart, at
-		// most one batch (100 envelopes): the batch in flight at SIGTERM.
+		// most one batch (the Sender's largest): the batch in flight at SIGTERM.
 		var unique []string
 		seenLine := map[string]bool{}
 		for _, p := range got {
@@ -366,7 +367,7 @@ var _ = Describe("The node agent, opi agent as a process, with the kubelet's fil
 			}
 		}
 		Expect(unique).To(Equal(want))
-		Expect(len(got) - len(want)).To(BeNumerically("<=", 100))
+		Expect(len(got) - len(want)).To(BeNumerically("<=", loggregator.DefaultMaxBatchEnvelopes))
 		Expect(got[:before]).To(Equal(want[:before]), "in order up to the restart")
 		dups := got[before:]
 		Expect(dups[len(dups)-(len(want)-before):]).To(Equal(want[before:]), "then the rest in order, after the lines sent again")

@@ -26,7 +26,7 @@ const (
 	DefaultServerName           = "metron"
 	DefaultMaxBufferedEnvelopes = 10000
 	DefaultMaxBufferedBytes     = 16 << 20
-	DefaultMaxBatchEnvelopes    = 100
+	DefaultMaxBatchEnvelopes    = 500
 	DefaultMaxBatchBytes        = 1 << 20 // well below gRPC's default 4 MiB message limit
 	DefaultSendTimeout          = 10 * time.Second
 	DefaultMinBackoff           = 100 * time.Millisecond
