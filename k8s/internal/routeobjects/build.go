@@ -44,15 +44,12 @@ type want struct {
 func (c *Controller) desired(key, space, host string, lrps []string) want {
 	byPath := map[string][]carrier{}
 	for _, lrpKey := range lrps {
-		w := c.cache.Workload(store.LRPFromKey(lrpKey))
-		if w == nil || w.DeletionTimestamp != nil || w.SpaceGUID != space {
+		w := c.carrying(lrpKey, space)
+		if w == nil {
 			continue
 		}
-		for _, r := range w.Routes() {
-			h, path := hooks.SplitRoute(r)
-			if h == host && !slices.ContainsFunc(byPath[path], func(o carrier) bool { return o.w == w }) {
-				byPath[path] = append(byPath[path], carrier{w: w, port: r.Port})
-			}
+		for _, p := range pathsOf(w, host) {
+			byPath[p.path] = append(byPath[p.path], carrier{w: w, port: p.port})
 		}
 	}
 	out := want{services: map[string]*corev1.Service{}, slices: map[string][]*discoveryv1.EndpointSlice{}}
@@ -74,6 +71,34 @@ func (c *Controller) desired(key, space, host string, lrps []string) want {
 		out.httpRoute = c.httpRoute(key, space, host, out)
 	} else {
 		out.ingress = c.ingress(key, space, host, out)
+	}
+	return out
+}
+
+// carrying is lrpKey's cached workload if it is alive and in space, else nil.
+func (c *Controller) carrying(lrpKey, space string) *store.WorkloadRecord {
+	w := c.cache.Workload(store.LRPFromKey(lrpKey))
+	if w == nil || w.DeletionTimestamp != nil || w.SpaceGUID != space {
+		return nil
+	}
+	return w
+}
+
+// pathPort is a path of a hostname an LRP carries and the port the route sends it to.
+type pathPort struct {
+	path string
+	port int32
+}
+
+// pathsOf are the paths of host that w carries, each once (its first route to it gives the
+// port).
+func pathsOf(w *store.WorkloadRecord, host string) []pathPort {
+	var out []pathPort
+	for _, r := range w.Routes() {
+		h, path := hooks.SplitRoute(r)
+		if h == host && !slices.ContainsFunc(out, func(p pathPort) bool { return p.path == path }) {
+			out = append(out, pathPort{path: path, port: r.Port})
+		}
 	}
 	return out
 }

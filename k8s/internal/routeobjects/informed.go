@@ -16,11 +16,16 @@ import (
 
 	"github.com/opi-bridge/opi/k8s/internal/hooks"
 	"github.com/opi-bridge/opi/k8s/internal/kube"
+	"github.com/opi-bridge/opi/k8s/internal/store"
 	"github.com/opi-bridge/opi/k8s/names"
 )
 
-// byRouteKey indexes the route objects by their route key label.
-const byRouteKey = "route-key"
+// byRouteKey indexes the route objects by their route key label; byCarrier the EndpointSlices
+// by route key and LRP key ("<route key>/<lrp key>", from their guid and version labels).
+const (
+	byRouteKey = "route-key"
+	byCarrier  = "carrier"
+)
 
 // informed are the informers of the route objects of the controller's mode, each indexed by
 // route key: the Services, the EndpointSlices, and the Ingresses or the HTTPRoutes.
@@ -29,9 +34,9 @@ type informed struct {
 }
 
 // informers starts informers on the route objects (RouteSelector only: they never see an
-// LRP's objects) until ctx ends, hands changed the route key of every event, and waits for
-// their caches.
-func (c *Controller) informers(ctx context.Context, changed func(key string)) (*informed, error) {
+// LRP's objects) until ctx ends, hands changed the queue key of every event (an LRP's slices
+// for an EndpointSlice of one, else the route key), and waits for their caches.
+func (c *Controller) informers(ctx context.Context, changed func(queueKey string)) (*informed, error) {
 	onlyRoutes := func(o *metav1.ListOptions) { o.LabelSelector = names.RouteSelector }
 	core := informers.NewSharedInformerFactoryWithOptions(c.client, 0,
 		informers.WithNamespace(c.cfg.Namespace), informers.WithTweakListOptions(onlyRoutes))
@@ -56,9 +61,17 @@ func (c *Controller) informers(ctx context.Context, changed func(key string)) (*
 		if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = tombstone.Obj
 		}
-		if o, ok := obj.(metav1.Object); ok && o.GetLabels()[names.LabelRouteKey] != "" {
-			changed(o.GetLabels()[names.LabelRouteKey])
+		o, ok := obj.(metav1.Object)
+		if !ok || o.GetLabels()[names.LabelRouteKey] == "" {
+			return
 		}
+		if _, slice := o.(*discoveryv1.EndpointSlice); slice {
+			if carrier := carrierKeyOf(o); carrier != "" {
+				changed(slicesPrefix + carrier)
+				return
+			}
+		}
+		changed(routePrefix + o.GetLabels()[names.LabelRouteKey])
 	}
 	handler := cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
@@ -69,7 +82,17 @@ func (c *Controller) informers(ctx context.Context, changed func(key string)) (*
 		if err := inf.SetTransform(transforms[i]); err != nil {
 			return nil, err
 		}
-		if err := inf.AddIndexers(cache.Indexers{byRouteKey: routeKeyOf}); err != nil {
+		indexers := cache.Indexers{byRouteKey: routeKeyOf}
+		if inf == in.slices {
+			indexers[byCarrier] = func(obj any) ([]string, error) {
+				o, ok := obj.(metav1.Object)
+				if !ok || carrierKeyOf(o) == "" {
+					return nil, nil
+				}
+				return []string{carrierKeyOf(o)}, nil
+			}
+		}
+		if err := inf.AddIndexers(indexers); err != nil {
 			return nil, err
 		}
 		if _, err := inf.AddEventHandler(handler); err != nil {
@@ -102,6 +125,21 @@ func routeKeyOf(obj any) ([]string, error) {
 	return []string{o.GetLabels()[names.LabelRouteKey]}, nil
 }
 
+// carrierKeyOf is "<route key>/<lrp key>" of an EndpointSlice of one LRP's instances, else "".
+func carrierKeyOf(o metav1.Object) string {
+	l := o.GetLabels()
+	key, guid, version := l[names.LabelRouteKey], l[names.LabelGUID], l[names.LabelVersion]
+	if key == "" || guid == "" || version == "" {
+		return ""
+	}
+	return key + "/" + store.LRPRef{GUID: guid, Version: version}.LRPKey()
+}
+
+// slicesOf are the cached EndpointSlices of lrpKey's instances for route key, by name.
+func (in *informed) slicesOf(key, lrpKey string) map[string]*discoveryv1.EndpointSlice {
+	return indexed[*discoveryv1.EndpointSlice](in.slices, byCarrier, key+"/"+lrpKey)
+}
+
 // keys are the route keys the objects name.
 func (in *informed) keys() []string {
 	var out []string
@@ -114,7 +152,12 @@ func (in *informed) keys() []string {
 
 // ofKey are inf's cached objects of route key by name, as T.
 func ofKey[T metav1.Object](inf cache.SharedIndexInformer, key string) map[string]T {
-	objs, _ := inf.GetIndexer().ByIndex(byRouteKey, key)
+	return indexed[T](inf, byRouteKey, key)
+}
+
+// indexed are inf's cached objects whose index has value, by name, as T.
+func indexed[T metav1.Object](inf cache.SharedIndexInformer, index, value string) map[string]T {
+	objs, _ := inf.GetIndexer().ByIndex(index, value)
 	out := make(map[string]T, len(objs))
 	for _, o := range objs {
 		if t, ok := o.(T); ok {

@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strings"
 	"sync"
@@ -71,8 +72,9 @@ type Controller struct {
 	cache   Cache
 	logger  lager.Logger
 
-	// queue and objects are the running term's (set by Run before it processes a key).
-	queue   *queue.Queue[string]
+	// enqueue (its queue's Add) and objects are the running term's (set by Run before it
+	// processes a key).
+	enqueue func(key string)
 	objects *informed
 
 	mu sync.Mutex
@@ -80,12 +82,19 @@ type Controller struct {
 	// each; keysOf the route keys each LRP (by its lrp key) carries, as last indexed.
 	groups map[string]*group
 	keysOf map[string][]string
+
+	// keyLocks serialize the syncs of one route key (the whole route's and one LRP's slices of
+	// it run on different queue keys), striped by route key.
+	keyLocks [16]sync.Mutex
 }
 
-// group is one (space, hostname) and the LRPs that carry a route of it.
+// group is one (space, hostname), the LRPs that carry a route of it with the paths each
+// carries, and how many of them carry each path: what the route's Services and its Ingress or
+// HTTPRoute follow (an LRP's port and instances are in its own EndpointSlices only).
 type group struct {
 	space, host string
-	lrps        map[string]struct{}
+	lrps        map[string][]string
+	paths       map[string]int
 }
 
 // Makes says whether routing mode mode has route objects (the controller runs only then).
@@ -109,11 +118,19 @@ func New(logger lager.Logger, cfg Config, deps Deps) (*Controller, error) {
 		groups: map[string]*group{}, keysOf: map[string][]string{}}, nil
 }
 
-// Queue keys: an LRP to index again ("lrp:<lrp key>") or a route key to sync ("route:<key>").
+// Queue keys: an LRP to index again ("lrp:<lrp key>"), a route key to sync whole
+// ("route:<key>"), or one LRP's EndpointSlices of a route key ("slices:<key>/<lrp key>"; a route
+// key has no "/"). A change that leaves a route's set of paths as it was (an instance Ready or
+// not, a port, one more or one less carrier of the same paths) touches that LRP's slices only,
+// so that its cost does not grow with the route's carriers.
 const (
-	lrpPrefix   = "lrp:"
-	routePrefix = "route:"
+	lrpPrefix    = "lrp:"
+	routePrefix  = "route:"
+	slicesPrefix = "slices:"
 )
+
+// slicesQueueKey is the queue key syncing lrpKey's EndpointSlices of route key.
+func slicesQueueKey(key, lrpKey string) string { return slicesPrefix + key + "/" + lrpKey }
 
 // Run is the leader work: it starts informers on the route objects, indexes every cached
 // workload's routes before it looks at any route (a route key whose carriers are not indexed
@@ -135,7 +152,7 @@ func (c *Controller) Run(ctx context.Context) {
 	c.mu.Lock()
 	c.groups, c.keysOf = map[string]*group{}, map[string][]string{}
 	c.mu.Unlock()
-	objects, err := c.informers(ctx, func(key string) { q.Add(routePrefix + key) })
+	objects, err := c.informers(ctx, q.Add)
 	if err != nil {
 		c.logger.Error("start-informers", err)
 		q.ShutDown()
@@ -149,14 +166,15 @@ func (c *Controller) Run(ctx context.Context) {
 	}
 	defer stop()
 	for _, w := range c.cache.Workloads() {
-		for _, key := range c.index(w.LRPKey()) {
+		whole, _ := c.index(w.LRPKey())
+		for _, key := range whole {
 			q.Add(routePrefix + key)
 		}
 	}
 	for _, key := range objects.keys() {
 		q.Add(routePrefix + key)
 	}
-	c.queue, c.objects = q, objects
+	c.enqueue, c.objects = q.Add, objects
 	c.logger.Info("started")
 	q.Run(ctx, c.process)
 	c.logger.Info("stopped")
@@ -164,60 +182,108 @@ func (c *Controller) Run(ctx context.Context) {
 
 func (c *Controller) process(ctx context.Context, key string) (time.Duration, error) {
 	if lrpKey, ok := strings.CutPrefix(key, lrpPrefix); ok {
-		for _, k := range c.index(lrpKey) {
-			c.queue.Add(routePrefix + k)
+		whole, own := c.index(lrpKey)
+		for _, k := range whole {
+			c.enqueue(routePrefix + k)
+		}
+		for _, k := range own {
+			c.enqueue(slicesQueueKey(k, lrpKey))
 		}
 		return 0, nil
+	}
+	if rest, ok := strings.CutPrefix(key, slicesPrefix); ok {
+		routeKey, lrpKey, _ := strings.Cut(rest, "/")
+		return 0, c.syncSlices(ctx, routeKey, lrpKey)
 	}
 	return 0, c.sync(ctx, strings.TrimPrefix(key, routePrefix))
 }
 
-// index brings lrpKey's route keys in the groups in line with its cached workload, and returns
-// every key it carried or carries: the routes whose objects may change.
-func (c *Controller) index(lrpKey string) []string {
+// lockKey holds route key's lock; the func it returns lets it go.
+func (c *Controller) lockKey(key string) func() {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	m := &c.keyLocks[h.Sum32()%uint32(len(c.keyLocks))]
+	m.Lock()
+	return m.Unlock
+}
+
+// index brings lrpKey's route keys in the groups in line with its cached workload. It returns
+// the route keys it carried or carries in two lists: whole, those whose set of paths changed
+// (the group came or went, a path gained its first or lost its last carrier), which need their
+// Services and Ingress or HTTPRoute synced; own, the others, where only the LRP's own
+// EndpointSlices may change.
+func (c *Controller) index(lrpKey string) (whole, own []string) {
 	if lrpKey == "" {
-		return nil
+		return nil, nil
 	}
-	now := map[string]string{} // route key -> hostname
+	now := map[string][]string{} // route key -> the paths carried
+	hosts := map[string]string{} // route key -> hostname
 	var space string
 	if w := c.cache.Workload(store.LRPFromKey(lrpKey)); w != nil && w.DeletionTimestamp == nil {
 		space = w.SpaceGUID
 		for _, r := range w.Routes() {
-			host, _ := hooks.SplitRoute(r)
-			now[names.RouteKey(space, host)] = host
+			host, path := hooks.SplitRoute(r)
+			key := names.RouteKey(space, host)
+			hosts[key] = host
+			if !slices.Contains(now[key], path) {
+				now[key] = append(now[key], path)
+			}
 		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	had := c.keysOf[lrpKey]
-	for _, key := range had {
-		if _, ok := now[key]; ok {
-			continue
-		}
-		if g := c.groups[key]; g != nil {
-			delete(g.lrps, lrpKey)
-			if len(g.lrps) == 0 {
-				delete(c.groups, key)
-			}
-		}
-	}
 	keys := make([]string, 0, len(now))
-	for key, host := range now {
-		g := c.groups[key]
-		if g == nil {
-			g = &group{space: space, host: host, lrps: map[string]struct{}{}}
-			c.groups[key] = g
-		}
-		g.lrps[lrpKey] = struct{}{}
+	for key := range now {
 		keys = append(keys, key)
 	}
 	slices.Sort(keys)
+	for _, key := range slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(had), keys...)))) {
+		g := c.groups[key]
+		paths, carries := now[key]
+		if g == nil {
+			if !carries {
+				continue
+			}
+			g = &group{space: space, host: hosts[key], lrps: map[string][]string{}, paths: map[string]int{}}
+			c.groups[key] = g
+		}
+		// The new paths are counted before the old are let go, so that a path carried before
+		// and after never looks gone.
+		changed := false
+		slices.Sort(paths)
+		for _, p := range paths {
+			if g.paths[p]++; g.paths[p] == 1 {
+				changed = true
+			}
+		}
+		for _, p := range g.lrps[lrpKey] {
+			if g.paths[p]--; g.paths[p] == 0 {
+				delete(g.paths, p)
+				changed = true
+			}
+		}
+		if carries {
+			g.lrps[lrpKey] = paths
+		} else {
+			delete(g.lrps, lrpKey)
+		}
+		if len(g.lrps) == 0 {
+			delete(c.groups, key)
+			changed = true
+		}
+		if changed {
+			whole = append(whole, key)
+		} else {
+			own = append(own, key)
+		}
+	}
 	if len(keys) == 0 {
 		delete(c.keysOf, lrpKey)
 	} else {
 		c.keysOf[lrpKey] = keys
 	}
-	return append(keys, had...)
+	return whole, own
 }
 
 // carriers is the space, hostname and carrying LRPs (sorted) of route key, as indexed.
@@ -233,4 +299,16 @@ func (c *Controller) carriers(key string) (space, host string, lrps []string) {
 	}
 	slices.Sort(lrps)
 	return g.space, g.host, lrps
+}
+
+// carrierOf is the space and hostname of route key, as indexed, and whether lrpKey carries it.
+func (c *Controller) carrierOf(key, lrpKey string) (space, host string, carries bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groups[key]
+	if g == nil {
+		return "", "", false
+	}
+	_, carries = g.lrps[lrpKey]
+	return g.space, g.host, carries
 }

@@ -3,6 +3,7 @@ package routeobjects_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -208,6 +209,59 @@ var _ = Describe("Route objects", func() {
 			Expect(backend.UpdateLRP(ctx, b.LRPIdentifier, opi.LRPUpdate{Routes: &none})).To(Succeed())
 			Eventually(ingressPaths).Should(BeNil())
 			Eventually(services).Should(BeEmpty())
+		})
+
+		It("writes only the changed LRP's slices while the route's paths stay: an instance, a port, a path another LRP still carries", func() {
+			Expect(backend.DesireLRP(ctx, a)).To(Succeed())
+			Expect(backend.DesireLRP(ctx, b)).To(Succeed())
+			readyPod(a, "a-0", "10.0.0.1")
+			readyPod(b, "b-0", "10.0.1.1")
+			lead()
+			Eventually(ingressServed).Should(Equal(map[string][]endpoint{
+				"/": {{"10.0.0.1", 8080}, {"10.0.1.1", 7070}}, "/admin": {{"10.0.0.1", 9090}, {"10.0.1.1", 9090}},
+			}))
+			Eventually(func() int { return len(client.Actions()) }).Should(Equal(len(client.Actions())))
+			bKey := b.GUID + "/" + b.Version
+			bSlice := func(path string) string {
+				return names.RouteSliceName(names.RouteServiceName(key, path), bKey, "", 0)
+			}
+			// routeWrites are the writes of route objects since action from.
+			routeWrites := func(from int) func() []string {
+				return func() []string {
+					var out []string
+					for _, w := range writes(backendtest.ActionsSince(client, from)) {
+						if strings.Contains(w, "endpointslices") || strings.Contains(w, "services") || strings.Contains(w, "ingresses") {
+							out = append(out, w)
+						}
+					}
+					return out
+				}
+			}
+
+			By("B's instance not Ready: B's two slices updated, nothing else")
+			before := len(client.Actions())
+			setReady("b-0", false)
+			Eventually(ingressServed).Should(Equal(map[string][]endpoint{"/": {{"10.0.0.1", 8080}}, "/admin": {{"10.0.0.1", 9090}}}))
+			bUpdates := []string{"update endpointslices " + bSlice("/"), "update endpointslices " + bSlice("/admin")}
+			Consistently(routeWrites(before), "300ms").Should(And(ContainElements(bUpdates), HaveEach(BeElementOf(bUpdates))))
+
+			By("B Ready again on another port for /: B's slices only")
+			setReady("b-0", true)
+			routes := []opi.Route{{Hostname: "app.example.com", Port: 9090}, {Hostname: "app.example.com/admin", Port: 9090}}
+			before = len(client.Actions())
+			Expect(backend.UpdateLRP(ctx, b.LRPIdentifier, opi.LRPUpdate{Routes: &routes})).To(Succeed())
+			Eventually(ingressServed).Should(HaveKeyWithValue("/", []endpoint{{"10.0.0.1", 8080}, {"10.0.1.1", 9090}}))
+			Consistently(routeWrites(before), "300ms").Should(And(ContainElement(bUpdates[0]), HaveEach(BeElementOf(bUpdates))))
+
+			By("B drops /admin, which A still carries: B's /admin slice goes, the Service and Ingress stay")
+			routes = routes[:1]
+			before = len(client.Actions())
+			Expect(backend.UpdateLRP(ctx, b.LRPIdentifier, opi.LRPUpdate{Routes: &routes})).To(Succeed())
+			Eventually(routeWrites(before)).Should(ContainElement("delete endpointslices " + bSlice("/admin")))
+			Consistently(routeWrites(before), "300ms").Should(HaveEach("delete endpointslices " + bSlice("/admin")))
+			Expect(ingressServed()).To(Equal(map[string][]endpoint{
+				"/": {{"10.0.0.1", 8080}, {"10.0.1.1", 9090}}, "/admin": {{"10.0.0.1", 9090}},
+			}))
 		})
 
 		It("keeps apps of different spaces on one hostname apart, and drops a path no LRP carries", func() {

@@ -10,11 +10,13 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/opi-bridge/opi/k8s/internal/hooks"
 	"github.com/opi-bridge/opi/k8s/internal/kube"
+	"github.com/opi-bridge/opi/k8s/names"
 )
 
 // sync brings route key's objects in line with what its carriers' caches say, in an order that
@@ -22,6 +24,7 @@ import (
 // Ingress or HTTPRoute (which names only Services that exist; with no carrier left, it goes),
 // then the slices and Services nothing names any more.
 func (c *Controller) sync(ctx context.Context, key string) error {
+	defer c.lockKey(key)()
 	space, host, lrps := c.carriers(key)
 	want := c.desired(key, space, host, lrps)
 	have := c.objects.of(key)
@@ -62,6 +65,48 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return err
 	}
 	return c.services().prune(ctx, mapValues(want.services), have.services)
+}
+
+// syncSlices brings lrpKey's EndpointSlices of route key in line with its cached workload and
+// pods: created or updated while it carries the key, deleted when it no longer does. The
+// route's Services stay as they are; when one the LRP needs is not there yet, the whole route
+// is synced instead.
+func (c *Controller) syncSlices(ctx context.Context, key, lrpKey string) error {
+	unlock := c.lockKey(key)
+	space, host, carries := c.carrierOf(key, lrpKey)
+	var want []*discoveryv1.EndpointSlice
+	if w := c.carrying(lrpKey, space); carries && w != nil {
+		services := ofKey[*corev1.Service](c.objects.services, key)
+		for _, p := range pathsOf(w, host) {
+			name := names.RouteServiceName(key, p.path)
+			svc, ok := services[name]
+			if !ok {
+				unlock()
+				return c.sync(ctx, key)
+			}
+			for _, s := range c.endpointSlices(key, name, carrier{w: w, port: p.port}) {
+				s.OwnerReferences = []metav1.OwnerReference{kube.ControllerRef(svc, "v1", "Service")}
+				want = append(want, s)
+			}
+		}
+	}
+	defer unlock()
+	have := c.objects.slicesOf(key, lrpKey)
+	if _, err := c.slices().ensure(ctx, want, have); err != nil {
+		if cacheBehind(err) {
+			// The cache has not seen a write yet (this term's, moments ago, or another's): the
+			// informer's event of it queues this sync again, to compare with what is there.
+			return nil
+		}
+		return err
+	}
+	return c.slices().prune(ctx, want, have)
+}
+
+// cacheBehind says whether err is a write refused because the cache was behind the API server:
+// a create of an object that exists, an update of an older version than the stored one.
+func cacheBehind(err error) bool {
+	return apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err)
 }
 
 func mapValues[K comparable, V any](m map[K]V) []V {
