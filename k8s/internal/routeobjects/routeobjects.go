@@ -83,9 +83,10 @@ type Controller struct {
 	groups map[string]*group
 	keysOf map[string][]string
 
-	// keyLocks serialize the syncs of one route key (the whole route's and one LRP's slices of
-	// it run on different queue keys), striped by route key.
-	keyLocks [16]sync.Mutex
+	// keyLocks keep a route key's whole sync apart from the syncs of its LRPs' slices (which
+	// run on queue keys of their own, and touch only their own LRP's slices, so they run side
+	// by side), striped by route key.
+	keyLocks [16]sync.RWMutex
 }
 
 // group is one (space, hostname), the LRPs that carry a route of it with the paths each
@@ -118,6 +119,9 @@ func New(logger lager.Logger, cfg Config, deps Deps) (*Controller, error) {
 		groups: map[string]*group{}, keysOf: map[string][]string{}}, nil
 }
 
+// syncWorkers is how many queue keys the controller syncs at once.
+const syncWorkers = 16
+
 // Queue keys: an LRP to index again ("lrp:<lrp key>"), a route key to sync whole
 // ("route:<key>"), or one LRP's EndpointSlices of a route key ("slices:<key>/<lrp key>"; a route
 // key has no "/"). A change that leaves a route's set of paths as it was (an instance Ready or
@@ -139,8 +143,10 @@ func slicesQueueKey(key, lrpKey string) string { return slicesPrefix + key + "/"
 // pods and the route objects until ctx ends. The store must be synced.
 func (c *Controller) Run(ctx context.Context) {
 	q := queue.New(queue.Config[string]{
-		Name:        "route-objects",
-		Workers:     2,
+		Name: "route-objects",
+		// Most syncs are one LRP's slices, a write or two each: during a burst of desires
+		// and instances going Ready, many run side by side (as the routes leader's).
+		Workers:     syncWorkers,
 		RateLimiter: workqueue.DefaultTypedControllerRateLimiter[string](),
 		OnError: func(ctx context.Context, key string, err error) {
 			if ctx.Err() == nil {
@@ -198,13 +204,18 @@ func (c *Controller) process(ctx context.Context, key string) (time.Duration, er
 	return 0, c.sync(ctx, strings.TrimPrefix(key, routePrefix))
 }
 
-// lockKey holds route key's lock; the func it returns lets it go.
-func (c *Controller) lockKey(key string) func() {
+// lockKey holds route key's lock, for the whole route alone (whole) or for one LRP's slices;
+// the func it returns lets it go.
+func (c *Controller) lockKey(key string, whole bool) func() {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(key))
 	m := &c.keyLocks[h.Sum32()%uint32(len(c.keyLocks))]
-	m.Lock()
-	return m.Unlock
+	if whole {
+		m.Lock()
+		return m.Unlock
+	}
+	m.RLock()
+	return m.RUnlock
 }
 
 // index brings lrpKey's route keys in the groups in line with its cached workload. It returns

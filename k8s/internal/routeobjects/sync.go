@@ -24,7 +24,7 @@ import (
 // Ingress or HTTPRoute (which names only Services that exist; with no carrier left, it goes),
 // then the slices and Services nothing names any more.
 func (c *Controller) sync(ctx context.Context, key string) error {
-	defer c.lockKey(key)()
+	defer c.lockKey(key, true)()
 	space, host, lrps := c.carriers(key)
 	want := c.desired(key, space, host, lrps)
 	have := c.objects.of(key)
@@ -72,7 +72,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 // route's Services stay as they are; when one the LRP needs is not there yet, the whole route
 // is synced instead.
 func (c *Controller) syncSlices(ctx context.Context, key, lrpKey string) error {
-	unlock := c.lockKey(key)
+	unlock := c.lockKey(key, false)
 	space, host, carries := c.carrierOf(key, lrpKey)
 	var want []*discoveryv1.EndpointSlice
 	if w := c.carrying(lrpKey, space); carries && w != nil {
