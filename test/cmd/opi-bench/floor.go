@@ -13,6 +13,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,6 +48,10 @@ type tmplObject struct {
 	gvr  schema.GroupVersionResource
 	gvk  schema.GroupVersionKind
 	json string
+	// sharedName: the object's name does not name the app (an EndpointSlice of a route's
+	// Service, named after the route and a digest of the LRP): each floor app's copy gets a
+	// suffix of its own.
+	sharedName bool
 }
 
 // template is what opi created for one app, with that app's identity to substitute.
@@ -89,6 +94,17 @@ func (e *env) captureTemplate(ctx context.Context, admin kubernetes.Interface) (
 		return nil, fmt.Errorf("discovering the API server's resources: %w", err)
 	}
 	name, kind := a.deploymentName(), workloadKind(e.cfg.backend)
+	if makesRouteObjects(e.cfg.opiArgs) {
+		// The route's EndpointSlice of the app is the leader's, written moments after the
+		// desire: wait for it, so that the floors write it too.
+		slices := metav1.ListOptions{LabelSelector: sel.LabelSelector + "," + discoveryv1.LabelManagedBy + "=" + names.EndpointSliceManager}
+		if err := poll(ctx, time.Minute, func() (bool, error) {
+			l, err := admin.DiscoveryV1().EndpointSlices(opiNamespace).List(ctx, slices)
+			return err == nil && len(l.Items) > 0, err
+		}); err != nil {
+			return nil, fmt.Errorf("waiting for the template app's route EndpointSlice: %w", err)
+		}
+	}
 	var found []unstructured.Unstructured
 	var gvrs []schema.GroupVersionResource
 	for _, l := range lists {
@@ -118,10 +134,13 @@ func (e *env) captureTemplate(ctx context.Context, admin kubernetes.Interface) (
 		for _, ref := range o.GetOwnerReferences() {
 			owned = owned || (ref.Kind == kind && ref.Name == name && ptr.Deref(ref.Controller, false))
 		}
-		if !isWorkload && (!owned || controllerMade[o.GetKind()]) {
+		// opi's own EndpointSlice of the app for a route's Service (ingress and gateway modes)
+		// is controlled by that Service, not the workload, and is the app's all the same.
+		routeSlice := o.GetKind() == "EndpointSlice" && o.GetLabels()[discoveryv1.LabelManagedBy] == names.EndpointSliceManager
+		if !isWorkload && !routeSlice && (!owned || controllerMade[o.GetKind()]) {
 			continue // the controllers' objects: ReplicaSets, pods, EndpointSlices
 		}
-		obj := tmplObject{gvr: gvrs[i], gvk: o.GroupVersionKind()}
+		obj := tmplObject{gvr: gvrs[i], gvk: o.GroupVersionKind(), sharedName: routeSlice}
 		if obj.json, err = cleanJSON(o); err != nil {
 			return nil, err
 		}
@@ -251,6 +270,9 @@ func (t *template) objects(a app, ns string) (built, []built, error) {
 			return built{}, err
 		}
 		m.SetNamespace(ns)
+		if o.sharedName {
+			m.SetName(m.GetName() + "-" + a.guid[:8])
+		}
 		return built{gvr: o.gvr, obj: obj}, nil
 	}
 	w, err := make1(t.workload)
@@ -383,7 +405,7 @@ func kindOf(o runtime.Object) string {
 
 // ownBy points b's controller reference to the workload (its template reference, with the
 // new workload's name and uid).
-func ownBy(b built, name string, uid types.UID) error {
+func ownBy(b built, gvk schema.GroupVersionKind, name string, uid types.UID) error {
 	m, err := meta.Accessor(b.obj)
 	if err != nil {
 		return err
@@ -391,6 +413,7 @@ func ownBy(b built, name string, uid types.UID) error {
 	refs := m.GetOwnerReferences()
 	for i := range refs {
 		if ptr.Deref(refs[i].Controller, false) {
+			refs[i].APIVersion, refs[i].Kind = gvk.GroupVersion().String(), gvk.Kind
 			refs[i].Name, refs[i].UID = name, uid
 		}
 	}
@@ -434,7 +457,7 @@ func (e *env) floorBatch(ctx context.Context, c *floorClient, t *template, floor
 				first error
 			)
 			for _, o := range others {
-				if err := ownBy(o, created.GetName(), created.GetUID()); err != nil {
+				if err := ownBy(o, t.workload.gvk, created.GetName(), created.GetUID()); err != nil {
 					return 0, err
 				}
 				wg.Add(1)
@@ -559,4 +582,25 @@ func workloadKind(backend string) string {
 		return "StatefulSet"
 	}
 	return "Deployment"
+}
+
+// routingOf is the routing mode opiArgs give opi ("" when they give none: opi's default).
+func routingOf(opiArgs string) string {
+	fields := strings.Fields(opiArgs)
+	mode := ""
+	for i, f := range fields {
+		if v, ok := strings.CutPrefix(f, "--routing="); ok {
+			mode = v
+		} else if f == "--routing" && i+1 < len(fields) {
+			mode = fields[i+1]
+		}
+	}
+	return mode
+}
+
+// makesRouteObjects says whether opi, run with opiArgs, keeps route objects (routing ingress,
+// its default, or gateway).
+func makesRouteObjects(opiArgs string) bool {
+	mode := routingOf(opiArgs)
+	return mode == "" || mode == "ingress" || mode == "gateway"
 }

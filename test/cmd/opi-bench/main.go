@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -105,7 +106,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.tasks, "tasks", 0, "measure tasks instead of LRPs: desire this many tasks, GET /tasks at that count, cancel them")
 	fs.StringVar(&c.opiArgs, "opi-args", "", "more flags for opi, space-separated (e.g. \"--routing=none --headless-services\")")
 	fs.BoolVar(&c.tune, "tune", true, "run the control plane with the settings large clusters raise (localkube.LargeClusterTuning); -tune=false keeps the defaults")
-	fs.IntVar(&c.profile, "profile", 0, "take CPU profiles of opi and the control plane over this many seconds during opi's last desire batch (0: none); keeps the work folder")
+	fs.IntVar(&c.profile, "profile", 0, "take CPU profiles of opi and the control plane over this many seconds during opi's last desire batch, or (-routing nats) its burst (0: none); keeps the work folder")
 	fs.StringVar(&c.routing, "routing", "", "nats: measure routing mode nats against an in-process nats-server instead (see nats.go)")
 	fs.IntVar(&c.natsInstances, "nats-instances", 10, "with -routing nats: instances per app in the steady phase")
 	fs.DurationVar(&c.natsWait, "nats-wait", 15*time.Minute, "with -routing nats: how long the steady phase waits for every instance to be registered before it measures those that are")
@@ -266,6 +267,12 @@ func run(ctx context.Context, cfg config) (err error) {
 	logf("control plane up in %s", time.Since(t).Round(100*time.Millisecond))
 	res.Phases.ControlPlane = time.Since(t).Seconds()
 
+	if routingOf(cfg.opiArgs) == "gateway" {
+		logf("installing the Gateway API's CRDs (routing gateway)")
+		if err := installGatewayAPI(ctx, cluster); err != nil {
+			return err
+		}
+	}
 	addr, err := localkube.FreeAddr()
 	if err != nil {
 		return err
@@ -356,3 +363,30 @@ const (
 	backendDeployments  = "deployments"
 	backendStatefulSets = "statefulsets"
 )
+
+// installGatewayAPI installs the Gateway API's standard CRDs (GatewayClass, Gateway, HTTPRoute)
+// from the Go module opi builds against, as an operator would from its release, and waits until
+// they are served: opi's routing gateway starts only where HTTPRoutes are.
+func installGatewayAPI(ctx context.Context, cluster *localkube.Cluster) error {
+	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api").Output()
+	if err != nil {
+		return fmt.Errorf("finding the gateway-api module (run from opi's root): %w", err)
+	}
+	dir := filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "standard")
+	kubectl := func(args ...string) error {
+		cmd := exec.CommandContext(ctx, filepath.Join(cluster.BinDir(), "kubectl"), append([]string{"--kubeconfig", cluster.Kubeconfig()}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	crds := []string{"apply", "--server-side"}
+	for _, kind := range []string{"gatewayclasses", "gateways", "httproutes"} {
+		crds = append(crds, "-f", filepath.Join(dir, "gateway.networking.k8s.io_"+kind+".yaml"))
+	}
+	if err := kubectl(crds...); err != nil {
+		return err
+	}
+	return kubectl("wait", "--for", "condition=established", "--timeout", "60s",
+		"crd/gatewayclasses.gateway.networking.k8s.io", "crd/gateways.gateway.networking.k8s.io", "crd/httproutes.gateway.networking.k8s.io")
+}

@@ -368,9 +368,19 @@ func (e *env) natsPhases(ctx context.Context, bus *natsBus) (*natsResults, error
 		return nil, err
 	}
 	logf("desire: %d apps through opi in one burst, concurrency %d", cfg.n, cfg.concurrency)
+	var waitProfiles func()
+	if cfg.profile > 0 {
+		waitProfiles = e.startProfiles(ctx)
+	}
 	start := time.Now()
 	if res.Desire, err = e.desirePhase(ctx, apps, cfg.concurrency); err != nil {
 		return nil, err
+	}
+	if waitProfiles != nil {
+		waitProfiles()
+		for _, p := range e.res.Profiles {
+			logf("  profile of %s over the burst: %.1f CPU s in %s", p.Component, p.CPUSeconds, p.File)
+		}
 	}
 	m1, err := e.scrape(ctx)
 	if err != nil {
