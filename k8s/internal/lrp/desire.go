@@ -103,11 +103,19 @@ func (s *Service) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 			return nil, nil
 		})
 	}
+	// The wait for the cache to hold the workload (so that a read after the answer sees the
+	// LRP) runs beside round 2 rather than after it: under load the watch event of a create
+	// comes as late as the round's writes take, and waiting for one after the other added them
+	// up. A refusal in round 2 ends the wait; the answer still waits for both.
+	waitCtx, endWait := context.WithCancel(ctx)
+	defer endWait()
+	waited := make(chan error, 1)
+	go func() { waited <- s.cache.WaitForWorkload(waitCtx, logger, w, false, s.liveCheck(w)) }()
 	if raw, answer := inParallel(steps); answer != nil {
+		endWait()
 		return s.refused(ctx, logger, &undo, raw, answer)
 	}
-
-	if err := s.cache.WaitForWorkload(ctx, logger, w, false, s.liveCheck(w)); err != nil {
+	if err := <-waited; err != nil {
 		return err
 	}
 	logger.Info("desired", lager.Data{s.kindName(): w.GetName(), "created": created})

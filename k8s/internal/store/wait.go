@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"code.cloudfoundry.org/lager/v3"
@@ -128,6 +129,9 @@ func waitWritten[R interface{ GetResourceVersion() string }](ctx context.Context
 		return kube.Observed(r.GetResourceVersion(), rv)
 	})
 	if !ok {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return ctx.Err() // the waiter gave up (a desire refused meanwhile): nothing to settle
+		}
 		return s.Settle(ctx, logger, live, what, data)
 	}
 	return nil
