@@ -3,7 +3,8 @@ package main
 import "fmt"
 
 // natsRecorded is what the tables read of a nats run (-routing nats), in recordedRun. LRP runs
-// leave Routing empty; the nats figures read only nats runs, the other LRP figures none.
+// leave Routing empty in the default mode (ingress) and name the mode -opi-args gave otherwise
+// ("gateway", "none"); the nats figures read only nats runs, the other LRP figures none.
 type natsRecorded struct {
 	Routing          string            `json:"routing"`
 	NATSKinds        []string          `json:"nats_objects_per_app"`

@@ -38,9 +38,12 @@ func targetApps(n int) (at int, checked bool) {
 
 // results is everything one run measured; it is the JSON line.
 type results struct {
-	Date        string  `json:"date"`
-	N           int     `json:"n"`
-	Backend     string  `json:"backend"`
+	Date    string `json:"date"`
+	N       int    `json:"n"`
+	Backend string `json:"backend"`
+	// Routing is opi's routing mode when -opi-args give one other than the default (ingress):
+	// the tables keep the modes' rows apart.
+	Routing     string  `json:"routing,omitempty"`
 	Desired     int     `json:"desired_per_phase"`
 	Concurrency int     `json:"concurrency"`
 	Batch       int     `json:"batch"`
@@ -287,6 +290,9 @@ func newResults(cfg config) *results {
 	}
 	if cfg.tune {
 		r.Tuning, r.TuningSettings = "large-cluster", localkube.LargeClusterTuning()
+	}
+	if mode := routingOf(cfg.opiArgs); mode != "ingress" {
+		r.Routing = mode
 	}
 	r.TargetApps, r.TargetsChecked = targetApps(cfg.n)
 	r.RSSTargetMB = targetRSSMB[r.TargetApps]
