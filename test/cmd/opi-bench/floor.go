@@ -94,7 +94,7 @@ func (e *env) captureTemplate(ctx context.Context, admin kubernetes.Interface) (
 		return nil, fmt.Errorf("discovering the API server's resources: %w", err)
 	}
 	name, kind := a.deploymentName(), workloadKind(e.cfg.backend)
-	if makesRouteObjects(e.cfg.opiArgs) {
+	if makesRouteObjects(e.cfg.routingMode()) {
 		// The route's EndpointSlice of the app is the leader's, written moments after the
 		// desire: wait for it, so that the floors write it too.
 		slices := metav1.ListOptions{LabelSelector: sel.LabelSelector + "," + discoveryv1.LabelManagedBy + "=" + names.EndpointSliceManager}
@@ -584,6 +584,15 @@ func workloadKind(backend string) string {
 	return "Deployment"
 }
 
+// routingMode is the routing mode opi runs in: nats with -routing nats, else what -opi-args give
+// ("" when they give none: opi's default, ingress).
+func (c config) routingMode() string {
+	if c.routing == routingNATS {
+		return routingNATS
+	}
+	return routingOf(c.opiArgs)
+}
+
 // routingOf is the routing mode opiArgs give opi ("" when they give none: opi's default).
 func routingOf(opiArgs string) string {
 	fields := strings.Fields(opiArgs)
@@ -598,9 +607,8 @@ func routingOf(opiArgs string) string {
 	return mode
 }
 
-// makesRouteObjects says whether opi, run with opiArgs, keeps route objects (routing ingress,
-// its default, or gateway).
-func makesRouteObjects(opiArgs string) bool {
-	mode := routingOf(opiArgs)
+// makesRouteObjects says whether opi in routing mode mode keeps route objects (ingress, its
+// default "", or gateway).
+func makesRouteObjects(mode string) bool {
 	return mode == "" || mode == "ingress" || mode == "gateway"
 }

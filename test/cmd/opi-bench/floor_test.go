@@ -15,10 +15,13 @@ var _ = Describe("the same-objects floor's template", func() {
 		Expect(routingOf("")).To(Equal(""))
 		Expect(routingOf("--headless-services --routing=none")).To(Equal("none"))
 		Expect(routingOf("--routing gateway --gateway-name=bench")).To(Equal("gateway"))
+		Expect(config{}.routingMode()).To(Equal(""))
+		Expect(config{opiArgs: "--routing=gateway"}.routingMode()).To(Equal("gateway"))
+		Expect(config{routing: routingNATS}.routingMode()).To(Equal(routingNATS), "-routing nats adds opi's flag itself")
 		Expect(makesRouteObjects("")).To(BeTrue())
-		Expect(makesRouteObjects("--routing=gateway")).To(BeTrue())
-		Expect(makesRouteObjects("--routing=none")).To(BeFalse())
-		Expect(makesRouteObjects("--routing nats")).To(BeFalse())
+		Expect(makesRouteObjects("gateway")).To(BeTrue())
+		Expect(makesRouteObjects("none")).To(BeFalse())
+		Expect(makesRouteObjects(routingNATS)).To(BeFalse())
 	})
 
 	It("gives each app its own copy of a route EndpointSlice, controlled by the app's workload", func() {
