@@ -70,21 +70,8 @@ var _ = BeforeSuite(func() {
 		}
 	})
 	kube = cluster.Clientset()
-	installGatewayAPI()
+	Expect(cluster.InstallGatewayAPI(context.Background())).To(Succeed())
 })
-
-// installGatewayAPI installs the Gateway API's standard CRDs (GatewayClass, Gateway,
-// HTTPRoute) from the Go module opi builds against, as an operator would from its release.
-func installGatewayAPI() {
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api").Output()
-	Expect(err).NotTo(HaveOccurred())
-	dir := filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "standard")
-	for _, kind := range []string{"gatewayclasses", "gateways", "httproutes"} {
-		kubectl("apply", "--server-side", "-f", filepath.Join(dir, "gateway.networking.k8s.io_"+kind+".yaml"))
-	}
-	kubectl("wait", "--for", "condition=established", "--timeout", "60s",
-		"crd/gatewayclasses.gateway.networking.k8s.io", "crd/gateways.gateway.networking.k8s.io", "crd/httproutes.gateway.networking.k8s.io")
-}
 
 // opiServer is one running opi binary.
 type opiServer struct {

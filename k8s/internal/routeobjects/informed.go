@@ -85,11 +85,12 @@ func (c *Controller) informers(ctx context.Context, changed func(queueKey string
 		indexers := cache.Indexers{byRouteKey: routeKeyOf}
 		if inf == in.slices {
 			indexers[byCarrier] = func(obj any) ([]string, error) {
-				o, ok := obj.(metav1.Object)
-				if !ok || carrierKeyOf(o) == "" {
-					return nil, nil
+				if o, ok := obj.(metav1.Object); ok {
+					if carrier := carrierKeyOf(o); carrier != "" {
+						return []string{carrier}, nil
+					}
 				}
-				return []string{carrierKeyOf(o)}, nil
+				return nil, nil
 			}
 		}
 		if err := inf.AddIndexers(indexers); err != nil {

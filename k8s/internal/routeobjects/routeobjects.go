@@ -249,7 +249,9 @@ func (c *Controller) index(lrpKey string) (whole, own []string) {
 		keys = append(keys, key)
 	}
 	slices.Sort(keys)
-	for _, key := range slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(had), keys...)))) {
+	touched := append(slices.Clone(had), keys...)
+	slices.Sort(touched)
+	for _, key := range slices.Compact(touched) {
 		g := c.groups[key]
 		paths, carries := now[key]
 		if g == nil {

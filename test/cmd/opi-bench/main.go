@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -269,7 +268,7 @@ func run(ctx context.Context, cfg config) (err error) {
 
 	if routingOf(cfg.opiArgs) == "gateway" {
 		logf("installing the Gateway API's CRDs (routing gateway)")
-		if err := installGatewayAPI(ctx, cluster); err != nil {
+		if err := cluster.InstallGatewayAPI(ctx); err != nil {
 			return err
 		}
 	}
@@ -363,30 +362,3 @@ const (
 	backendDeployments  = "deployments"
 	backendStatefulSets = "statefulsets"
 )
-
-// installGatewayAPI installs the Gateway API's standard CRDs (GatewayClass, Gateway, HTTPRoute)
-// from the Go module opi builds against, as an operator would from its release, and waits until
-// they are served: opi's routing gateway starts only where HTTPRoutes are.
-func installGatewayAPI(ctx context.Context, cluster *localkube.Cluster) error {
-	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api").Output()
-	if err != nil {
-		return fmt.Errorf("finding the gateway-api module (run from opi's root): %w", err)
-	}
-	dir := filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "standard")
-	kubectl := func(args ...string) error {
-		cmd := exec.CommandContext(ctx, filepath.Join(cluster.BinDir(), "kubectl"), append([]string{"--kubeconfig", cluster.Kubeconfig()}, args...)...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, out)
-		}
-		return nil
-	}
-	crds := []string{"apply", "--server-side"}
-	for _, kind := range []string{"gatewayclasses", "gateways", "httproutes"} {
-		crds = append(crds, "-f", filepath.Join(dir, "gateway.networking.k8s.io_"+kind+".yaml"))
-	}
-	if err := kubectl(crds...); err != nil {
-		return err
-	}
-	return kubectl("wait", "--for", "condition=established", "--timeout", "60s",
-		"crd/gatewayclasses.gateway.networking.k8s.io", "crd/gateways.gateway.networking.k8s.io", "crd/httproutes.gateway.networking.k8s.io")
-}
