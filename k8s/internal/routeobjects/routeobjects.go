@@ -76,6 +76,9 @@ type Controller struct {
 	// processes a key).
 	enqueue func(key string)
 	objects *informed
+	// refused spaces the retries of queue keys whose writes were refused as if the cache were
+	// behind (see process); a term starts afresh.
+	refused workqueue.TypedRateLimiter[string]
 
 	mu sync.Mutex
 	// groups are the routes' (space, hostname) groups by route key, and the LRPs carrying
@@ -116,7 +119,7 @@ func New(logger lager.Logger, cfg Config, deps Deps) (*Controller, error) {
 	}
 	return &Controller{cfg: cfg, client: deps.Client, gateway: deps.Gateway, cache: deps.Cache,
 		logger: logger.Session("route-objects", lager.Data{"routing": cfg.Routing.Mode}),
-		groups: map[string]*group{}, keysOf: map[string][]string{}}, nil
+		groups: map[string]*group{}, keysOf: map[string][]string{}, refused: newRefusedDelays()}, nil
 }
 
 // syncWorkers is how many queue keys the controller syncs at once.
@@ -180,13 +183,44 @@ func (c *Controller) Run(ctx context.Context) {
 	for _, key := range objects.keys() {
 		q.Add(routePrefix + key)
 	}
-	c.enqueue, c.objects = q.Add, objects
+	c.enqueue, c.objects, c.refused = q.Add, objects, newRefusedDelays()
 	c.logger.Info("started")
 	q.Run(ctx, c.process)
 	c.logger.Info("stopped")
 }
 
+// process syncs queue key key. A write refused as if the cache were behind (refusedAsBehind)
+// is no error: the key comes back after a second, then after twice as long each time it is
+// refused again (up to refusedMaxDelay), logged at debug the first time (under a burst the
+// cache is often a moment behind opi's own writes, and the informer's event comes first) and
+// at info while it persists, naming the object; a sync that goes through resets the delay.
 func (c *Controller) process(ctx context.Context, key string) (time.Duration, error) {
+	err := c.processKey(ctx, key)
+	if err == nil || !refusedAsBehind(err) {
+		c.refused.Forget(key)
+		return 0, err
+	}
+	retries := c.refused.NumRequeues(key)
+	after := c.refused.When(key)
+	log := c.logger.Debug
+	if retries > 0 {
+		log = c.logger.Info
+	}
+	log("write-refused-retrying", lager.Data{"key": key, "error": err.Error(), "retries": retries, "retry-in": after.String()})
+	return after, nil
+}
+
+// The delays of a queue key whose writes are refused as if the cache were behind.
+const (
+	refusedFirstDelay = time.Second
+	refusedMaxDelay   = 5 * time.Minute
+)
+
+func newRefusedDelays() workqueue.TypedRateLimiter[string] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[string](refusedFirstDelay, refusedMaxDelay)
+}
+
+func (c *Controller) processKey(ctx context.Context, key string) error {
 	if lrpKey, ok := strings.CutPrefix(key, lrpPrefix); ok {
 		whole, own := c.index(lrpKey)
 		for _, k := range whole {
@@ -195,13 +229,13 @@ func (c *Controller) process(ctx context.Context, key string) (time.Duration, er
 		for _, k := range own {
 			c.enqueue(slicesQueueKey(k, lrpKey))
 		}
-		return 0, nil
+		return nil
 	}
 	if rest, ok := strings.CutPrefix(key, slicesPrefix); ok {
 		routeKey, lrpKey, _ := strings.Cut(rest, "/")
-		return 0, c.syncSlices(ctx, routeKey, lrpKey)
+		return c.syncSlices(ctx, routeKey, lrpKey)
 	}
-	return 0, c.sync(ctx, strings.TrimPrefix(key, routePrefix))
+	return c.sync(ctx, strings.TrimPrefix(key, routePrefix))
 }
 
 // lockKey holds route key's lock, for the whole route alone (whole) or for one LRP's slices;

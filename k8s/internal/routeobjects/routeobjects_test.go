@@ -318,6 +318,29 @@ var _ = Describe("Route objects", func() {
 			Eventually(ingressServed).Should(HaveKeyWithValue("/", []endpoint{{"10.0.0.1", 8080}}))
 		})
 
+		It("writes an LRP's slice once an object of its name that is not opi's is gone, with no event of it", func() {
+			Expect(backend.DesireLRP(ctx, a)).To(Succeed())
+			readyPod(a, "a-0", "10.0.0.1")
+			readyPod(b, "b-0", "10.0.1.1")
+			lead()
+			Eventually(ingressServed).Should(HaveKeyWithValue("/", []endpoint{{"10.0.0.1", 8080}}))
+			quiet()
+
+			By("B's slice of / taken by someone else's object, without route labels (never in opi's caches)")
+			name := names.RouteSliceName(names.RouteServiceName(key, "/"), b.GUID+"/"+b.Version, "", 0)
+			foreign := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: backendtest.Namespace}, AddressType: discoveryv1.AddressTypeIPv4}
+			_, err := client.DiscoveryV1().EndpointSlices(backendtest.Namespace).Create(ctx, foreign, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			before := len(client.Actions())
+			Expect(backend.DesireLRP(ctx, b)).To(Succeed())
+			Eventually(func() []string { return backendtest.ActionsSince(client, before) }).Should(ContainElement("create endpointslices " + name))
+			Consistently(ingressServed, "300ms").Should(HaveKeyWithValue("/", []endpoint{{"10.0.0.1", 8080}}))
+
+			By("that object deleted: B is served on the next retry")
+			Expect(client.DiscoveryV1().EndpointSlices(backendtest.Namespace).Delete(ctx, name, metav1.DeleteOptions{})).To(Succeed())
+			Eventually(ingressServed, "10s").Should(HaveKeyWithValue("/", []endpoint{{"10.0.0.1", 8080}, {"10.0.1.1", 7070}}))
+		})
+
 		It("has a new term take the objects over as they are: no write where nothing changed, no gap", func() {
 			Expect(backend.DesireLRP(ctx, a)).To(Succeed())
 			Expect(backend.DesireLRP(ctx, b)).To(Succeed())

@@ -93,19 +93,17 @@ func (c *Controller) syncSlices(ctx context.Context, key, lrpKey string) error {
 	defer unlock()
 	have := c.objects.slicesOf(key, lrpKey)
 	if _, err := c.slices().ensure(ctx, want, have); err != nil {
-		if cacheBehind(err) {
-			// The cache has not seen a write yet (this term's, moments ago, or another's): the
-			// informer's event of it queues this sync again, to compare with what is there.
-			return nil
-		}
 		return err
 	}
 	return c.slices().prune(ctx, want, have)
 }
 
-// cacheBehind says whether err is a write refused because the cache was behind the API server:
-// a create of an object that exists, an update of an older version than the stored one.
-func cacheBehind(err error) bool {
+// refusedAsBehind says whether err is a write refused as if the cache were behind the API
+// server: a create of an object that exists, an update of an older version than the stored one.
+// Mostly the cache has not seen a write yet (this term's, moments ago, or another's), and the
+// informer's event of it queues the sync again; but an object of the same name that is not
+// opi's (no route labels, so never cached) refuses every create and brings no event.
+func refusedAsBehind(err error) bool {
 	return apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err)
 }
 
