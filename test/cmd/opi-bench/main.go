@@ -63,6 +63,7 @@ type config struct {
 	// is the instances per app of its steady phase.
 	routing       string
 	natsInstances int
+	natsRounds    int
 	natsWait      time.Duration
 	// readCallers closed-loop callers of each read for readBurst, after readSeqCalls
 	// sequential calls taking at least readSeqMin (burst.go); 0 callers skips that phase.
@@ -108,12 +109,13 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.profile, "profile", 0, "take CPU profiles of opi and the control plane over this many seconds during opi's last desire batch, or (-routing nats) its burst (0: none); keeps the work folder")
 	fs.StringVar(&c.routing, "routing", "", "nats: measure routing mode nats against an in-process nats-server instead (see nats.go)")
 	fs.IntVar(&c.natsInstances, "nats-instances", 10, "with -routing nats: instances per app in the steady phase")
+	fs.IntVar(&c.natsRounds, "nats-rounds", 1, "with -routing nats: rounds of the floors' and opi's bursts, one after the other (opi's apps stopped between), added up in the figures")
 	fs.DurationVar(&c.natsWait, "nats-wait", 15*time.Minute, "with -routing nats: how long the steady phase waits for every instance to be registered before it measures those that are")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
-	if c.routing != "" && (c.routing != routingNATS || c.tasks > 0 || c.natsInstances < 1) {
-		return c, errors.New("-routing takes only nats, not with -tasks, and -nats-instances must be positive")
+	if c.routing != "" && (c.routing != routingNATS || c.tasks > 0 || c.natsInstances < 1 || c.natsRounds < 1) {
+		return c, errors.New("-routing takes only nats, not with -tasks, and -nats-instances and -nats-rounds must be positive")
 	}
 	seqCalls, noteFlag = c.seqReads, c.note
 	if c.n < 2*warmApps {

@@ -64,7 +64,10 @@ type natsResults struct {
 
 	Registration natsRegistration `json:"nats_ready_to_registered"`
 	Burst        natsBurst        `json:"nats_burst"`
-	Steady       natsSteady       `json:"nats_steady"`
+	// Rounds are each round's figures when -nats-rounds ran more than one (the figures above
+	// then add the rounds up: throughput over their summed time, the burst's times averaged).
+	Rounds []natsRound `json:"nats_rounds,omitempty"`
+	Steady natsSteady  `json:"nats_steady"`
 
 	Elapsed  float64  `json:"nats_elapsed_s"`
 	Machine  machine  `json:"machine"`
@@ -340,79 +343,61 @@ func (e *env) natsPhases(ctx context.Context, bus *natsBus) (*natsResults, error
 	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: floorNamespace}}, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("creating the floor namespace: %w", err)
 	}
-	// The floors, one after the other: N one-Deployment apps, then N apps of opi's objects.
-	var sameCalls [][]call
-	if res.FloorOne, _, res.Burst.FloorRunning, err = e.natsFloor(ctx, fc, tmpl, floorOneDeployment); err != nil {
-		return nil, err
-	}
-	if res.FloorSame, sameCalls, res.Burst.FloorSameRunning, err = e.natsFloor(ctx, fc, tmpl, floorSameObjects); err != nil {
-		return nil, err
-	}
-	res.FloorSteps = stepPercentiles(sameCalls)
-
-	// The burst through opi.
+	// The burst watch sees every round's pods go Ready.
 	watch, err := e.watchReady()
 	if err != nil {
 		return nil, err
 	}
 	defer watch.stop()
-	if _, err := e.quiesce(ctx); err != nil {
-		return nil, err
-	}
-	apps := make([]app, cfg.n)
-	for i := range apps {
-		apps[i] = newApp()
-	}
+	var (
+		ones, sames, desires []phase
+		sameCalls            [][]call
+		uids                 []string
+		apps                 []app
+	)
+	res.DesireAPI = map[string]int{}
 	m0, err := e.scrape(ctx)
 	if err != nil {
 		return nil, err
 	}
-	logf("desire: %d apps through opi in one burst, concurrency %d", cfg.n, cfg.concurrency)
-	var waitProfiles func()
-	if cfg.profile > 0 {
-		waitProfiles = e.startProfiles(ctx)
-	}
-	start := time.Now()
-	if res.Desire, err = e.desirePhase(ctx, apps, cfg.concurrency); err != nil {
-		return nil, err
-	}
-	if waitProfiles != nil {
-		waitProfiles()
-		for _, p := range e.res.Profiles {
-			logf("  profile of %s over the burst: %.1f CPU s in %s", p.Component, p.CPUSeconds, p.File)
+	for round := range cfg.natsRounds {
+		if round > 0 {
+			if err := e.natsClear(ctx, bus, apps); err != nil {
+				return nil, err
+			}
+		}
+		if cfg.natsRounds > 1 {
+			logf("round %d of %d", round+1, cfg.natsRounds)
+		}
+		r, err := e.natsRound(ctx, bus, fc, tmpl, watch, round == 0 && cfg.profile > 0)
+		if err != nil {
+			return nil, err
+		}
+		ones, sames, desires = append(ones, r.one), append(sames, r.same), append(desires, r.desire)
+		sameCalls = append(sameCalls, r.sameCalls...)
+		uids, apps = append(uids, r.uids...), r.apps
+		for verb, n := range r.api {
+			res.DesireAPI[verb] += n
+		}
+		res.Burst.Registered += r.Registered / float64(cfg.natsRounds)
+		res.Burst.FloorRunning += r.FloorRunning / float64(cfg.natsRounds)
+		res.Burst.FloorSameRunning += r.floorSameRunning / float64(cfg.natsRounds)
+		if cfg.natsRounds > 1 {
+			res.Rounds = append(res.Rounds, r.natsRound)
 		}
 	}
-	m1, err := e.scrape(ctx)
-	if err != nil {
-		return nil, err
-	}
-	res.DesireAPI = byVerb(m1.diff(m0))
-	res.DesireAPIPerApp = float64(sum(res.DesireAPI)) / float64(cfg.n)
+	res.FloorOne, res.FloorSame, res.Desire = merge(ones), merge(sames), merge(desires)
+	res.FloorSteps = stepPercentiles(sameCalls)
+	res.DesireAPIPerApp = float64(sum(res.DesireAPI)) / float64(cfg.n*cfg.natsRounds)
 	res.DesireRatioOne = ratio(res.Desire.Throughput, res.FloorOne.Throughput)
 	res.DesireRatioSame = ratio(res.Desire.Throughput, res.FloorSame.Throughput)
-	logf("  opi: %.1f apps/s (%.2f × the one-Deployment floor, %.2f × the same-objects floor), %d errors; %.2f API requests per desire %v",
-		res.Desire.Throughput, res.DesireRatioOne, res.DesireRatioSame, res.Desire.Errors, res.DesireAPIPerApp, res.DesireAPI)
-	if len(res.Desire.failed) > 0 {
-		return nil, fmt.Errorf("%d desires failed: %s", len(res.Desire.failed), res.Desire.FirstError)
-	}
-	var uids []string
-	err = poll(ctx, 5*time.Minute+time.Duration(cfg.n)*30*time.Millisecond, func() (bool, error) {
-		var err error
-		if uids, _, err = e.podUIDs(ctx); err != nil {
-			return false, err
-		}
-		first, _ := bus.registered()
-		_, n := lastOf(uids, first)
-		return len(uids) >= cfg.n && n == len(uids), nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("waiting for the burst's %d instances to be registered: %w", cfg.n, err)
+	res.Burst.Apps = cfg.n
+	res.Burst.Ratio = ratio(res.Burst.Registered, res.Burst.FloorRunning)
+	if cfg.natsRounds > 1 {
+		logf("over %d rounds: desire %.2f × the one-Deployment floor, %.2f × the same-objects floor; last registered %.1f s against all Running %.1f s (%.2f ×)",
+			cfg.natsRounds, res.DesireRatioOne, res.DesireRatioSame, res.Burst.Registered, res.Burst.FloorRunning, res.Burst.Ratio)
 	}
 	first, _ := bus.registered()
-	last, _ := lastOf(uids, first)
-	res.Burst.Apps = cfg.n
-	res.Burst.Registered = last.Sub(start).Seconds()
-	res.Burst.Ratio = ratio(res.Burst.Registered, res.Burst.FloorRunning)
 	watch.mu.Lock()
 	w, c := readyToRegistered(uids, watch.seen, watch.cond, first)
 	watch.mu.Unlock()
@@ -425,15 +410,12 @@ func (e *env) natsPhases(ctx context.Context, bus *natsBus) (*natsResults, error
 			res.Registration.OpiMean = (m2.value(h+"_sum") - m0.value(h+"_sum")) / n * 1000
 		}
 	}
-	logf("  last of %d instances registered %.1f s after the first desire (floor: all running after %.1f s); Ready → registered p50 %.0f ms, p99 %.0f ms (condition time: p50 %.0f ms, p99 %.0f ms; opi's metric mean %.0f ms)",
-		len(uids), res.Burst.Registered, res.Burst.FloorRunning, res.Registration.P50, res.Registration.P99,
-		res.Registration.ConditionP50, res.Registration.ConditionP99, res.Registration.OpiMean)
 
 	// Steady: every app scaled to -nats-instances, then the cost of keeping them registered.
 	want := cfg.n * cfg.natsInstances
 	res.Steady.Apps, res.Steady.Instances, res.Steady.IntervalS = cfg.n, want, natsInterval.Seconds()
 	logf("scaling the %d apps to %d instances each (%d instances)", cfg.n, cfg.natsInstances, want)
-	start = time.Now()
+	start := time.Now()
 	scale, err := timed(ctx, len(apps), cfg.concurrency, func(ctx context.Context, i int) (time.Duration, error) {
 		a := apps[i]
 		s := time.Now()
@@ -510,6 +492,125 @@ func (e *env) natsPhases(ctx context.Context, bus *natsBus) (*natsResults, error
 	res.Machine.LoadEnd = loadavg()
 	res.Machine.OthersCPU = othersShare(cpuStart, readCPU(e.ourPIDs()))
 	return res, nil
+}
+
+// natsRound is one round's figures of a nats run: both floors, then opi's burst.
+type natsRound struct {
+	FloorOne     float64 `json:"floor_one_deployment_apps_per_s"`
+	FloorSame    float64 `json:"floor_same_objects_apps_per_s"`
+	Desire       float64 `json:"desire_apps_per_s"`
+	RatioOne     float64 `json:"desire_ratio_one_deployment"`
+	RatioSame    float64 `json:"desire_ratio_same_objects"`
+	Registered   float64 `json:"last_registered_s"`
+	FloorRunning float64 `json:"floor_all_running_s"`
+	BurstRatio   float64 `json:"burst_ratio"`
+}
+
+// natsRoundRun is a round as measured, for the run to add up.
+type natsRoundRun struct {
+	natsRound
+	one, same, desire phase
+	sameCalls         [][]call
+	floorSameRunning  float64
+	apps              []app
+	uids              []string
+	api               map[string]int
+}
+
+// natsRound times the one-Deployment floor, the same-objects floor (N apps each, on a quiet
+// cluster, deleted again), then N apps desired through opi in one burst until the last of their
+// instances is registered; profile takes CPU profiles over the burst.
+func (e *env) natsRound(ctx context.Context, bus *natsBus, fc *floorClient, tmpl *template, watch *readyWatch, profile bool) (*natsRoundRun, error) {
+	cfg := e.cfg
+	r := &natsRoundRun{}
+	var err error
+	if r.one, _, r.FloorRunning, err = e.natsFloor(ctx, fc, tmpl, floorOneDeployment); err != nil {
+		return nil, err
+	}
+	if r.same, r.sameCalls, r.floorSameRunning, err = e.natsFloor(ctx, fc, tmpl, floorSameObjects); err != nil {
+		return nil, err
+	}
+	if _, err := e.quiesce(ctx); err != nil {
+		return nil, err
+	}
+	r.apps = make([]app, cfg.n)
+	for i := range r.apps {
+		r.apps[i] = newApp()
+	}
+	m0, err := e.scrape(ctx)
+	if err != nil {
+		return nil, err
+	}
+	logf("desire: %d apps through opi in one burst, concurrency %d", cfg.n, cfg.concurrency)
+	var waitProfiles func()
+	if profile {
+		waitProfiles = e.startProfiles(ctx)
+	}
+	start := time.Now()
+	if r.desire, err = e.desirePhase(ctx, r.apps, cfg.concurrency); err != nil {
+		return nil, err
+	}
+	if waitProfiles != nil {
+		waitProfiles()
+		for _, p := range e.res.Profiles {
+			logf("  profile of %s over the burst: %.1f CPU s in %s", p.Component, p.CPUSeconds, p.File)
+		}
+	}
+	m1, err := e.scrape(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.api = byVerb(m1.diff(m0))
+	r.FloorOne, r.FloorSame, r.Desire = r.one.Throughput, r.same.Throughput, r.desire.Throughput
+	r.RatioOne, r.RatioSame = ratio(r.Desire, r.FloorOne), ratio(r.Desire, r.FloorSame)
+	logf("  opi: %.1f apps/s (%.2f × the one-Deployment floor, %.2f × the same-objects floor), %d errors; %.2f API requests per desire %v",
+		r.Desire, r.RatioOne, r.RatioSame, r.desire.Errors, float64(sum(r.api))/float64(cfg.n), r.api)
+	if len(r.desire.failed) > 0 {
+		return nil, fmt.Errorf("%d desires failed: %s", len(r.desire.failed), r.desire.FirstError)
+	}
+	err = poll(ctx, 5*time.Minute+time.Duration(cfg.n)*30*time.Millisecond, func() (bool, error) {
+		var err error
+		if r.uids, _, err = e.podUIDs(ctx); err != nil {
+			return false, err
+		}
+		first, _ := bus.registered()
+		_, n := lastOf(r.uids, first)
+		return len(r.uids) >= cfg.n && n == len(r.uids), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("waiting for the burst's %d instances to be registered: %w", cfg.n, err)
+	}
+	first, _ := bus.registered()
+	last, _ := lastOf(r.uids, first)
+	r.Registered = last.Sub(start).Seconds()
+	r.BurstRatio = ratio(r.Registered, r.FloorRunning)
+	watch.mu.Lock()
+	w, c := readyToRegistered(r.uids, watch.seen, watch.cond, first)
+	watch.mu.Unlock()
+	p50, p99 := percentiles(w)
+	cp50, cp99 := percentiles(c)
+	logf("  last of %d instances registered %.1f s after the first desire (floor: all running after %.1f s: %.2f ×); Ready → registered p50 %.0f ms, p99 %.0f ms (condition time: p50 %.0f ms, p99 %.0f ms)",
+		len(r.uids), r.Registered, r.FloorRunning, r.BurstRatio, p50, p99, cp50, cp99)
+	return r, nil
+}
+
+// natsClear stops a round's apps through opi and waits until their pods are gone and every
+// instance is unregistered, so that the next round starts from an empty namespace.
+func (e *env) natsClear(ctx context.Context, bus *natsBus, apps []app) error {
+	logf("stopping the round's %d apps", len(apps))
+	if err := single(e.stopPhase(ctx, apps)); err != nil {
+		return err
+	}
+	start := time.Now()
+	err := poll(ctx, 5*time.Minute, func() (bool, error) {
+		n, err := countPods(ctx, e.cluster.Clientset(), opiNamespace)
+		return n == 0 && bus.liveCount() == 0, err
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the round's pods to go and be unregistered: %w", err)
+	}
+	logf("  pods gone and unregistered after %.1f s", time.Since(start).Seconds())
+	return nil
 }
 
 // natsFloor times one floor of N apps, on a quiet cluster, to its creates and to all its pods

@@ -1,6 +1,9 @@
 package main
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // natsRecorded is what the tables read of a nats run (-routing nats), in recordedRun. LRP runs
 // leave Routing empty in the default mode (ingress) and name the mode -opi-args gave otherwise
@@ -15,6 +18,19 @@ type natsRecorded struct {
 	NATSRegistration *natsRegistration `json:"nats_ready_to_registered"`
 	NATSBurst        *natsBurst        `json:"nats_burst"`
 	NATSSteady       *natsSteady       `json:"nats_steady"`
+	NATSRounds       []natsRound       `json:"nats_rounds"`
+}
+
+// roundsOf lists each round's value of a run of more than one round ("" for one).
+func (r recordedRun) roundsOf(value func(natsRound) float64) string {
+	if len(r.NATSRounds) < 2 {
+		return ""
+	}
+	var vs []string
+	for _, round := range r.NATSRounds {
+		vs = append(vs, fmt.Sprintf("%.2f", value(round)))
+	}
+	return fmt.Sprintf(" (%d rounds: %s)", len(r.NATSRounds), strings.Join(vs, ", "))
 }
 
 func (r recordedRun) natsRun() bool { return r.Routing == routingNATS }
@@ -25,9 +41,11 @@ var natsFigures = []figure{
 		if r.NATSDesire == nil || r.NATSFloorOne == nil || r.NATSRatioOne == nil {
 			return "", "", false
 		}
-		s := fmt.Sprintf("%.2f (%.1f ÷ %.1f apps/s)", *r.NATSRatioOne, r.NATSDesire.Throughput, r.NATSFloorOne.Throughput)
+		s := fmt.Sprintf("%.2f (%.1f ÷ %.1f apps/s)%s", *r.NATSRatioOne, r.NATSDesire.Throughput, r.NATSFloorOne.Throughput,
+			r.roundsOf(func(n natsRound) float64 { return n.RatioOne }))
 		if r.NATSFloorSame != nil && r.DesireRatioSame != nil {
-			s += fmt.Sprintf("; ÷ the same-objects floor %s (%.1f apps/s)", ratioString(*r.DesireRatioSame, targetDesireRatioSame), r.NATSFloorSame.Throughput)
+			s += fmt.Sprintf("; ÷ the same-objects floor %s (%.1f apps/s)%s", ratioString(*r.DesireRatioSame, targetDesireRatioSame), r.NATSFloorSame.Throughput,
+				r.roundsOf(func(n natsRound) float64 { return n.RatioSame }))
 		}
 		s += fmt.Sprintf("; %.2f requests per desire", f2(r.DesireAPIPerApp))
 		if r.NATSDesire.Errors > 0 {
@@ -47,6 +65,10 @@ var natsFigures = []figure{
 		b := r.NATSBurst
 		if b == nil || b.FloorRunning == 0 {
 			return "", "", false
+		}
+		if len(r.NATSRounds) > 1 {
+			return fmt.Sprintf("%.1f s against %.1f s, each the rounds' mean (%.2f ×)%s", b.Registered, b.FloorRunning, b.Ratio,
+				r.roundsOf(func(n natsRound) float64 { return n.BurstRatio })), "", true
 		}
 		return fmt.Sprintf("%.1f s against %.1f s (%.2f ×)", b.Registered, b.FloorRunning, b.Ratio), "", true
 	}},

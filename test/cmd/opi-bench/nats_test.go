@@ -53,6 +53,15 @@ var _ = Describe("the nats run (-routing nats)", func() {
 		Expect(row(tables(partial), natsFigures[3].title)).To(HavePrefix("4200 of 10000 instances (1000 apps × 10; the rest not started in time) at 5 s:"))
 	})
 
+	It("lists each round's ratios of a run of several rounds (-nats-rounds)", func() {
+		rounds := strings.Replace(natsLine, `"nats_steady"`, `"nats_rounds":[`+
+			`{"desire_ratio_one_deployment":0.21,"desire_ratio_same_objects":0.45,"burst_ratio":1.9},`+
+			`{"desire_ratio_one_deployment":0.3,"desire_ratio_same_objects":0.55,"burst_ratio":1.41}],"nats_steady"`, 1)
+		out := tables(rounds)
+		Expect(row(out, natsFigures[0].title)).To(HavePrefix("0.25 (21.5 ÷ 86.0 apps/s) (2 rounds: 0.21, 0.30); ÷ the same-objects floor 0.50 (43.0 apps/s) (2 rounds: 0.45, 0.55); 2.00 requests per desire |"))
+		Expect(row(out, natsFigures[2].title)).To(HavePrefix("52.3 s against 31.4 s, each the rounds' mean (1.67 ×) (2 rounds: 1.90, 1.41) |"))
+	})
+
 	It("prints the same-objects floor beside the one-Deployment floor, with each call's latency", func() {
 		r := natsResults{N: 1000, Concurrency: 50, Kinds: []string{"Deployment", "Secret"},
 			Desire: phase{Throughput: 21.5}, FloorOne: phase{Throughput: 86}, DesireRatioOne: 0.25,
@@ -103,7 +112,7 @@ var _ = Describe("the nats run (-routing nats)", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(c.podCapacity()).To(Equal(1100))
 		Expect(c.natsWait).To(Equal(15 * time.Minute))
-		for _, args := range [][]string{{"-routing", "ingress"}, {"-routing", "nats", "-tasks", "10"}, {"-routing", "nats", "-nats-instances", "0"}} {
+		for _, args := range [][]string{{"-routing", "ingress"}, {"-routing", "nats", "-tasks", "10"}, {"-routing", "nats", "-nats-instances", "0"}, {"-routing", "nats", "-nats-rounds", "0"}} {
 			_, err := parseFlags(args)
 			Expect(err).To(MatchError(ContainSubstring("-routing takes only nats")), "%v", args)
 		}
