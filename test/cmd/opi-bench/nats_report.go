@@ -66,11 +66,12 @@ var natsFigures = []figure{
 		if b == nil || b.FloorRunning == 0 {
 			return "", "", false
 		}
+		mean := ""
 		if len(r.NATSRounds) > 1 {
-			return fmt.Sprintf("%.1f s against %.1f s, each the rounds' mean (%.2f ×)%s", b.Registered, b.FloorRunning, b.Ratio,
-				r.roundsOf(func(n natsRound) float64 { return n.BurstRatio })), "", true
+			mean = ", each the rounds' mean"
 		}
-		return fmt.Sprintf("%.1f s against %.1f s (%.2f ×)", b.Registered, b.FloorRunning, b.Ratio), "", true
+		return fmt.Sprintf("%.1f s against %.1f s%s (%.2f ×)%s", b.Registered, b.FloorRunning, mean, b.Ratio,
+			r.roundsOf(func(n natsRound) float64 { return n.BurstRatio })), "", true
 	}},
 	{title: "Routing nats: keeping the instances registered (interval announced by router.start), register messages per second, opi's CPU and RSS", nats: true, value: func(r recordedRun) (string, string, bool) {
 		s := r.NATSSteady
