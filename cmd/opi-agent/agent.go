@@ -167,6 +167,7 @@ func runAgent(ctx context.Context, cfg AgentConfig) error {
 	if err != nil {
 		return err
 	}
+	cli.ReleaseStartupPages(logger, "package-initialisation")
 	restConfig, err := cli.KubeConfig(cfg.Kubeconfig)
 	if err != nil {
 		return fmt.Errorf("load kubernetes config: %w", err)

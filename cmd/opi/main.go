@@ -99,6 +99,7 @@ func connect(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	cli.ReleaseStartupPages(logger, "package-initialisation")
 	m := metrics.New()
 	kc, err := newKubeClients(cfg.KubernetesConfig, m)
 	if err != nil {
@@ -410,6 +411,7 @@ wait:
 			}
 			synced = nil // synced once: receive no more
 			leader.start()
+			cli.ReleaseStartupPages(logger, "caches-synced")
 		case err := <-servers.served:
 			return fmt.Errorf("serve: %w", err)
 		case <-ctx.Done():
