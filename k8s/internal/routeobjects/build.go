@@ -141,7 +141,9 @@ func (c *Controller) service(key, space, host, path string) *corev1.Service {
 
 // endpointSlices are the slices of one carrier of a route Service: its Ready instances, on the
 // carrier's own port, at most maxEndpointsPerSlice per slice and one address family each. A
-// carrier without a Ready instance keeps one empty slice (the route is still its).
+// carrier without a Ready instance has none: an absent slice routes nowhere as an empty one
+// does, and a new LRP's slice is then written once, with its first instance, rather than
+// created empty and updated moments later (a write more per app, in a burst, for the API server).
 func (c *Controller) endpointSlices(key, service string, cr carrier) []*discoveryv1.EndpointSlice {
 	byFamily := map[discoveryv1.AddressType][]discoveryv1.Endpoint{}
 	pods := slices.Clone(c.cache.Pods(cr.w.ID()))
@@ -166,9 +168,6 @@ func (c *Controller) endpointSlices(key, service string, cr carrier) []*discover
 		}
 		byFamily[family] = append(byFamily[family], e)
 	}
-	if len(byFamily) == 0 {
-		byFamily[discoveryv1.AddressTypeIPv4] = nil
-	}
 	lrpKey := cr.w.LRPKey()
 	var out []*discoveryv1.EndpointSlice
 	for _, family := range []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6} {
@@ -180,7 +179,7 @@ func (c *Controller) endpointSlices(key, service string, cr carrier) []*discover
 		if family == discoveryv1.AddressTypeIPv6 {
 			suffix = "v6"
 		}
-		for n := 0; n == 0 || n*maxEndpointsPerSlice < len(endpoints); n++ {
+		for n := 0; n*maxEndpointsPerSlice < len(endpoints); n++ {
 			chunk := endpoints[n*maxEndpointsPerSlice : min(len(endpoints), (n+1)*maxEndpointsPerSlice)]
 			s := &discoveryv1.EndpointSlice{
 				ObjectMeta:  c.meta(names.RouteSliceName(service, lrpKey, suffix, n), key, "", ""),
@@ -197,9 +196,6 @@ func (c *Controller) endpointSlices(key, service string, cr carrier) []*discover
 			s.Labels[discoveryv1.LabelManagedBy] = names.EndpointSliceManager
 			s.Labels[names.LabelGUID] = cr.w.GUID
 			s.Labels[names.LabelVersion] = cr.w.Version
-			if s.Endpoints == nil {
-				s.Endpoints = []discoveryv1.Endpoint{}
-			}
 			out = append(out, s)
 		}
 	}
