@@ -135,6 +135,8 @@ var houseRules = []houseRule{
 	{pkgs: "gorouter", forbidden: []string{"k8s/internal", "k8s/instances", "handler", "bifrost", cmdTree, "agent"}},
 	{pkgs: "metrics", k8s: []string{"apiclient"}, forbidden: []string{"k8s/internal", cmdTree}},
 	{pkgs: "tlsfiles", forbidden: []string{"k8s", cmdTree}},
+	// What a process knows of its own memory (the binary's pages it gives back): nothing of opi.
+	{pkgs: "internal/residency", forbidden: []string{"k8s", "handler", "bifrost", "agent", cmdTree}},
 	// The commands: opi configures the backend through its root.
 	{pkgs: "cmd/opi", k8s: []string{"", "names", "apiclient"}},
 	// The node agent's own binary: the agent and the read side's REST sources, nothing of the
