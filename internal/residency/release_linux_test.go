@@ -3,11 +3,17 @@
 package residency_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"regexp"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	. "github.com/onsi/gomega/gstruct"
+	"golang.org/x/sys/unix"
 
 	"github.com/opi-bridge/opi/internal/residency"
 )
@@ -25,6 +31,7 @@ var _ = Describe("Release", func() {
 		Expect(res.Mappings).To(BeNumerically(">=", 2), "the text and the read-only data")
 		Expect(res.Before).To(BeNumerically(">", 4<<20))
 		Expect(res.After).To(BeNumerically("<", res.Before/2))
+		Expect(res.CachedBefore).To(BeNumerically(">", 0), "the binary's pages were in the page cache")
 
 		// Code and data the process needs come back on first use.
 		out, err := json.Marshal(map[string][]int{"b": {1, 2}})
@@ -36,3 +43,75 @@ var _ = Describe("Release", func() {
 		Expect(now).To(BeNumerically("<", before))
 	})
 })
+
+var _ = Describe("ReleaseFile", func() {
+	It("unmaps a read-only mapping of the file and drops its pages from the page cache; they read back unchanged", func() {
+		// A file of 16 MiB written 1 MiB at a time (a kernel with large folios caches it in
+		// folios that large), on disk before it is mapped.
+		path := filepath.Join(diskDir(), "image")
+		chunk := bytes.Repeat([]byte("0123456789abcdef"), 1<<16)
+		f, err := os.Create(path)
+		Expect(err).NotTo(HaveOccurred())
+		for i := range 16 {
+			chunk[0] = byte(i)
+			_, err := f.Write(chunk)
+			Expect(err).NotTo(HaveOccurred())
+		}
+		Expect(f.Sync()).To(Succeed())
+		Expect(f.Close()).To(Succeed())
+
+		ro, err := os.Open(path)
+		Expect(err).NotTo(HaveOccurred())
+		defer ro.Close()
+		mapped, err := unix.Mmap(int(ro.Fd()), 0, 16<<20, unix.PROT_READ, unix.MAP_PRIVATE)
+		Expect(err).NotTo(HaveOccurred())
+		defer func() { Expect(unix.Munmap(mapped)).To(Succeed()) }()
+		touch := func() (sum int) {
+			for i := range 16 {
+				sum += int(mapped[i<<20]) + int(mapped[i<<20+512<<10])
+			}
+			return sum
+		}
+		sum := touch()
+		Expect(sum).To(Equal(15*16/2 + 16*int('0')))
+		resident := func() int64 {
+			smaps, err := os.ReadFile("/proc/self/smaps")
+			Expect(err).NotTo(HaveOccurred())
+			mappings, err := residency.BinaryMappings(strings.NewReader(string(smaps)), path)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(mappings).To(HaveLen(1))
+			return mappings[0].Resident
+		}
+		touched := resident()
+		Expect(touched).To(BeNumerically(">=", 32<<12), "32 pages touched")
+
+		res, err := residency.ReleaseFile(path)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res).To(MatchFields(IgnoreExtras, Fields{"Mappings": Equal(1), "Before": Equal(touched), "After": BeZero()}))
+		Expect(resident()).To(BeZero())
+		Expect(res.CachedBefore).To(BeNumerically(">=", touched))
+		Expect(res.CachedAfter).To(BeZero(), "no process maps the file any more, and it is written")
+
+		// The same pages read back what the file holds, and map no more than they did.
+		Expect(touch()).To(Equal(sum))
+		Expect(resident()).To(BeNumerically("<=", touched))
+	})
+})
+
+// diskDir is a temporary folder on a disk-backed file system: the test's temporary folder, or
+// where that is in memory (tmpfs, whose pages are never dropped from its cache) one in the
+// package's folder.
+func diskDir() string {
+	dir := GinkgoT().TempDir()
+	var fs unix.Statfs_t
+	Expect(unix.Statfs(dir, &fs)).To(Succeed())
+	if fs.Type != unix.TMPFS_MAGIC {
+		return dir
+	}
+	dir, err := os.MkdirTemp(".", "residency-")
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(os.RemoveAll, dir)
+	abs, err := filepath.Abs(dir)
+	Expect(err).NotTo(HaveOccurred())
+	return abs
+}

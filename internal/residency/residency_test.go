@@ -39,14 +39,14 @@ Anonymous:             0 kB
 `
 
 var _ = Describe("BinaryMappings", func() {
-	It("gives the binary's mappings with their resident and privately copied bytes, no other file's", func() {
+	It("gives the binary's mappings with their file offsets, resident and privately copied bytes, no other file's", func() {
 		mappings, err := residency.BinaryMappings(strings.NewReader(smaps), "/srv/opi")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(mappings).To(Equal([]residency.Mapping{
 			{Start: 0x400000, End: 0x20c9000, Perms: "r-xp", Resident: 21700 << 10},
-			{Start: 0x20c9000, End: 0x441f000, Perms: "r--p", Resident: 31000 << 10},
-			{Start: 0x441f000, End: 0x4447000, Perms: "r--p", Resident: 160 << 10, Anonymous: 8 << 10},
-			{Start: 0x4447000, End: 0x44f9000, Perms: "rw-p", Resident: 600 << 10, Anonymous: 120 << 10},
+			{Start: 0x20c9000, End: 0x441f000, Perms: "r--p", Offset: 0x1cc9000, Resident: 31000 << 10},
+			{Start: 0x441f000, End: 0x4447000, Perms: "r--p", Offset: 0x401f000, Resident: 160 << 10, Anonymous: 8 << 10},
+			{Start: 0x4447000, End: 0x44f9000, Perms: "rw-p", Offset: 0x4047000, Resident: 600 << 10, Anonymous: 120 << 10},
 		}))
 	})
 

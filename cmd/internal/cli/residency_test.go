@@ -26,5 +26,7 @@ var _ = Describe("Releasing the binary's start-up pages", func() {
 		Expect(entry.Data).To(HaveKeyWithValue("after", "caches-synced"))
 		Expect(entry.Data["mappings"]).To(BeNumerically(">=", 2))
 		Expect(entry.Data["resident-mb-before"]).To(BeNumerically(">", entry.Data["resident-mb-after"]))
+		Expect(entry.Data["page-cache-mb-before"]).To(BeNumerically(">", 0))
+		Expect(entry.Data).To(HaveKey("page-cache-mb-after"))
 	})
 })
