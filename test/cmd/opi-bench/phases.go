@@ -352,6 +352,7 @@ func (e *env) phases(ctx context.Context) error {
 		return err
 	}
 	res.SteadyRSS = e.rss.steady(ctx, 5, time.Second)
+	res.SteadyAnon, res.SteadyFile = rssSplit(e.opi.Pid())
 	if m, err := e.scrape(ctx); err == nil {
 		res.HeapInuse = m.value("go_memstats_heap_inuse_bytes")
 		res.HeapAlloc = m.value("go_memstats_heap_alloc_bytes")
