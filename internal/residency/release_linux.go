@@ -14,9 +14,10 @@ import (
 // (madvise MADV_DONTNEED), then asks the kernel to drop their part of the file from the page
 // cache (posix_fadvise POSIX_FADV_DONTNEED: clean pages no process maps leave, a page another
 // process maps, such as another replica's, stays). Their pages leave the process's RSS, and
-// any page used later is mapped again on first use, read from the file in small folios where
-// it was dropped. A mapping that holds a private copy of a page (a debugger's breakpoint) is
-// left as it is.
+// any page used later is mapped again on first use; the mappings are marked for random access
+// first (MADV_RANDOM), so such a fault reads that page alone where it was dropped, and the
+// process maps what it runs, not the read-ahead around it. A mapping that holds a private copy
+// of a page (a debugger's breakpoint) is left as it is.
 func Release() (Result, error) {
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
@@ -41,9 +42,14 @@ func release(name, open string) (Result, error) {
 		if !m.Releasable() {
 			continue
 		}
-		// The mapping is not a Go slice: madvise by its address.
-		if _, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(m.Start), uintptr(m.End-m.Start), unix.MADV_DONTNEED); errno != 0 {
-			return res, fmt.Errorf("madvise %x-%x: %w", m.Start, m.End, errno)
+		// No read-ahead for this mapping from now on (a fault reads its page alone, not the
+		// megabytes around it, which the kernel would cache in large folios again), then out of
+		// the page tables.
+		for _, advice := range []uintptr{unix.MADV_RANDOM, unix.MADV_DONTNEED} {
+			// The mapping is not a Go slice: madvise by its address.
+			if _, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(m.Start), uintptr(m.End-m.Start), advice); errno != 0 {
+				return res, fmt.Errorf("madvise(%d) %x-%x: %w", advice, m.Start, m.End, errno)
+			}
 		}
 		released = append(released, m)
 		res.Mappings++

@@ -92,9 +92,11 @@ var _ = Describe("ReleaseFile", func() {
 		Expect(res.CachedBefore).To(BeNumerically(">=", touched))
 		Expect(res.CachedAfter).To(BeZero(), "no process maps the file any more, and it is written")
 
-		// The same pages read back what the file holds, and map no more than they did.
+		// The same pages read back what the file holds, each alone: no read-ahead fills the
+		// cache around them, so the kernel maps about the 32 pages touched (it mapped 64 KiB
+		// around each, or the whole folio where the cache held larger ones).
 		Expect(touch()).To(Equal(sum))
-		Expect(resident()).To(BeNumerically("<=", touched))
+		Expect(resident()).To(BeNumerically("<=", 2*32*os.Getpagesize()))
 	})
 })
 
