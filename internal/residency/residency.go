@@ -8,10 +8,10 @@
 // of opi's binary mapped 2.5 MB of it when it was written 32 KiB at a time, 16 MB when the Go
 // linker had just written it, 40 MB in 1 MiB writes, 80 MB in 8 MiB writes). Those pages
 // stay in the process's resident set, counted in its RSS, although most are never used again.
-// Release drops the binary's read-only mappings from the process's page tables and asks the
-// kernel to drop their part of the file from the page cache where no other process maps it:
-// the pages the program uses afterwards come back on first use, read again in small folios,
-// so what remains resident is about what the program actually runs.
+// Release drops the binary's read-only mappings from the process's page tables, with no
+// read-ahead for them from then on, and asks the kernel to drop their part of the file from the
+// page cache where no other process maps it: the pages the program uses afterwards come back on
+// first use, each read and mapped alone, so what remains resident is what the program runs.
 package residency
 
 import (
