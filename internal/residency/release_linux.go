@@ -19,9 +19,9 @@ import (
 // process maps what it runs, not the read-ahead around it. A mapping that holds a private copy
 // of a page (a debugger's breakpoint) is left as it is.
 func Release() (Result, error) {
-	exe, err := os.Readlink("/proc/self/exe")
+	exe, err := self()
 	if err != nil {
-		return Result{}, fmt.Errorf("find the binary: %w", err)
+		return Result{}, err
 	}
 	// /proc/self/exe opens the binary even once it was replaced on disk.
 	return release(exe, "/proc/self/exe")
@@ -30,7 +30,9 @@ func Release() (Result, error) {
 // ReleaseFile is Release for the process's mappings of another file, by its path.
 func ReleaseFile(path string) (Result, error) { return release(path, path) }
 
-// release releases the read-only mappings smaps names name, of the file open opens.
+// release releases the read-only mappings smaps names name, of the file open opens. Once a
+// mapping is released, the error of a later step (the page cache's part, counting) is in the
+// Result, not returned: what was released stays released.
 func release(name, open string) (Result, error) {
 	mappings, err := readMappings(name)
 	if err != nil {
@@ -55,12 +57,11 @@ func release(name, open string) (Result, error) {
 		res.Mappings++
 		res.Before += m.Resident
 	}
-	if err := dropCached(open, released, &res); err != nil {
-		return res, err
-	}
+	res.CacheErr = dropCached(open, released, &res)
 	after, err := readMappings(name)
 	if err != nil {
-		return res, err
+		res.After = -1
+		return res, nil
 	}
 	for _, m := range after {
 		if m.Releasable() {
@@ -127,9 +128,9 @@ func cachedBytes(fd int, mappings []Mapping) (int64, error) {
 
 // Resident is the bytes of the running binary's mappings resident now.
 func Resident() (int64, error) {
-	exe, err := os.Readlink("/proc/self/exe")
+	exe, err := self()
 	if err != nil {
-		return 0, fmt.Errorf("find the binary: %w", err)
+		return 0, err
 	}
 	mappings, err := readMappings(exe)
 	var sum int64
@@ -139,6 +140,16 @@ func Resident() (int64, error) {
 	return sum, err
 }
 
+// self is the running binary's path, as the process's mappings name it.
+func self() (string, error) {
+	exe, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		return "", fmt.Errorf("find the binary: %w", err)
+	}
+	return exe, nil
+}
+
+// readMappings are the process's mappings of the file exe.
 func readMappings(exe string) ([]Mapping, error) {
 	f, err := os.Open("/proc/self/smaps")
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -77,7 +76,7 @@ var _ = Describe("ReleaseFile", func() {
 		resident := func() int64 {
 			smaps, err := os.ReadFile("/proc/self/smaps")
 			Expect(err).NotTo(HaveOccurred())
-			mappings, err := residency.BinaryMappings(strings.NewReader(string(smaps)), path)
+			mappings, err := residency.BinaryMappings(bytes.NewReader(smaps), path)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(mappings).To(HaveLen(1))
 			return mappings[0].Resident
@@ -97,6 +96,33 @@ var _ = Describe("ReleaseFile", func() {
 		// around each, or the whole folio where the cache held larger ones).
 		Expect(touch()).To(Equal(sum))
 		Expect(resident()).To(BeNumerically("<=", 2*32*os.Getpagesize()))
+	})
+})
+
+var _ = Describe("ReleaseFile of a file that is gone", func() {
+	It("releases the mappings and says apart why the page cache kept the file's part", func() {
+		path := filepath.Join(diskDir(), "image")
+		Expect(os.WriteFile(path, bytes.Repeat([]byte{7}, 1<<20), 0o600)).To(Succeed())
+		ro, err := os.Open(path)
+		Expect(err).NotTo(HaveOccurred())
+		defer ro.Close()
+		mapped, err := unix.Mmap(int(ro.Fd()), 0, 1<<20, unix.PROT_READ, unix.MAP_PRIVATE)
+		Expect(err).NotTo(HaveOccurred())
+		defer func() { Expect(unix.Munmap(mapped)).To(Succeed()) }()
+		Expect(mapped[0] + mapped[512<<10]).To(Equal(byte(14)))
+		// Removed while mapped, the file is named "<path> (deleted)" in the process's
+		// mappings, and can no longer be opened by any name.
+		Expect(os.Remove(path)).To(Succeed())
+		gone := path + " (deleted)"
+
+		res, err := residency.ReleaseFile(gone)
+		Expect(err).NotTo(HaveOccurred(), "the mapping was released: that is no failure")
+		Expect(res).To(MatchFields(IgnoreExtras, Fields{
+			"Mappings": Equal(1), "Before": BeNumerically(">", 0), "After": BeZero(),
+			"CachedBefore": Equal(int64(-1)), "CachedAfter": Equal(int64(-1)),
+		}))
+		Expect(res.CacheErr).To(MatchError(ContainSubstring("no such file")))
+		Expect(mapped[0]+mapped[512<<10]).To(Equal(byte(14)), "the pages read back")
 	})
 })
 

@@ -34,10 +34,13 @@ type Mapping struct {
 type Result struct {
 	Mappings int   // the binary's read-only mappings released
 	Before   int64 // bytes of them resident before
-	After    int64 // bytes of them resident right after
+	After    int64 // bytes of them resident right after (-1 when unknown)
 	// The bytes of the mappings' part of the file in the page cache before and after Release
 	// asked the kernel to drop it (pages another process maps stay; -1 when unknown).
 	CachedBefore, CachedAfter int64
+	// CacheErr is why the page cache was not asked to drop the file's part (the file could
+	// not be opened, the kernel refused): the mappings are released all the same.
+	CacheErr error
 }
 
 // BinaryMappings reads smaps (the format of /proc/<pid>/smaps) and returns the mappings of the
