@@ -19,6 +19,7 @@ import (
 type Metrics struct {
 	Registry      *prometheus.Registry
 	kubeRequests  *prometheus.CounterVec
+	kubeRefusals  *prometheus.CounterVec
 	httpRequests  *prometheus.CounterVec
 	httpDurations *prometheus.HistogramVec
 
@@ -37,6 +38,10 @@ func New() *Metrics {
 			Name: "opi_kube_api_requests_total",
 			Help: "Requests opi made to the Kubernetes API server, by verb and resource.",
 		}, []string{"verb", "resource"}),
+		kubeRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "opi_kube_api_refusals_total",
+			Help: "Requests of opi's the Kubernetes API server answered with an error status (code: 409 for a write refused as conflicting or existing), or that got no answer (code \"none\"), by verb and resource.",
+		}, []string{"verb", "resource", "code"}),
 		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "opi_http_requests_total",
 			Help: "Requests opi answered, by route and status code.",
@@ -68,7 +73,7 @@ func New() *Metrics {
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
 		}),
 	}
-	m.Registry.MustRegister(m.kubeRequests, m.httpRequests, m.httpDurations,
+	m.Registry.MustRegister(m.kubeRequests, m.kubeRefusals, m.httpRequests, m.httpDurations,
 		m.routeRegistrations, m.natsMessages, m.natsConnected, m.natsErrors, m.routeDelay,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -79,13 +84,21 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
 }
 
-// WrapKubeTransport counts every request a Kubernetes client makes through rt. It has the
-// shape of rest.Config.WrapTransport.
+// WrapKubeTransport counts every request a Kubernetes client makes through rt, and apart those
+// answered with a status of 400 or more or not answered. It has the shape of
+// rest.Config.WrapTransport.
 func (m *Metrics) WrapKubeTransport(rt http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		verb, resource := apiclient.VerbResource(req)
 		m.kubeRequests.WithLabelValues(verb, resource).Inc()
-		return rt.RoundTrip(req)
+		resp, err := rt.RoundTrip(req)
+		switch {
+		case err != nil:
+			m.kubeRefusals.WithLabelValues(verb, resource, "none").Inc()
+		case resp.StatusCode >= 400:
+			m.kubeRefusals.WithLabelValues(verb, resource, strconv.Itoa(resp.StatusCode)).Inc()
+		}
+		return resp, err
 	})
 }
 

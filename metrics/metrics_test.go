@@ -13,22 +13,31 @@ import (
 )
 
 var _ = Describe("Metrics", func() {
-	It("counts requests through the wrapped transport and serves them", func() {
+	It("counts requests through the wrapped transport, and apart those refused or not answered, and serves them", func() {
 		m := metrics.New()
-		upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
-		defer upstream.Close()
+		calls := 0
+		upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			if calls++; calls == 2 {
+				w.WriteHeader(http.StatusConflict)
+			}
+		}))
 		client := &http.Client{Transport: m.WrapKubeTransport(http.DefaultTransport)}
 		for range 3 {
 			resp, err := client.Post(upstream.URL+"/api/v1/namespaces/cf/secrets", "application/json", nil)
 			Expect(err).NotTo(HaveOccurred())
 			resp.Body.Close()
 		}
+		upstream.Close()
+		_, err := client.Get(upstream.URL + "/api/v1/namespaces/cf/secrets/s")
+		Expect(err).To(HaveOccurred())
 		m.ObserveHTTP("GET /apps", 200, 3*time.Millisecond)
 
 		rec := httptest.NewRecorder()
 		m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 		body, _ := io.ReadAll(rec.Body)
 		Expect(string(body)).To(ContainSubstring(`opi_kube_api_requests_total{resource="secrets",verb="create"} 3`))
+		Expect(string(body)).To(ContainSubstring(`opi_kube_api_refusals_total{code="409",resource="secrets",verb="create"} 1`))
+		Expect(string(body)).To(ContainSubstring(`opi_kube_api_refusals_total{code="none",resource="secrets",verb="get"} 1`))
 		Expect(string(body)).To(ContainSubstring(`opi_http_requests_total{code="200",route="GET /apps"} 1`))
 	})
 
