@@ -131,6 +131,18 @@ func (m metricsSnapshot) diff(before metricsSnapshot) map[string]float64 {
 	return out
 }
 
+// refusals are opi_kube_api_refusals_total's counts since opi started, by "verb resource code",
+// without the leader election's Leases.
+func (m metricsSnapshot) refusals() map[string]int {
+	out := map[string]int{}
+	for k, v := range m {
+		if strings.HasPrefix(k, "opi_kube_api_refusals_total{") && label(k, "resource") != "leases" && v > 0 {
+			out[label(k, "verb")+" "+label(k, "resource")+" "+label(k, "code")] = int(v)
+		}
+	}
+	return out
+}
+
 func label(key, name string) string {
 	_, after, ok := strings.Cut(key, name+`="`)
 	if !ok {

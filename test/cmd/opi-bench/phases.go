@@ -357,6 +357,8 @@ func (e *env) phases(ctx context.Context) error {
 		res.HeapInuse = m.value("go_memstats_heap_inuse_bytes")
 		res.HeapAlloc = m.value("go_memstats_heap_alloc_bytes")
 		res.GoSys = m.value("go_memstats_sys_bytes")
+		res.Refused = m.refusals()
+		logf("opi's API requests refused since its start: %v", res.Refused)
 	}
 	res.Phases.Steady = time.Since(t).Seconds()
 

@@ -108,6 +108,9 @@ type results struct {
 	// memory (the Go heap, stacks, the runtime) and file-backed (the binary's pages).
 	SteadyAnon      float64 `json:"rss_steady_anon_mb,omitempty"`
 	SteadyFile      float64 `json:"rss_steady_file_mb,omitempty"`
+	// Refused are opi's API requests refused (or not answered) from its start to the steady
+	// sample, by "verb resource code" (opi_kube_api_refusals_total).
+	Refused map[string]int `json:"opi_api_refused_until_steady,omitempty"`
 	PeakKBPerApp    float64 `json:"rss_peak_kb_per_app"`
 	SteadyKBPerApp  float64 `json:"rss_steady_kb_per_app"`
 	MarginalKBPerAp float64 `json:"rss_peak_minus_idle_kb_per_app"`
@@ -530,6 +533,13 @@ func (r *results) table() string {
 	row("opi peak RSS projected to 10,000 apps (peak + slope × the apps to 10,000; information)", fmt.Sprintf("%.1f MB", r.RSSAt10k), "", "")
 	row("opi steady RSS after the reads", fmt.Sprintf("%.1f MB = %.1f KB/app (anonymous %.1f MB, the binary's pages %.1f MB; Go heap in use %.1f MB)",
 		r.SteadyRSS, r.SteadyKBPerApp, r.SteadyAnon, r.SteadyFile, r.HeapInuse/1e6), "", "")
+	if r.Refused != nil {
+		refused := verbs(r.Refused)
+		if refused == "" {
+			refused = "none"
+		}
+		row("opi's API requests refused or not answered, from its start to the steady sample (verb resource code)", refused, "", "")
+	}
 	row("pods of all N apps running, after the last desire", fmt.Sprintf("%.1f s", r.PodsSettle), "", "")
 	row("floor clean-ups (delete, untimed wait until gone)", fmt.Sprintf("%.1f s in all, %.1f s per clean-up", r.Phases.FloorCleanup, ratio(r.Phases.FloorCleanup, float64(2*len(r.floorBatchList())))), "", "")
 	row(fmt.Sprintf("**start-up at N** (opi restarted with %d apps)", r.N), fmt.Sprintf("**ready after %.1f s, first full GET /apps after %.1f s** (first 200 after %.1f s with %d apps; the old opi exited %.1f s after SIGTERM)",

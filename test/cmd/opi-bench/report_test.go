@@ -114,3 +114,15 @@ var _ = Describe("the report", func() {
 		Expect(back["where_the_time_went"]).To(ContainElement(HaveKey("queues")))
 	})
 })
+
+var _ = Describe("opi's refused requests", func() {
+	It("are counted by verb, resource and code, without the Leases'", func() {
+		m := metricsSnapshot{
+			`opi_kube_api_refusals_total{code="409",resource="endpointslices",verb="create"}`: 43,
+			`opi_kube_api_refusals_total{code="none",resource="pods",verb="list"}`:            1,
+			`opi_kube_api_refusals_total{code="409",resource="leases",verb="update"}`:         2,
+			`opi_kube_api_requests_total{resource="endpointslices",verb="create"}`:            1033,
+		}
+		Expect(m.refusals()).To(Equal(map[string]int{"create endpointslices 409": 43, "list pods none": 1}))
+	})
+})
