@@ -106,14 +106,14 @@ type results struct {
 	SteadyRSS float64 `json:"rss_steady_mb"`
 	// SteadyAnon and SteadyFile split opi's RSS once the steady samples are taken: anonymous
 	// memory (the Go heap, stacks, the runtime) and file-backed (the binary's pages).
-	SteadyAnon      float64 `json:"rss_steady_anon_mb,omitempty"`
-	SteadyFile      float64 `json:"rss_steady_file_mb,omitempty"`
+	SteadyAnon float64 `json:"rss_steady_anon_mb,omitempty"`
+	SteadyFile float64 `json:"rss_steady_file_mb,omitempty"`
 	// Refused are opi's API requests refused (or not answered) from its start to the steady
 	// sample, by "verb resource code" (opi_kube_api_refusals_total).
-	Refused map[string]int `json:"opi_api_refused_until_steady,omitempty"`
-	PeakKBPerApp    float64 `json:"rss_peak_kb_per_app"`
-	SteadyKBPerApp  float64 `json:"rss_steady_kb_per_app"`
-	MarginalKBPerAp float64 `json:"rss_peak_minus_idle_kb_per_app"`
+	Refused         map[string]int `json:"opi_api_refused_until_steady,omitempty"`
+	PeakKBPerApp    float64        `json:"rss_peak_kb_per_app"`
+	SteadyKBPerApp  float64        `json:"rss_steady_kb_per_app"`
+	MarginalKBPerAp float64        `json:"rss_peak_minus_idle_kb_per_app"`
 	// RSSByApps is opi's RSS after each of its desire batches; RSSSlope its least-squares
 	// slope (KB per app, over the batches after the first, which also pays for code first
 	// run); RSSAt10k the peak projected to 10,000 apps with that slope.
