@@ -24,6 +24,8 @@ type countingCache struct {
 	mu        sync.Mutex
 	workloads map[string]*store.WorkloadRecord
 	podReads  atomic.Int64
+	// ip is every instance's address ("" for 10.0.0.1).
+	ip string
 }
 
 func (c *countingCache) Workload(id opi.LRPIdentifier) *store.WorkloadRecord {
@@ -45,10 +47,22 @@ func (c *countingCache) Workloads() []*store.WorkloadRecord {
 // Pods gives each LRP one Ready instance (a carrier without one has no slice).
 func (c *countingCache) Pods(id opi.LRPIdentifier) []*store.PodRecord {
 	c.podReads.Add(1)
+	c.mu.Lock()
+	ip := c.ip
+	c.mu.Unlock()
+	if ip == "" {
+		ip = "10.0.0.1"
+	}
 	return []*store.PodRecord{{
 		ObjectMeta: metav1.ObjectMeta{Name: id.GUID + "-0"}, LRPRef: store.LRPRef{GUID: id.GUID, Version: id.Version},
-		IP: "10.0.0.1", ReadySince: 1,
+		IP: ip, ReadySince: 1,
 	}}
+}
+
+func (c *countingCache) setIP(ip string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ip = ip
 }
 
 func (c *countingCache) set(guid, routes string) {

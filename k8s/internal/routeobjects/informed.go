@@ -31,6 +31,8 @@ const (
 // route key: the Services, the EndpointSlices, and the Ingresses or the HTTPRoutes.
 type informed struct {
 	services, slices, routes cache.SharedIndexInformer
+	// written are the objects of each kind the term wrote whose event has not come yet.
+	servicesWritten, slicesWritten, routesWritten *recent
 }
 
 // informers starts informers on the route objects (RouteSelector only: they never see an
@@ -41,8 +43,9 @@ func (c *Controller) informers(ctx context.Context, changed func(queueKey string
 	core := informers.NewSharedInformerFactoryWithOptions(c.client, 0,
 		informers.WithNamespace(c.cfg.Namespace), informers.WithTweakListOptions(onlyRoutes))
 	in := &informed{
-		services: core.Core().V1().Services().Informer(),
-		slices:   core.Discovery().V1().EndpointSlices().Informer(),
+		services:        core.Core().V1().Services().Informer(),
+		slices:          core.Discovery().V1().EndpointSlices().Informer(),
+		servicesWritten: newRecent(), slicesWritten: newRecent(), routesWritten: newRecent(),
 	}
 	// The caches hold every route's objects without their managed fields (written back whole,
 	// they keep the stored ones): at one route per LRP about a third of their bytes.
@@ -73,12 +76,16 @@ func (c *Controller) informers(ctx context.Context, changed func(queueKey string
 		}
 		changed(routePrefix + o.GetLabels()[names.LabelRouteKey])
 	}
-	handler := cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
-		DeleteFunc: enqueue,
-	}
+	written := in.written()
 	for i, inf := range in.all() {
+		// The store holds an event's object before the handlers hear of it: once seen, the
+		// cache's look is as new as the write.
+		seen := written[i].seen
+		handler := cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { seen(obj); enqueue(obj) },
+			UpdateFunc: func(_, obj any) { seen(obj); enqueue(obj) },
+			DeleteFunc: func(obj any) { seen(obj); enqueue(obj) },
+		}
 		if err := inf.SetTransform(transforms[i]); err != nil {
 			return nil, err
 		}
@@ -116,6 +123,11 @@ func (c *Controller) informers(ctx context.Context, changed func(queueKey string
 
 func (in *informed) all() []cache.SharedIndexInformer {
 	return []cache.SharedIndexInformer{in.services, in.slices, in.routes}
+}
+
+// written are the written objects of all()'s informers, in its order.
+func (in *informed) written() []*recent {
+	return []*recent{in.servicesWritten, in.slicesWritten, in.routesWritten}
 }
 
 func routeKeyOf(obj any) ([]string, error) {

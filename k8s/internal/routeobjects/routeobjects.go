@@ -191,9 +191,10 @@ func (c *Controller) Run(ctx context.Context) {
 
 // process syncs queue key key. A write refused as if the cache were behind (refusedAsBehind)
 // is no error: the key comes back after a second, then after twice as long each time it is
-// refused again (up to refusedMaxDelay), logged at debug the first time (under a burst the
-// cache is often a moment behind opi's own writes, and the informer's event comes first) and
-// at info while it persists, naming the object; a sync that goes through resets the delay.
+// refused again (up to refusedMaxDelay), logged at debug the first time (the cache may be a
+// moment behind another's write; this term's own writes stand in for the cache until their
+// events, see recent) and at info while it persists, naming the object; a sync that goes
+// through resets the delay.
 func (c *Controller) process(ctx context.Context, key string) (time.Duration, error) {
 	err := c.processKey(ctx, key)
 	if err == nil || !refusedAsBehind(err) {

@@ -80,6 +80,9 @@ func (c *Controller) syncSlices(ctx context.Context, key, lrpKey string) error {
 		for _, p := range pathsOf(w, host) {
 			name := names.RouteServiceName(key, p.path)
 			svc, ok := services[name]
+			if written, fresh := c.objects.servicesWritten.get(name); fresh {
+				svc, ok = written.(*corev1.Service)
+			}
 			if !ok {
 				unlock()
 				return c.sync(ctx, key)
@@ -100,9 +103,9 @@ func (c *Controller) syncSlices(ctx context.Context, key, lrpKey string) error {
 
 // refusedAsBehind says whether err is a write refused as if the cache were behind the API
 // server: a create of an object that exists, an update of an older version than the stored one.
-// Mostly the cache has not seen a write yet (this term's, moments ago, or another's), and the
-// informer's event of it queues the sync again; but an object of the same name that is not
-// opi's (no route labels, so never cached) refuses every create and brings no event.
+// Mostly the cache has not seen another's write yet (this term's stand in until their events),
+// and the informer's event of it queues the sync again; but an object of the same name that is
+// not opi's (no route labels, so never cached) refuses every create and brings no event.
 func refusedAsBehind(err error) bool {
 	return apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err)
 }
@@ -128,6 +131,8 @@ type kind[T metav1.Object] struct {
 	name   string
 	client client[T]
 	logger lager.Logger
+	// written are the objects of the kind written whose event has not come yet.
+	written *recent
 	// differs says whether have's content (spec, endpoints) is not want's; set copies want's
 	// content into have (a copy).
 	differs func(have, want T) bool
@@ -135,19 +140,25 @@ type kind[T metav1.Object] struct {
 	copy    func(T) T
 }
 
-// ensure creates or updates want's objects against have (the cache's, by name); it returns
-// the objects as written or cached, by name.
+// ensure creates or updates want's objects against have (the cache's, by name, where an
+// object this term wrote stands in until its event); it returns the objects as written or
+// cached, by name.
 func (k kind[T]) ensure(ctx context.Context, want []T, have map[string]T) (map[string]T, error) {
 	out := make(map[string]T, len(want))
 	for _, w := range want {
 		h, ok := have[w.GetName()]
+		if written, fresh := k.written.get(w.GetName()); fresh {
+			h, ok = written.(T)
+		}
 		if !ok {
+			k.written.writing(w.GetName())
 			created, err := k.client.Create(ctx, w, metav1.CreateOptions{})
 			if err != nil {
+				k.written.wrote(w.GetName(), nil)
 				return nil, fmt.Errorf("create %s %s: %w", k.name, w.GetName(), err)
 			}
 			k.logger.Debug("created", lager.Data{k.name: w.GetName()})
-			out[w.GetName()] = created
+			out[w.GetName()] = k.keep(created)
 			continue
 		}
 		if !metaDiffers(h, w) && !k.differs(h, w) {
@@ -157,13 +168,24 @@ func (k kind[T]) ensure(ctx context.Context, want []T, have map[string]T) (map[s
 		next := k.copy(h)
 		setMeta(next, w)
 		k.set(next, w)
+		k.written.writing(w.GetName())
 		updated, err := k.client.Update(ctx, next, metav1.UpdateOptions{})
 		if err != nil {
+			k.written.wrote(w.GetName(), nil)
 			return nil, fmt.Errorf("update %s %s: %w", k.name, w.GetName(), err)
 		}
-		out[w.GetName()] = updated
+		out[w.GetName()] = k.keep(updated)
 	}
 	return out, nil
+}
+
+// keep is obj, as the API server answered a write of it, without its managed fields (an update
+// made from it must not send them: they would replace the stored ones), kept in written until
+// its event.
+func (k kind[T]) keep(obj T) T {
+	obj.SetManagedFields(nil)
+	k.written.wrote(obj.GetName(), obj)
+	return obj
 }
 
 // apply ensures want and prunes the rest of have.
@@ -175,7 +197,7 @@ func (k kind[T]) apply(ctx context.Context, want []T, have map[string]T) error {
 }
 
 // prune deletes have's objects that are not among wanted, each only if it is unchanged since
-// the cache saw it (a change brings a new look).
+// the cache saw it or this term wrote it (a change brings a new look).
 func (k kind[T]) prune(ctx context.Context, wanted []T, have map[string]T) error {
 	names := map[string]bool{}
 	for _, w := range wanted {
@@ -184,6 +206,11 @@ func (k kind[T]) prune(ctx context.Context, wanted []T, have map[string]T) error
 	for name, h := range have {
 		if names[name] {
 			continue
+		}
+		if written, fresh := k.written.get(name); fresh {
+			if t, ok := written.(T); ok {
+				h = t
+			}
 		}
 		if err := kube.DeleteAsListed(ctx, k.client.Delete, h); err != nil {
 			return fmt.Errorf("delete %s %s: %w", k.name, name, err)
@@ -232,7 +259,7 @@ func setMeta(have, want metav1.Object) {
 
 func (c *Controller) services() kind[*corev1.Service] {
 	return kind[*corev1.Service]{
-		name: "service", client: c.client.CoreV1().Services(c.cfg.Namespace), logger: c.logger,
+		name: "service", client: c.client.CoreV1().Services(c.cfg.Namespace), logger: c.logger, written: c.objects.servicesWritten,
 		differs: func(have, want *corev1.Service) bool {
 			return have.Spec.Selector != nil || !equality.Semantic.DeepEqual(have.Spec.Ports, want.Spec.Ports)
 		},
@@ -245,7 +272,7 @@ func (c *Controller) services() kind[*corev1.Service] {
 
 func (c *Controller) slices() kind[*discoveryv1.EndpointSlice] {
 	return kind[*discoveryv1.EndpointSlice]{
-		name: "endpointslice", client: c.client.DiscoveryV1().EndpointSlices(c.cfg.Namespace), logger: c.logger,
+		name: "endpointslice", client: c.client.DiscoveryV1().EndpointSlices(c.cfg.Namespace), logger: c.logger, written: c.objects.slicesWritten,
 		differs: func(have, want *discoveryv1.EndpointSlice) bool {
 			return have.AddressType != want.AddressType || !equality.Semantic.DeepEqual(have.Ports, want.Ports) ||
 				!equality.Semantic.DeepEqual(have.Endpoints, want.Endpoints)
@@ -258,12 +285,12 @@ func (c *Controller) slices() kind[*discoveryv1.EndpointSlice] {
 }
 
 func (c *Controller) ingresses() kind[*networkingv1.Ingress] {
-	return specKind(c.logger, "ingress", c.client.NetworkingV1().Ingresses(c.cfg.Namespace),
+	return specKind(c.logger, c.objects.routesWritten, "ingress", c.client.NetworkingV1().Ingresses(c.cfg.Namespace),
 		func(o *networkingv1.Ingress) *networkingv1.IngressSpec { return &o.Spec })
 }
 
 func (c *Controller) httpRoutes() kind[*gatewayv1.HTTPRoute] {
-	return specKind(c.logger, "httproute", c.gateway.GatewayV1().HTTPRoutes(c.cfg.Namespace),
+	return specKind(c.logger, c.objects.routesWritten, "httproute", c.gateway.GatewayV1().HTTPRoutes(c.cfg.Namespace),
 		func(o *gatewayv1.HTTPRoute) *gatewayv1.HTTPRouteSpec { return &o.Spec })
 }
 
@@ -272,9 +299,9 @@ func (c *Controller) httpRoutes() kind[*gatewayv1.HTTPRoute] {
 func specKind[T interface {
 	metav1.Object
 	DeepCopy() T
-}, S any](logger lager.Logger, name string, cl client[T], spec func(T) *S) kind[T] {
+}, S any](logger lager.Logger, written *recent, name string, cl client[T], spec func(T) *S) kind[T] {
 	return kind[T]{
-		name: name, client: cl, logger: logger,
+		name: name, client: cl, logger: logger, written: written,
 		differs: func(have, want T) bool { return !equality.Semantic.DeepEqual(*spec(have), *spec(want)) },
 		set:     func(have, want T) { *spec(have) = *spec(want) },
 		copy:    T.DeepCopy,
