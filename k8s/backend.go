@@ -15,9 +15,11 @@ import (
 
 	"code.cloudfoundry.org/lager/v3"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	batchinformers "k8s.io/client-go/informers/batch/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
@@ -27,6 +29,7 @@ import (
 	"github.com/opi-bridge/opi/k8s/apiclient"
 	"github.com/opi-bridge/opi/k8s/internal/crash"
 	"github.com/opi-bridge/opi/k8s/internal/hooks"
+	"github.com/opi-bridge/opi/k8s/internal/informer"
 	"github.com/opi-bridge/opi/k8s/internal/janitor"
 	"github.com/opi-bridge/opi/k8s/internal/kube"
 	"github.com/opi-bridge/opi/k8s/internal/lifecycle"
@@ -320,7 +323,7 @@ func (b *Backend) newInformers() {
 		}),
 	)
 	b.workloads = b.kind.Informer(b.factory)
-	b.pods = b.factory.Core().V1().Pods().Informer()
+	b.pods = informer.Unindexed(b.factory, &corev1.Pod{}, b.namespace, names.AppSelector, coreinformers.NewFilteredPodInformer)
 	b.jobs = b.factory.InformerFor(&batchv1.Job{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 		return batchinformers.NewFilteredJobInformer(client, b.namespace, resync, cache.Indexers{},
 			func(o *metav1.ListOptions) { o.LabelSelector = names.TaskSelector })

@@ -55,6 +55,8 @@ var depRules = []depRule{
 	{pkg: "names", layer: 0, moduleDeps: []string{"opi"}, forbidden: []string{"k8s.io/client-go"}},
 	{pkg: "apiclient", layer: 0, moduleDeps: []string{}},
 	{pkg: internal + "kube", layer: 1, moduleDeps: []string{"opi"}},
+	// The informers of opi's caches, made without the index by namespace: client-go only.
+	{pkg: internal + "informer", layer: 1, moduleDeps: []string{}},
 	{pkg: internal + "objects", layer: 2, moduleDeps: []string{"opi"}, forbidden: []string{"k8s.io/client-go"}},
 	{pkg: internal + "queue", layer: 2, moduleDeps: []string{}}, // client-go's workqueue only
 	// The read side: nothing of the hooks (rule 4) nor of the workload kinds above it.

@@ -145,6 +145,16 @@ var _ = Describe("What a change costs with many carriers of one route", func() {
 		Expect(counts.podReads.Load()).To(Equal(int64(2)))
 	})
 
+	It("indexes the cached route objects by route key (and the slices by carrier) only, not by namespace", func() {
+		for _, inf := range c.objects.all() {
+			Expect(inf.GetIndexer().GetIndexers()).To(Or(
+				HaveLen(1), HaveLen(2)))
+			for name := range inf.GetIndexer().GetIndexers() {
+				Expect(name).To(BeElementOf(byRouteKey, byCarrier))
+			}
+		}
+	})
+
 	It("syncs the whole route when a path gains its first or loses its last carrier", func() {
 		counts.podReads.Store(0)
 		counts.set("lrp-07", `[{"hostname":"shared.example.com/new","port":8080}]`)

@@ -4,17 +4,24 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
+	networkinginformers "k8s.io/client-go/informers/networking/v1"
 	"k8s.io/client-go/tools/cache"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 	gatewayinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
+	gatewayv1informers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions/apis/v1"
 
 	"github.com/opi-bridge/opi/k8s/internal/hooks"
+	"github.com/opi-bridge/opi/k8s/internal/informer"
 	"github.com/opi-bridge/opi/k8s/internal/kube"
 	"github.com/opi-bridge/opi/k8s/internal/store"
 	"github.com/opi-bridge/opi/k8s/names"
@@ -40,11 +47,11 @@ type informed struct {
 // for an EndpointSlice of one, else the route key), and waits for their caches.
 func (c *Controller) informers(ctx context.Context, changed func(queueKey string)) (*informed, error) {
 	onlyRoutes := func(o *metav1.ListOptions) { o.LabelSelector = names.RouteSelector }
-	core := informers.NewSharedInformerFactoryWithOptions(c.client, 0,
-		informers.WithNamespace(c.cfg.Namespace), informers.WithTweakListOptions(onlyRoutes))
+	ns := c.cfg.Namespace
+	core := informers.NewSharedInformerFactoryWithOptions(c.client, 0)
 	in := &informed{
-		services:        core.Core().V1().Services().Informer(),
-		slices:          core.Discovery().V1().EndpointSlices().Informer(),
+		services:        informer.Unindexed(core, &corev1.Service{}, ns, names.RouteSelector, coreinformers.NewFilteredServiceInformer),
+		slices:          informer.Unindexed(core, &discoveryv1.EndpointSlice{}, ns, names.RouteSelector, discoveryinformers.NewFilteredEndpointSliceInformer),
 		servicesWritten: newRecent(), slicesWritten: newRecent(), routesWritten: newRecent(),
 	}
 	// The caches hold every route's objects without their managed fields (written back whole,
@@ -52,12 +59,13 @@ func (c *Controller) informers(ctx context.Context, changed func(queueKey string
 	transforms := []cache.TransformFunc{kube.WithoutManagedFields[corev1.Service], kube.WithoutManagedFields[discoveryv1.EndpointSlice]}
 	var gw gatewayinformers.SharedInformerFactory
 	if c.cfg.Routing.Mode == hooks.RoutingGateway {
-		gw = gatewayinformers.NewSharedInformerFactoryWithOptions(c.gateway, 0,
-			gatewayinformers.WithNamespace(c.cfg.Namespace), gatewayinformers.WithTweakListOptions(onlyRoutes))
-		in.routes = gw.Gateway().V1().HTTPRoutes().Informer()
+		gw = gatewayinformers.NewSharedInformerFactoryWithOptions(c.gateway, 0)
+		in.routes = gw.InformerFor(&gatewayv1.HTTPRoute{}, func(client gateway.Interface, resync time.Duration) cache.SharedIndexInformer {
+			return gatewayv1informers.NewFilteredHTTPRouteInformer(client, ns, resync, cache.Indexers{}, onlyRoutes)
+		})
 		transforms = append(transforms, kube.WithoutManagedFields[gatewayv1.HTTPRoute])
 	} else {
-		in.routes = core.Networking().V1().Ingresses().Informer()
+		in.routes = informer.Unindexed(core, &networkingv1.Ingress{}, ns, names.RouteSelector, networkinginformers.NewFilteredIngressInformer)
 		transforms = append(transforms, kube.WithoutManagedFields[networkingv1.Ingress])
 	}
 	enqueue := func(obj any) {

@@ -5,10 +5,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
+	appsinformers "k8s.io/client-go/informers/apps/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	"github.com/opi-bridge/opi/k8s/internal/informer"
 	"github.com/opi-bridge/opi/k8s/internal/objects"
+	"github.com/opi-bridge/opi/k8s/names"
 )
 
 // deploymentKind runs LRPs as Deployments.
@@ -20,7 +23,7 @@ func newDeploymentKind(cfg Config) Kind {
 	return deploymentKind{typedKind[*appsv1.Deployment, *appsv1.DeploymentList]{
 		name: "Deployment",
 		informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
-			return f.Apps().V1().Deployments().Informer()
+			return informer.Unindexed(f, &appsv1.Deployment{}, cfg.Namespace, names.AppSelector, appsinformers.NewFilteredDeploymentInformer)
 		},
 		client: func() appsClient[*appsv1.Deployment, *appsv1.DeploymentList] {
 			return cfg.Apps.Deployments(cfg.Namespace)

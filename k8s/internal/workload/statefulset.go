@@ -5,10 +5,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
+	appsinformers "k8s.io/client-go/informers/apps/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	"github.com/opi-bridge/opi/k8s/internal/informer"
 	"github.com/opi-bridge/opi/k8s/internal/objects"
+	"github.com/opi-bridge/opi/k8s/names"
 )
 
 // statefulSetKind runs LRPs as StatefulSets (k8s.Options.Workload = StatefulSets): every
@@ -25,7 +28,7 @@ func newStatefulSetKind(cfg Config) Kind {
 		name:      "StatefulSet",
 		byOrdinal: true,
 		informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
-			return f.Apps().V1().StatefulSets().Informer()
+			return informer.Unindexed(f, &appsv1.StatefulSet{}, cfg.Namespace, names.AppSelector, appsinformers.NewFilteredStatefulSetInformer)
 		},
 		client: func() appsClient[*appsv1.StatefulSet, *appsv1.StatefulSetList] {
 			return cfg.Apps.StatefulSets(cfg.Namespace)
