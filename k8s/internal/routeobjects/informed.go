@@ -55,18 +55,20 @@ func (c *Controller) informers(ctx context.Context, changed func(queueKey string
 		servicesWritten: newRecent(), slicesWritten: newRecent(), routesWritten: newRecent(),
 	}
 	// The caches hold every route's objects without their managed fields (written back whole,
-	// they keep the stored ones): at one route per LRP about a third of their bytes.
-	transforms := []cache.TransformFunc{kube.WithoutManagedFields[corev1.Service], kube.WithoutManagedFields[discoveryv1.EndpointSlice]}
+	// they keep the stored ones): at one route per LRP about a third of their bytes; and one
+	// copy of their label and annotation keys, namespace and low-cardinality values.
+	shared := []string{names.LabelSourceType, names.LabelManagedBy, discoveryv1.LabelManagedBy, names.AnnotationSpaceGUID, names.AnnotationRoutePath}
+	transforms := []cache.TransformFunc{kube.Compacted[corev1.Service](shared...), kube.Compacted[discoveryv1.EndpointSlice](shared...)}
 	var gw gatewayinformers.SharedInformerFactory
 	if c.cfg.Routing.Mode == hooks.RoutingGateway {
 		gw = gatewayinformers.NewSharedInformerFactoryWithOptions(c.gateway, 0)
 		in.routes = gw.InformerFor(&gatewayv1.HTTPRoute{}, func(client gateway.Interface, resync time.Duration) cache.SharedIndexInformer {
 			return gatewayv1informers.NewFilteredHTTPRouteInformer(client, ns, resync, cache.Indexers{}, onlyRoutes)
 		})
-		transforms = append(transforms, kube.WithoutManagedFields[gatewayv1.HTTPRoute])
+		transforms = append(transforms, kube.Compacted[gatewayv1.HTTPRoute](shared...))
 	} else {
 		in.routes = informer.Unindexed(core, &networkingv1.Ingress{}, ns, names.RouteSelector, networkinginformers.NewFilteredIngressInformer)
-		transforms = append(transforms, kube.WithoutManagedFields[networkingv1.Ingress])
+		transforms = append(transforms, kube.Compacted[networkingv1.Ingress](shared...))
 	}
 	enqueue := func(obj any) {
 		if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
