@@ -54,8 +54,8 @@ var _ = Describe("Compacted", func() {
 	decoded := func(name, space string) *corev1.Service {
 		in := &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "cf-apps", ResourceVersion: "7",
-				Labels:      map[string]string{"opi-bridge.io/source-type": "ROUTE", "opi-bridge.io/route-key": name},
-				Annotations: map[string]string{"opi-bridge.io/space-guid": space},
+				Labels:        map[string]string{"opi-bridge.io/source-type": "ROUTE", "opi-bridge.io/route-key": name},
+				Annotations:   map[string]string{"opi-bridge.io/space-guid": space},
 				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "opi", Operation: metav1.ManagedFieldsOperationUpdate}}},
 			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 8080}}},
 		}
