@@ -16,6 +16,9 @@
 // endpoints while none is Ready) and go with the last. Objects are compared with informers of
 // their own (route objects only) and written only where they differ, so an object deleted or
 // edited behind opi's back is put back, and a new leader takes over what the last one left.
+// What the term wrote stands in for the cache's look until the informer's event of it arrives
+// (recent.go): under a burst the caches run a moment behind, and a sync in that moment would
+// otherwise send the same write again, to be refused.
 package routeobjects
 
 import (
