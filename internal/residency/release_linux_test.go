@@ -59,12 +59,7 @@ var _ = Describe("ReleaseFile", func() {
 		Expect(f.Sync()).To(Succeed())
 		Expect(f.Close()).To(Succeed())
 
-		ro, err := os.Open(path)
-		Expect(err).NotTo(HaveOccurred())
-		defer ro.Close()
-		mapped, err := unix.Mmap(int(ro.Fd()), 0, 16<<20, unix.PROT_READ, unix.MAP_PRIVATE)
-		Expect(err).NotTo(HaveOccurred())
-		defer func() { Expect(unix.Munmap(mapped)).To(Succeed()) }()
+		mapped := mapReadOnly(path, 16<<20)
 		touch := func() (sum int) {
 			for i := range 16 {
 				sum += int(mapped[i<<20]) + int(mapped[i<<20+512<<10])
@@ -103,12 +98,7 @@ var _ = Describe("ReleaseFile of a file that is gone", func() {
 	It("releases the mappings and says apart why the page cache kept the file's part", func() {
 		path := filepath.Join(diskDir(), "image")
 		Expect(os.WriteFile(path, bytes.Repeat([]byte{7}, 1<<20), 0o600)).To(Succeed())
-		ro, err := os.Open(path)
-		Expect(err).NotTo(HaveOccurred())
-		defer ro.Close()
-		mapped, err := unix.Mmap(int(ro.Fd()), 0, 1<<20, unix.PROT_READ, unix.MAP_PRIVATE)
-		Expect(err).NotTo(HaveOccurred())
-		defer func() { Expect(unix.Munmap(mapped)).To(Succeed()) }()
+		mapped := mapReadOnly(path, 1<<20)
 		Expect(mapped[0] + mapped[512<<10]).To(Equal(byte(14)))
 		// Removed while mapped, the file is named "<path> (deleted)" in the process's
 		// mappings, and can no longer be opened by any name.
@@ -125,6 +115,18 @@ var _ = Describe("ReleaseFile of a file that is gone", func() {
 		Expect(mapped[0]+mapped[512<<10]).To(Equal(byte(14)), "the pages read back")
 	})
 })
+
+// mapReadOnly maps the first size bytes of the file at path read-only and private, as a
+// binary's text is mapped, until the spec ends.
+func mapReadOnly(path string, size int) []byte {
+	ro, err := os.Open(path)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(ro.Close)
+	mapped, err := unix.Mmap(int(ro.Fd()), 0, size, unix.PROT_READ, unix.MAP_PRIVATE)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { Expect(unix.Munmap(mapped)).To(Succeed()) })
+	return mapped
+}
 
 // diskDir is a temporary folder on a disk-backed file system: the test's temporary folder, or
 // where that is in memory (tmpfs, whose pages are never dropped from its cache) one in the
