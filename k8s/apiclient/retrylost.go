@@ -87,7 +87,9 @@ func buffered(resp *http.Response) (*http.Response, error) {
 // lostConnection says err is a connection lost under a request that had reached the server
 // (or may have), or closed by the cut just before the request was sent on it (the HTTP/2
 // client's "client conn is closed": a write in flight when the connection went could pick it
-// still): not a connection refused, which never reached it.
+// still; "client conn could not be established": a new connection, dialled for the write,
+// cut before its first request, which net/http does not retry itself): not a connection
+// refused, which never reached it.
 func lostConnection(err error) bool {
 	if utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) || utilnet.IsHTTP2ConnectionLost(err) ||
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.ErrUnexpectedEOF) {
@@ -96,5 +98,5 @@ func lostConnection(err error) bool {
 	// net/http's HTTP/2 client says so in words only.
 	msg := err.Error()
 	return strings.Contains(msg, "client connection force closed") || strings.Contains(msg, "http2: server sent GOAWAY") ||
-		strings.Contains(msg, "http2: client conn is closed")
+		strings.Contains(msg, "http2: client conn is closed") || strings.Contains(msg, "http2: client conn could not be established")
 }

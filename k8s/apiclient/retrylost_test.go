@@ -80,6 +80,7 @@ var _ = Describe("RetryLostConnection", func() {
 		Entry("a broken pipe", syscall.EPIPE),
 		Entry("an HTTP/2 connection force-closed", errors.New("http2: client connection force closed via ClientConn.Close")),
 		Entry("an HTTP/2 connection closed before the write was sent on it", errors.New("http2: client conn is closed")),
+		Entry("a new HTTP/2 connection cut before the write, its first request, was sent on it", errors.New("http2: client conn could not be established")),
 	)
 
 	It("sends a write again when its connection is lost while the response body streams", func() {
