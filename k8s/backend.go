@@ -324,10 +324,7 @@ func (b *Backend) newInformers() {
 	)
 	b.workloads = b.kind.Informer(b.factory)
 	b.pods = informer.Unindexed(b.factory, &corev1.Pod{}, b.namespace, names.AppSelector, coreinformers.NewFilteredPodInformer)
-	b.jobs = b.factory.InformerFor(&batchv1.Job{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return batchinformers.NewFilteredJobInformer(client, b.namespace, resync, cache.Indexers{},
-			func(o *metav1.ListOptions) { o.LabelSelector = names.TaskSelector })
-	})
+	b.jobs = informer.Unindexed(b.factory, &batchv1.Job{}, b.namespace, names.TaskSelector, batchinformers.NewFilteredJobInformer)
 }
 
 // leaderTask is one piece of background work, run until its context ends.

@@ -124,3 +124,15 @@ func (r *recent) len() int {
 	defer r.mu.Unlock()
 	return len(r.objs)
 }
+
+// latest is the object of name as this term last wrote it, while its event has not come, else
+// as cached; ok is false when neither has it.
+func latest[T metav1.Object](written *recent, name string, cached map[string]T) (T, bool) {
+	if obj, fresh := written.get(name); fresh {
+		if t, ok := obj.(T); ok {
+			return t, true
+		}
+	}
+	t, ok := cached[name]
+	return t, ok
+}

@@ -79,10 +79,7 @@ func (c *Controller) syncSlices(ctx context.Context, key, lrpKey string) error {
 		services := ofKey[*corev1.Service](c.objects.services, key)
 		for _, p := range pathsOf(w, host) {
 			name := names.RouteServiceName(key, p.path)
-			svc, ok := services[name]
-			if written, fresh := c.objects.servicesWritten.get(name); fresh {
-				svc, ok = written.(*corev1.Service)
-			}
+			svc, ok := latest(c.objects.servicesWritten, name, services)
 			if !ok {
 				unlock()
 				return c.sync(ctx, key)
@@ -146,10 +143,7 @@ type kind[T metav1.Object] struct {
 func (k kind[T]) ensure(ctx context.Context, want []T, have map[string]T) (map[string]T, error) {
 	out := make(map[string]T, len(want))
 	for _, w := range want {
-		h, ok := have[w.GetName()]
-		if written, fresh := k.written.get(w.GetName()); fresh {
-			h, ok = written.(T)
-		}
+		h, ok := latest(k.written, w.GetName(), have)
 		if !ok {
 			k.written.writing(w.GetName())
 			created, err := k.client.Create(ctx, w, metav1.CreateOptions{})
@@ -203,15 +197,11 @@ func (k kind[T]) prune(ctx context.Context, wanted []T, have map[string]T) error
 	for _, w := range wanted {
 		names[w.GetName()] = true
 	}
-	for name, h := range have {
+	for name := range have {
 		if names[name] {
 			continue
 		}
-		if written, fresh := k.written.get(name); fresh {
-			if t, ok := written.(T); ok {
-				h = t
-			}
-		}
+		h, _ := latest(k.written, name, have)
 		if err := kube.DeleteAsListed(ctx, k.client.Delete, h); err != nil {
 			return fmt.Errorf("delete %s %s: %w", k.name, name, err)
 		}
