@@ -16,55 +16,89 @@ import (
 // The waits below make a write visible to reads of this backend before it returns. A write
 // waits Options.ReadWaitTimeout, then on, up to its own deadline, while the API server answers:
 // a cache whose watch is being re-established (client-go's reflector may pause up to a minute
-// between attempts) catches up once it is back. A wait that runs out, or stops because the API
-// server no longer answers, means the cache is behind: the write was made, but a read right
-// after it could miss it, so the call answers opi.ErrUnavailable (503): CC retries, and a
-// desire, update or stop repeated completes what exists. One case is told apart with a GET: a
-// write whose object a later write deleted or replaced meanwhile (a stop racing a desire) took
-// effect and was overtaken, which is success.
+// between attempts) catches up once it is back, and a watch that is open but behind (an API
+// server under a burst sends its events late) delivers the write's event in the end. A wait
+// that runs out, or stops because the API server no longer answers, means the cache is behind:
+// the write was made, but a read right after it could miss it, so the call answers
+// opi.ErrUnavailable (503): CC retries, and a desire, update or stop repeated completes what
+// exists. One case is told apart with a GET (a LiveCheck): a write whose object a later write
+// deleted or replaced meanwhile (a stop racing a desire) took effect and was overtaken, which is
+// success; its event never comes.
 
 // LiveCheck tells, from the API server, whether the object a write made is still the live one
 // of its name.
 type LiveCheck func(context.Context) (bool, error)
 
+// WaitEnd is how a wait for the caches ended.
+type WaitEnd int
+
+const (
+	// Seen: the caches hold what the wait was for.
+	Seen WaitEnd = iota
+	// Overtaken: the object written is no longer the live one (its LiveCheck said so).
+	Overtaken
+	// TimedOut: neither, within the wait (see WaitFor).
+	TimedOut
+)
+
 // WaitFor waits until cond holds of the caches, looking again on each of their changes: the
-// read wait timeout, then on while the API server answers, until ctx's deadline. Without a
-// deadline, or without Config.Watches to tell whether the API server answers, it waits the read
-// wait timeout alone.
-func (s *Store) WaitFor(ctx context.Context, cond func() bool) bool {
+// read wait timeout, then on while the API server answers, until a recheck interval before
+// ctx's deadline (so that an answer still has time). Without a deadline, or without
+// Config.Watches to tell whether the API server answers, it waits the read wait timeout alone.
+// Past the read wait, live (when not nil) is asked at each recheck while every watch is open:
+// an open watch that is behind shows the write late, an overtaken write never.
+func (s *Store) WaitFor(ctx context.Context, cond func() bool, live LiveCheck) WaitEnd {
+	end := s.wait(ctx, cond, live)
+	// A wait that ran out asks the API server once more: the caches cannot tell an overtaken
+	// write while a watch is being re-established, nor at all without Config.Watches.
+	if end == TimedOut && live != nil && ctx.Err() == nil && overtaken(ctx, live) {
+		return Overtaken
+	}
+	return end
+}
+
+func (s *Store) wait(ctx context.Context, cond func() bool, live LiveCheck) WaitEnd {
 	if s.changed.WaitFor(ctx, s.cfg.ReadWaitTimeout, cond) {
-		return true
+		return Seen
 	}
 	deadline, ok := ctx.Deadline()
 	if !ok || s.cfg.Watches == nil {
-		return false
+		return TimedOut
 	}
-	// The wait goes on only while a cache is behind (its watch being re-established) and the
-	// API server answers: with every watch open, a write the caches do not show was overtaken
-	// (Settle tells). It ends a recheck interval before ctx's deadline, so that Settle's GET
-	// still has time.
 	waitCtx, cancel := context.WithDeadline(ctx, deadline.Add(-recheckInterval))
 	defer cancel()
 	for waitCtx.Err() == nil && s.apiServerAnswers(waitCtx) == nil {
 		behind := len(s.unwatched()) > 0
 		if s.changed.WaitFor(waitCtx, recheckInterval, cond) {
-			return true
+			return Seen
 		}
-		if !behind {
-			return false
+		// While a watch is being re-established the caches show nothing new: a GET a second
+		// would tell nothing its return will not.
+		if !behind && live != nil && overtaken(waitCtx, live) {
+			return Overtaken
 		}
 	}
-	return false
+	return TimedOut
 }
 
-// Settle is the answer of a write whose wait for the cache timed out: success when live (nil
-// for none) says the object written is no longer the live one, else opi.ErrUnavailable.
-func (s *Store) Settle(ctx context.Context, logger lager.Logger, live LiveCheck, what string, data lager.Data) error {
-	if live != nil {
-		if isLive, err := live(ctx); err == nil && !isLive {
-			logger.Info("overtaken-while-waiting-for-cache", data)
-			return nil
-		}
+// overtaken says whether live tells, from the API server, that the object written is no longer
+// the live one (an error tells nothing).
+func overtaken(ctx context.Context, live LiveCheck) bool {
+	isLive, err := live(ctx)
+	return err == nil && !isLive
+}
+
+// settle answers a write whose wait for the caches ended as end: nil when seen or overtaken,
+// else opi.ErrUnavailable (the caller's ctx canceled: its error, nothing to settle).
+func settle(ctx context.Context, logger lager.Logger, end WaitEnd, what string, data lager.Data) error {
+	switch {
+	case end == Seen:
+		return nil
+	case end == Overtaken:
+		logger.Info("overtaken-while-waiting-for-cache", data)
+		return nil
+	case errors.Is(ctx.Err(), context.Canceled):
+		return ctx.Err() // the waiter gave up (a desire refused meanwhile)
 	}
 	logger.Info("cache-wait-timed-out", data)
 	return fmt.Errorf("%w: %s, but opi's cache has not seen it in time (its watch of the api server may be reconnecting): the write is kept, retry to complete it",
@@ -83,56 +117,44 @@ func (s *Store) WaitForWorkload(ctx context.Context, logger lager.Logger, w meta
 // WaitForWorkloadGone waits until the cache no longer holds workload name of uid as live: a
 // namesake desired since does not hold the wait.
 func (s *Store) WaitForWorkloadGone(ctx context.Context, logger lager.Logger, name string, uid types.UID) error {
-	ok := s.WaitFor(ctx, func() bool {
+	end := s.WaitFor(ctx, func() bool {
 		cached, exists := s.WorkloadByName(name)
 		return !exists || cached.UID != uid || cached.DeletionTimestamp != nil
-	})
-	if !ok {
-		kind := s.cfg.KindName
-		return s.Settle(ctx, logger, nil, kind+" "+name+" deleted", lager.Data{"waiting-for": kind + "-gone", kind: name})
-	}
-	return nil
+	}, nil)
+	kind := s.cfg.KindName
+	return settle(ctx, logger, end, kind+" "+name+" deleted", lager.Data{"waiting-for": kind + "-gone", kind: name})
 }
 
 // WaitForPodGone waits until the cache no longer reports pod uid as live.
 func (s *Store) WaitForPodGone(ctx context.Context, logger lager.Logger, id opi.LRPIdentifier, uid types.UID) error {
-	ok := s.WaitFor(ctx, func() bool {
+	end := s.WaitFor(ctx, func() bool {
 		for _, p := range s.Pods(id) {
 			if p.UID == uid && p.DeletionTimestamp == nil {
 				return false
 			}
 		}
 		return true
-	})
-	if !ok {
-		return s.Settle(ctx, logger, nil, "pod deleted", lager.Data{"waiting-for": "pod-gone", "pod-uid": uid})
-	}
-	return nil
+	}, nil)
+	return settle(ctx, logger, end, "pod deleted", lager.Data{"waiting-for": "pod-gone", "pod-uid": uid})
 }
 
 // WaitForJob waits until the cache holds Job name at resourceVersion rv or newer (or, with
-// goneOK, no longer holds it). live, when not nil, tells an overtaken write (see Settle).
+// goneOK, no longer holds it). live, when not nil, tells an overtaken write (see WaitFor).
 func (s *Store) WaitForJob(ctx context.Context, logger lager.Logger, name, rv string, goneOK bool, live LiveCheck) error {
 	return waitWritten(ctx, logger, s, func() (*JobRecord, bool) { return s.Job(name) }, rv, goneOK, live,
 		"job "+name+" written", lager.Data{"job": name, "resource-version": rv})
 }
 
 // waitWritten waits until lookup finds its object at resource version rv or newer (with goneOK,
-// or finds it gone); else it settles (see Settle) what, logged with data.
+// or finds it gone); else it settles (see settle) what, logged with data.
 func waitWritten[R interface{ GetResourceVersion() string }](ctx context.Context, logger lager.Logger, s *Store,
 	lookup func() (R, bool), rv string, goneOK bool, live LiveCheck, what string, data lager.Data) error {
-	ok := s.WaitFor(ctx, func() bool {
+	end := s.WaitFor(ctx, func() bool {
 		r, exists := lookup()
 		if !exists {
 			return goneOK
 		}
 		return kube.Observed(r.GetResourceVersion(), rv)
-	})
-	if !ok {
-		if errors.Is(ctx.Err(), context.Canceled) {
-			return ctx.Err() // the waiter gave up (a desire refused meanwhile): nothing to settle
-		}
-		return s.Settle(ctx, logger, live, what, data)
-	}
-	return nil
+	}, live)
+	return settle(ctx, logger, end, what, data)
 }

@@ -142,15 +142,15 @@ var _ = Describe("Writes while a cache's watch is being re-established", func() 
 			nothingLately() // each recheck asks the probe: the wait is past its read wait timeout
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			seen := make(chan bool, 1)
-			go func() { seen <- s.WaitFor(ctx, cached) }()
+			seen := make(chan store.WaitEnd, 1)
+			go func() { seen <- s.WaitFor(ctx, cached, nil) }()
 
 			Eventually(probes).Should(Receive())
 			// The watch is back: the informer's cache gets the write.
 			record, err := store.RecordWorkload(deployment)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(factory.Apps().V1().Deployments().Informer().GetIndexer().Add(record)).To(Succeed())
-			Eventually(seen).Should(Receive(BeTrue()))
+			Eventually(seen).Should(Receive(Equal(store.Seen)))
 			Expect(ctx.Err()).NotTo(HaveOccurred())
 		})
 
@@ -159,14 +159,14 @@ var _ = Describe("Writes while a cache's watch is being re-established", func() 
 			refused()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			Expect(s.WaitFor(ctx, cached)).To(BeFalse())
+			Expect(s.WaitFor(ctx, cached, nil)).To(Equal(store.TimedOut))
 			Expect(ctx.Err()).NotTo(HaveOccurred(), "answered before the request's deadline")
 		})
 
 		It("stops at the read wait timeout for a call without a deadline", func() {
 			cut("deployments")
 			answered()
-			Expect(s.WaitFor(context.Background(), cached)).To(BeFalse())
+			Expect(s.WaitFor(context.Background(), cached, nil)).To(Equal(store.TimedOut))
 			Expect(probes).To(BeEmpty())
 		})
 
@@ -176,11 +176,70 @@ var _ = Describe("Writes while a cache's watch is being re-established", func() 
 			ctx, cancel := context.WithCancel(context.Background())
 			ctx, cancelDeadline := context.WithDeadline(ctx, time.Now().Add(time.Hour))
 			defer cancelDeadline()
-			done := make(chan bool, 1)
-			go func() { done <- s.WaitFor(ctx, cached) }()
+			done := make(chan store.WaitEnd, 1)
+			go func() { done <- s.WaitFor(ctx, cached, nil) }()
 			Consistently(done).ShouldNot(Receive())
 			cancel()
-			Eventually(done).Should(Receive(BeFalse()))
+			Eventually(done).Should(Receive(Equal(store.TimedOut)))
 		})
+
+		// live is a LiveCheck that counts its calls and answers isLive.
+		live := func(calls *atomic.Int32, isLive bool) store.LiveCheck {
+			return func(context.Context) (bool, error) {
+				calls.Add(1)
+				return isLive, nil
+			}
+		}
+
+		DescribeTable("goes on past the read wait while every watch is open but behind (the API server's events come late), until the cache sees the write",
+			func(withLive bool) {
+				answered()
+				var calls atomic.Int32
+				var check store.LiveCheck
+				if withLive {
+					check = live(&calls, true)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				seen := make(chan store.WaitEnd, 1)
+				go func() { seen <- s.WaitFor(ctx, cached, check) }()
+
+				Consistently(seen, 1500*time.Millisecond).ShouldNot(Receive(), "a recheck with every watch open ends no wait")
+				if withLive {
+					Expect(calls.Load()).To(BeNumerically(">=", 1), "each recheck asks whether the write is still live")
+				}
+				record, err := store.RecordWorkload(deployment)
+				Expect(err).NotTo(HaveOccurred())
+				Expect(factory.Apps().V1().Deployments().Informer().GetIndexer().Add(record)).To(Succeed())
+				Eventually(seen).Should(Receive(Equal(store.Seen)))
+			},
+			Entry("a write whose object the API server says is live", true),
+			Entry("a wait for a deletion, which has no live check: its event must come", false),
+		)
+
+		It("ends as overtaken at the first recheck whose GET says the written object is no longer live", func() {
+			answered()
+			var calls atomic.Int32
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			Expect(s.WaitFor(ctx, cached, live(&calls, false))).To(Equal(store.Overtaken))
+			Expect(calls.Load()).To(BeEquivalentTo(1))
+			Expect(ctx.Err()).NotTo(HaveOccurred(), "answered long before the request's deadline")
+		})
+
+		DescribeTable("with a watch being re-established, asks whether the write is live once, when the wait has run out",
+			func(isLive bool, end store.WaitEnd) {
+				cut("deployments")
+				answered()
+				var calls atomic.Int32
+				ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
+				defer cancel()
+				Expect(s.WaitFor(ctx, cached, live(&calls, isLive))).To(Equal(end))
+				Expect(calls.Load()).To(BeEquivalentTo(1))
+				Expect(ctx.Err()).NotTo(HaveOccurred(), "answered before the request's deadline")
+			},
+			Entry("still live: timed out (the call answers 503)", true, store.TimedOut),
+			Entry("deleted or replaced meanwhile: overtaken (success)", false, store.Overtaken),
+		)
 	})
 })
