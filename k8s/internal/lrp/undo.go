@@ -67,12 +67,16 @@ func (s *Service) undoDesire(ctx context.Context, logger lager.Logger, w *desire
 	defer cancel()
 	var removed []string
 	var errs []error
+	gone := false // the workload deleted, or no longer this desire's
 	if d := w.workload; d != nil {
 		opts := kube.InBackground(kube.PreconditionUID(d))
 		switch err := s.kind.Delete(ctx, d.GetName(), opts); {
 		case err == nil:
 			removed = append(removed, s.kindName()+" "+d.GetName())
-		case !kube.GoneOrChanged(err):
+			gone = true
+		case kube.GoneOrChanged(err):
+			gone = true
+		default:
 			errs = append(errs, fmt.Errorf("delete %s %s: %w", s.kindName(), d.GetName(), err))
 		}
 	}
@@ -89,8 +93,9 @@ func (s *Service) undoDesire(ctx context.Context, logger lager.Logger, w *desire
 			errs = append(errs, fmt.Errorf("delete secret %s: %w", secret.Name, err))
 		}
 	}
-	if d := w.workload; d != nil {
-		// A timeout is logged: the refusal is the answer either way.
+	if d := w.workload; d != nil && gone {
+		// A timeout is logged: the refusal is the answer either way. A workload whose delete
+		// failed is not waited for: the cache would show it until the undo's timeout.
 		_ = s.cache.WaitForWorkloadGone(ctx, logger, d.GetName(), d.GetUID())
 	}
 	return removed, errors.Join(errs...)

@@ -46,7 +46,8 @@ const contactPeriod = 5 * time.Second
 const probeTimeout = 2 * time.Second
 
 // recheckInterval is how often a write waiting past its read wait timeout checks that the API
-// server still answers.
+// server still answers (and, every few of them, whether the object it wrote is still live: see
+// WaitFor).
 const recheckInterval = time.Second
 
 // Options are the store's settings.
@@ -54,9 +55,9 @@ type Options struct {
 	// ReadWaitTimeout is how long a write waits for the informer cache to observe it (default
 	// DefaultReadWaitTimeout) before it checks that the API server answers. While it answers,
 	// the write keeps waiting, up to its own deadline (a watch is being re-established: the
-	// reflector may pause up to a minute between attempts); when it does not, or the write has
-	// no deadline, the write answers opi.ErrUnavailable (503): what it wrote is kept, and
-	// repeating it completes it.
+	// reflector may pause up to a minute between attempts; or a watch is open but late, as
+	// under a burst); when it does not, or the write has no deadline, the write answers
+	// opi.ErrUnavailable (503): what it wrote is kept, and repeating it completes it.
 	ReadWaitTimeout time.Duration
 }
 

@@ -45,17 +45,32 @@ const (
 // read wait timeout, then on while the API server answers, until a recheck interval before
 // ctx's deadline (so that an answer still has time). Without a deadline, or without
 // Config.Watches to tell whether the API server answers, it waits the read wait timeout alone.
-// Past the read wait, live (when not nil) is asked at each recheck while every watch is open:
-// an open watch that is behind shows the write late, an overtaken write never.
+// Past the read wait, while every watch is open, live (when not nil) is asked after one
+// recheck interval, then after twice as long each time up to maxLiveCheckGap: an open watch
+// that is behind shows the write late, an overtaken write never.
 func (s *Store) WaitFor(ctx context.Context, cond func() bool, live LiveCheck) WaitEnd {
 	end := s.wait(ctx, cond, live)
+	if end != TimedOut {
+		return end
+	}
+	if cond() { // an event that came during the last recheck's GET
+		return Seen
+	}
 	// A wait that ran out asks the API server once more: the caches cannot tell an overtaken
 	// write while a watch is being re-established, nor at all without Config.Watches.
-	if end == TimedOut && live != nil && ctx.Err() == nil && overtaken(ctx, live) {
+	if live != nil && ctx.Err() == nil && overtaken(ctx, live) {
 		return Overtaken
 	}
-	return end
+	if cond() {
+		return Seen
+	}
+	return TimedOut
 }
+
+// maxLiveCheckGap is the most recheck intervals a wait past its read wait goes between two
+// LiveChecks: a burst of writes behind a late watch asks the API server about each some 12 times
+// in a write timeout of 50 s, not 45.
+const maxLiveCheckGap = 4
 
 func (s *Store) wait(ctx context.Context, cond func() bool, live LiveCheck) WaitEnd {
 	if s.changed.WaitFor(ctx, s.cfg.ReadWaitTimeout, cond) {
@@ -67,16 +82,27 @@ func (s *Store) wait(ctx context.Context, cond func() bool, live LiveCheck) Wait
 	}
 	waitCtx, cancel := context.WithDeadline(ctx, deadline.Add(-recheckInterval))
 	defer cancel()
-	for waitCtx.Err() == nil && s.apiServerAnswers(waitCtx) == nil {
-		behind := len(s.unwatched()) > 0
+	gap, next := 1, 1 // in rechecks
+	for recheck := 1; waitCtx.Err() == nil && s.apiServerAnswers(waitCtx) == nil; recheck++ {
+		reconnecting := len(s.unwatched()) > 0
 		if s.changed.WaitFor(waitCtx, recheckInterval, cond) {
 			return Seen
 		}
-		// While a watch is being re-established the caches show nothing new: a GET a second
-		// would tell nothing its return will not.
-		if !behind && live != nil && overtaken(waitCtx, live) {
+		// While a watch is being re-established the caches show nothing new: a GET would tell
+		// nothing its return will not.
+		if reconnecting || live == nil || waitCtx.Err() != nil || recheck < next {
+			continue
+		}
+		// A GET the API server is slow to answer must not hold the wait past the next recheck
+		// (the cache may catch up meanwhile).
+		getCtx, cancelGet := context.WithTimeout(waitCtx, recheckInterval)
+		gone := overtaken(getCtx, live)
+		cancelGet()
+		if gone {
 			return Overtaken
 		}
+		gap = min(2*gap, maxLiveCheckGap)
+		next = recheck + gap
 	}
 	return TimedOut
 }
@@ -101,7 +127,7 @@ func settle(ctx context.Context, logger lager.Logger, end WaitEnd, what string, 
 		return ctx.Err() // the waiter gave up (a desire refused meanwhile)
 	}
 	logger.Info("cache-wait-timed-out", data)
-	return fmt.Errorf("%w: %s, but opi's cache has not seen it in time (its watch of the api server may be reconnecting): the write is kept, retry to complete it",
+	return fmt.Errorf("%w: %s, but opi's cache has not seen it in time (its watch of the api server may be reconnecting or behind): the write is kept, retry to complete it",
 		opi.ErrUnavailable, what)
 }
 

@@ -191,30 +191,49 @@ var _ = Describe("Writes while a cache's watch is being re-established", func() 
 			}
 		}
 
+		add := func() {
+			record, err := store.RecordWorkload(deployment)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(factory.Apps().V1().Deployments().Informer().GetIndexer().Add(record)).To(Succeed())
+		}
+		failing := func(calls *atomic.Int32) store.LiveCheck {
+			return func(context.Context) (bool, error) {
+				calls.Add(1)
+				return false, errors.New("the server was unable to return a response in the time allotted")
+			}
+		}
+		// beforeDeadline says that the wait ended long before ctx's deadline of a minute: it did
+		// not run out.
+		beforeDeadline := func(ctx context.Context) {
+			GinkgoHelper()
+			deadline, _ := ctx.Deadline()
+			Expect(time.Until(deadline)).To(BeNumerically(">", 30*time.Second), "answered long before the request's deadline")
+		}
+
 		DescribeTable("goes on past the read wait while every watch is open but behind (the API server's events come late), until the cache sees the write",
-			func(withLive bool) {
+			func(check func(*atomic.Int32) store.LiveCheck) {
 				answered()
 				var calls atomic.Int32
-				var check store.LiveCheck
-				if withLive {
-					check = live(&calls, true)
-				}
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				defer cancel()
+				c := check(&calls)
 				seen := make(chan store.WaitEnd, 1)
-				go func() { seen <- s.WaitFor(ctx, cached, check) }()
+				go func() { seen <- s.WaitFor(ctx, cached, c) }()
 
-				Consistently(seen, 1500*time.Millisecond).ShouldNot(Receive(), "a recheck with every watch open ends no wait")
-				if withLive {
-					Expect(calls.Load()).To(BeNumerically(">=", 1), "each recheck asks whether the write is still live")
+				if c != nil {
+					Eventually(calls.Load, 10*time.Second).Should(BeEquivalentTo(2), "asked after the first recheck, then after two more")
+					Consistently(calls.Load, 2*time.Second).Should(BeEquivalentTo(2), "then not before four more")
+				} else {
+					Consistently(seen, 3500*time.Millisecond).ShouldNot(Receive())
 				}
-				record, err := store.RecordWorkload(deployment)
-				Expect(err).NotTo(HaveOccurred())
-				Expect(factory.Apps().V1().Deployments().Informer().GetIndexer().Add(record)).To(Succeed())
+				Expect(seen).NotTo(Receive(), "a recheck with every watch open ends no wait")
+				add()
 				Eventually(seen).Should(Receive(Equal(store.Seen)))
+				beforeDeadline(ctx)
 			},
-			Entry("a write whose object the API server says is live", true),
-			Entry("a wait for a deletion, which has no live check: its event must come", false),
+			Entry("a write whose object the API server says is live", func(calls *atomic.Int32) store.LiveCheck { return live(calls, true) }),
+			Entry("a write whose live check fails: an error tells nothing", failing),
+			Entry("a wait for a deletion, which has no live check: its event must come", func(*atomic.Int32) store.LiveCheck { return nil }),
 		)
 
 		It("ends as overtaken at the first recheck whose GET says the written object is no longer live", func() {
@@ -224,7 +243,25 @@ var _ = Describe("Writes while a cache's watch is being re-established", func() 
 			defer cancel()
 			Expect(s.WaitFor(ctx, cached, live(&calls, false))).To(Equal(store.Overtaken))
 			Expect(calls.Load()).To(BeEquivalentTo(1))
-			Expect(ctx.Err()).NotTo(HaveOccurred(), "answered long before the request's deadline")
+			beforeDeadline(ctx)
+		})
+
+		It("sees the cache catch up while a live check's GET hangs", func() {
+			answered()
+			asked := make(chan struct{}, 10)
+			hanging := func(ctx context.Context) (bool, error) {
+				asked <- struct{}{}
+				<-ctx.Done()
+				return false, ctx.Err()
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			seen := make(chan store.WaitEnd, 1)
+			go func() { seen <- s.WaitFor(ctx, cached, hanging) }()
+			Eventually(asked, 5*time.Second).Should(Receive())
+			add()
+			Eventually(seen, 5*time.Second).Should(Receive(Equal(store.Seen)))
+			beforeDeadline(ctx)
 		})
 
 		DescribeTable("with a watch being re-established, asks whether the write is live once, when the wait has run out",

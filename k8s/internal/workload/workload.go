@@ -112,8 +112,9 @@ func New(name string, cfg Config) Kind {
 }
 
 // LiveCheck tells, from the API server, whether obj is still the live workload of its name (not
-// deleted, nor replaced by a namesake): what a write asks when its wait for the cache timed out,
-// or before it adopts an object for obj.
+// deleted, nor replaced by a namesake): what a write asks while its wait for the cache goes on
+// past the read wait and when it timed out (store.WaitFor), or before it adopts an object for
+// obj.
 func LiveCheck(k Kind, obj metav1.Object) func(context.Context) (bool, error) {
 	return func(ctx context.Context) (bool, error) {
 		current, err := k.Get(ctx, obj.GetName())
