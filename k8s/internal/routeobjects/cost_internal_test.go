@@ -3,6 +3,8 @@ package routeobjects
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -145,14 +147,13 @@ var _ = Describe("What a change costs with many carriers of one route", func() {
 		Expect(counts.podReads.Load()).To(Equal(int64(2)))
 	})
 
-	It("indexes the cached route objects by route key (and the slices by carrier) only, not by namespace", func() {
-		for _, inf := range c.objects.all() {
-			Expect(inf.GetIndexer().GetIndexers()).To(Or(
-				HaveLen(1), HaveLen(2)))
-			for name := range inf.GetIndexer().GetIndexers() {
-				Expect(name).To(BeElementOf(byRouteKey, byCarrier))
-			}
+	It("indexes the Services by route key and the slices by route key and carrier only (not by namespace); the Ingress not at all", func() {
+		indexes := func(inf cache.SharedIndexInformer) []string {
+			return slices.Collect(maps.Keys(inf.GetIndexer().GetIndexers()))
 		}
+		Expect(indexes(c.objects.services)).To(ConsistOf(byRouteKey))
+		Expect(indexes(c.objects.slices)).To(ConsistOf(byRouteKey, byCarrier))
+		Expect(indexes(c.objects.routes)).To(BeEmpty())
 	})
 
 	It("syncs the whole route when a path gains its first or loses its last carrier", func() {

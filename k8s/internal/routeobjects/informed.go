@@ -27,16 +27,19 @@ import (
 	"github.com/opi-bridge/opi/k8s/names"
 )
 
-// byRouteKey indexes the route objects by their route key label; byCarrier the EndpointSlices
-// by route key and LRP key ("<route key>/<lrp key>", from their guid and version labels).
+// byRouteKey indexes the Services and EndpointSlices by their route key label; byCarrier the
+// EndpointSlices by route key and LRP key ("<route key>/<lrp key>", from their guid and version
+// labels). The Ingress or HTTPRoute of a route key is found by its name, which the key gives
+// (names.RouteObjectName): an index would cost some 300 bytes per route.
 const (
 	byRouteKey = "route-key"
 	byCarrier  = "carrier"
 )
 
-// informed are the informers of the route objects of the controller's mode, each indexed by
-// route key: the Services, the EndpointSlices, and the Ingresses or the HTTPRoutes.
+// informed are the informers of the route objects of the controller's mode: the Services and
+// the EndpointSlices, indexed by route key, and the Ingresses or the HTTPRoutes.
 type informed struct {
+	namespace                string
 	services, slices, routes cache.SharedIndexInformer
 	// written are the objects of each kind the term wrote whose event has not come yet.
 	servicesWritten, slicesWritten, routesWritten *recent
@@ -50,6 +53,7 @@ func (c *Controller) informers(ctx context.Context, changed func(queueKey string
 	ns := c.cfg.Namespace
 	core := informers.NewSharedInformerFactoryWithOptions(c.client, 0)
 	in := &informed{
+		namespace:       ns,
 		services:        informer.Unindexed(core, &corev1.Service{}, ns, names.RouteSelector, coreinformers.NewFilteredServiceInformer),
 		slices:          informer.Unindexed(core, &discoveryv1.EndpointSlice{}, ns, names.RouteSelector, discoveryinformers.NewFilteredEndpointSliceInformer),
 		servicesWritten: newRecent(), slicesWritten: newRecent(), routesWritten: newRecent(),
@@ -100,7 +104,10 @@ func (c *Controller) informers(ctx context.Context, changed func(queueKey string
 			return nil, err
 		}
 		indexers := cache.Indexers{byRouteKey: routeKeyOf}
-		if inf == in.slices {
+		switch inf {
+		case in.routes:
+			indexers = nil
+		case in.slices:
 			indexers[byCarrier] = func(obj any) ([]string, error) {
 				if o, ok := obj.(metav1.Object); ok {
 					if carrier := carrierKeyOf(o); carrier != "" {
@@ -110,7 +117,7 @@ func (c *Controller) informers(ctx context.Context, changed func(queueKey string
 				return nil, nil
 			}
 		}
-		if err := inf.AddIndexers(indexers); err != nil {
+		if err := inf.AddIndexers(indexers); len(indexers) > 0 && err != nil {
 			return nil, err
 		}
 		if _, err := inf.AddEventHandler(handler); err != nil {
@@ -165,9 +172,11 @@ func (in *informed) slicesOf(key, lrpKey string) map[string]*discoveryv1.Endpoin
 
 // keys are the route keys the objects name.
 func (in *informed) keys() []string {
-	var out []string
-	for _, inf := range in.all() {
-		out = append(out, inf.GetIndexer().ListIndexFuncValues(byRouteKey)...)
+	out := append(in.services.GetIndexer().ListIndexFuncValues(byRouteKey), in.slices.GetIndexer().ListIndexFuncValues(byRouteKey)...)
+	for _, obj := range in.routes.GetStore().List() {
+		if key, _ := routeKeyOf(obj); len(key) > 0 {
+			out = append(out, key...)
+		}
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
@@ -190,6 +199,18 @@ func indexed[T metav1.Object](inf cache.SharedIndexInformer, index, value string
 	return out
 }
 
+// routeOf is route key's cached Ingress or HTTPRoute, by name, as T: none or one.
+func routeOf[T metav1.Object](in *informed, key string) map[string]T {
+	name := names.RouteObjectName(key)
+	out := map[string]T{}
+	if obj, exists, _ := in.routes.GetStore().GetByKey(in.namespace + "/" + name); exists {
+		if t, ok := obj.(T); ok {
+			out[name] = t
+		}
+	}
+	return out
+}
+
 // have are the cached route objects of key.
 type have struct {
 	services   map[string]*corev1.Service
@@ -202,7 +223,7 @@ func (in *informed) of(key string) have {
 	return have{
 		services:   ofKey[*corev1.Service](in.services, key),
 		slices:     ofKey[*discoveryv1.EndpointSlice](in.slices, key),
-		ingresses:  ofKey[*networkingv1.Ingress](in.routes, key),
-		httpRoutes: ofKey[*gatewayv1.HTTPRoute](in.routes, key),
+		ingresses:  routeOf[*networkingv1.Ingress](in, key),
+		httpRoutes: routeOf[*gatewayv1.HTTPRoute](in, key),
 	}
 }
