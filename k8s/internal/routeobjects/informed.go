@@ -117,8 +117,10 @@ func (c *Controller) informers(ctx context.Context, changed func(queueKey string
 				return nil, nil
 			}
 		}
-		if err := inf.AddIndexers(indexers); len(indexers) > 0 && err != nil {
-			return nil, err
+		if len(indexers) > 0 {
+			if err := inf.AddIndexers(indexers); err != nil {
+				return nil, err
+			}
 		}
 		if _, err := inf.AddEventHandler(handler); err != nil {
 			return nil, err
