@@ -205,7 +205,7 @@ func indexed[T metav1.Object](inf cache.SharedIndexInformer, index, value string
 func routeOf[T metav1.Object](in *informed, key string) map[string]T {
 	name := names.RouteObjectName(key)
 	out := map[string]T{}
-	if obj, exists, _ := in.routes.GetStore().GetByKey(in.namespace + "/" + name); exists {
+	if obj, exists, _ := in.routes.GetStore().GetByKey(cache.NewObjectName(in.namespace, name).String()); exists {
 		if t, ok := obj.(T); ok {
 			out[name] = t
 		}
