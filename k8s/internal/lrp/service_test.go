@@ -2,12 +2,17 @@ package lrp_test
 
 import (
 	"context"
+	"errors"
 
 	"code.cloudfoundry.org/lager/v3/lagertest"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/opi-bridge/opi/k8s/internal/hooks"
 	"github.com/opi-bridge/opi/k8s/internal/lrp"
@@ -118,4 +123,31 @@ var _ = Describe("LRP service", func() {
 		}
 		Expect(ids).To(Equal([]opi.LRPIdentifier{{GUID: "a", Version: "1"}, {GUID: "a", Version: "2"}, {GUID: "b", Version: "1"}}))
 	})
+
+	// An undo waits for the cache to lose the workload only when it deleted it: the cache would
+	// show a workload whose delete failed until the undo's timeout, and the refusal would wait
+	// that long for nothing.
+	DescribeTable("a desire refused after its workload was created waits for the cache to lose the workload only when the undo deleted it",
+		func(deleteErr error, waits int) {
+			client.PrependReactor("create", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "x", errors.New("exceeded quota"))
+			})
+			if deleteErr != nil {
+				client.PrependReactor("delete", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
+					return true, nil, deleteErr
+				})
+			}
+			err := service.DesireLRP(ctx, &opi.LRP{LRPIdentifier: id, AppGUID: "app", Image: "busybox", Instances: 1})
+			Expect(err).To(MatchError(opi.ErrInvalid))
+			Expect(err.Error()).To(ContainSubstring("exceeded quota"))
+			Expect(cache.WaitForWorkloadGoneCallCount()).To(Equal(waits))
+			if waits > 0 {
+				_, _, name, _ := cache.WaitForWorkloadGoneArgsForCall(0)
+				Expect(name).NotTo(BeEmpty())
+			}
+		},
+		Entry("deleted: waits once", nil, 1),
+		Entry("the delete failed: does not wait", apierrors.NewInternalError(errors.New("etcd is down")), 0),
+		Entry("already gone: waits once", apierrors.NewNotFound(schema.GroupResource{Group: "apps", Resource: "deployments"}, "x"), 1),
+	)
 })
