@@ -41,6 +41,9 @@ import (
 const (
 	floorOneDeployment = "one Deployment"
 	floorSameObjects   = "same objects"
+	// floorSameAtOnce (-floor-at-once, logged only): the same objects, all created at once, none
+	// owned by the workload: what writing the workload and its Secret in one round would allow.
+	floorSameAtOnce = "same objects at once, not owned"
 )
 
 // tmplObject is one object opi made for the template app, as JSON naming the template app.
@@ -445,6 +448,18 @@ func (e *env) floorBatch(ctx context.Context, c *floorClient, t *template, floor
 		}
 		wname := "create " + strings.ToLower(t.workload.gvk.Kind)
 		start := time.Now()
+		if floor == floorSameAtOnce {
+			errs := make([]error, len(others)+1)
+			var wg sync.WaitGroup
+			for j, b := range append([]built{w}, others...) {
+				if m, err := meta.Accessor(b.obj); err == nil && j > 0 {
+					m.SetOwnerReferences(nil)
+				}
+				wg.Go(func() { _, errs[j] = c.create(ctx, floorNamespace, b) })
+			}
+			wg.Wait()
+			return time.Since(start), errors.Join(errs...)
+		}
 		created, err := c.create(ctx, floorNamespace, w)
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", wname, err)

@@ -65,6 +65,7 @@ type config struct {
 	natsInstances int
 	natsRounds    int
 	natsWait      time.Duration
+	floorAtOnce   bool
 	// readCallers closed-loop callers of each read for readBurst, after readSeqCalls
 	// sequential calls taking at least readSeqMin (burst.go); 0 callers skips that phase.
 	readCallers  int
@@ -110,6 +111,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.routing, "routing", "", "nats: measure routing mode nats against an in-process nats-server instead (see nats.go)")
 	fs.IntVar(&c.natsInstances, "nats-instances", 10, "with -routing nats: instances per app in the steady phase")
 	fs.IntVar(&c.natsRounds, "nats-rounds", 1, "with -routing nats: rounds of the floors' and opi's bursts, one after the other (opi's apps stopped between), added up in the figures")
+	fs.BoolVar(&c.floorAtOnce, "floor-at-once", false, "with -routing nats: also time the same objects created all at once, none owned by the workload (logged, not recorded)")
 	fs.DurationVar(&c.natsWait, "nats-wait", 15*time.Minute, "with -routing nats: how long the steady phase waits for every instance to be registered before it measures those that are")
 	if err := fs.Parse(args); err != nil {
 		return c, err

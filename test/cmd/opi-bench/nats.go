@@ -530,6 +530,14 @@ func (e *env) natsRound(ctx context.Context, bus *natsBus, fc *floorClient, tmpl
 	if r.same, r.sameCalls, r.floorSameRunning, err = e.natsFloor(ctx, fc, tmpl, floorSameObjects); err != nil {
 		return nil, err
 	}
+	if cfg.floorAtOnce {
+		atOnce, _, _, err := e.natsFloor(ctx, fc, tmpl, floorSameAtOnce)
+		if err != nil {
+			return nil, err
+		}
+		logf("  (not recorded) same objects at once ÷ one Deployment %.2f, ÷ same objects %.2f",
+			atOnce.Throughput/r.one.Throughput, atOnce.Throughput/r.same.Throughput)
+	}
 	if _, err := e.quiesce(ctx); err != nil {
 		return nil, err
 	}
