@@ -67,14 +67,19 @@ func deploymentName(a *app) string {
 	})
 }
 
-// expectOneWorkloadOwningItsSecret checks that a has one workload in ns, which controls a's
-// env Secret.
-func expectOneWorkloadOwningItsSecret(ns string, a *app) {
+// expectOneWorkloadWithItsSecret checks that a has one workload in ns and a's env Secret
+// exists, controlled by the workload when owned says so, else owned by nothing (as a first
+// desire makes it).
+func expectOneWorkloadWithItsSecret(ns string, a *app, owned bool) {
 	d := workloads(ns, a)
 	ExpectWithOffset(1, d).To(HaveLen(1))
 	secret, err := kube.CoreV1().Secrets(ns).Get(context.Background(), deploymentName(a)+"-env", metav1.GetOptions{})
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
-	ExpectWithOffset(1, metav1.IsControlledBy(secret, &d[0])).To(BeTrue())
+	if owned {
+		ExpectWithOffset(1, metav1.IsControlledBy(secret, &d[0])).To(BeTrue())
+	} else {
+		ExpectWithOffset(1, secret.OwnerReferences).To(BeEmpty())
+	}
 }
 
 // leftoverSecret creates the env Secret of a as opi's first desire step does, and nothing else:
@@ -99,7 +104,8 @@ func leftoverSecret(client kubernetes.Interface, ns string, a *app) *corev1.Secr
 
 // namespaceState is what opi made in ns, checked for completeness: per LRP (guid/version)
 // its Deployments (or StatefulSets), and every Secret and Service that no live one of its LRP
-// controls.
+// controls (a Secret owned by nothing belongs to the live workload it is named after: a
+// desire leaves its Secrets so).
 type namespaceState struct {
 	Deployments map[string][]string // process guid → deployment names
 	Replicas    map[string]int32
@@ -121,7 +127,8 @@ func stateOf(client kubernetes.Interface, ns string) namespaceState {
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 
 	st := namespaceState{Deployments: map[string][]string{}, Replicas: map[string]int32{}, Annotations: map[string]string{}}
-	live := map[string]*workload{} // uid → deployment or statefulset
+	live := map[string]*workload{}   // uid → deployment or statefulset
+	byName := map[string]*workload{} // its env Secret's name → it
 	for i := range ds {
 		d := &ds[i]
 		if d.DeletionTimestamp != nil {
@@ -132,6 +139,7 @@ func stateOf(client kubernetes.Interface, ns string) namespaceState {
 		st.Replicas[pg] = *d.Spec.Replicas
 		st.Annotations[pg] = d.Annotations["opi-bridge.io/last-updated"]
 		live[string(d.UID)] = d
+		byName[names.EnvSecretName(d.Name)] = d
 	}
 	controlled := func(kind, name string, m metav1.Object) bool {
 		ref := metav1.GetControllerOf(m)
@@ -145,6 +153,10 @@ func stateOf(client kubernetes.Interface, ns string) namespaceState {
 	}
 	owned := map[string]int{}
 	for i := range secrets.Items {
+		if sec := &secrets.Items[i]; metav1.GetControllerOf(sec) == nil && byName[sec.Name] != nil {
+			owned[string(byName[sec.Name].UID)]++
+			continue
+		}
 		if controlled("secret", secrets.Items[i].Name, &secrets.Items[i]) {
 			owned[string(metav1.GetControllerOf(&secrets.Items[i]).UID)]++
 		}
@@ -159,7 +171,7 @@ func stateOf(client kubernetes.Interface, ns string) namespaceState {
 		controlled("poddisruptionbudget", budgets.Items[i].Name, &budgets.Items[i])
 	}
 	for uid, d := range live {
-		if owned[uid] != 11 { // one env Secret, one Service
+		if owned[uid] != 11 { // one env Secret (its own), one Service
 			st.Incomplete = append(st.Incomplete, fmt.Sprintf("%s (owned objects code %d)", d.Name, owned[uid]))
 		}
 	}
@@ -338,16 +350,16 @@ var _ = Describe("Faults", func() {
 			Expect(listed(o)).NotTo(HaveKey(a.processGUID()))
 
 			desire(o, a)
-			expectOneWorkloadOwningItsSecret(ns, a)
+			expectOneWorkloadWithItsSecret(ns, a, true)
 			st := stateOf(kube, ns)
 			Expect(st.Orphans).To(BeEmpty())
 			Expect(st.Incomplete).To(BeEmpty())
 			Eventually(allRunning(o, a)).Should(Equal(running(2)))
 		})
 
-		// opi killed between a desire's two rounds leaves the workload without its Secret:
-		// here the Secret is deleted, which leaves the same state.
-		It("between its rounds is completed by the next desire: the Secret made, owned", func() {
+		// opi killed while a desire's Secret create is in flight can leave the workload without
+		// its Secret: here the Secret is deleted, which leaves the same state.
+		It("with its Secret's create in flight is completed by the next desire: the Secret made", func() {
 			ns := newNamespace()
 			o := startOpi(ns)
 			a := newApp()
@@ -356,11 +368,11 @@ var _ = Describe("Faults", func() {
 			Expect(stateOf(kube, ns).Incomplete).NotTo(BeEmpty())
 
 			desire(o, a)
-			expectOneWorkloadOwningItsSecret(ns, a)
+			expectOneWorkloadWithItsSecret(ns, a, false)
 			Expect(stateOf(kube, ns).Incomplete).To(BeEmpty())
 		})
 
-		It("between its rounds, never desired again, is deleted by the janitor so that CC's sync desires it", func() {
+		It("with its Secret's create in flight, never desired again, is deleted by the janitor so that CC's sync desires it", func() {
 			ns := newNamespace()
 			grace := 8 * time.Second
 			o := startOpi(ns, "--janitor-period", "1s", "--janitor-grace", grace.String())

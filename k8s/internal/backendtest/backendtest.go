@@ -141,6 +141,12 @@ func StartBackend(client *fake.Clientset) *k8s.Backend {
 // StartBackendWith is StartBackend with opts (namespace and read wait filled in, and a
 // metadata client over client's objects unless opts has one).
 func StartBackendWith(client *fake.Clientset, opts k8s.Options) *k8s.Backend {
+	return StartBackendThrough(client, client, opts)
+}
+
+// StartBackendThrough is StartBackendWith for a backend that reaches client through
+// wrapped (a client that delays or reorders some calls, say).
+func StartBackendThrough(client *fake.Clientset, wrapped kubernetes.Interface, opts k8s.Options) *k8s.Backend {
 	ctx, cancel := context.WithCancel(context.Background())
 	DeferCleanup(cancel)
 	opts.Namespace = Namespace
@@ -152,11 +158,12 @@ func StartBackendWith(client *fake.Clientset, opts k8s.Options) *k8s.Backend {
 		}
 		opts.Clients.Metadata = NewMetadataClient(clients...)
 	}
-	backend := MustBackend(client, lagertest.NewTestLogger("k8s"), opts)
+	from := len(client.Actions())
+	backend := MustBackend(wrapped, lagertest.NewTestLogger("k8s"), opts)
 	Expect(backend.Start(ctx)).To(Succeed())
 	Eventually(func() int {
 		n := 0
-		for _, a := range client.Actions() {
+		for _, a := range client.Actions()[from:] {
 			if a.GetVerb() == "watch" {
 				n++
 			}
@@ -182,25 +189,28 @@ func ActionsSince(client *fake.Clientset, from int) []string {
 	return fakekube.ActionsSince(client, from, "watch")
 }
 
-// Step is the calls one step of a desire's second round makes, in their order.
+// Step is the calls one step of a desire's round makes, in their order.
 type Step []string
 
-// ExpectDesireCalls asserts the calls of a desire: the workload create alone (round 1), then
-// round 2's steps, run at once (each step's calls in order, the steps' calls interleaved any
-// way), then after, in order (what a refusal undoes).
-func ExpectDesireCalls(actions []string, workload string, round2 []Step, after ...string) {
+// ExpectDesireCalls asserts the calls of a desire: round 1, the workload create and the
+// steps beside it (its Secrets) run at once, then round 2's steps, run at once once the
+// workload is known (each step's calls in order, the steps' calls interleaved any way, round
+// 2's calls after the workload create), then after, in order (what a refusal undoes).
+func ExpectDesireCalls(actions []string, workload string, beside, round2 []Step, after ...string) {
 	GinkgoHelper()
 	Expect(len(actions)).To(BeNumerically(">=", 1+len(after)), "calls: %v", actions)
-	Expect(actions[0]).To(Equal(workload), "round 1 is the workload create alone: %v", actions)
-	rest := actions[1 : len(actions)-len(after)]
-	Expect(actions[len(actions)-len(after):]).To(Equal(append([]string{}, after...)), "after round 2: %v", actions)
-	var all []string
-	for _, s := range round2 {
+	rest := actions[:len(actions)-len(after)]
+	Expect(actions[len(actions)-len(after):]).To(Equal(append([]string{}, after...)), "after the rounds: %v", actions)
+	all := []string{workload}
+	for _, s := range append(append([]Step{}, beside...), round2...) {
 		all = append(all, s...)
 	}
-	Expect(rest).To(ConsistOf(all), "round 2: %v", actions)
+	Expect(rest).To(ConsistOf(all), "the rounds: %v", actions)
+	for _, s := range beside {
+		Expect(isSubsequence(s, rest)).To(BeTrue(), "round 1 makes %v in this order: %v", s, rest)
+	}
 	for _, s := range round2 {
-		Expect(isSubsequence(s, rest)).To(BeTrue(), "round 2 makes %v in this order: %v", s, rest)
+		Expect(isSubsequence(append(Step{workload}, s...), rest)).To(BeTrue(), "round 2 makes %v in this order, after the workload: %v", s, rest)
 	}
 }
 

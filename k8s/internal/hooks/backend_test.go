@@ -75,6 +75,7 @@ var _ = Describe("Hooks", func() {
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 			backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 				{"create secrets " + name + "-env"},
+			}, []backendtest.Step{
 				{"create services " + name},
 				{"create poddisruptionbudgets " + name},
 			})
@@ -226,6 +227,7 @@ var _ = Describe("Hooks", func() {
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 			backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 				{"create secrets " + name + "-env"},
+			}, []backendtest.Step{
 				{"create services " + name},
 				{"create networkpolicies " + name},
 				{"create poddisruptionbudgets " + name},

@@ -162,19 +162,36 @@ var _ = Describe("The janitor", func() {
 			Expect(secretExists("someone-elses")).To(BeTrue())
 		})
 
-		It("gives an unowned Secret of a running LRP its Deployment as owner, so stopping removes it", func() {
+		It("leaves the unowned Secret of a running LRP older than the grace as a desire made it, with no write", func() {
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 			secret := backendtest.GetSecret(client, name+"-env")
-			secret.OwnerReferences = nil
+			Expect(secret.OwnerReferences).To(BeEmpty())
 			secret.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Hour))
 			_, err := client.CoreV1().Secrets(backendtest.Namespace).Update(ctx, secret, metav1.UpdateOptions{})
 			Expect(err).NotTo(HaveOccurred())
+			before := len(client.Actions())
 
 			backend.Sweep(ctx)
-			Expect(metav1.IsControlledBy(backendtest.GetSecret(client, name+"-env"), backendtest.GetDeployment(client, name))).To(BeTrue())
+			Expect(backendtest.GetSecret(client, name+"-env").UID).To(Equal(secret.UID))
+			for _, a := range client.Actions()[before:] {
+				Expect(a.GetVerb()).To(BeElementOf("list", "watch", "get"))
+			}
 		})
 
-		It("leaves a young unowned Secret of a running LRP to the desire in flight that owns it", func() {
+		It("deletes the Secret of a Deployment deleted without a stop (kubectl), once older than the grace", func() {
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			secret := backendtest.GetSecret(client, name+"-env")
+			secret.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Hour))
+			_, err := client.CoreV1().Secrets(backendtest.Namespace).Update(ctx, secret, metav1.UpdateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(client.AppsV1().Deployments(backendtest.Namespace).Delete(ctx, name, metav1.DeleteOptions{})).To(Succeed())
+			Eventually(func() error { _, err := backend.GetLRP(ctx, lrp.LRPIdentifier); return err }).Should(MatchError(opi.ErrNotFound))
+
+			backend.Sweep(ctx)
+			Expect(secretExists(name + "-env")).To(BeFalse())
+		})
+
+		It("leaves a young unowned Secret of a running LRP, with no write and no liveness check", func() {
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 			secret := backendtest.GetSecret(client, name+"-env")
 			secret.OwnerReferences = nil
@@ -344,10 +361,9 @@ var _ = Describe("The janitor", func() {
 			backend = start(k8s.Options{Workload: workload.StatefulSets, Janitor: janitor.Options{Grace: time.Minute}})
 		})
 
-		It("gives an unowned Secret its StatefulSet as owner and makes a missing Service, owned by it", func() {
+		It("leaves the unowned Secret of a StatefulSet and makes a missing Service, owned by it", func() {
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 			secret := backendtest.GetSecret(client, name+"-env")
-			secret.OwnerReferences = nil
 			secret.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Hour))
 			_, err := client.CoreV1().Secrets(backendtest.Namespace).Update(ctx, secret, metav1.UpdateOptions{})
 			Expect(err).NotTo(HaveOccurred())
@@ -364,7 +380,7 @@ var _ = Describe("The janitor", func() {
 			}).Should(BeTrue())
 
 			set = backendtest.GetStatefulSet(client, name)
-			Expect(metav1.IsControlledBy(backendtest.GetSecret(client, name+"-env"), set)).To(BeTrue())
+			Expect(backendtest.GetSecret(client, name+"-env").OwnerReferences).To(BeEmpty())
 			Expect(metav1.IsControlledBy(backendtest.GetService(client, name), set)).To(BeTrue())
 			Expect(backendtest.GetService(client, name).OwnerReferences[0].Kind).To(Equal("StatefulSet"))
 		})
@@ -400,15 +416,15 @@ var _ = Describe("The janitor", func() {
 	})
 
 	Describe("and a desire racing it (or a stop)", func() {
-		It("recreate the env Secret, owned, when it vanished before the owner patch", func() {
+		It("recreate the env Secret when it vanished between the desire's create and its read", func() {
 			backend = start(k8s.Options{})
-			// An unowned Secret of the LRP's (an interrupted desire's) is what the desire
-			// patches to own: a Secret the desire creates itself is created owned, unpatched.
+			// An unowned Secret of the LRP's (an interrupted desire's): the desire's create
+			// finds it, and the desire reads it to see that no other workload owns it.
 			leftoverSecret(lrp, time.Minute)
 			var fired atomic.Int32
-			client.PrependReactor("patch", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
-				// The Secret is deleted (the janitor, a stop) between the desire's read and its patch.
-				if a.(k8stesting.PatchAction).GetName() == name+"-env" && fired.Add(1) == 1 {
+			client.PrependReactor("get", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				// The Secret is deleted (the janitor, a stop) between the desire's create and its read.
+				if a.(k8stesting.GetAction).GetName() == name+"-env" && fired.Add(1) == 1 {
 					Expect(client.Tracker().Delete(a.GetResource(), backendtest.Namespace, name+"-env")).To(Succeed())
 				}
 				return false, nil, nil

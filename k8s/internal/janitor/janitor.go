@@ -146,9 +146,9 @@ func (j *Janitor) Run(ctx context.Context) {
 // Sweep cleans up what desires that never completed left behind (opi killed between creating
 // an LRP's Secret and its workload, and CC never desiring that LRP again): opi's Secrets and
 // Services that no object controls, older than the grace period, whose LRP has no workload,
-// are deleted. An unowned Secret whose LRP's workload does exist (opi killed before it set
-// the owner) is given that owner instead, so that stopping the LRP removes it, and a
-// workload older than the grace that lacks a hook's object (its Service, routing objects,
+// are deleted (Secrets are owned by nothing from their creation: see lrp.DesireLRP; one whose
+// workload was deleted without a stop goes here too). A workload older than the grace that
+// lacks a hook's object (its Service, routing objects,
 // egress policy: opi killed before the last step) gets it (each hook lists its objects once
 // per sweep, see hooks.Janitor). A workload older than the grace whose Secret is missing (opi
 // killed between the two rounds of a desire) is deleted, so that CC desires it again (see
@@ -240,29 +240,16 @@ func (j *Janitor) deleteIncomplete(ctx context.Context, logger lager.Logger, d *
 	return true
 }
 
-// sweepSecret gives an unowned Secret of a running LRP its workload, or deletes a leftover;
-// s is the Secret's metadata as listed.
+// sweepSecret deletes a leftover Secret: one that nothing owns, older than the grace, whose
+// LRP has no workload (a kubectl delete of the workload, a stop or a desire interrupted between
+// its calls, a desire that lost a race with a stop). An unowned Secret of a live workload is
+// how a desire leaves it (see lrp.DesireLRP) and stays. s is the Secret's metadata as listed.
 func (j *Janitor) sweepSecret(ctx context.Context, logger lager.Logger, s *metav1.PartialObjectMetadata, cutoff time.Time) {
-	secrets := j.client.CoreV1().Secrets(j.namespace)
-	w, stale := j.leftover(ctx, logger, s, cutoff)
-	switch {
-	case w != nil && s.CreationTimestamp.Time.Before(cutoff) &&
-		(s.Name == names.EnvSecretName(w.Name) || s.Name == names.RegistrySecretName(w.Name)):
-		// Only past the grace: a younger one is a desire's in flight, which owns it itself.
-		// Adopted only if the workload is still live and the Secret unchanged since the
-		// list: a desire in flight may be owning it meanwhile.
-		if live, err := workload.LiveCheck(j.kind, w)(ctx); err != nil || !live {
-			return
-		}
-		if _, err := kube.SetOwner(ctx, secrets, s.Name, s.ResourceVersion, j.kind.ControllerRef(w)); err != nil {
-			logger.Error("adopt-secret", err, lager.Data{"secret": s.Name})
-			return
-		}
-		logger.Info("adopted-secret", lager.Data{"secret": s.Name, "deployment": w.Name})
-	case stale:
-		if deleteAsListed(ctx, logger, secrets.Delete, s, "delete-secret") {
-			logger.Info("deleted-leftover-secret", lager.Data{"secret": s.Name})
-		}
+	if _, stale := j.leftover(ctx, logger, s, cutoff); !stale {
+		return
+	}
+	if deleteAsListed(ctx, logger, j.client.CoreV1().Secrets(j.namespace).Delete, s, "delete-secret") {
+		logger.Info("deleted-leftover-secret", lager.Data{"secret": s.Name})
 	}
 }
 

@@ -2,6 +2,7 @@ package lrp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -22,27 +23,42 @@ import (
 )
 
 // DesireLRP creates the LRP's objects in two rounds, so that a desire costs two API round
-// trips one after the other however many objects the LRP has:
+// trips one after the other however many objects the LRP has, and in routing modes whose hooks
+// write nothing at a desire (nats), one:
 //
-//  1. the workload, a Deployment or StatefulSet (the kind's), shaped by the hooks (exists →
-//     the desire changes nothing of it);
-//  2. at once, each created controlled by the workload (its owner reference set at creation,
-//     so no owner patch follows): the env Secret, the image pull Secret when the LRP has
-//     registry credentials, and every hook's objects (the Service, routing objects, egress
-//     policy, PodDisruptionBudget: see package hooks). An object that exists is made
-//     controlled by the workload (kube.EnsureControlled) and its content left.
+//  1. at once: the workload, a Deployment or StatefulSet (the kind's), shaped by the hooks
+//     (exists → the desire changes nothing of it), and its Secrets (the env Secret, and the
+//     image pull Secret when the LRP has registry credentials), created owned by nothing;
+//  2. once the workload is known, at once, each created controlled by the workload (its owner
+//     reference set at creation, so no owner patch follows): every hook's objects (the
+//     Service, routing objects, egress policy, PodDisruptionBudget: see package hooks). An
+//     object that exists is made controlled by the workload (kube.EnsureControlled) and its
+//     content left.
+//
+// The Secrets are not owned by the workload, because an owner reference needs the workload's
+// uid, which only its create returns: waiting for it was a second create after the first, on
+// every desire. Since nothing owns them, StopLRP deletes them by name with the workload, and the
+// janitor deletes one whose LRP has no workload once it is older than its grace (a kubectl
+// delete of the workload, opi killed between the calls of a stop). A Secret that exists is the
+// one case in which round 1 waits for the workload, to make the Secret controlled by it as in
+// round 2 (kube.EnsureControlled): one still owned by a workload that a stop deleted just before
+// is made again, so that the garbage collector does not delete it under the new workload, and
+// one owned by nothing gets the workload as owner by a patch, which also changes its version, so
+// that the janitor's delete of what it listed as a leftover (conditional on that version) cannot
+// take it from under the workload.
 //
 // Every object is built first, from one identity (objects.ForDesire, the kind's Build), and
 // nothing is read before it is created, so a first desire costs one call per object. A later
 // desire finishes what an interrupted one started (opi may die between any two calls): the
-// workload exists, the objects of round 2 that are missing are created. A workload that no
-// desire completes (opi killed between the rounds and CC never desiring the LRP again) cannot
-// start without its env Secret, whose content only CC has: the janitor deletes it once it is
-// older than its grace, so that CC's next sync sees the LRP missing and desires it again (see
-// Sweep). Round 2 uses kube.EnsureControlled, so that a desire racing a stop and another
-// desire of the same LRP never leaves the live workload without its Secret or a hook's
+// objects that are missing are created. A workload that no desire completes (opi killed with
+// its Secret's create in flight and CC never desiring the LRP again) cannot start without its
+// env Secret, whose content only CC has: the janitor deletes it once it is older than its
+// grace, so that CC's next sync sees the LRP missing and desires it again (see Sweep). Round 2
+// and a Secret that exists use kube.EnsureControlled, so that a desire racing a stop and
+// another desire of the same LRP never leaves the live workload without a Secret or a hook's
 // object: one holding a workload that the stop deleted meanwhile gives up there, and what it
-// created with that owner is the garbage collector's.
+// created with that owner is the garbage collector's. A Secret a desire creates after a racing
+// stop deleted the workload and its Secrets is owned by nothing and left to the janitor.
 //
 // Before round 1 every hook checks the LRP (an isolation segment, volume claims, routes it
 // cannot serve) and the objects are checked against the API server's rules (preflight): a desire
@@ -68,33 +84,75 @@ func (s *Service) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 		return err
 	}
 
-	// Round 1: the workload.
-	var undo desireWrites
-	w, created, err := s.kind.Create(ctx, want)
-	if err != nil {
-		return kube.Refusal(err, "create "+s.kindName())
-	}
-	if created {
-		undo.workload = w
-	} else if err := s.checkSameLRP(w, lrp.LRPIdentifier); err != nil {
-		return err
-	}
+	// The wait for the cache to hold the workload (so that a read after the answer sees the
+	// LRP) starts as soon as the workload is known and runs beside the other writes rather
+	// than after them: under load the watch event of a create comes as late as the writes
+	// take, and waiting for one after the other added them up. A refusal ends the wait; the
+	// answer still waits for both.
+	waitCtx, endWait := context.WithCancel(ctx)
+	defer endWait()
+	waited := make(chan error, 1)
 
-	// Round 2: what the workload controls, all at once.
-	target := hooks.Target{LRP: lrp, Name: w.GetName(), Namespace: s.namespace, Owner: s.controllerRef(w), Live: s.liveCheck(w)}
-	steps := make([]func() (raw, answer error), 0, len(d.Secrets)+len(s.hooks))
+	// Round 1: the workload and its Secrets, all at once.
+	var undo desireWrites
+	var (
+		w       metav1.Object
+		created bool // by this desire
+		ours    bool // w is this LRP's live workload: the Secrets that exist may be completed
+	)
+	known := make(chan struct{}) // closed once the workload's step has ended
+	round1 := make([]func() (raw, answer error), 0, 1+len(d.Secrets))
+	round1 = append(round1, func() (error, error) {
+		defer close(known)
+		got, gotCreated, err := s.kind.Create(ctx, want)
+		if err != nil {
+			return err, kube.Refusal(err, "create "+s.kindName())
+		}
+		if err := s.checkSameLRP(got, lrp.LRPIdentifier); err != nil {
+			return err, err
+		}
+		w, created, ours = got, gotCreated, true
+		if created {
+			undo.workload = w
+		}
+		go func() { waited <- s.cache.WaitForWorkload(waitCtx, logger, got, false, s.liveCheck(got)) }()
+		return nil, nil
+	})
+	secrets := s.client.CoreV1().Secrets(s.namespace)
 	for i, secret := range d.Secrets {
-		steps = append(steps, func() (error, error) {
-			createdSecret, _, err := kube.EnsureOwned(ctx, s.client.CoreV1().Secrets(s.namespace), secret.DeepCopy(), target.Owner, target.Live)
-			if createdSecret != nil && created {
-				undo.addSecret(createdSecret)
-			}
+		round1 = append(round1, func() (error, error) {
+			createdSecret, isNew, err := kube.CreateIfAbsent(ctx, secrets, secret.DeepCopy())
 			if err != nil {
+				return err, kube.Refusal(err, secretSteps[i])
+			}
+			if isNew {
+				undo.addSecret(createdSecret)
+				return nil, nil
+			}
+			<-known
+			if !ours {
+				return nil, nil
+			}
+			if err := kube.EnsureControlled(ctx, secrets, secret.DeepCopy(), nil, s.controllerRef(w), s.liveCheck(w)); err != nil {
 				return err, kube.OwnershipError(logger, err, secretSteps[i])
 			}
 			return nil, nil
 		})
 	}
+	raw, answer := inParallel(round1)
+	if ours && !created {
+		// The Secrets this desire created complete an LRP that was there before it: an undo
+		// leaves them, as it leaves the workload.
+		undo.forgetSecrets()
+	}
+	if answer != nil {
+		endWait()
+		return s.refused(ctx, logger, &undo, raw, answer)
+	}
+
+	// Round 2: what the workload controls, all at once.
+	target := hooks.Target{LRP: lrp, Name: w.GetName(), Namespace: s.namespace, Owner: s.controllerRef(w), Live: s.liveCheck(w)}
+	steps := make([]func() (raw, answer error), 0, len(s.hooks))
 	for _, h := range s.hooks.Desirers() {
 		steps = append(steps, func() (error, error) {
 			if err := h.Desired(ctx, target); err != nil {
@@ -103,14 +161,6 @@ func (s *Service) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 			return nil, nil
 		})
 	}
-	// The wait for the cache to hold the workload (so that a read after the answer sees the
-	// LRP) runs beside round 2 rather than after it: under load the watch event of a create
-	// comes as late as the round's writes take, and waiting for one after the other added them
-	// up. A refusal in round 2 ends the wait; the answer still waits for both.
-	waitCtx, endWait := context.WithCancel(ctx)
-	defer endWait()
-	waited := make(chan error, 1)
-	go func() { waited <- s.cache.WaitForWorkload(waitCtx, logger, w, false, s.liveCheck(w)) }()
 	if raw, answer := inParallel(steps); answer != nil {
 		endWait()
 		return s.refused(ctx, logger, &undo, raw, answer)
@@ -160,11 +210,14 @@ func inParallel(steps []func() (raw, answer error)) (raw, answer error) {
 	return first.raw, first.answer
 }
 
+// errNotThisLRP says the workload of an LRP's name belongs to another LRP.
+var errNotThisLRP = errors.New("exists and does not belong to this lrp")
+
 // checkSameLRP guards against touching a workload of the same name that is not this LRP's,
 // or one that is going away.
 func (s *Service) checkSameLRP(w metav1.Object, id opi.LRPIdentifier) error {
 	if w.GetLabels()[names.LabelGUID] != id.GUID || w.GetLabels()[names.LabelVersion] != id.Version {
-		return fmt.Errorf("create %s: %s exists and does not belong to this lrp", s.kindName(), w.GetName())
+		return fmt.Errorf("create %s: %s %w", s.kindName(), w.GetName(), errNotThisLRP)
 	}
 	if w.GetDeletionTimestamp() != nil {
 		return fmt.Errorf("create %s: %w: %s is being deleted, retry later", s.kindName(), opi.ErrUnavailable, w.GetName())

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	typedappsv1 "k8s.io/client-go/kubernetes/typed/apps/v1"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/util/watchlist"
 	"k8s.io/utils/ptr"
@@ -68,15 +69,16 @@ var _ = Describe("DesireLRP", func() {
 		}
 	}
 
-	It("creates the deployment, then at once the env secret, the service and the budget, each owned from its creation", func() {
+	It("creates the deployment and the env secret at once, then at once the service and the budget, each owned from its creation", func() {
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 		backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 			{"create secrets " + name + "-env"},
+		}, []backendtest.Step{
 			{"create services " + name},
 			{"create poddisruptionbudgets " + name},
 		})
 		d := backendtest.GetDeployment(client, name)
-		Expect(metav1.IsControlledBy(backendtest.GetSecret(client, name+"-env"), d)).To(BeTrue())
+		Expect(backendtest.GetSecret(client, name+"-env").OwnerReferences).To(BeEmpty(), "created beside the deployment, before its uid is known")
 		Expect(metav1.IsControlledBy(backendtest.GetService(client, name), d)).To(BeTrue())
 	})
 
@@ -380,14 +382,11 @@ var _ = Describe("DesireLRP", func() {
 	})
 
 	Describe("ownership and the service", func() {
-		It("makes the deployment the controller of the env secret", func() {
+		It("leaves the env secret owned by nothing, named after the deployment and labelled as it", func() {
 			d := desire()
 			secret := backendtest.GetSecret(client, name+"-env")
-			Expect(secret.OwnerReferences).To(Equal([]metav1.OwnerReference{{
-				APIVersion: "apps/v1", Kind: "Deployment", Name: name, UID: d.UID,
-				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
-			}}))
-			Expect(metav1.IsControlledBy(secret, d)).To(BeTrue())
+			Expect(secret.OwnerReferences).To(BeEmpty())
+			Expect(secret.Labels).To(Equal(d.Labels))
 		})
 
 		It("creates a ClusterIP service with one port per LRP port, owned by the deployment", func() {
@@ -408,6 +407,7 @@ var _ = Describe("DesireLRP", func() {
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 			backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 				{"create secrets " + name + "-env"},
+			}, []backendtest.Step{
 				{"create poddisruptionbudgets " + name},
 			})
 			_, _, services := backendtest.CountObjects(client)
@@ -448,6 +448,7 @@ var _ = Describe("DesireLRP", func() {
 			backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 				{"create secrets " + name + "-env"},
 				{"create secrets " + name + "-registry"},
+			}, []backendtest.Step{
 				{"create services " + name},
 				{"create poddisruptionbudgets " + name},
 			})
@@ -457,7 +458,7 @@ var _ = Describe("DesireLRP", func() {
 			secret := backendtest.GetSecret(client, name+"-registry")
 			Expect(secret.Type).To(Equal(corev1.SecretTypeDockerConfigJson))
 			Expect(secret.Labels).To(Equal(wantLabels()))
-			Expect(metav1.IsControlledBy(secret, d)).To(BeTrue())
+			Expect(secret.OwnerReferences).To(BeEmpty())
 			Expect(dockerConfig(secret)).To(Equal(map[string]map[string]string{
 				"https://index.docker.io/v1/": {
 					"username": "user",
@@ -484,7 +485,7 @@ var _ = Describe("DesireLRP", func() {
 	})
 
 	Describe("idempotency", func() {
-		It("succeeds and changes nothing when desired again", func() {
+		It("succeeds and changes nothing but the env secret's owner when desired again", func() {
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 			first := backendtest.GetDeployment(client, name)
 			before = len(client.Actions())
@@ -493,16 +494,19 @@ var _ = Describe("DesireLRP", func() {
 			changed.Instances = 7
 			Expect(backend.DesireLRP(ctx, changed)).To(Succeed())
 			backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
-				{"create secrets " + name + "-env", "get secrets " + name + "-env"},
+				// left owned by nothing by the first desire: owned now, by a conditional patch
+				{"create secrets " + name + "-env", "get secrets " + name + "-env", "patch secrets " + name + "-env"},
+			}, []backendtest.Step{
 				{"create services " + name, "get services " + name},
 				{"create poddisruptionbudgets " + name, "get poddisruptionbudgets " + name},
 			})
 			Expect(backendtest.GetDeployment(client, name)).To(Equal(first))
+			Expect(metav1.IsControlledBy(backendtest.GetSecret(client, name+"-env"), first)).To(BeTrue())
 			deployments, secrets, services := backendtest.CountObjects(client)
 			Expect([]int{deployments, secrets, services}).To(Equal([]int{1, 1, 1}))
 		})
 
-		It("owns an env secret that exists without an owner (an older opi's), keeping it", func() {
+		It("owns an env secret that exists without an owner (an interrupted desire's), keeping it", func() {
 			secret := &corev1.Secret{
 				ObjectMeta: metav1.ObjectMeta{Name: name + "-env", Namespace: backendtest.Namespace, Labels: wantLabels()},
 				Data:       map[string][]byte{"FOO": []byte("foo-value")},
@@ -515,6 +519,7 @@ var _ = Describe("DesireLRP", func() {
 			backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 				// not made by this call: read for its version, then owned by a conditional patch
 				{"create secrets " + name + "-env", "get secrets " + name + "-env", "patch secrets " + name + "-env"},
+			}, []backendtest.Step{
 				{"create services " + name},
 				{"create poddisruptionbudgets " + name},
 			})
@@ -537,11 +542,12 @@ var _ = Describe("DesireLRP", func() {
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 			backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 				{"create secrets " + name + "-env"},
+			}, []backendtest.Step{
 				{"create services " + name},
 				{"create poddisruptionbudgets " + name},
 			})
 			Expect(backendtest.GetDeployment(client, name)).To(Equal(d), "the deployment is left as it was")
-			Expect(metav1.IsControlledBy(backendtest.GetSecret(client, name+"-env"), d)).To(BeTrue())
+			Expect(backendtest.GetSecret(client, name+"-env").OwnerReferences).To(BeEmpty())
 			Expect(metav1.IsControlledBy(backendtest.GetService(client, name), d)).To(BeTrue())
 			pdb, err := client.PolicyV1().PodDisruptionBudgets(backendtest.Namespace).Get(ctx, name, metav1.GetOptions{})
 			Expect(err).NotTo(HaveOccurred())
@@ -581,13 +587,12 @@ var _ = Describe("DesireLRP", func() {
 	})
 })
 
-var _ = Describe("DesireLRP's second round", func() {
-	It("writes the env secret and the service at once", func() {
+var _ = Describe("DesireLRP's first round", func() {
+	It("writes the deployment and the env secret at once", func() {
 		// Each create waits until the other has been called: only writes made at once both
 		// get through. The bound only ends a wait that would otherwise never end.
-		secretCalled, serviceCalled := make(chan struct{}), make(chan struct{})
 		fakeClient := backendtest.NewClient()
-		client := &meetingClient{Interface: fakeClient, secretCalled: secretCalled, serviceCalled: serviceCalled}
+		client := newGatedClient(fakeClient, true)
 		ctx, cancel := context.WithCancel(context.Background())
 		DeferCleanup(cancel)
 		backend := backendtest.MustBackend(client, lagertest.NewTestLogger("k8s"), k8s.Options{Namespace: backendtest.Namespace, Store: store.Options{ReadWaitTimeout: 2 * time.Second}})
@@ -597,77 +602,100 @@ var _ = Describe("DesireLRP's second round", func() {
 		name := names.DeploymentName(lrp)
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 		d := backendtest.GetDeployment(fakeClient, name)
-		Expect(metav1.IsControlledBy(backendtest.GetSecret(fakeClient, name+"-env"), d)).To(BeTrue())
+		Expect(backendtest.GetSecret(fakeClient, name+"-env").Labels).To(Equal(d.Labels))
 		Expect(metav1.IsControlledBy(backendtest.GetService(fakeClient, name), d)).To(BeTrue())
 	})
 })
 
-// meetingClient is a client whose Secret and Service creates each wait until the other has
-// been called (at most meetingBound), and fail if it was not.
-type meetingClient struct {
+// gatedClient is a client whose Deployment and Secret creates wait for each other: with
+// meet, each waits until the other has been called (at most gateBound, then fails); else a
+// Secret create waits until the Deployment create has returned, so that a spec can put
+// round 1's writes in the order it needs (a fake's reactors cannot wait: they hold its lock).
+type gatedClient struct {
 	kubernetes.Interface
-	secretCalled, serviceCalled chan struct{}
-	secretOnce, serviceOnce     sync.Once
+	meet                                                 bool
+	deploymentCalled, deploymentDone, secretCalled       chan struct{}
+	deploymentCalledOnce, deploymentDoneOnce, secretOnce sync.Once
 }
 
-const meetingBound = 20 * time.Second
+const gateBound = 20 * time.Second
+
+func newGatedClient(c kubernetes.Interface, meet bool) *gatedClient {
+	return &gatedClient{Interface: c, meet: meet, deploymentCalled: make(chan struct{}), deploymentDone: make(chan struct{}), secretCalled: make(chan struct{})}
+}
 
 // IsWatchListSemanticsUnSupported passes on what the fake says of watch lists, which its
 // informers ask of the client they are given.
-func (c *meetingClient) IsWatchListSemanticsUnSupported() bool {
+func (c *gatedClient) IsWatchListSemanticsUnSupported() bool {
 	return watchlist.DoesClientNotSupportWatchListSemantics(c.Interface)
 }
 
-func (c *meetingClient) CoreV1() typedcorev1.CoreV1Interface {
-	return meetingCore{CoreV1Interface: c.Interface.CoreV1(), c: c}
+func (c *gatedClient) CoreV1() typedcorev1.CoreV1Interface {
+	return gatedCore{CoreV1Interface: c.Interface.CoreV1(), c: c}
 }
 
-type meetingCore struct {
+func (c *gatedClient) AppsV1() typedappsv1.AppsV1Interface {
+	return gatedApps{AppsV1Interface: c.Interface.AppsV1(), c: c}
+}
+
+type gatedCore struct {
 	typedcorev1.CoreV1Interface
-	c *meetingClient
+	c *gatedClient
 }
 
-func (m meetingCore) Secrets(ns string) typedcorev1.SecretInterface {
-	return meetingSecrets{SecretInterface: m.CoreV1Interface.Secrets(ns), c: m.c}
+func (g gatedCore) Secrets(ns string) typedcorev1.SecretInterface {
+	return gatedSecrets{SecretInterface: g.CoreV1Interface.Secrets(ns), c: g.c}
 }
 
-func (m meetingCore) Services(ns string) typedcorev1.ServiceInterface {
-	return meetingServices{ServiceInterface: m.CoreV1Interface.Services(ns), c: m.c}
+type gatedApps struct {
+	typedappsv1.AppsV1Interface
+	c *gatedClient
 }
 
-type meetingSecrets struct {
+func (g gatedApps) Deployments(ns string) typedappsv1.DeploymentInterface {
+	return gatedDeployments{DeploymentInterface: g.AppsV1Interface.Deployments(ns), c: g.c}
+}
+
+type gatedSecrets struct {
 	typedcorev1.SecretInterface
-	c *meetingClient
+	c *gatedClient
 }
 
-func (s meetingSecrets) Create(ctx context.Context, secret *corev1.Secret, opts metav1.CreateOptions) (*corev1.Secret, error) {
+func (s gatedSecrets) Create(ctx context.Context, secret *corev1.Secret, opts metav1.CreateOptions) (*corev1.Secret, error) {
 	s.c.secretOnce.Do(func() { close(s.c.secretCalled) })
-	if err := meet(s.c.serviceCalled, "secret", "service"); err != nil {
+	wait := s.c.deploymentDone
+	if s.c.meet {
+		wait = s.c.deploymentCalled
+	}
+	if err := gate(wait, "secret", "deployment"); err != nil {
 		return nil, err
 	}
 	return s.SecretInterface.Create(ctx, secret, opts)
 }
 
-type meetingServices struct {
-	typedcorev1.ServiceInterface
-	c *meetingClient
+type gatedDeployments struct {
+	typedappsv1.DeploymentInterface
+	c *gatedClient
 }
 
-func (s meetingServices) Create(ctx context.Context, service *corev1.Service, opts metav1.CreateOptions) (*corev1.Service, error) {
-	s.c.serviceOnce.Do(func() { close(s.c.serviceCalled) })
-	if err := meet(s.c.secretCalled, "service", "secret"); err != nil {
-		return nil, err
+func (d gatedDeployments) Create(ctx context.Context, deployment *appsv1.Deployment, opts metav1.CreateOptions) (*appsv1.Deployment, error) {
+	d.c.deploymentCalledOnce.Do(func() { close(d.c.deploymentCalled) })
+	defer d.c.deploymentDoneOnce.Do(func() { close(d.c.deploymentDone) })
+	if d.c.meet {
+		if err := gate(d.c.secretCalled, "deployment", "secret"); err != nil {
+			return nil, err
+		}
 	}
-	return s.ServiceInterface.Create(ctx, service, opts)
+	return d.DeploymentInterface.Create(ctx, deployment, opts)
 }
 
-// meet waits until other is closed; an error (not a hang) when it is not within meetingBound.
-func meet(other <-chan struct{}, mine, theirs string) error {
+// gate waits until other is closed; an error (not a hang) when it is not within gateBound.
+func gate(other <-chan struct{}, mine, theirs string) error {
 	select {
 	case <-other:
 		return nil
-	case <-time.After(meetingBound):
-		return fmt.Errorf("the %s create waited %s for the %s create: they are not made at once", mine, meetingBound, theirs)
+	case <-time.After(gateBound):
+		return fmt.Errorf("the %s create waited %s for the %s create", mine, gateBound, theirs)
 	}
 }
 

@@ -52,6 +52,7 @@ var _ = Describe("DesireLRP after a stop of the same LRP", func() {
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 		backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 			{"create secrets " + name + "-env"},
+		}, []backendtest.Step{
 			{
 				"create services " + name,
 				"get services " + name,
@@ -82,7 +83,9 @@ var _ = Describe("DesireLRP after a stop of the same LRP", func() {
 
 	Describe("overtaken by a stop and another desire while it runs", func() {
 		// Another desire (B) runs between this desire's (A's) Deployment create and its env
-		// Secret create: a stop deletes A's Deployment, B creates the next one and its Secret.
+		// Secret create: a stop deletes A's Deployment, B creates the next one and its Secret
+		// (owned by B's Deployment, as a desire makes it again when a stop's Deployment still
+		// owned it). A's Secret create is made to wait for its Deployment create.
 		var (
 			uidA   types.UID
 			d2     *appsv1.Deployment
@@ -90,6 +93,7 @@ var _ = Describe("DesireLRP after a stop of the same LRP", func() {
 		)
 
 		BeforeEach(func() {
+			backend = backendtest.StartBackendThrough(client, newGatedClient(client, false), k8s.Options{})
 			overtaken := false // reactors run one at a time, under the fake's lock
 			client.PrependReactor("create", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
 				if overtaken {

@@ -62,6 +62,7 @@ var _ = Describe("The StatefulSet backend", func() {
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 			backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create statefulsets "+name, []backendtest.Step{
 				{"create secrets " + name + "-env"},
+			}, []backendtest.Step{
 				{"create services " + name},
 				{"create poddisruptionbudgets " + name},
 			})
@@ -70,7 +71,7 @@ var _ = Describe("The StatefulSet backend", func() {
 				APIVersion: "apps/v1", Kind: "StatefulSet", Name: name, UID: s.UID,
 				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
 			}}
-			Expect(backendtest.GetSecret(client, name+"-env").OwnerReferences).To(Equal(owner))
+			Expect(backendtest.GetSecret(client, name+"-env").OwnerReferences).To(BeEmpty(), "made beside the StatefulSet")
 			Expect(backendtest.GetService(client, name).OwnerReferences).To(Equal(owner))
 			pdb, err := client.PolicyV1().PodDisruptionBudgets(backendtest.Namespace).Get(ctx, name, metav1.GetOptions{})
 			Expect(err).NotTo(HaveOccurred())
@@ -152,6 +153,7 @@ var _ = Describe("The StatefulSet backend", func() {
 			Expect(err.Error()).To(HaveSuffix("(statefulset " + name + ", secret " + name + "-env)"))
 			backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create statefulsets "+name, []backendtest.Step{
 				{"create secrets " + name + "-env"},
+			}, []backendtest.Step{
 				{"create services " + name},
 				{"create poddisruptionbudgets " + name},
 			}, "delete statefulsets "+name, "delete secrets "+name+"-env")
@@ -170,18 +172,20 @@ var _ = Describe("The StatefulSet backend", func() {
 			Expect(backendtest.ActionsSince(client, before)).To(BeEmpty())
 		})
 
-		It("changes nothing when the StatefulSet exists (its owned objects are only read)", func() {
+		It("changes nothing when the StatefulSet exists but its env secret's owner (its owned objects are only read)", func() {
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 			from := len(client.Actions())
 			changed := backendtest.SampleLRP()
 			changed.Instances = 7
 			Expect(backend.DesireLRP(ctx, changed)).To(Succeed())
 			backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, from), "create statefulsets "+name, []backendtest.Step{
-				{"create secrets " + name + "-env", "get secrets " + name + "-env"},
+				{"create secrets " + name + "-env", "get secrets " + name + "-env", "patch secrets " + name + "-env"},
+			}, []backendtest.Step{
 				{"create services " + name, "get services " + name},
 				{"create poddisruptionbudgets " + name, "get poddisruptionbudgets " + name},
 			})
 			Expect(*backendtest.GetStatefulSet(client, name).Spec.Replicas).To(BeEquivalentTo(2))
+			Expect(metav1.IsControlledBy(backendtest.GetSecret(client, name+"-env"), backendtest.GetStatefulSet(client, name))).To(BeTrue())
 		})
 	})
 
@@ -263,9 +267,9 @@ var _ = Describe("The StatefulSet backend", func() {
 			Expect(got.Image).To(Equal("busybox:1.37"))
 		})
 
-		It("deletes the StatefulSet with background propagation", func() {
+		It("deletes the env secret by name, then the StatefulSet with background propagation", func() {
 			Expect(backend.StopLRP(ctx, lrp.LRPIdentifier)).To(Succeed())
-			Expect(backendtest.ActionsSince(client, before)).To(Equal([]string{"delete statefulsets " + name}))
+			Expect(backendtest.ActionsSince(client, before)).To(Equal([]string{"delete secrets " + name + "-env", "delete statefulsets " + name}))
 			_, err := backend.GetLRP(ctx, lrp.LRPIdentifier)
 			Expect(errors.Is(err, opi.ErrNotFound)).To(BeTrue())
 		})

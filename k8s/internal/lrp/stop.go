@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"code.cloudfoundry.org/lager/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,12 +18,15 @@ import (
 	"github.com/opi-bridge/opi/opi"
 )
 
-// StopLRP deletes the LRP's workload (Deployment or StatefulSet) with background propagation: the garbage collector then
-// removes its ReplicaSets and pods and the Secrets and Service it owns; one API call. When there
-// is no workload, Secrets and a Service of the LRP that nothing owns (left by a desire
-// interrupted before its workload) are looked for and deleted, best effort; leftovers beside a
-// workload (a desire interrupted before it set owners) are the janitor's. Stopping an absent
-// LRP succeeds.
+// StopLRP deletes the LRP's Secrets by name (nothing owns them: see DesireLRP), then its
+// workload (Deployment or StatefulSet) with background propagation: the garbage collector then
+// removes its ReplicaSets and pods and the Service and routing objects it owns; one API call
+// per object. The Secrets go first: a desire of the same LRP made again between the calls
+// finds the workload still there, so the Secrets it creates are its own and never deleted by
+// this stop (were the workload deleted first, such a desire could make the old Secret its own
+// just before this stop deleted it). When there is no workload, Secrets and a Service of the
+// LRP that nothing owns (left by a desire interrupted before its workload) are looked for and
+// deleted, best effort. Stopping an absent LRP succeeds.
 func (s *Service) StopLRP(ctx context.Context, id opi.LRPIdentifier) error {
 	logger := s.logger.Session("stop-lrp", lager.Data{"process-guid": id.ProcessGUID()})
 	if err := s.cache.CheckWritable(ctx); err != nil {
@@ -33,6 +37,9 @@ func (s *Service) StopLRP(ctx context.Context, id opi.LRPIdentifier) error {
 		return err
 	}
 	if w != nil {
+		if err := s.deleteSecrets(ctx, w); err != nil {
+			return err
+		}
 		err := s.kind.Delete(ctx, w.Name, kube.InBackground(metav1.DeleteOptions{}))
 		if err != nil && kube.Classify(err) != kube.KindNotFound {
 			return kube.APIError(err, "delete "+s.kindName())
@@ -45,6 +52,27 @@ func (s *Service) StopLRP(ctx context.Context, id opi.LRPIdentifier) error {
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// deleteSecrets deletes the Secrets of the workload w by name, at once; one that is gone
+// already is not an error.
+func (s *Service) deleteSecrets(ctx context.Context, w *store.WorkloadRecord) error {
+	secrets := []string{names.EnvSecretName(w.Name)}
+	if w.PullsWithSecret {
+		secrets = append(secrets, names.RegistrySecretName(w.Name))
+	}
+	client := s.client.CoreV1().Secrets(s.namespace)
+	errs := make([]error, len(secrets))
+	var wg sync.WaitGroup
+	for i, name := range secrets {
+		wg.Go(func() {
+			if err := client.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && kube.Classify(err) != kube.KindNotFound {
+				errs[i] = kube.APIError(err, "delete secret")
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // deleteUnowned deletes the LRP's Secrets and Service that have no controller. The names are

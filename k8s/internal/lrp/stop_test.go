@@ -43,16 +43,43 @@ var _ = Describe("Stopping", func() {
 	})
 
 	Describe("StopLRP", func() {
-		It("deletes the deployment with background propagation, one call, and leaves owned objects to the GC", func() {
+		It("deletes the env secret by name, then the deployment with background propagation, and leaves owned objects to the GC", func() {
 			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
 			before = len(client.Actions())
 
 			Expect(backend.StopLRP(ctx, lrp.LRPIdentifier)).To(Succeed())
-			Expect(backendtest.ActionsSince(client, before)).To(Equal([]string{"delete deployments " + name}))
-			del := client.Actions()[before].(k8stesting.DeleteAction)
+			Expect(backendtest.ActionsSince(client, before)).To(Equal([]string{"delete secrets " + name + "-env", "delete deployments " + name}))
+			del := client.Actions()[before+1].(k8stesting.DeleteAction)
 			Expect(*del.GetDeleteOptions().PropagationPolicy).To(Equal(metav1.DeletePropagationBackground))
-			Expect(backendtest.GetSecret(client, name+"-env")).NotTo(BeNil())
+			_, secrets, _ := backendtest.CountObjects(client)
+			Expect(secrets).To(BeZero())
 			Expect(backendtest.GetService(client, name)).NotTo(BeNil())
+		})
+
+		It("deletes the registry secret beside the env secret, and succeeds when one is gone already", func() {
+			lrp.PrivateRegistry = &opi.PrivateRegistry{Username: "user", Password: "pw"}
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			Expect(client.CoreV1().Secrets(backendtest.Namespace).Delete(ctx, name+"-env", metav1.DeleteOptions{})).To(Succeed())
+			before = len(client.Actions())
+
+			Expect(backend.StopLRP(ctx, lrp.LRPIdentifier)).To(Succeed())
+			calls := backendtest.ActionsSince(client, before)
+			Expect(calls[:2]).To(ConsistOf("delete secrets "+name+"-env", "delete secrets "+name+"-registry"))
+			Expect(calls[2:]).To(Equal([]string{"delete deployments " + name}))
+			_, secrets, _ := backendtest.CountObjects(client)
+			Expect(secrets).To(BeZero())
+		})
+
+		It("deletes no deployment when a secret's delete fails, so that a retry finds the LRP", func() {
+			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
+			client.PrependReactor("delete", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, apierrors.NewServiceUnavailable("etcd is down")
+			})
+			before = len(client.Actions())
+
+			Expect(backend.StopLRP(ctx, lrp.LRPIdentifier)).To(MatchError(opi.ErrUnavailable))
+			Expect(backendtest.ActionsSince(client, before)).To(Equal([]string{"delete secrets " + name + "-env"}))
+			backendtest.GetDeployment(client, name)
 		})
 
 		It("makes the LRP disappear from reads as soon as it returns", func() {

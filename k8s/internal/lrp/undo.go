@@ -24,7 +24,7 @@ const undoTimeout = 10 * time.Second
 // Secrets are added from the desire's parallel steps.
 type desireWrites struct {
 	mu sync.Mutex
-	// secrets as their create returned them (controlled by workload from their creation).
+	// secrets as their create returned them (owned by nothing: see DesireLRP).
 	secrets []*corev1.Secret
 	// workload (Deployment or StatefulSet), when this desire created it.
 	workload metav1.Object
@@ -37,11 +37,19 @@ func (w *desireWrites) addSecret(s *corev1.Secret) {
 	w.secrets = append(w.secrets, s)
 }
 
+// forgetSecrets leaves the Secrets recorded so far out of an undo.
+func (w *desireWrites) forgetSecrets() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.secrets = nil
+}
+
 // refused is the answer to a desire whose step failed with raw (wrapped: what to answer).
-// When Kubernetes refused the step, what this desire created is removed first and the answer
-// says so; other failures (unavailable, contention) leave everything for a retry to complete.
+// When Kubernetes refused the step, or the workload of the LRP's name is another LRP's, what
+// this desire created is removed first and the answer says so; other failures (unavailable,
+// contention) leave everything for a retry to complete.
 func (s *Service) refused(ctx context.Context, logger lager.Logger, w *desireWrites, raw, wrapped error) error {
-	if !kube.IsRefusal(raw) {
+	if !kube.IsRefusal(raw) && !errors.Is(raw, errNotThisLRP) {
 		return wrapped
 	}
 	removed, err := s.undoDesire(ctx, logger, w)
@@ -57,9 +65,9 @@ func (s *Service) refused(ctx context.Context, logger lager.Logger, w *desireWri
 }
 
 // undoDesire deletes what w records, the workload first (background propagation, as a stop),
-// each delete conditional on the object being the one this desire created (its uid). The
-// garbage collector would remove the Secrets with the workload; deleting them here means no
-// credential of a refused desire outlives the answer. The hooks' objects made in the same
+// each delete conditional on the object being the one this desire created (its uid). Nothing
+// owns the Secrets (see DesireLRP): deleting them here means no credential of a refused desire
+// outlives the answer. The hooks' objects made in the same
 // round are controlled by the workload and go with it (the garbage collector's work). It returns what it removed, and waits
 // until the cache no longer holds the workload, so that reads after the answer do not list it.
 func (s *Service) undoDesire(ctx context.Context, logger lager.Logger, w *desireWrites) ([]string, error) {

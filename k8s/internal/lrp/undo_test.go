@@ -68,14 +68,16 @@ var _ = Describe("A refused desire", func() {
 		expectLeftToCollector(client, "deployments")
 	}
 
-	It("at the deployment writes nothing and answers why", func() {
+	It("at the deployment removes the secret created beside it and answers why", func() {
 		refuse("deployments", quota("deployments"))
 		err := backend.DesireLRP(ctx, lrp)
 		Expect(err).To(MatchError(opi.ErrInvalid))
 		Expect(err.Error()).To(ContainSubstring("create deployment: invalid: "))
 		Expect(err.Error()).To(ContainSubstring("exceeded quota"))
-		Expect(err.Error()).NotTo(ContainSubstring("removed"), "nothing to undo")
-		Expect(backendtest.ActionsSince(client, before)).To(Equal([]string{"create deployments " + name}))
+		Expect(err.Error()).To(HaveSuffix("; removed what this desire had written (secret " + name + "-env)"))
+		backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
+			{"create secrets " + name + "-env"},
+		}, nil, "delete secrets "+name+"-env")
 		expectNothingLeft()
 		_, _, services := backendtest.CountObjects(client)
 		Expect(services).To(BeZero())
@@ -88,11 +90,10 @@ var _ = Describe("A refused desire", func() {
 		Expect(err.Error()).To(ContainSubstring("create env secret: invalid: "))
 		Expect(err.Error()).To(ContainSubstring("exceeded quota"))
 		Expect(err.Error()).To(HaveSuffix("; removed what this desire had written (deployment " + name + ")"))
+		// Round 2 does not start after a refusal in round 1.
 		backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 			{"create secrets " + name + "-env"},
-			{"create services " + name},
-			{"create poddisruptionbudgets " + name},
-		}, "delete deployments "+name)
+		}, nil, "delete deployments "+name)
 		expectNothingLeft()
 	})
 
@@ -111,9 +112,7 @@ var _ = Describe("A refused desire", func() {
 		backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 			{"create secrets " + name + "-env"},
 			{"create secrets " + name + "-registry"},
-			{"create services " + name},
-			{"create poddisruptionbudgets " + name},
-		}, "delete deployments "+name, "delete secrets "+name+"-env")
+		}, nil, "delete deployments "+name, "delete secrets "+name+"-env")
 		del := client.Actions()[len(client.Actions())-1].(k8stesting.DeleteAction)
 		pre := del.GetDeleteOptions().Preconditions
 		Expect(pre).NotTo(BeNil())
@@ -130,6 +129,7 @@ var _ = Describe("A refused desire", func() {
 		Expect(err.Error()).To(HaveSuffix("(deployment " + name + ", secret " + name + "-env)"))
 		backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 			{"create secrets " + name + "-env"},
+		}, []backendtest.Step{
 			{"create services " + name},
 			{"create poddisruptionbudgets " + name},
 		}, "delete deployments "+name, "delete secrets "+name+"-env")
@@ -137,8 +137,8 @@ var _ = Describe("A refused desire", func() {
 	})
 
 	It("keeps a secret this desire did not create, and does not delete it", func() {
-		// An env Secret without owner, as an older opi left it: the desire owns it by a
-		// patch, which a webhook refuses.
+		// An env Secret owned by nothing, as a desire interrupted before its workload left
+		// it: the desire owns it by a patch, which a webhook refuses.
 		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-env", Namespace: backendtest.Namespace}}
 		old, err := client.CoreV1().Secrets(backendtest.Namespace).Create(ctx, secret, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
@@ -153,9 +153,7 @@ var _ = Describe("A refused desire", func() {
 		Expect(err.Error()).To(HaveSuffix("(deployment " + name + ")"))
 		backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 			{"create secrets " + name + "-env", "get secrets " + name + "-env", "patch secrets " + name + "-env"},
-			{"create services " + name},
-			{"create poddisruptionbudgets " + name},
-		}, "delete deployments "+name)
+		}, nil, "delete deployments "+name)
 		kept := backendtest.GetSecret(client, name+"-env")
 		Expect(kept.UID).To(Equal(old.UID))
 		Expect(kept.OwnerReferences).To(BeEmpty())
@@ -189,11 +187,12 @@ var _ = Describe("A refused desire", func() {
 		Expect(backend.DesireLRP(ctx, lrp)).To(MatchError(opi.ErrUnavailable))
 		backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 			{"create secrets " + name + "-env"},
+		}, []backendtest.Step{
 			{"create services " + name},
 			{"create poddisruptionbudgets " + name},
 		})
 		d := backendtest.GetDeployment(client, name)
-		Expect(metav1.IsControlledBy(backendtest.GetSecret(client, name+"-env"), d)).To(BeTrue())
+		Expect(backendtest.GetSecret(client, name+"-env").OwnerReferences).To(BeEmpty(), "a desire's Secrets are owned by nothing")
 
 		down.Store(false)
 		Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())

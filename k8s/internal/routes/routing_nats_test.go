@@ -62,6 +62,7 @@ var _ = Describe("Routing nats", func() {
 		backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 			{"create secrets " + name + "-env"},
 			{"create secrets " + name + "-registry"},
+		}, []backendtest.Step{
 			{"create networkpolicies " + name},
 			{"create poddisruptionbudgets " + name},
 		})
