@@ -35,8 +35,9 @@ import (
 // The two floors, both made with client-go in floorNamespace:
 //   - one Deployment: the Deployment opi makes, with the env inlined in the pod spec and no other
 //     object (what a bridge that writes only its workload pays);
-//   - same objects: every object opi made for the template app, the Deployment first, then the
-//     rest in parallel, each controlled by the Deployment from its creation (the cheapest order
+//   - same objects: every object opi made for the template app, in opi's order: the Deployment
+//     and the objects opi leaves owned by nothing (its Secrets) at once, then the rest in
+//     parallel, each controlled by the Deployment from its creation (the cheapest order
 //     client-go can make them in).
 const (
 	floorOneDeployment = "one Deployment"
@@ -424,6 +425,18 @@ func ownBy(b built, gvk schema.GroupVersionKind, name string, uid types.UID) err
 	return nil
 }
 
+// splitOwned parts objects into those without a controller and those with one.
+func splitOwned(objects []built) (free, owned []built) {
+	for _, o := range objects {
+		if m, err := meta.Accessor(o.obj); err == nil && metav1.GetControllerOf(m) == nil {
+			free = append(free, o)
+		} else {
+			owned = append(owned, o)
+		}
+	}
+	return free, owned
+}
+
 // call is one create of the floor and its latency.
 type call struct {
 	name string
@@ -460,43 +473,50 @@ func (e *env) floorBatch(ctx context.Context, c *floorClient, t *template, floor
 			wg.Wait()
 			return time.Since(start), errors.Join(errs...)
 		}
+		// As opi orders them: the objects it leaves owned by nothing (its Secrets) beside the
+		// workload, the ones it makes controlled by the workload once the workload's uid is known.
+		var (
+			wg    sync.WaitGroup
+			mu    sync.Mutex
+			first error
+			rest  []call
+		)
+		createOther := func(o built) {
+			s := time.Now()
+			name := "create " + strings.ToLower(kindOf(o.obj))
+			if u, ok := o.obj.(*unstructured.Unstructured); ok {
+				name = "create " + strings.ToLower(u.GetKind())
+			}
+			_, err := c.create(ctx, floorNamespace, o)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil && first == nil {
+				first = fmt.Errorf("%s: %w", name, err)
+			}
+			rest = append(rest, call{name, time.Since(s)})
+		}
+		free, owned := splitOwned(others)
+		for _, o := range free {
+			wg.Go(func() { createOther(o) })
+		}
 		created, err := c.create(ctx, floorNamespace, w)
 		if err != nil {
+			wg.Wait()
 			return 0, fmt.Errorf("%s: %w", wname, err)
 		}
 		mine := []call{{wname, time.Since(start)}}
-		if len(others) > 0 {
-			var (
-				wg    sync.WaitGroup
-				mu    sync.Mutex
-				first error
-			)
-			for _, o := range others {
-				if err := ownBy(o, t.workload.gvk, created.GetName(), created.GetUID()); err != nil {
-					return 0, err
-				}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					s := time.Now()
-					name := "create " + strings.ToLower(kindOf(o.obj))
-					if u, ok := o.obj.(*unstructured.Unstructured); ok {
-						name = "create " + strings.ToLower(u.GetKind())
-					}
-					_, err := c.create(ctx, floorNamespace, o)
-					mu.Lock()
-					defer mu.Unlock()
-					if err != nil && first == nil {
-						first = fmt.Errorf("%s: %w", name, err)
-					}
-					mine = append(mine, call{name, time.Since(s)})
-				}()
+		for _, o := range owned {
+			if err := ownBy(o, t.workload.gvk, created.GetName(), created.GetUID()); err != nil {
+				wg.Wait()
+				return 0, err
 			}
-			wg.Wait()
-			if first != nil {
-				return 0, first
-			}
+			wg.Go(func() { createOther(o) })
 		}
+		wg.Wait()
+		if first != nil {
+			return 0, first
+		}
+		mine = append(mine, rest...)
 		calls[i] = mine
 		return time.Since(start), nil
 	})
