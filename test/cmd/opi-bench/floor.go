@@ -141,7 +141,10 @@ func (e *env) captureTemplate(ctx context.Context, admin kubernetes.Interface) (
 		// opi's own EndpointSlice of the app for a route's Service (ingress and gateway modes)
 		// is controlled by that Service, not the workload, and is the app's all the same.
 		routeSlice := o.GetKind() == "EndpointSlice" && o.GetLabels()[discoveryv1.LabelManagedBy] == names.EndpointSliceManager
-		if !isWorkload && !routeSlice && (!owned || controllerMade[o.GetKind()]) {
+		// opi's Secrets of the app are owned by nothing (ADR 0010), named after the workload.
+		secret := o.GetKind() == "Secret" && len(o.GetOwnerReferences()) == 0 &&
+			(o.GetName() == names.EnvSecretName(name) || o.GetName() == names.RegistrySecretName(name))
+		if !isWorkload && !routeSlice && !secret && (!owned || controllerMade[o.GetKind()]) {
 			continue // the controllers' objects: ReplicaSets, pods, EndpointSlices
 		}
 		obj := tmplObject{gvr: gvrs[i], gvk: o.GroupVersionKind(), sharedName: routeSlice}
