@@ -142,8 +142,15 @@ var _ = Describe("LRP service", func() {
 			Expect(err.Error()).To(ContainSubstring("exceeded quota"))
 			Expect(cache.WaitForWorkloadGoneCallCount()).To(Equal(waits))
 			if waits > 0 {
+				created := ""
+				for _, a := range client.Actions() {
+					if c, ok := a.(k8stesting.CreateAction); ok && a.GetResource().Resource == "deployments" {
+						created = c.GetObject().(metav1.Object).GetName()
+					}
+				}
 				_, _, name, _ := cache.WaitForWorkloadGoneArgsForCall(0)
 				Expect(name).NotTo(BeEmpty())
+				Expect(name).To(Equal(created), "the workload waited for is the one this desire created")
 			}
 		},
 		Entry("deleted: waits once", nil, 1),
