@@ -428,6 +428,11 @@ func ownBy(b built, gvk schema.GroupVersionKind, name string, uid types.UID) err
 	return nil
 }
 
+// floorOrder says in what order the same-objects floor writes kinds (the workload's first).
+func floorOrder(kinds []string) string {
+	return "in opi's order: the " + firstOr(kinds) + " and what opi leaves owned by nothing at once, then the rest in parallel, owned from creation"
+}
+
 // splitOwned parts objects into those without a controller and those with one.
 func splitOwned(objects []built) (free, owned []built) {
 	for _, o := range objects {

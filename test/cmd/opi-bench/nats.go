@@ -665,8 +665,8 @@ func (r *natsResults) table() string {
 	for _, st := range r.FloorSteps {
 		calls = append(calls, fmt.Sprintf("%s %.0f/%.0f", st.Call, st.P50, st.P99))
 	}
-	fmt.Fprintf(&b, "| same-objects floor (%s; the %s first, then the rest in parallel, owned from creation) | %.1f apps/s; opi ÷ floor %.2f (target ≥ %.1f); each call's p50/p99 ms: %s; all pods Running %.1f s after its first create |\n",
-		strings.Join(r.Kinds, ", "), firstOr(r.Kinds), r.FloorSame.Throughput, r.DesireRatioSame, targetDesireRatioSame, strings.Join(calls, "; "), r.Burst.FloorSameRunning)
+	fmt.Fprintf(&b, "| same-objects floor (%s; %s) | %.1f apps/s; opi ÷ floor %.2f (target ≥ %.1f); each call's p50/p99 ms: %s; all pods Running %.1f s after its first create |\n",
+		strings.Join(r.Kinds, ", "), floorOrder(r.Kinds), r.FloorSame.Throughput, r.DesireRatioSame, targetDesireRatioSame, strings.Join(calls, "; "), r.Burst.FloorSameRunning)
 	fmt.Fprintf(&b, "| Ready → registered (%d instances) | p50 %.0f ms, p99 %.0f ms; from the condition's time p50 %.0f ms, p99 %.0f ms; opi's metric mean %.0f ms |\n",
 		r.Registration.Instances, r.Registration.P50, r.Registration.P99, r.Registration.ConditionP50, r.Registration.ConditionP99, r.Registration.OpiMean)
 	fmt.Fprintf(&b, "| burst: first desire → last registered | %.1f s (floor: first create → all Running %.1f s; ratio %.2f) |\n",

@@ -67,7 +67,7 @@ var _ = Describe("the nats run (-routing nats)", func() {
 			Desire: phase{Throughput: 21.5}, FloorOne: phase{Throughput: 86}, DesireRatioOne: 0.25,
 			FloorSame: phase{Throughput: 43}, DesireRatioSame: 0.5, Burst: natsBurst{FloorSameRunning: 30},
 			FloorSteps: []step{{Call: "create deployment", P50: 10, P99: 20}, {Call: "create secret", P50: 5, P99: 9}}}
-		Expect(r.table()).To(ContainSubstring("| same-objects floor (Deployment, Secret; the Deployment first, then the rest in parallel, owned from creation) | " +
+		Expect(r.table()).To(ContainSubstring("| same-objects floor (Deployment, Secret; in opi's order: the Deployment and what opi leaves owned by nothing at once, then the rest in parallel, owned from creation) | " +
 			"43.0 apps/s; opi ÷ floor 0.50 (target ≥ 0.9); each call's p50/p99 ms: create deployment 10/20; create secret 5/9; all pods Running 30.0 s after its first create |"))
 	})
 

@@ -479,7 +479,7 @@ func (r *results) table() string {
 	row("desire through opi (PUT /apps/{process_guid}), all batches", lat(r.Desire), "", "")
 	row("desire through opi, the batches the floors ran on", lat(r.DesirePaired)+fmt.Sprintf("; batches %s", r.floorBatches()), "", "")
 	row("desire floor: one Deployment per desire with client-go (env inlined)", lat(r.FloorOne), "", "")
-	row("desire floor: same objects with client-go ("+strings.Join(r.FloorKinds, ", ")+"; the "+firstOr(r.FloorKinds)+" first, then the rest in parallel, owned from creation)", lat(r.FloorSame), "", "")
+	row("desire floor: same objects with client-go ("+strings.Join(r.FloorKinds, ", ")+"; "+floorOrder(r.FloorKinds)+")", lat(r.FloorSame), "", "")
 	var calls []string
 	for _, st := range r.FloorSteps {
 		calls = append(calls, fmt.Sprintf("%s %.0f/%.0f", st.Call, st.P50, st.P99))
