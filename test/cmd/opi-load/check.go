@@ -29,8 +29,7 @@ type final struct {
 }
 
 // settle compares Kubernetes and GET /apps with the model until they match or timeout passes
-// (the garbage collector removes a stopped app's Secret and Service a moment after its
-// Deployment).
+// (the garbage collector removes a stopped app's Service a moment after its Deployment).
 func settle(ctx context.Context, d *driver, kube kubernetes.Interface, timeout time.Duration) final {
 	start := time.Now()
 	var f final
@@ -84,11 +83,13 @@ func compare(ctx context.Context, d *driver, kube kubernetes.Interface) final {
 	f.KubeDeploy, f.KubeSecrets, f.KubeServices = len(deployments.Items), len(secrets.Items), len(services.Items)
 
 	seen := map[string]int{}
-	live := map[string]bool{} // deployment uid
+	live := map[string]bool{}    // deployment uid
+	envOf := map[string]string{} // env Secret name → its deployment's uid
 	for _, dep := range deployments.Items {
 		pg := dep.Labels[names.LabelGUID] + "-" + dep.Labels[names.LabelVersion]
 		seen[pg]++
 		live[string(dep.UID)] = true
+		envOf[names.EnvSecretName(dep.Name)] = string(dep.UID)
 		w, ok := want[pg]
 		switch {
 		case !ok:
@@ -107,6 +108,12 @@ func compare(ctx context.Context, d *driver, kube kubernetes.Interface) final {
 	owned := map[string]int{}
 	for _, s := range secrets.Items {
 		ref := metav1.GetControllerOf(&s)
+		if uid, ok := envOf[s.Name]; ok && ref == nil {
+			// A desire leaves the env Secret owned by nothing (ADR 0010): it is the live
+			// Deployment's it is named after.
+			owned[uid]++
+			continue
+		}
 		if ref == nil || !live[string(ref.UID)] {
 			mismatch("secret %s has no live owner", s.Name)
 			continue
@@ -123,7 +130,7 @@ func compare(ctx context.Context, d *driver, kube kubernetes.Interface) final {
 	}
 	for _, dep := range deployments.Items {
 		if owned[string(dep.UID)] != 11 {
-			mismatch("deployment %s does not own exactly its env secret and its service", dep.Name)
+			mismatch("deployment %s does not have exactly its env secret and own its service", dep.Name)
 		}
 	}
 
