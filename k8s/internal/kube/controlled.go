@@ -46,6 +46,27 @@ func EnsureControlled[T interface {
 	metav1.Object
 	comparable
 }](ctx context.Context, c Client[T], want T, seen T, owner metav1.OwnerReference, live func(context.Context) (bool, error)) error {
+	return ensureControlled(ctx, c, want, seen, owner, live, true)
+}
+
+// EnsureFreeOrControlled is EnsureControlled for an object that may as well be owned by
+// nothing (an LRP's Secrets beside a workload that existed before the desire, see
+// lrp.DesireLRP): one without a controller is left as it is, with no patch; one controlled by
+// another object is made again controlled by owner, as by EnsureControlled.
+func EnsureFreeOrControlled[T interface {
+	metav1.Object
+	comparable
+}](ctx context.Context, c Client[T], want T, owner metav1.OwnerReference, live func(context.Context) (bool, error)) error {
+	var zero T
+	return ensureControlled(ctx, c, want, zero, owner, live, false)
+}
+
+// ensureControlled is EnsureControlled; adopt says an object without a controller is given
+// owner (else it is left as it is).
+func ensureControlled[T interface {
+	metav1.Object
+	comparable
+}](ctx context.Context, c Client[T], want T, seen T, owner metav1.OwnerReference, live func(context.Context) (bool, error), adopt bool) error {
 	var zero T
 	want.SetOwnerReferences([]metav1.OwnerReference{owner})
 	name := want.GetName()
@@ -79,6 +100,8 @@ func EnsureControlled[T interface {
 		controller := metav1.GetControllerOf(current)
 		switch {
 		case controller != nil && controller.UID == owner.UID:
+			return nil
+		case controller == nil && !adopt:
 			return nil
 		case controller == nil && current.GetDeletionTimestamp() == nil:
 			_, err := SetOwner(ctx, c, name, current.GetResourceVersion(), owner)

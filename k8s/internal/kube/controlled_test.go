@@ -99,6 +99,33 @@ var _ = Describe("EnsureControlled", func() {
 		Expect(get(client).OwnerReferences).To(Equal([]metav1.OwnerReference{other}))
 	})
 
+	Describe("EnsureFreeOrControlled", func() {
+		It("leaves an object without a controller as it is: one read, no patch, no liveness check", func() {
+			client := fake.NewClientset(secret("s"))
+			Expect(kube.EnsureFreeOrControlled(ctx, client.CoreV1().Secrets("ns"), want(), owner, isLive)).To(Succeed())
+			Expect(verbs(client)).To(Equal([]string{"get"}))
+			Expect(get(client).OwnerReferences).To(BeEmpty())
+			Expect(checks).To(BeZero())
+		})
+
+		It("makes an object of another controller again, controlled by the live owner", func() {
+			s := secret("s")
+			s.OwnerReferences = []metav1.OwnerReference{other}
+			client := fake.NewClientset(s)
+			Expect(kube.EnsureFreeOrControlled(ctx, client.CoreV1().Secrets("ns"), want(), owner, isLive)).To(Succeed())
+			Expect(verbs(client)).To(Equal([]string{"get", "delete", "create"}))
+			Expect(get(client).OwnerReferences).To(Equal([]metav1.OwnerReference{owner}))
+			Expect(get(client).Data).To(HaveKey("K"))
+		})
+
+		It("creates an object that is gone, controlled by the owner", func() {
+			client := fake.NewClientset()
+			Expect(kube.EnsureFreeOrControlled(ctx, client.CoreV1().Secrets("ns"), want(), owner, isLive)).To(Succeed())
+			Expect(verbs(client)).To(Equal([]string{"get", "create"}))
+			Expect(get(client).Data).To(HaveKey("K"))
+		})
+	})
+
 	It("reads again after a conflict and gives up after a bounded number of turns", func() {
 		client := fake.NewClientset(secret("s"))
 		client.PrependReactor("patch", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {

@@ -41,12 +41,14 @@ import (
 // every desire. Since nothing owns them, StopLRP deletes them by name with the workload, and the
 // janitor deletes one whose LRP has no workload once it is older than its grace (a kubectl
 // delete of the workload, opi killed between the calls of a stop). A Secret that exists is the
-// one case in which round 1 waits for the workload, to make the Secret controlled by it as in
-// round 2 (kube.EnsureControlled): one still owned by a workload that a stop deleted just before
-// is made again, so that the garbage collector does not delete it under the new workload, and
-// one owned by nothing gets the workload as owner by a patch, which also changes its version, so
-// that the janitor's delete of what it listed as a leftover (conditional on that version) cannot
-// take it from under the workload.
+// one case in which round 1 waits for the workload. One still owned by a workload that a stop
+// deleted just before is made again, controlled by the new one, so that the garbage collector
+// does not delete it under the new workload. One owned by nothing is left as it is when the
+// workload existed before this desire (a repeated desire changes nothing,
+// kube.EnsureFreeOrControlled); when this desire created the workload, it gets the workload as
+// owner by a patch (kube.EnsureControlled), which also changes its version, so that the
+// janitor's delete of what it listed as a leftover (the Secret of a workload gone, past the
+// grace; conditional on that version) cannot take it from under the new workload.
 //
 // Every object is built first, from one identity (objects.ForDesire, the kind's Build), and
 // nothing is read before it is created, so a first desire costs one call per object. A later
@@ -135,7 +137,13 @@ func (s *Service) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 			if !ours {
 				return nil, nil
 			}
-			if err := kube.EnsureControlled(ctx, secrets, secret.DeepCopy(), nil, s.controllerRef(w), s.liveCheck(w)); err != nil {
+			if created {
+				err = kube.EnsureControlled(ctx, secrets, secret.DeepCopy(), nil, s.controllerRef(w), s.liveCheck(w))
+			} else {
+				// The LRP was there before: its Secret owned by nothing is as a desire left it.
+				err = kube.EnsureFreeOrControlled(ctx, secrets, secret.DeepCopy(), s.controllerRef(w), s.liveCheck(w))
+			}
+			if err != nil {
 				return err, kube.OwnershipError(logger, err, secretSteps[i])
 			}
 			return nil, nil
