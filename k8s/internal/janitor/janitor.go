@@ -183,7 +183,7 @@ func (j *Janitor) Sweep(ctx context.Context) {
 	err = apiclient.ListPages(ctx, selector, j.lists(hooks.ServicesResource), func(page *metav1.PartialObjectMetadataList) error {
 		for i := range page.Items {
 			s := &page.Items[i]
-			if _, stale := j.leftover(ctx, logger, s, cutoff); !stale {
+			if !j.leftover(ctx, logger, s, cutoff) {
 				continue
 			}
 			if deleteAsListed(ctx, logger, services.Delete, s, "delete-service") {
@@ -245,7 +245,7 @@ func (j *Janitor) deleteIncomplete(ctx context.Context, logger lager.Logger, d *
 // its calls, a desire that lost a race with a stop). An unowned Secret of a live workload is
 // how a desire leaves it (see lrp.DesireLRP) and stays. s is the Secret's metadata as listed.
 func (j *Janitor) sweepSecret(ctx context.Context, logger lager.Logger, s *metav1.PartialObjectMetadata, cutoff time.Time) {
-	if _, stale := j.leftover(ctx, logger, s, cutoff); !stale {
+	if !j.leftover(ctx, logger, s, cutoff) {
 		return
 	}
 	if deleteAsListed(ctx, logger, j.client.CoreV1().Secrets(j.namespace).Delete, s, "delete-secret") {
@@ -253,29 +253,28 @@ func (j *Janitor) sweepSecret(ctx context.Context, logger lager.Logger, s *metav
 	}
 }
 
-// leftover looks at an object of an LRP that no object controls: it returns the LRP's live
-// workload when there is one, else whether the object is older than cutoff (and so a
-// leftover to delete). Controlled objects, and objects whose LRP cannot be checked, are
-// neither.
-func (j *Janitor) leftover(ctx context.Context, logger lager.Logger, obj metav1.Object, cutoff time.Time) (*store.WorkloadRecord, bool) {
+// leftover reports whether an object of an LRP that no object controls is a leftover to
+// delete: its LRP has no workload and it is older than cutoff. Controlled objects, objects of a
+// live workload, and objects whose LRP cannot be checked are not.
+func (j *Janitor) leftover(ctx context.Context, logger lager.Logger, obj metav1.Object, cutoff time.Time) bool {
 	if metav1.GetControllerOf(obj) != nil || obj.GetDeletionTimestamp() != nil {
-		return nil, false
+		return false
 	}
 	id := opi.LRPIdentifier{GUID: obj.GetLabels()[names.LabelGUID], Version: obj.GetLabels()[names.LabelVersion]}
 	if id.GUID == "" || id.Version == "" {
-		return nil, false
+		return false
 	}
 	// The cache first; an object the cache does not have is confirmed absent by the API, since
 	// a desire in flight may have just created it.
-	w, err := j.cache.FindWorkload(ctx, id)
+	_, err := j.cache.FindWorkload(ctx, id)
 	if err == nil {
-		return w, false
+		return false
 	}
 	if !errors.Is(err, opi.ErrNotFound) {
 		logger.Error("find-deployment", err, lager.Data{"object": obj.GetName()})
-		return nil, false
+		return false
 	}
-	return nil, obj.GetCreationTimestamp().Time.Before(cutoff)
+	return obj.GetCreationTimestamp().Time.Before(cutoff)
 }
 
 // completeHooks is the janitor's part for hooks: each hook names the workloads (older than
