@@ -143,18 +143,17 @@ func (j *Janitor) Run(ctx context.Context) {
 	}, 0)
 }
 
-// Sweep cleans up what desires that never completed left behind (opi killed between creating
-// an LRP's Secret and its workload, and CC never desiring that LRP again): opi's Secrets and
-// Services that no object controls, older than the grace period, whose LRP has no workload,
-// are deleted (Secrets are owned by nothing from their creation: see lrp.DesireLRP; one whose
-// workload was deleted without a stop goes here too). A workload older than the grace that
-// lacks a hook's object (its Service, routing objects,
-// egress policy: opi killed before the last step) gets it (each hook lists its objects once
-// per sweep, see hooks.Janitor). A workload older than the grace whose Secret is missing (opi
-// killed between the two rounds of a desire) is deleted, so that CC desires it again (see
-// deleteIncomplete). Failures are logged; the next sweep tries again. Only object names are logged,
-// never their content. Its LISTs ask for metadata only (Deps.Lists): the Secrets' values
-// never reach opi.
+// Sweep cleans up what desires that never completed left behind. opi's Secrets and Services
+// that no object controls, older than the grace period, whose LRP has no workload, are deleted:
+// Secrets are owned by nothing from their creation (see lrp.DesireLRP), so one whose workload
+// was deleted without a stop, or whose desire was killed after the Secret's create, goes here
+// too. A workload older than the grace that lacks a hook's object (its Service, routing
+// objects, egress policy: opi killed before the last step) gets it (each hook lists its objects
+// once per sweep, see hooks.Janitor). A workload older than the grace whose Secret is missing
+// (opi killed with the Secret's create in flight) is deleted, so that CC desires it again (see
+// deleteIncomplete). Failures are logged; the next sweep tries again. Only object names are
+// logged, never their content. Its LISTs ask for metadata only (Deps.Lists): the Secrets'
+// values never reach opi.
 func (j *Janitor) Sweep(ctx context.Context) {
 	logger := j.logger.Session("sweep")
 	// Not while a cache is stale: what it lacks would look like leftovers.
