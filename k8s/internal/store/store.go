@@ -101,6 +101,8 @@ type Store struct {
 	changed kube.Signal
 	// The changes of the caches the LRP and task lists are built from (their versions).
 	workloadChanges, jobChanges atomic.Uint64
+	// written are the workloads opi wrote that the watch has not delivered yet (see Wrote).
+	written *written
 }
 
 // lrpIndex indexes workloads and pods by "<guid>/<version>" from their labels, so a read by
@@ -139,7 +141,7 @@ func New(cfg Config) *Store {
 	if cfg.ReadWaitTimeout <= 0 {
 		cfg.ReadWaitTimeout = DefaultReadWaitTimeout
 	}
-	s := &Store{cfg: cfg}
+	s := &Store{cfg: cfg, written: newWritten()}
 	logger := cfg.Logger
 	add := func(name string, informer cache.SharedIndexInformer, indexers cache.Indexers, transform cache.TransformFunc) {
 		// AddIndexers does not fail on an informer that has not started, nor does SetTransform.
@@ -151,6 +153,9 @@ func New(cfg Config) *Store {
 		}
 	}
 	add("workloads", cfg.Workloads, cache.Indexers{lrpIndex: indexByLRP, appIndex: indexByApp, changesIndex: s.countChanges(&s.workloadChanges)}, RecordWorkload)
+	if _, err := cfg.Workloads.AddEventHandler(s.writtenHandler()); err != nil {
+		logger.Error("add-written-handler", err)
+	}
 	add("pods", cfg.Pods, cache.Indexers{lrpIndex: indexByLRP, changesIndex: s.countChanges(nil)}, RecordPod)
 	add("jobs", cfg.Jobs, cache.Indexers{changesIndex: s.countChanges(&s.jobChanges)}, RecordJob)
 	return s
@@ -260,14 +265,14 @@ func (s *Store) apiServerAnswers(ctx context.Context) error {
 
 // Workload is the LRP's workload as the cache holds it, nil when absent or being deleted.
 func (s *Store) Workload(id opi.LRPIdentifier) *WorkloadRecord {
-	objs, err := s.cfg.Workloads.GetIndexer().ByIndex(lrpIndex, lrpIndexKey(id))
+	key := lrpIndexKey(id)
+	objs, err := s.cfg.Workloads.GetIndexer().ByIndex(lrpIndex, key)
 	if err != nil {
 		return nil
 	}
 	var found *WorkloadRecord
-	for _, obj := range objs {
-		d, ok := obj.(*WorkloadRecord)
-		if !ok || d.DeletionTimestamp != nil {
+	for _, d := range s.withOverlay(recordsOf[*WorkloadRecord](objs), func(r *WorkloadRecord) bool { return r.LRPKey() == key }) {
+		if d.DeletionTimestamp != nil {
 			continue
 		}
 		if found == nil || d.Name < found.Name {
@@ -281,14 +286,14 @@ func (s *Store) Workload(id opi.LRPIdentifier) *WorkloadRecord {
 // its workloads in the cache, as LRPs of one app (its processes, versions) share its security
 // groups and the newest is the one CC desired last.
 func (s *Store) AppEgressRules(appGUID string) (rules []opi.EgressRule, found bool) {
-	objs, err := s.cfg.Workloads.GetIndexer().ByIndex(appIndex, names.LabelValue(appGUID))
+	label := names.LabelValue(appGUID)
+	objs, err := s.cfg.Workloads.GetIndexer().ByIndex(appIndex, label)
 	if err != nil || appGUID == "" {
 		return nil, false
 	}
 	var newest *WorkloadRecord
-	for _, obj := range objs {
-		d, ok := obj.(*WorkloadRecord)
-		if !ok || d.DeletionTimestamp != nil {
+	for _, d := range s.withOverlay(recordsOf[*WorkloadRecord](objs), func(r *WorkloadRecord) bool { return r.AppGUID == label }) {
+		if d.DeletionTimestamp != nil {
 			continue
 		}
 		if newest == nil || d.CreationTimestamp.After(newest.CreationTimestamp.Time) ||
@@ -304,12 +309,14 @@ func (s *Store) AppEgressRules(appGUID string) (rules []opi.EgressRule, found bo
 
 // WorkloadByName is the named workload as the cache holds it.
 func (s *Store) WorkloadByName(name string) (*WorkloadRecord, bool) {
-	return recordByKey[*WorkloadRecord](s.cfg.Workloads, s.cfg.Namespace+"/"+name)
+	cached, _ := recordByKey[*WorkloadRecord](s.cfg.Workloads, s.workloadKey(name))
+	r := newer(cached, s.writtenByName(name))
+	return r, r != nil
 }
 
 // Workloads are every workload the cache holds.
 func (s *Store) Workloads() []*WorkloadRecord {
-	return recordsOf[*WorkloadRecord](s.cfg.Workloads.GetIndexer().List())
+	return s.withOverlay(recordsOf[*WorkloadRecord](s.cfg.Workloads.GetIndexer().List()), func(*WorkloadRecord) bool { return true })
 }
 
 // Pods are the LRP's pods as the cache holds them.
