@@ -38,8 +38,10 @@ const writtenTTL = time.Minute
 // written is the overlay of workloads opi wrote and the watch has not delivered yet.
 type written struct {
 	mu sync.Mutex
-	// entries are by cache key ("namespace/name").
+	// entries are by cache key ("namespace/name"); seqs number them, for their timers.
 	entries map[string]*WorkloadRecord
+	seqs    map[string]uint64
+	seq     uint64
 	// deleted are the uids whose delete the watch delivered, with when, kept writtenTTL: a
 	// Wrote that comes after the delete of what it wrote adds nothing.
 	deleted   map[types.UID]time.Time
@@ -50,7 +52,7 @@ type written struct {
 }
 
 func newWritten() *written {
-	return &written{entries: map[string]*WorkloadRecord{}, deleted: map[types.UID]time.Time{}, ttl: writtenTTL}
+	return &written{entries: map[string]*WorkloadRecord{}, seqs: map[string]uint64{}, deleted: map[types.UID]time.Time{}, ttl: writtenTTL}
 }
 
 func (s *Store) workloadKey(name string) string { return s.cfg.Namespace + "/" + name }
@@ -84,7 +86,12 @@ func (s *Store) Wrote(w metav1.Object) {
 	}
 	o.entries[key] = r
 	o.size.Store(int64(len(o.entries)))
-	time.AfterFunc(o.ttl, func() { s.dropWritten(key, r) })
+	o.seq++
+	o.seqs[key] = o.seq
+	// The timer holds the entry's number, not its record: a record the watch confirmed is not
+	// kept a minute longer.
+	seq := o.seq
+	time.AfterFunc(o.ttl, func() { s.dropWritten(key, seq) })
 	s.overlayChanged()
 }
 
@@ -94,17 +101,23 @@ func mustRecord(w metav1.Object) (*WorkloadRecord, bool) {
 	return r, ok
 }
 
-// dropWritten removes r from the overlay, if it is still its entry.
-func (s *Store) dropWritten(key string, r *WorkloadRecord) {
+// dropWritten removes the overlay's entry of key when it is still the one numbered seq.
+func (s *Store) dropWritten(key string, seq uint64) {
 	o := s.written
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.entries[key] != r {
+	if _, exists := o.entries[key]; !exists || o.seqs[key] != seq {
 		return
 	}
-	delete(o.entries, key)
-	o.size.Store(int64(len(o.entries)))
+	o.remove(key)
 	s.overlayChanged()
+}
+
+// remove deletes key's entry; the caller holds o.mu.
+func (o *written) remove(key string) {
+	delete(o.entries, key)
+	delete(o.seqs, key)
+	o.size.Store(int64(len(o.entries)))
 }
 
 // writtenHandler follows the informer's events for the overlay (see written). Entries the
@@ -120,8 +133,7 @@ func (s *Store) writtenHandler() cache.ResourceEventHandler {
 		defer o.mu.Unlock()
 		key := s.workloadKey(r.Name)
 		if e, exists := o.entries[key]; exists && kube.Observed(r.ResourceVersion, e.ResourceVersion) {
-			delete(o.entries, key)
-			o.size.Store(int64(len(o.entries)))
+			o.remove(key)
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
@@ -150,8 +162,7 @@ func (s *Store) writtenHandler() cache.ResourceEventHandler {
 			}
 			key := s.workloadKey(r.Name)
 			if e, exists := o.entries[key]; exists && e.UID == r.UID {
-				delete(o.entries, key)
-				o.size.Store(int64(len(o.entries)))
+				o.remove(key)
 				s.overlayChanged()
 			}
 		},
