@@ -38,10 +38,8 @@ const writtenTTL = time.Minute
 // written is the overlay of workloads opi wrote and the watch has not delivered yet.
 type written struct {
 	mu sync.Mutex
-	// entries are by cache key ("namespace/name"); seqs number them, for their timers.
+	// entries are by cache key ("namespace/name").
 	entries map[string]*WorkloadRecord
-	seqs    map[string]uint64
-	seq     uint64
 	// deleted are the uids whose delete the watch delivered, with when, kept writtenTTL: a
 	// Wrote that comes after the delete of what it wrote adds nothing.
 	deleted   map[types.UID]time.Time
@@ -52,7 +50,7 @@ type written struct {
 }
 
 func newWritten() *written {
-	return &written{entries: map[string]*WorkloadRecord{}, seqs: map[string]uint64{}, deleted: map[types.UID]time.Time{}, ttl: writtenTTL}
+	return &written{entries: map[string]*WorkloadRecord{}, deleted: map[types.UID]time.Time{}, ttl: writtenTTL}
 }
 
 func (s *Store) workloadKey(name string) string { return s.cfg.Namespace + "/" + name }
@@ -86,12 +84,7 @@ func (s *Store) Wrote(w metav1.Object) {
 	}
 	o.entries[key] = r
 	o.size.Store(int64(len(o.entries)))
-	o.seq++
-	o.seqs[key] = o.seq
-	// The timer holds the entry's number, not its record: a record the watch confirmed is not
-	// kept a minute longer.
-	seq := o.seq
-	time.AfterFunc(o.ttl, func() { s.dropWritten(key, seq) })
+	time.AfterFunc(o.ttl, func() { s.dropWritten(key, r) })
 	s.overlayChanged()
 }
 
@@ -101,23 +94,17 @@ func mustRecord(w metav1.Object) (*WorkloadRecord, bool) {
 	return r, ok
 }
 
-// dropWritten removes the overlay's entry of key when it is still the one numbered seq.
-func (s *Store) dropWritten(key string, seq uint64) {
+// dropWritten removes r from the overlay, if it is still its entry.
+func (s *Store) dropWritten(key string, r *WorkloadRecord) {
 	o := s.written
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if _, exists := o.entries[key]; !exists || o.seqs[key] != seq {
+	if o.entries[key] != r {
 		return
 	}
-	o.remove(key)
-	s.overlayChanged()
-}
-
-// remove deletes key's entry; the caller holds o.mu.
-func (o *written) remove(key string) {
 	delete(o.entries, key)
-	delete(o.seqs, key)
 	o.size.Store(int64(len(o.entries)))
+	s.overlayChanged()
 }
 
 // writtenHandler follows the informer's events for the overlay (see written). Entries the
@@ -133,7 +120,8 @@ func (s *Store) writtenHandler() cache.ResourceEventHandler {
 		defer o.mu.Unlock()
 		key := s.workloadKey(r.Name)
 		if e, exists := o.entries[key]; exists && kube.Observed(r.ResourceVersion, e.ResourceVersion) {
-			o.remove(key)
+			delete(o.entries, key)
+			o.size.Store(int64(len(o.entries)))
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
@@ -162,7 +150,8 @@ func (s *Store) writtenHandler() cache.ResourceEventHandler {
 			}
 			key := s.workloadKey(r.Name)
 			if e, exists := o.entries[key]; exists && e.UID == r.UID {
-				o.remove(key)
+				delete(o.entries, key)
+				o.size.Store(int64(len(o.entries)))
 				s.overlayChanged()
 			}
 		},
