@@ -17,7 +17,3 @@ func (b *Backend) CachedWorkloadVersion(id opi.LRPIdentifier) string {
 	}
 	return ""
 }
-
-// CachedWorkloadCount is how many workloads the informer's cache holds, without those opi wrote
-// that its watch has not delivered yet (store.Wrote).
-func (b *Backend) CachedWorkloadCount() int { return b.store.CachedWorkloadCount() }

@@ -50,9 +50,6 @@ import (
 // janitor's delete of what it listed as a leftover (the Secret of a workload gone, past the
 // grace; conditional on that version) cannot take it from under the new workload.
 //
-// A desire answers once its writes return: the workload as the API server returned it is read
-// from then on (store.Wrote, ADR 0011), without waiting for the watch to deliver it.
-//
 // Every object is built first, from one identity (objects.ForDesire, the kind's Build), and
 // nothing is read before it is created, so a first desire costs one call per object. A later
 // desire finishes what an interrupted one started (opi may die between any two calls): the
@@ -90,6 +87,15 @@ func (s *Service) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 		return err
 	}
 
+	// The wait for the cache to hold the workload (so that a read after the answer sees the
+	// LRP) starts as soon as the workload is known and runs beside the other writes rather
+	// than after them: under load the watch event of a create comes as late as the writes
+	// take, and waiting for one after the other added them up. A refusal ends the wait; the
+	// answer still waits for both.
+	waitCtx, endWait := context.WithCancel(ctx)
+	defer endWait()
+	waited := make(chan error, 1)
+
 	// Round 1: the workload and its Secrets, all at once.
 	start := time.Now()
 	var undo desireWrites
@@ -113,6 +119,7 @@ func (s *Service) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 		if created {
 			undo.workload = w
 		}
+		go func() { waited <- s.cache.WaitForWorkload(waitCtx, logger, got, false, s.liveCheck(got)) }()
 		return nil, nil
 	})
 	secrets := s.client.CoreV1().Secrets(s.namespace)
@@ -149,6 +156,7 @@ func (s *Service) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 		undo.forgetSecrets()
 	}
 	if answer != nil {
+		endWait()
 		return s.refused(ctx, logger, &undo, raw, answer)
 	}
 
@@ -164,12 +172,17 @@ func (s *Service) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 		})
 	}
 	if raw, answer := inParallel(steps); answer != nil {
+		endWait()
 		return s.refused(ctx, logger, &undo, raw, answer)
 	}
-	// Read from now on, as the API server answered it: the answer does not wait for the watch
-	// to deliver it (ADR 0011, store.Wrote).
-	s.cache.Wrote(w)
-	logger.Info("desired", lager.Data{s.kindName(): w.GetName(), "created": created, "writes-ms": time.Since(start).Milliseconds()})
+	written := time.Since(start)
+	if err := <-waited; err != nil {
+		return err
+	}
+	// How long the writes took, and when the cache held the workload (both from round 1's
+	// start): what a desire waits for beyond its writes is the watch's delay.
+	logger.Info("desired", lager.Data{s.kindName(): w.GetName(), "created": created,
+		"writes-ms": written.Milliseconds(), "seen-ms": time.Since(start).Milliseconds()})
 	return nil
 }
 

@@ -32,7 +32,6 @@ type Cache interface {
 	WorkloadChanges() uint64
 	FindWorkload(ctx context.Context, id opi.LRPIdentifier) (*store.WorkloadRecord, error)
 	Instances(w *store.WorkloadRecord) []*store.PodRecord
-	Wrote(w metav1.Object)
 	WaitForWorkload(ctx context.Context, logger lager.Logger, w metav1.Object, goneOK bool, live store.LiveCheck) error
 	WaitForWorkloadGone(ctx context.Context, logger lager.Logger, name string, uid types.UID) error
 	WaitForPodGone(ctx context.Context, logger lager.Logger, id opi.LRPIdentifier, uid types.UID) error

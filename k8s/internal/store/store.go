@@ -101,8 +101,6 @@ type Store struct {
 	changed kube.Signal
 	// The changes of the caches the LRP and task lists are built from (their versions).
 	workloadChanges, jobChanges atomic.Uint64
-	// written are the workloads opi wrote that the watch has not delivered yet (see Wrote).
-	written *written
 }
 
 // lrpIndex indexes workloads and pods by "<guid>/<version>" from their labels, so a read by
@@ -141,7 +139,7 @@ func New(cfg Config) *Store {
 	if cfg.ReadWaitTimeout <= 0 {
 		cfg.ReadWaitTimeout = DefaultReadWaitTimeout
 	}
-	s := &Store{cfg: cfg, written: newWritten()}
+	s := &Store{cfg: cfg}
 	logger := cfg.Logger
 	add := func(name string, informer cache.SharedIndexInformer, indexers cache.Indexers, transform cache.TransformFunc) {
 		// AddIndexers does not fail on an informer that has not started, nor does SetTransform.
@@ -153,9 +151,6 @@ func New(cfg Config) *Store {
 		}
 	}
 	add("workloads", cfg.Workloads, cache.Indexers{lrpIndex: indexByLRP, appIndex: indexByApp, changesIndex: s.countChanges(&s.workloadChanges)}, RecordWorkload)
-	if _, err := cfg.Workloads.AddEventHandler(s.writtenHandler()); err != nil {
-		logger.Error("add-written-handler", err)
-	}
 	add("pods", cfg.Pods, cache.Indexers{lrpIndex: indexByLRP, changesIndex: s.countChanges(nil)}, RecordPod)
 	add("jobs", cfg.Jobs, cache.Indexers{changesIndex: s.countChanges(&s.jobChanges)}, RecordJob)
 	return s
@@ -265,14 +260,14 @@ func (s *Store) apiServerAnswers(ctx context.Context) error {
 
 // Workload is the LRP's workload as the cache holds it, nil when absent or being deleted.
 func (s *Store) Workload(id opi.LRPIdentifier) *WorkloadRecord {
-	key := lrpIndexKey(id)
-	objs, err := s.cfg.Workloads.GetIndexer().ByIndex(lrpIndex, key)
+	objs, err := s.cfg.Workloads.GetIndexer().ByIndex(lrpIndex, lrpIndexKey(id))
 	if err != nil {
 		return nil
 	}
 	var found *WorkloadRecord
-	for _, d := range s.withOverlay(recordsOf[*WorkloadRecord](objs), func(r *WorkloadRecord) bool { return r.LRPKey() == key }) {
-		if d.DeletionTimestamp != nil {
+	for _, obj := range objs {
+		d, ok := obj.(*WorkloadRecord)
+		if !ok || d.DeletionTimestamp != nil {
 			continue
 		}
 		if found == nil || d.Name < found.Name {
@@ -286,14 +281,14 @@ func (s *Store) Workload(id opi.LRPIdentifier) *WorkloadRecord {
 // its workloads in the cache, as LRPs of one app (its processes, versions) share its security
 // groups and the newest is the one CC desired last.
 func (s *Store) AppEgressRules(appGUID string) (rules []opi.EgressRule, found bool) {
-	label := names.LabelValue(appGUID)
-	objs, err := s.cfg.Workloads.GetIndexer().ByIndex(appIndex, label)
+	objs, err := s.cfg.Workloads.GetIndexer().ByIndex(appIndex, names.LabelValue(appGUID))
 	if err != nil || appGUID == "" {
 		return nil, false
 	}
 	var newest *WorkloadRecord
-	for _, d := range s.withOverlay(recordsOf[*WorkloadRecord](objs), func(r *WorkloadRecord) bool { return r.AppGUID == label }) {
-		if d.DeletionTimestamp != nil {
+	for _, obj := range objs {
+		d, ok := obj.(*WorkloadRecord)
+		if !ok || d.DeletionTimestamp != nil {
 			continue
 		}
 		if newest == nil || d.CreationTimestamp.After(newest.CreationTimestamp.Time) ||
@@ -309,14 +304,12 @@ func (s *Store) AppEgressRules(appGUID string) (rules []opi.EgressRule, found bo
 
 // WorkloadByName is the named workload as the cache holds it.
 func (s *Store) WorkloadByName(name string) (*WorkloadRecord, bool) {
-	cached, _ := recordByKey[*WorkloadRecord](s.cfg.Workloads, s.workloadKey(name))
-	r := newer(cached, s.writtenByName(name))
-	return r, r != nil
+	return recordByKey[*WorkloadRecord](s.cfg.Workloads, s.cfg.Namespace+"/"+name)
 }
 
 // Workloads are every workload the cache holds.
 func (s *Store) Workloads() []*WorkloadRecord {
-	return s.withOverlay(recordsOf[*WorkloadRecord](s.cfg.Workloads.GetIndexer().List()), func(*WorkloadRecord) bool { return true })
+	return recordsOf[*WorkloadRecord](s.cfg.Workloads.GetIndexer().List())
 }
 
 // Pods are the LRP's pods as the cache holds them.

@@ -106,9 +106,6 @@ type FakeCache struct {
 	workloadsReturnsOnCall map[int]struct {
 		result1 []*store.WorkloadRecord
 	}
-	WroteStub        func(v1.Object)
-	wroteMutex       sync.RWMutex
-	wroteArgsForCall []FakeCacheWroteArgs
 	invocations      map[string][][]interface{}
 	callOrder        []string
 	invocationsMutex sync.RWMutex
@@ -158,11 +155,6 @@ type FakeCacheWaitForWorkloadGoneArgs struct {
 // FakeCacheWorkloadArgs holds the arguments of one call to Workload.
 type FakeCacheWorkloadArgs struct {
 	Arg1 opi.LRPIdentifier
-}
-
-// FakeCacheWroteArgs holds the arguments of one call to Wrote.
-type FakeCacheWroteArgs struct {
-	Arg1 v1.Object
 }
 
 func (fake *FakeCache) CheckSynced() error {
@@ -791,44 +783,6 @@ func (fake *FakeCache) WorkloadsReturnsOnCall(i int, result1 []*store.WorkloadRe
 	fake.workloadsReturnsOnCall[i] = struct {
 		result1 []*store.WorkloadRecord
 	}{result1}
-}
-
-func (fake *FakeCache) Wrote(arg1 v1.Object) {
-	fake.wroteMutex.Lock()
-	fake.wroteArgsForCall = append(fake.wroteArgsForCall, FakeCacheWroteArgs{arg1})
-	stub := fake.WroteStub
-	fake.recordInvocation("Wrote", []interface{}{arg1})
-	fake.wroteMutex.Unlock()
-	if stub != nil {
-		stub(arg1)
-	}
-}
-
-func (fake *FakeCache) WroteCallCount() int {
-	fake.wroteMutex.RLock()
-	defer fake.wroteMutex.RUnlock()
-	return len(fake.wroteArgsForCall)
-}
-
-func (fake *FakeCache) WroteCalls(stub func(v1.Object)) {
-	fake.wroteMutex.Lock()
-	defer fake.wroteMutex.Unlock()
-	fake.WroteStub = stub
-}
-
-func (fake *FakeCache) WroteArgsForCall(i int) v1.Object {
-	fake.wroteMutex.RLock()
-	defer fake.wroteMutex.RUnlock()
-	argsForCall := fake.wroteArgsForCall[i]
-	return argsForCall.Arg1
-}
-
-func (fake *FakeCache) WroteArgs() []FakeCacheWroteArgs {
-	fake.wroteMutex.RLock()
-	defer fake.wroteMutex.RUnlock()
-	args := make([]FakeCacheWroteArgs, len(fake.wroteArgsForCall))
-	copy(args, fake.wroteArgsForCall)
-	return args
 }
 
 func (fake *FakeCache) Invocations() map[string][][]interface{} {
