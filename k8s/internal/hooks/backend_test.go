@@ -76,6 +76,7 @@ var _ = Describe("Hooks", func() {
 			backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 				{"create secrets " + name + "-env"},
 			}, []backendtest.Step{
+				{"get secrets " + name + "-env"}, // still there now that the workload exists
 				{"create services " + name},
 				{"create poddisruptionbudgets " + name},
 			})
@@ -228,6 +229,7 @@ var _ = Describe("Hooks", func() {
 			backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 				{"create secrets " + name + "-env"},
 			}, []backendtest.Step{
+				{"get secrets " + name + "-env"}, // still there now that the workload exists
 				{"create services " + name},
 				{"create networkpolicies " + name},
 				{"create poddisruptionbudgets " + name},

@@ -63,6 +63,7 @@ var _ = Describe("The StatefulSet backend", func() {
 			backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create statefulsets "+name, []backendtest.Step{
 				{"create secrets " + name + "-env"},
 			}, []backendtest.Step{
+				{"get secrets " + name + "-env"}, // still there now that the workload exists
 				{"create services " + name},
 				{"create poddisruptionbudgets " + name},
 			})
@@ -154,6 +155,7 @@ var _ = Describe("The StatefulSet backend", func() {
 			backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create statefulsets "+name, []backendtest.Step{
 				{"create secrets " + name + "-env"},
 			}, []backendtest.Step{
+				{"get secrets " + name + "-env"}, // still there now that the workload exists
 				{"create services " + name},
 				{"create poddisruptionbudgets " + name},
 			}, "delete statefulsets "+name, "delete secrets "+name+"-env")
