@@ -215,16 +215,13 @@ var (
 // and one whose cache showed the LRP's previous workload deletes the Secrets by name. Such a
 // stop deletes the LRP's workload after its Secret delete (see StopLRP), so a workload that
 // exists at the stop's Secret delete goes too; one that lands after it, like w, finds its
-// Secret gone here, read at w's version or later, and makes it again, controlled by w. The read
-// names w's version so that the API server's watch cache can answer it; when that cache cannot
-// catch up in time, the read goes to etcd. A Secret controlled by another workload is made
-// again as in round 1 (kube.EnsureFreeOrControlled). One read per first desire, beside round 2.
+// Secret gone here and makes it again, controlled by w. The read goes to etcd (a quorum read),
+// so it sees every delete made before w landed. A Secret controlled by another workload is
+// made again as in round 1 (kube.EnsureFreeOrControlled). One read per first desire, beside
+// round 2.
 func (s *Service) keepSecret(ctx context.Context, secret *corev1.Secret, w metav1.Object) error {
 	secrets := s.client.CoreV1().Secrets(s.namespace)
-	got, err := secrets.Get(ctx, secret.Name, metav1.GetOptions{ResourceVersion: w.GetResourceVersion()})
-	if err != nil && kube.Classify(err) != kube.KindNotFound {
-		got, err = secrets.Get(ctx, secret.Name, metav1.GetOptions{})
-	}
+	got, err := secrets.Get(ctx, secret.Name, metav1.GetOptions{})
 	switch {
 	case err == nil:
 		if c := metav1.GetControllerOf(got); c == nil || c.UID == w.GetUID() {
