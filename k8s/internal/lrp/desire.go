@@ -217,8 +217,8 @@ var (
 // exists at the stop's Secret delete goes too; one that lands after it, like w, finds its
 // Secret gone here and makes it again, controlled by w. The read goes to etcd (a quorum read),
 // so it sees every delete made before w landed. A Secret controlled by another workload is
-// made again as in round 1 (kube.EnsureFreeOrControlled). One read per first desire, beside
-// round 2.
+// made again as in round 1 (kube.EnsureFreeOrControlled). One read per Secret a first desire
+// creates (the env Secret, and the image pull Secret with registry credentials), beside round 2.
 func (s *Service) keepSecret(ctx context.Context, secret *corev1.Secret, w metav1.Object) error {
 	secrets := s.client.CoreV1().Secrets(s.namespace)
 	got, err := secrets.Get(ctx, secret.Name, metav1.GetOptions{})

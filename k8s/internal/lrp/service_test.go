@@ -220,10 +220,28 @@ var _ = Describe("LRP service", func() {
 			Expect(service.StopLRP(ctx, id)).To(Succeed())
 			Expect(deployments()).To(Equal([]string{"other-1"}))
 			Expect(deletesOf("deployments")).To(Equal([]string{string(landed.UID)}))
+			// The cache is waited on to show it first, then to lose it: a wait for a workload
+			// the cache never showed would end at once, and reads after the answer list it.
+			Expect(cache.WaitForWorkloadCallCount()).To(Equal(1))
+			_, _, seen, goneOK, _ := cache.WaitForWorkloadArgsForCall(0)
+			Expect(seen.GetUID()).To(Equal(landed.UID))
+			Expect(goneOK).To(BeFalse())
 			Expect(cache.WaitForWorkloadGoneCallCount()).To(Equal(1))
 			_, _, name, uid := cache.WaitForWorkloadGoneArgsForCall(0)
 			Expect(name).To(Equal("app-1"))
 			Expect(uid).To(Equal(landed.UID))
+		})
+
+		It("finding no workload, deletes the one that landed after a Secret delete whose outcome it does not know, and answers the failure", func() {
+			cache.FindWorkloadReturns(nil, store.NotFound(id))
+			createSecret("app-1-env")
+			createDeployment("app-1", lrpLabels)
+			client.PrependReactor("delete", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, apierrors.NewTimeoutError("the delete may have happened", 1)
+			})
+
+			Expect(service.StopLRP(ctx, id)).To(MatchError(opi.ErrUnavailable))
+			Expect(deployments()).To(BeEmpty())
 		})
 
 		It("finding no workload and no Secret, leaves a workload that landed since: its desire made it whole", func() {

@@ -94,18 +94,21 @@ func (s *Service) deleteSecrets(ctx context.Context, w *store.WorkloadRecord) er
 // deleteUnowned deletes the LRP's Secrets and Service that have no controller. The names are
 // not known without the workload, so they are found by their labels, listing their metadata
 // only (no Secret's value passes through opi). Each delete is conditional on the object as
-// listed. Failures to delete are logged: they leave garbage behind, not a running app.
+// listed. A Service's failed delete is logged: it leaves garbage behind, not a running app.
 //
 // A Secret owned by nothing may be a racing desire's, whose workload create is still in flight
-// (a desire creates both at once, see DesireLRP). So once this stop has deleted one, a workload
-// of the LRP that exists now (it landed after the stop looked) is deleted too: every delete of
-// an LRP's Secret is followed by a delete of the workload that exists after it, and a desire
+// (a desire creates both at once, see DesireLRP). So once this stop may have deleted one (its
+// delete succeeded, or failed in a way that does not say it did not happen), a workload of the
+// LRP that exists now (it landed after the stop looked) is deleted too: every delete of an
+// LRP's Secret is followed by a delete of the workload that exists after it, and a desire
 // whose workload lands after that delete finds its Secret gone and makes it again
 // (keepSecret). Either way the LRP ends absent or complete, never a workload without its
-// Secret. Failing that delete is the stop's error, for CC to retry.
+// Secret. A failed Secret delete, or a failure to delete that workload, is the stop's error,
+// for CC to retry.
 func (s *Service) deleteUnowned(ctx context.Context, logger lager.Logger, id opi.LRPIdentifier) error {
 	selector := metav1.ListOptions{LabelSelector: names.LRPSelector(id)}
-	deletedSecret := false
+	var secretErrs []error
+	mayHaveDeletedSecret := false
 	for _, kind := range []struct {
 		resource schema.GroupVersionResource
 		del      func(context.Context, string, metav1.DeleteOptions) error
@@ -118,26 +121,37 @@ func (s *Service) deleteUnowned(ctx context.Context, logger lager.Logger, id opi
 			logger.Error("list-"+kind.resource.Resource, err)
 			continue
 		}
+		isSecret := kind.resource == hooks.SecretsResource
 		for i := range list.Items {
 			if metav1.GetControllerOf(&list.Items[i]) != nil {
 				continue
 			}
-			switch err := kind.del(ctx, list.Items[i].Name, kube.Unchanged(&list.Items[i])); {
-			case err == nil:
-				deletedSecret = deletedSecret || kind.resource == hooks.SecretsResource
-			case !kube.GoneOrChanged(err):
+			err := kind.del(ctx, list.Items[i].Name, kube.Unchanged(&list.Items[i]))
+			if kube.GoneOrChanged(err) {
+				continue
+			}
+			mayHaveDeletedSecret = mayHaveDeletedSecret || isSecret
+			if err != nil {
 				logger.Error("delete-unowned-"+strings.TrimSuffix(kind.resource.Resource, "s"), err, lager.Data{"object": list.Items[i].Name})
+				if isSecret {
+					secretErrs = append(secretErrs, kube.APIError(err, "delete secret"))
+				}
 			}
 		}
 	}
-	if !deletedSecret {
-		return nil
+	if mayHaveDeletedSecret {
+		if err := s.deleteLanded(ctx, logger, selector); err != nil {
+			return err
+		}
 	}
-	return s.deleteLanded(ctx, logger, selector)
+	return errors.Join(secretErrs...)
 }
 
 // deleteLanded deletes, conditional on its uid, each live workload the API server lists for
-// selector (one LRP's), and waits until the cache no longer holds it.
+// selector (one LRP's), and waits until the cache no longer holds it. A workload the cache has
+// not shown yet (one that landed after the stop looked) is waited for first, so that the wait
+// for it to go does not end at once with its events still to come: reads after the stop's
+// answer do not list it.
 func (s *Service) deleteLanded(ctx context.Context, logger lager.Logger, selector metav1.ListOptions) error {
 	landed, err := s.kind.List(ctx, selector)
 	if err != nil {
@@ -146,6 +160,9 @@ func (s *Service) deleteLanded(ctx context.Context, logger lager.Logger, selecto
 	for _, w := range landed {
 		if w.Meta.DeletionTimestamp != nil {
 			continue
+		}
+		if err := s.cache.WaitForWorkload(ctx, logger, w.Meta, false, s.liveCheck(w.Meta)); err != nil {
+			return err
 		}
 		err := s.kind.Delete(ctx, w.Meta.Name, kube.InBackground(kube.PreconditionUID(w.Meta)))
 		if kube.GoneOrChanged(err) {
