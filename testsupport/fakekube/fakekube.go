@@ -1,9 +1,8 @@
 // Package fakekube is client-go's fake clientset made to write as an API server does, for the
 // backend's unit suites: created objects get a UID and a generation, every write a new resource
 // version, a workload whose spec changes a new generation, and patches (merge and strategic
-// merge) are applied by the fake itself so that they get one too, and a delete's preconditions
-// (uid, resource version) are held to. The plain fake leaves all of these out, and owner
-// references, conditional deletes and cache waits need them.
+// merge) are applied by the fake itself so that they get one too. The plain fake leaves all of
+// these empty, and owner references, conditional deletes and cache waits need them.
 package fakekube
 
 import (
@@ -104,28 +103,6 @@ func NewClientset(objects ...runtime.Object) *fake.Clientset {
 			return true, nil, err
 		}
 		return true, obj, nil
-	})
-	// A delete's preconditions hold as in the API server: a uid or resource version that is not
-	// the object's is a conflict, and nothing is deleted.
-	client.PrependReactor("delete", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
-		da := action.(k8stesting.DeleteAction)
-		pre := da.GetDeleteOptions().Preconditions
-		if pre == nil || (pre.UID == nil && pre.ResourceVersion == nil) {
-			return false, nil, nil
-		}
-		current, err := client.Tracker().Get(da.GetResource(), da.GetNamespace(), da.GetName())
-		if err != nil {
-			return true, nil, err
-		}
-		m, err := meta.Accessor(current)
-		if err != nil {
-			return false, nil, nil
-		}
-		if (pre.UID != nil && *pre.UID != m.GetUID()) || (pre.ResourceVersion != nil && *pre.ResourceVersion != m.GetResourceVersion()) {
-			return true, nil, apierrors.NewConflict(da.GetResource().GroupResource(), da.GetName(),
-				fmt.Errorf("precondition failed: uid %v, resource version %v", pre.UID, pre.ResourceVersion))
-		}
-		return false, nil, nil
 	})
 	return client
 }

@@ -76,7 +76,6 @@ var _ = Describe("Hooks", func() {
 			backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 				{"create secrets " + name + "-env"},
 			}, []backendtest.Step{
-				{"get secrets " + name + "-env"}, // still there now that the workload exists
 				{"create services " + name},
 				{"create poddisruptionbudgets " + name},
 			})
@@ -229,7 +228,6 @@ var _ = Describe("Hooks", func() {
 			backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 				{"create secrets " + name + "-env"},
 			}, []backendtest.Step{
-				{"get secrets " + name + "-env"}, // still there now that the workload exists
 				{"create services " + name},
 				{"create networkpolicies " + name},
 				{"create poddisruptionbudgets " + name},

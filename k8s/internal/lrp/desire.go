@@ -34,9 +34,7 @@ import (
 //     reference set at creation, so no owner patch follows): every hook's objects (the
 //     Service, routing objects, egress policy, PodDisruptionBudget: see package hooks). An
 //     object that exists is made controlled by the workload (kube.EnsureControlled) and its
-//     content left. Beside them, when this desire created the workload and its Secrets, one
-//     read of each Secret: a stop racing the desire may have deleted it before the workload
-//     landed, and then it is made again (keepSecret).
+//     content left.
 //
 // The Secrets are not owned by the workload, because an owner reference needs the workload's
 // uid, which only its create returns: waiting for it was a second create after the first, on
@@ -162,10 +160,9 @@ func (s *Service) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 		return s.refused(ctx, logger, &undo, raw, answer)
 	}
 
-	// Round 2: what the workload controls, all at once, and beside it the look whether the
-	// Secrets this desire created with its workload are still there.
+	// Round 2: what the workload controls, all at once.
 	target := hooks.Target{LRP: lrp, Name: w.GetName(), Namespace: s.namespace, Owner: s.controllerRef(w), Live: s.liveCheck(w)}
-	steps := make([]func() (raw, answer error), 0, len(s.hooks)+len(d.Secrets))
+	steps := make([]func() (raw, answer error), 0, len(s.hooks))
 	for _, h := range s.hooks.Desirers() {
 		steps = append(steps, func() (error, error) {
 			if err := h.Desired(ctx, target); err != nil {
@@ -173,19 +170,6 @@ func (s *Service) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 			}
 			return nil, nil
 		})
-	}
-	if created {
-		for i, secret := range d.Secrets {
-			if !undo.createdSecret(secret.Name) {
-				continue
-			}
-			steps = append(steps, func() (error, error) {
-				if err := s.keepSecret(ctx, secret, w); err != nil {
-					return err, kube.OwnershipError(logger, err, keepSteps[i])
-				}
-				return nil, nil
-			})
-		}
 	}
 	if raw, answer := inParallel(steps); answer != nil {
 		endWait()
@@ -204,39 +188,7 @@ func (s *Service) DesireLRP(ctx context.Context, lrp *opi.LRP) error {
 
 // secretSteps name the writes of objects.Desire's Secrets, in their order, for what a failed
 // one answers.
-var (
-	secretSteps = []string{"create env secret", "create registry secret"}
-	keepSteps   = []string{"keep env secret", "keep registry secret"}
-)
-
-// keepSecret makes sure that secret, which this desire created at once with the workload w it
-// created, is still there now that w exists. A stop racing this desire may have deleted it
-// before w landed: a stop that found no workload deletes the LRP's Secrets that nothing owns,
-// and one whose cache showed the LRP's previous workload deletes the Secrets by name. Such a
-// stop deletes the LRP's workload after its Secret delete (see StopLRP), so a workload that
-// exists at the stop's Secret delete goes too; one that lands after it, like w, finds its
-// Secret gone here and makes it again, controlled by w. The read goes to etcd (a quorum read),
-// so it sees every delete made before w landed. A Secret controlled by another workload is
-// made again as in round 1 (kube.EnsureFreeOrControlled). One read per Secret a first desire
-// creates (the env Secret, and the image pull Secret with registry credentials), beside round 2.
-func (s *Service) keepSecret(ctx context.Context, secret *corev1.Secret, w metav1.Object) error {
-	secrets := s.client.CoreV1().Secrets(s.namespace)
-	got, err := secrets.Get(ctx, secret.Name, metav1.GetOptions{})
-	switch {
-	case err == nil:
-		if c := metav1.GetControllerOf(got); c == nil || c.UID == w.GetUID() {
-			return nil
-		}
-	case kube.Classify(err) != kube.KindNotFound:
-		return err
-	default:
-		// Gone: made again only while w is live (a stop that deleted w too has won).
-		if live, err := s.liveCheck(w)(ctx); err != nil || !live {
-			return err
-		}
-	}
-	return kube.EnsureFreeOrControlled(ctx, secrets, secret.DeepCopy(), s.controllerRef(w), s.liveCheck(w))
-}
+var secretSteps = []string{"create env secret", "create registry secret"}
 
 // inParallel runs each step in its own goroutine and waits for all. Each step returns the
 // raw error of its failed call and the error to answer with (nil, nil: done, or nothing left

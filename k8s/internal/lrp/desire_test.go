@@ -74,7 +74,6 @@ var _ = Describe("DesireLRP", func() {
 		backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 			{"create secrets " + name + "-env"},
 		}, []backendtest.Step{
-			{"get secrets " + name + "-env"}, // still there now that the workload exists
 			{"create services " + name},
 			{"create poddisruptionbudgets " + name},
 		})
@@ -409,7 +408,6 @@ var _ = Describe("DesireLRP", func() {
 			backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 				{"create secrets " + name + "-env"},
 			}, []backendtest.Step{
-				{"get secrets " + name + "-env"}, // still there now that the workload exists
 				{"create poddisruptionbudgets " + name},
 			})
 			_, _, services := backendtest.CountObjects(client)
@@ -451,8 +449,6 @@ var _ = Describe("DesireLRP", func() {
 				{"create secrets " + name + "-env"},
 				{"create secrets " + name + "-registry"},
 			}, []backendtest.Step{
-				{"get secrets " + name + "-env"}, // still there now that the workload exists
-				{"get secrets " + name + "-registry"},
 				{"create services " + name},
 				{"create poddisruptionbudgets " + name},
 			})
@@ -612,33 +608,20 @@ var _ = Describe("DesireLRP's first round", func() {
 })
 
 // gatedClient is a client whose Deployment and Secret creates wait for each other: with
-// meet, each waits until the other has been called (at most gateBound, then fails); with
-// between, a Deployment create waits until the first Secret create has returned, then calls
-// between and goes on; else a Secret create waits until the Deployment create has returned.
-// So a spec can put round 1's writes in the order it needs (a fake's reactors cannot wait:
-// they hold its lock).
+// meet, each waits until the other has been called (at most gateBound, then fails); else a
+// Secret create waits until the Deployment create has returned, so that a spec can put
+// round 1's writes in the order it needs (a fake's reactors cannot wait: they hold its lock).
 type gatedClient struct {
 	kubernetes.Interface
-	meet                                                                 bool
-	between                                                              func()
-	deploymentCalled, deploymentDone, secretCalled, secretDone           chan struct{}
-	deploymentCalledOnce, deploymentDoneOnce, secretOnce, secretDoneOnce sync.Once
+	meet                                                 bool
+	deploymentCalled, deploymentDone, secretCalled       chan struct{}
+	deploymentCalledOnce, deploymentDoneOnce, secretOnce sync.Once
 }
 
 const gateBound = 20 * time.Second
 
 func newGatedClient(c kubernetes.Interface, meet bool) *gatedClient {
-	return &gatedClient{Interface: c, meet: meet, deploymentCalled: make(chan struct{}), deploymentDone: make(chan struct{}),
-		secretCalled: make(chan struct{}), secretDone: make(chan struct{})}
-}
-
-// newSecretFirstClient is a gatedClient whose Deployment create waits for the Secret's, then
-// calls between (another caller's work, made while the Deployment's create is in flight).
-func newSecretFirstClient(c kubernetes.Interface, between func()) *gatedClient {
-	g := newGatedClient(c, false)
-	var once sync.Once
-	g.between = func() { once.Do(between) }
-	return g
+	return &gatedClient{Interface: c, meet: meet, deploymentCalled: make(chan struct{}), deploymentDone: make(chan struct{}), secretCalled: make(chan struct{})}
 }
 
 // IsWatchListSemanticsUnSupported passes on what the fake says of watch lists, which its
@@ -680,10 +663,6 @@ type gatedSecrets struct {
 
 func (s gatedSecrets) Create(ctx context.Context, secret *corev1.Secret, opts metav1.CreateOptions) (*corev1.Secret, error) {
 	s.c.secretOnce.Do(func() { close(s.c.secretCalled) })
-	if s.c.between != nil {
-		defer s.c.secretDoneOnce.Do(func() { close(s.c.secretDone) })
-		return s.SecretInterface.Create(ctx, secret, opts)
-	}
 	wait := s.c.deploymentDone
 	if s.c.meet {
 		wait = s.c.deploymentCalled
@@ -702,16 +681,10 @@ type gatedDeployments struct {
 func (d gatedDeployments) Create(ctx context.Context, deployment *appsv1.Deployment, opts metav1.CreateOptions) (*appsv1.Deployment, error) {
 	d.c.deploymentCalledOnce.Do(func() { close(d.c.deploymentCalled) })
 	defer d.c.deploymentDoneOnce.Do(func() { close(d.c.deploymentDone) })
-	switch {
-	case d.c.meet:
+	if d.c.meet {
 		if err := gate(d.c.secretCalled, "deployment", "secret"); err != nil {
 			return nil, err
 		}
-	case d.c.between != nil:
-		if err := gate(d.c.secretDone, "deployment", "secret"); err != nil {
-			return nil, err
-		}
-		d.c.between()
 	}
 	return d.DeploymentInterface.Create(ctx, deployment, opts)
 }

@@ -2,7 +2,6 @@ package lrp_test
 
 import (
 	"context"
-	"errors"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -54,7 +53,6 @@ var _ = Describe("DesireLRP after a stop of the same LRP", func() {
 		backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 			{"create secrets " + name + "-env"},
 		}, []backendtest.Step{
-			{"get secrets " + name + "-env"}, // still there now that the workload exists
 			{
 				"create services " + name,
 				"get services " + name,
@@ -142,34 +140,6 @@ var _ = Describe("DesireLRP after a stop of the same LRP", func() {
 			// What round 2 made for A at once with its Secret is controlled by A's Deployment,
 			// which is gone: the garbage collector's.
 			Expect(metav1.GetControllerOf(backendtest.GetService(client, name))).To(HaveField("UID", uidA))
-		})
-	})
-
-	Describe("raced by a stop while its Deployment's create is in flight", func() {
-		// A stop of the same LRP (another of CC's calls, perhaps to another replica) runs after
-		// this desire's env Secret was created and before its Deployment lands. It finds no
-		// workload, so it deletes the LRP's Secret that nothing owns, and no workload after it.
-		var stopped error
-
-		BeforeEach(func() {
-			stopped = errors.New("the stop did not run")
-			backend = backendtest.StartBackendThrough(client, newSecretFirstClient(client, func() {
-				stopped = backend.StopLRP(ctx, lrp.LRPIdentifier)
-			}), k8s.Options{})
-		})
-
-		It("makes its Secret again, controlled by its Deployment, so that the LRP it answers for is complete", func() {
-			Expect(backend.DesireLRP(ctx, lrp)).To(Succeed())
-			Expect(stopped).NotTo(HaveOccurred())
-			calls := backendtest.ActionsSince(client, 0)
-			Expect(calls).To(ContainElement("delete secrets "+name+"-env"), "the stop took the first one: %v", calls)
-
-			d := backendtest.GetDeployment(client, name)
-			secret := backendtest.GetSecret(client, name+"-env")
-			Expect(secret).NotTo(BeNil())
-			Expect(metav1.IsControlledBy(secret, d)).To(BeTrue())
-			Expect(secret.Data).To(HaveKey("FOO"), "the env CC desired")
-			Expect(names.AppContainer(&d.Spec.Template.Spec).Env).To(ContainElement(HaveField("ValueFrom.SecretKeyRef.Name", name+"-env")))
 		})
 	})
 })

@@ -11,21 +11,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/utils/ptr"
-
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/opi-bridge/opi/k8s/internal/backendtest"
 	"github.com/opi-bridge/opi/k8s/internal/hooks"
 	"github.com/opi-bridge/opi/k8s/internal/lrp"
 	"github.com/opi-bridge/opi/k8s/internal/lrp/lrpfakes"
 	"github.com/opi-bridge/opi/k8s/internal/store"
 	"github.com/opi-bridge/opi/k8s/internal/workload"
-	"github.com/opi-bridge/opi/k8s/names"
 	"github.com/opi-bridge/opi/opi"
 )
 
@@ -43,7 +36,7 @@ var _ = Describe("LRP service", func() {
 
 	BeforeEach(func() {
 		ctx = context.Background()
-		client = backendtest.NewClient()
+		client = fake.NewClientset()
 		cache = &lrpfakes.FakeCache{}
 		id = opi.LRPIdentifier{GUID: "guid-1", Version: "v1"}
 		kind := workload.New(workload.Deployments, workload.Config{Apps: client.AppsV1(), Namespace: namespace,
@@ -164,110 +157,4 @@ var _ = Describe("LRP service", func() {
 		Entry("the delete failed: does not wait", apierrors.NewInternalError(errors.New("etcd is down")), 0),
 		Entry("already gone: waits once", apierrors.NewNotFound(schema.GroupResource{Group: "apps", Resource: "deployments"}, "x"), 1),
 	)
-
-	// A stop racing a desire of the same LRP: the desire creates its workload and env Secret at
-	// once, and the stop deletes a Secret nothing owns by its labels, or the Secret of the
-	// workload its cache showed by name. Whatever workload of the LRP exists after the stop's
-	// Secret delete goes too, so that none is left without its Secret (one that lands later
-	// makes its Secret again: see the desire's specs).
-	Describe("stopping an LRP a desire races", func() {
-		var lrpLabels map[string]string
-
-		BeforeEach(func() {
-			lrpLabels = map[string]string{names.LabelGUID: id.GUID, names.LabelVersion: id.Version, names.LabelSourceType: names.SourceTypeApp}
-		})
-
-		createDeployment := func(name string, labels map[string]string) *appsv1.Deployment {
-			d, err := client.AppsV1().Deployments(namespace).Create(ctx, &appsv1.Deployment{
-				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels},
-				Spec:       appsv1.DeploymentSpec{Replicas: ptr.To[int32](1)},
-			}, metav1.CreateOptions{})
-			Expect(err).NotTo(HaveOccurred())
-			return d
-		}
-		createSecret := func(name string) {
-			_, err := client.CoreV1().Secrets(namespace).Create(ctx, &corev1.Secret{
-				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: lrpLabels},
-			}, metav1.CreateOptions{})
-			Expect(err).NotTo(HaveOccurred())
-		}
-		deletesOf := func(resource string) []string {
-			var uids []string
-			for _, a := range client.Actions() {
-				if d, ok := a.(k8stesting.DeleteAction); ok && a.GetResource().Resource == resource {
-					Expect(d.GetDeleteOptions().Preconditions).NotTo(BeNil(), "every workload delete names the uid it means")
-					uids = append(uids, string(*d.GetDeleteOptions().Preconditions.UID))
-				}
-			}
-			return uids
-		}
-		deployments := func() []string {
-			list, err := client.AppsV1().Deployments(namespace).List(ctx, metav1.ListOptions{})
-			Expect(err).NotTo(HaveOccurred())
-			var got []string
-			for _, d := range list.Items {
-				got = append(got, d.Name)
-			}
-			return got
-		}
-
-		It("finding no workload, deletes the Secret nothing owns and then the LRP's workload that landed since", func() {
-			cache.FindWorkloadReturns(nil, store.NotFound(id))
-			createSecret("app-1-env")
-			landed := createDeployment("app-1", lrpLabels) // a racing desire's, after the stop looked
-			createDeployment("other-1", map[string]string{names.LabelGUID: "other", names.LabelVersion: id.Version, names.LabelSourceType: names.SourceTypeApp})
-
-			Expect(service.StopLRP(ctx, id)).To(Succeed())
-			Expect(deployments()).To(Equal([]string{"other-1"}))
-			Expect(deletesOf("deployments")).To(Equal([]string{string(landed.UID)}))
-			// The cache is waited on to show it first, then to lose it: a wait for a workload
-			// the cache never showed would end at once, and reads after the answer list it.
-			Expect(cache.WaitForWorkloadCallCount()).To(Equal(1))
-			_, _, seen, goneOK, _ := cache.WaitForWorkloadArgsForCall(0)
-			Expect(seen.GetUID()).To(Equal(landed.UID))
-			Expect(goneOK).To(BeFalse())
-			Expect(cache.WaitForWorkloadGoneCallCount()).To(Equal(1))
-			_, _, name, uid := cache.WaitForWorkloadGoneArgsForCall(0)
-			Expect(name).To(Equal("app-1"))
-			Expect(uid).To(Equal(landed.UID))
-		})
-
-		It("finding no workload, deletes the one that landed after a Secret delete whose outcome it does not know, and answers the failure", func() {
-			cache.FindWorkloadReturns(nil, store.NotFound(id))
-			createSecret("app-1-env")
-			createDeployment("app-1", lrpLabels)
-			client.PrependReactor("delete", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
-				return true, nil, apierrors.NewTimeoutError("the delete may have happened", 1)
-			})
-
-			Expect(service.StopLRP(ctx, id)).To(MatchError(opi.ErrUnavailable))
-			Expect(deployments()).To(BeEmpty())
-		})
-
-		It("finding no workload and no Secret, leaves a workload that landed since: its desire made it whole", func() {
-			cache.FindWorkloadReturns(nil, store.NotFound(id))
-			createDeployment("app-1", lrpLabels)
-
-			Expect(service.StopLRP(ctx, id)).To(Succeed())
-			Expect(deployments()).To(Equal([]string{"app-1"}))
-			Expect(deletesOf("deployments")).To(BeEmpty())
-		})
-
-		It("deletes the namesake that replaced the workload its cache showed, whose Secret it took by name", func() {
-			cache.FindWorkloadReturns(&store.WorkloadRecord{ObjectMeta: metav1.ObjectMeta{Name: "app-1", UID: "stopped-before"},
-				LRPRef: store.LRPRef{GUID: id.GUID, Version: id.Version}}, nil)
-			namesake := createDeployment("app-1", lrpLabels)
-			createSecret("app-1-env")
-
-			Expect(service.StopLRP(ctx, id)).To(Succeed())
-			Expect(deployments()).To(BeEmpty())
-			Expect(deletesOf("deployments")).To(Equal([]string{"stopped-before", string(namesake.UID)}))
-			var waited []types.UID
-			for i := range cache.WaitForWorkloadGoneCallCount() {
-				_, _, _, uid := cache.WaitForWorkloadGoneArgsForCall(i)
-				waited = append(waited, uid)
-			}
-			Expect(waited).To(ConsistOf(namesake.UID, types.UID("stopped-before")))
-		})
-	})
 })

@@ -63,7 +63,6 @@ var _ = Describe("The StatefulSet backend", func() {
 			backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create statefulsets "+name, []backendtest.Step{
 				{"create secrets " + name + "-env"},
 			}, []backendtest.Step{
-				{"get secrets " + name + "-env"}, // still there now that the workload exists
 				{"create services " + name},
 				{"create poddisruptionbudgets " + name},
 			})
@@ -155,7 +154,6 @@ var _ = Describe("The StatefulSet backend", func() {
 			backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create statefulsets "+name, []backendtest.Step{
 				{"create secrets " + name + "-env"},
 			}, []backendtest.Step{
-				{"get secrets " + name + "-env"}, // still there now that the workload exists
 				{"create services " + name},
 				{"create poddisruptionbudgets " + name},
 			}, "delete statefulsets "+name, "delete secrets "+name+"-env")

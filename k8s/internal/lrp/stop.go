@@ -24,15 +24,9 @@ import (
 // per object. The Secrets go first: a desire of the same LRP made again between the calls
 // finds the workload still there, so the Secrets it creates are its own and never deleted by
 // this stop (were the workload deleted first, such a desire could make the old Secret its own
-// just before this stop deleted it).
-//
-// The workload is deleted conditional on its uid. When a namesake has replaced it (a racing
-// desire created it after the cache showed the old one, and this stop may have taken its
-// Secret by name), every live workload of the LRP is deleted too. A workload that lands after
-// these deletes finds its Secret gone and makes it again (see keepSecret): the LRP ends absent
-// or complete. When there is no workload, the LRP's Secrets and Service that nothing owns
-// (left by a desire interrupted before its workload, or a racing desire's) are deleted, and
-// then a workload that landed meanwhile (see deleteUnowned). Stopping an absent LRP succeeds.
+// just before this stop deleted it). When there is no workload, Secrets and a Service of the
+// LRP that nothing owns (left by a desire interrupted before its workload) are looked for and
+// deleted, best effort. Stopping an absent LRP succeeds.
 func (s *Service) StopLRP(ctx context.Context, id opi.LRPIdentifier) error {
 	logger := s.logger.Session("stop-lrp", lager.Data{"process-guid": id.ProcessGUID()})
 	if err := s.cache.CheckWritable(ctx); err != nil {
@@ -46,25 +40,15 @@ func (s *Service) StopLRP(ctx context.Context, id opi.LRPIdentifier) error {
 		if err := s.deleteSecrets(ctx, w); err != nil {
 			return err
 		}
-		err := s.kind.Delete(ctx, w.Name, kube.InBackground(kube.PreconditionUID(&w.ObjectMeta)))
-		switch kube.Classify(err) {
-		case kube.KindConflict:
-			// A namesake replaced w after the cache showed it: a racing desire's, which may
-			// have lost its Secret to this stop.
-			if err := s.deleteLanded(ctx, logger, metav1.ListOptions{LabelSelector: names.LRPSelector(id)}); err != nil {
-				return err
-			}
-		case kube.KindNotFound:
-		default:
-			if err != nil {
-				return kube.APIError(err, "delete "+s.kindName())
-			}
+		err := s.kind.Delete(ctx, w.Name, kube.InBackground(metav1.DeleteOptions{}))
+		if err != nil && kube.Classify(err) != kube.KindNotFound {
+			return kube.APIError(err, "delete "+s.kindName())
 		}
 		if err := s.cache.WaitForWorkloadGone(ctx, logger, w.Name, w.UID); err != nil {
 			return err
 		}
-	} else if err := s.deleteUnowned(ctx, logger, id); err != nil {
-		return err
+	} else {
+		s.deleteUnowned(ctx, logger, id)
 	}
 	logger.Info("stopped")
 	return nil
@@ -93,22 +77,10 @@ func (s *Service) deleteSecrets(ctx context.Context, w *store.WorkloadRecord) er
 
 // deleteUnowned deletes the LRP's Secrets and Service that have no controller. The names are
 // not known without the workload, so they are found by their labels, listing their metadata
-// only (no Secret's value passes through opi). Each delete is conditional on the object as
-// listed. A Service's failed delete is logged: it leaves garbage behind, not a running app.
-//
-// A Secret owned by nothing may be a racing desire's, whose workload create is still in flight
-// (a desire creates both at once, see DesireLRP). So once this stop may have deleted one (its
-// delete succeeded, or failed in a way that does not say it did not happen), a workload of the
-// LRP that exists now (it landed after the stop looked) is deleted too: every delete of an
-// LRP's Secret is followed by a delete of the workload that exists after it, and a desire
-// whose workload lands after that delete finds its Secret gone and makes it again
-// (keepSecret). Either way the LRP ends absent or complete, never a workload without its
-// Secret. A failed Secret delete, or a failure to delete that workload, is the stop's error,
-// for CC to retry.
-func (s *Service) deleteUnowned(ctx context.Context, logger lager.Logger, id opi.LRPIdentifier) error {
+// only (no Secret's value passes through opi). Failures are logged: they leave garbage behind,
+// not a running app.
+func (s *Service) deleteUnowned(ctx context.Context, logger lager.Logger, id opi.LRPIdentifier) {
 	selector := metav1.ListOptions{LabelSelector: names.LRPSelector(id)}
-	var secretErrs []error
-	mayHaveDeletedSecret := false
 	for _, kind := range []struct {
 		resource schema.GroupVersionResource
 		del      func(context.Context, string, metav1.DeleteOptions) error
@@ -121,62 +93,14 @@ func (s *Service) deleteUnowned(ctx context.Context, logger lager.Logger, id opi
 			logger.Error("list-"+kind.resource.Resource, err)
 			continue
 		}
-		isSecret := kind.resource == hooks.SecretsResource
 		for i := range list.Items {
-			if metav1.GetControllerOf(&list.Items[i]) != nil {
-				continue
-			}
-			err := kind.del(ctx, list.Items[i].Name, kube.Unchanged(&list.Items[i]))
-			if kube.GoneOrChanged(err) {
-				continue
-			}
-			mayHaveDeletedSecret = mayHaveDeletedSecret || isSecret
-			if err != nil {
-				logger.Error("delete-unowned-"+strings.TrimSuffix(kind.resource.Resource, "s"), err, lager.Data{"object": list.Items[i].Name})
-				if isSecret {
-					secretErrs = append(secretErrs, kube.APIError(err, "delete secret"))
+			if metav1.GetControllerOf(&list.Items[i]) == nil {
+				if err := kube.DeleteAsListed(ctx, kind.del, &list.Items[i]); err != nil {
+					logger.Error("delete-unowned-"+strings.TrimSuffix(kind.resource.Resource, "s"), err, lager.Data{"object": list.Items[i].Name})
 				}
 			}
 		}
 	}
-	if mayHaveDeletedSecret {
-		if err := s.deleteLanded(ctx, logger, selector); err != nil {
-			return err
-		}
-	}
-	return errors.Join(secretErrs...)
-}
-
-// deleteLanded deletes, conditional on its uid, each live workload the API server lists for
-// selector (one LRP's), and waits until the cache no longer holds it. A workload the cache has
-// not shown yet (one that landed after the stop looked) is waited for first, so that the wait
-// for it to go does not end at once with its events still to come: reads after the stop's
-// answer do not list it.
-func (s *Service) deleteLanded(ctx context.Context, logger lager.Logger, selector metav1.ListOptions) error {
-	landed, err := s.kind.List(ctx, selector)
-	if err != nil {
-		return kube.APIError(err, "list "+s.kindName()+"s")
-	}
-	for _, w := range landed {
-		if w.Meta.DeletionTimestamp != nil {
-			continue
-		}
-		if err := s.cache.WaitForWorkload(ctx, logger, w.Meta, false, s.liveCheck(w.Meta)); err != nil {
-			return err
-		}
-		err := s.kind.Delete(ctx, w.Meta.Name, kube.InBackground(kube.PreconditionUID(w.Meta)))
-		if kube.GoneOrChanged(err) {
-			continue
-		}
-		if err != nil {
-			return kube.APIError(err, "delete "+s.kindName())
-		}
-		logger.Info("deleted-workload-that-landed", lager.Data{s.kindName(): w.Meta.Name})
-		if err := s.cache.WaitForWorkloadGone(ctx, logger, w.Meta.Name, w.Meta.UID); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // StopInstance deletes the pod reported at index (store.InstancePods at this moment); the workload

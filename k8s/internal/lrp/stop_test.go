@@ -136,7 +136,6 @@ var _ = Describe("Stopping", func() {
 				"delete secrets " + name + "-env",
 				"delete secrets " + name + "-registry",
 				"delete services " + name,
-				"list deployments", // one that landed since, a racing desire's, goes too: none here
 			}))
 			Expect(backendtest.MetadataActions(md)).To(Equal([]string{"list secrets", "list services"}))
 			_, secrets, services := backendtest.CountObjects(client)

@@ -37,18 +37,6 @@ func (w *desireWrites) addSecret(s *corev1.Secret) {
 	w.secrets = append(w.secrets, s)
 }
 
-// createdSecret says whether this desire created the Secret of that name.
-func (w *desireWrites) createdSecret(name string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, s := range w.secrets {
-		if s.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
 // forgetSecrets leaves the Secrets recorded so far out of an undo.
 func (w *desireWrites) forgetSecrets() {
 	w.mu.Lock()

@@ -130,7 +130,6 @@ var _ = Describe("A refused desire", func() {
 		backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 			{"create secrets " + name + "-env"},
 		}, []backendtest.Step{
-			{"get secrets " + name + "-env"}, // still there now that the workload exists
 			{"create services " + name},
 			{"create poddisruptionbudgets " + name},
 		}, "delete deployments "+name, "delete secrets "+name+"-env")
@@ -189,7 +188,6 @@ var _ = Describe("A refused desire", func() {
 		backendtest.ExpectDesireCalls(backendtest.ActionsSince(client, before), "create deployments "+name, []backendtest.Step{
 			{"create secrets " + name + "-env"},
 		}, []backendtest.Step{
-			{"get secrets " + name + "-env"}, // still there now that the workload exists
 			{"create services " + name},
 			{"create poddisruptionbudgets " + name},
 		})

@@ -63,8 +63,6 @@ var _ = Describe("Routing nats", func() {
 			{"create secrets " + name + "-env"},
 			{"create secrets " + name + "-registry"},
 		}, []backendtest.Step{
-			{"get secrets " + name + "-env"}, // still there now that the workload exists
-			{"get secrets " + name + "-registry"},
 			{"create networkpolicies " + name},
 			{"create poddisruptionbudgets " + name},
 		})
